@@ -1,0 +1,120 @@
+# LayerFS in C. `make help` lists the targets.
+
+DEBIAN_PACKAGES := build-essential pkg-config clang clang-format clang-tidy cppcheck \
+	libsqlite3-dev sqlite3 liburing-dev libssl-dev libjansson-dev libcmocka-dev \
+	libfuse3-dev fuse3 libbpf-dev bpftool libelf-dev libmnl-dev git rsync
+# Build-time libraries, through pkg-config.
+PKGS := sqlite3 liburing libcrypto jansson
+
+BUILD ?= build
+CC ?= cc
+VERSION := 0.1.0
+PREFIX ?= /usr/local
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -Iuserspace-lib/include -Iuserspace-lib/src -Icli \
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS) $(EXTRA_CFLAGS)
+LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+LDFLAGS += $(EXTRA_LDFLAGS)
+
+LIB_SRC := $(wildcard userspace-lib/src/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC := $(wildcard cli/*.c)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_HELPERS := $(BUILD)/tests/crashkill
+
+.PHONY: all deps demo check unit e2e sanitize lint format bench install clean help
+.DELETE_ON_ERROR:
+
+all: $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs.pc \
+	$(UNIT_BIN) $(TEST_HELPERS)
+
+help:
+	@echo "make deps      install the Debian packages the build and the tests need (as root)"
+	@echo "make           build liblayerfs (.a, .so, layerfs.pc), the layerfs CLI and the tests"
+	@echo "make demo      deps + build + a short end-to-end run of the CLI"
+	@echo "make check     deps + build + every test (unit on cmocka, end-to-end on the kernel)"
+	@echo "make sanitize  the tests again, built with ASan + UBSan"
+	@echo "make lint      clang-format (check), cppcheck and clang-tidy"
+	@echo "make bench     the Store against git, as ratios"
+
+# Installs only what is missing, so it costs nothing on a ready machine.
+deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root to install:" $$missing >&2; exit 1; fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(BUILD)/%.o: %.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cli/*.h tests/unit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/liblayerfs.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/liblayerfs.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,liblayerfs.so.0 -o $@ $^ $(LDFLAGS) $(LIBS)
+
+$(BUILD)/layerfs.pc: userspace-lib/layerfs.pc.in
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBS@|$(LIBS)|g' $< > $@
+
+$(BUILD)/layerfs: $(CLI_OBJ) $(BUILD)/liblayerfs.a
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS)
+
+$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(BUILD)/liblayerfs.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) -lcmocka
+
+$(BUILD)/tests/crashkill: $(BUILD)/tests/e2e/crashkill.o $(BUILD)/liblayerfs.a
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS)
+
+demo: deps all
+	BUILD=$(BUILD) tests/e2e/demo.sh
+
+unit: all
+	@fail=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t || fail=1; done; exit $$fail
+
+e2e: all
+	BUILD=$(BUILD) tests/e2e/run.sh
+
+check: deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) e2e
+
+sanitize: deps
+	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" unit e2e
+
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+lint:
+	clang-format --dry-run -Werror $(FORMAT_FILES)
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+		--suppress=missingIncludeSystem -D_GNU_SOURCE -Iuserspace-lib/include -Iuserspace-lib/src -Icli \
+		userspace-lib cli tests
+	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iuserspace-lib/include -Iuserspace-lib/src -Icli \
+		$(shell pkg-config --cflags $(PKGS))
+
+format:
+	clang-format -i $(FORMAT_FILES)
+
+bench: deps all
+	BUILD=$(BUILD) bench/store_vs_git.sh
+
+install: all
+	install -Dm755 $(BUILD)/layerfs $(DESTDIR)$(PREFIX)/bin/layerfs
+	install -Dm644 $(BUILD)/liblayerfs.a $(DESTDIR)$(PREFIX)/lib/liblayerfs.a
+	install -Dm755 $(BUILD)/liblayerfs.so $(DESTDIR)$(PREFIX)/lib/liblayerfs.so
+	install -Dm644 userspace-lib/include/layerfs.h $(DESTDIR)$(PREFIX)/include/layerfs.h
+	install -Dm644 $(BUILD)/layerfs.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/layerfs.pc
+
+clean:
+	rm -rf build build-san

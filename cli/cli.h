@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef LFS_CLI_H
+#define LFS_CLI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "layerfs.h"
+#include "util.h"
+
+#define LAYERFS_VERSION "0.1.0"
+#define _cli_printf_(a, b) __attribute__((format(printf, a, b)))
+
+typedef struct cli_opt {
+        char *name;
+        const char *value;
+} cli_opt;
+
+typedef struct cli_ctx {
+        const char *home_dir, *project;
+        bool json, version;
+        char **args; /* positional arguments after GROUP METHOD */
+        size_t n_args, cap_args;
+        cli_opt *opts;
+        size_t n_opts, cap_opts;
+        lfs_home *home;
+        lfs_store *store;
+        lfs_error *err;
+        uint64_t last_progress_ms;
+        bool progress_shown;
+} cli_ctx;
+
+int cli_open_home(cli_ctx *ctx);
+int cli_open_store(cli_ctx *ctx);
+const char *cli_option(const cli_ctx *ctx, const char *name);
+/* Prints and frees value. */
+void cli_print_json(json_t *value);
+void cli_end_progress(cli_ctx *ctx);
+int cli_report(cli_ctx *ctx, int r);
+/* A commit id as text; short for people, whole for --json. */
+json_t *cli_json_id(const lfs_id *id);
+
+int cmd_project_init(cli_ctx *ctx);
+int cmd_project_list(cli_ctx *ctx);
+int cmd_project_verify(cli_ctx *ctx);
+int cmd_branch_create(cli_ctx *ctx);
+int cmd_branch_list(cli_ctx *ctx);
+int cmd_branch_delete(cli_ctx *ctx);
+int cmd_branch_log(cli_ctx *ctx);
+int cmd_branch_diff(cli_ctx *ctx);
+int cmd_branch_merge(cli_ctx *ctx);
+int cmd_branch_export(cli_ctx *ctx);
+int cmd_branch_commit(cli_ctx *ctx);
+
+#endif

@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: MIT */
+/* layerfs: the command line form of the LayerFS API (SPEC 2a). */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* Exit status of a refusal or failure of LayerFS itself (SPEC 2a), as docker run uses. */
+#define EXIT_LAYERFS 125
+
+static const char main_help[] =
+        "NAME\n"
+        "    layerfs - sandboxes with a versioned filesystem\n"
+        "\n"
+        "SYNOPSIS\n"
+        "    layerfs [--home DIR] [--project NAME] [--json] GROUP METHOD [ARGS...]\n"
+        "    layerfs GROUP METHOD --help\n"
+        "\n"
+        "DESCRIPTION\n"
+        "    A home holds projects; each project has a Store of content-addressed objects\n"
+        "    with Commits and Branches. This build offers the Store: the groups 'project'\n"
+        "    and 'branch'. Sandboxes, Workspaces and processes come in later releases and\n"
+        "    are refused with Unsupported until then.\n"
+        "\n"
+        "COMMANDS\n"
+        "    project init NAME [--from DIR]     make a project; branch main holds DIR or nothing\n"
+        "    project list                       projects with their branches\n"
+        "    project verify                     check the Store: database and every object\n"
+        "    branch create NAME [--from REF]    a branch at REF (a branch or commit; default main)\n"
+        "    branch list                        branches and their commits\n"
+        "    branch delete NAME                 remove a branch (its commits stay)\n"
+        "    branch log NAME [--limit N]        commits, newest first\n"
+        "    branch diff A B                    paths changed from A to B\n"
+        "    branch merge FROM INTO             three-way merge; Conflict lists every path\n"
+        "    branch export REF DIR              write a commit's files into a new or empty DIR\n"
+        "    branch commit BRANCH --from DIR -m MESSAGE\n"
+        "                                       record DIR as the branch's next commit\n"
+        "\n"
+        "GLOBAL OPTIONS\n"
+        "    --home DIR       the home (else $LAYERFS_HOME; /var/lib/layerfs for root;\n"
+        "                     $XDG_DATA_HOME/layerfs otherwise)\n"
+        "    --project NAME   the project (else $LAYERFS_PROJECT; may be left out when the\n"
+        "                     home has one project)\n"
+        "    --json           print the result as JSON for scripts; errors as\n"
+        "                     {\"error\": {\"code\", \"message\"}}\n"
+        "    -h, --help       this text; after GROUP METHOD, that command's text\n"
+        "    --version        the version\n"
+        "\n"
+        "ENVIRONMENT\n"
+        "    LAYERFS_HOME, LAYERFS_PROJECT as above; LAYERFS_AUTHOR names the author of\n"
+        "    commits (default user@host); LAYERFS_NO_URING=1 uses plain system calls\n"
+        "    instead of io_uring.\n"
+        "\n"
+        "EXIT STATUS\n"
+        "    0 on success. 125 when LayerFS refuses or fails; stderr then says\n"
+        "    'CODE: message' with CODE one of InvalidInput, Unsupported, NoSuchProject,\n"
+        "    NoSuchBranch, NoSuchSandbox, NotMounted, AlreadyMounted, LimitReached, Busy,\n"
+        "    Dirty, Conflict, PermissionDenied, Failed.\n"
+        "\n"
+        "EXAMPLES\n"
+        "    layerfs --home /tmp/h project init web --from ./site\n"
+        "    layerfs --home /tmp/h branch create feature\n"
+        "    layerfs --home /tmp/h branch commit feature --from ./site -m 'new page'\n"
+        "    layerfs --home /tmp/h branch merge feature main\n"
+        "    layerfs --home /tmp/h --json branch diff main feature\n";
+
+typedef struct command {
+        const char *group, *method;
+        int (*run)(cli_ctx *ctx);
+        int min_args, max_args;
+        const char *options; /* long options taking a value, ","-separated; "m" is -m */
+        const char *help;
+} command;
+
+static const command commands[] = {
+        {"project", "init", cmd_project_init, 1, 1, "from",
+         "layerfs project init NAME [--from DIR]\n\n"
+         "Makes project NAME ([a-z0-9][a-z0-9._-]{0,62}) in the home with branch 'main'.\n"
+         "With --from, main's first commit holds DIR's regular files (with their executable\n"
+         "bit), directories (empty ones too) and symlinks; fifos, sockets and devices are\n"
+         "skipped. Without it, main starts with an empty commit. A failed or interrupted\n"
+         "init leaves no project behind.\n\n"
+         "Prints the project, the branch and the commit ({project, branch, commit} with --json).\n"},
+        {"project", "list", cmd_project_list, 0, 0, "",
+         "layerfs project list\n\nLists the home's projects with their branches and sandboxes.\n"},
+        {"project", "verify", cmd_project_verify, 0, 0, "",
+         "layerfs project verify\n\n"
+         "Runs SQLite's integrity check on the project's Store and checks that every commit,\n"
+         "tree and file reachable from a branch hashes to its name. Exits 125 with Failed,\n"
+         "naming the first damaged object, otherwise prints how many objects were checked.\n"},
+        {"branch", "create", cmd_branch_create, 1, 1, "from",
+         "layerfs branch create NAME [--from BRANCH|COMMIT]\n\n"
+         "Makes branch NAME at the head of BRANCH or at COMMIT (a commit id or a unique\n"
+         "prefix of at least 4 hex digits); default: main. Names are letters, digits, '.',\n"
+         "'_', '-' with '/' between parts.\n"},
+        {"branch", "list", cmd_branch_list, 0, 0, "", "layerfs branch list\n\nLists branches with their head commits.\n"},
+        {"branch", "delete", cmd_branch_delete, 1, 1, "",
+         "layerfs branch delete NAME\n\nRemoves the branch. Its commits stay in the Store.\n"},
+        {"branch", "log", cmd_branch_log, 1, 1, "limit",
+         "layerfs branch log NAME [--limit N]\n\n"
+         "Commits of NAME (a branch or commit), newest first, following first parents.\n"},
+        {"branch", "diff", cmd_branch_diff, 2, 2, "",
+         "layerfs branch diff A B\n\n"
+         "Paths that differ from A to B (branches or commits), one per line as\n"
+         "'A path', 'M path' or 'D path' (added, modified, deleted). Files, symlinks and\n"
+         "empty directories are listed; a mode change is a modification.\n"},
+        {"branch", "merge", cmd_branch_merge, 2, 2, "",
+         "layerfs branch merge FROM INTO\n\n"
+         "Merges FROM (a branch or commit) into branch INTO, three-way per path against\n"
+         "their nearest common ancestor. When INTO is an ancestor of FROM the head just\n"
+         "moves (fast-forward). A path changed on both sides differently, changed on one\n"
+         "side and deleted on the other, or a file on one side and a directory on the\n"
+         "other, is a conflict: Conflict lists every such path and nothing changes.\n"},
+        {"branch", "export", cmd_branch_export, 2, 2, "",
+         "layerfs branch export BRANCH|COMMIT DIR\n\n"
+         "Writes the commit's files into DIR, which must not exist or be empty. Files are\n"
+         "checked against their ids while being written; the result appears whole or not\n"
+         "at all.\n"},
+        {"branch", "commit", cmd_branch_commit, 1, 1, "from,m",
+         "layerfs branch commit BRANCH --from DIR -m MESSAGE\n\n"
+         "Records DIR as the next commit of BRANCH: DIR's contents replace the branch's\n"
+         "tree. Only files whose contents the Store lacks are written. When nothing\n"
+         "differs no commit is made and the head is printed unchanged.\n"},
+};
+
+static const char *const later_groups[] = {"sandbox", "workspace", "process", "runtime"};
+
+static void usage_error(cli_ctx *ctx, const char *fmt, ...) _cli_printf_(2, 3);
+
+static void print_error(cli_ctx *ctx, const lfs_error *e) {
+        if (ctx->json) {
+                json_t *err = json_pack("{s:s, s:s}", "code", lfs_code_name(e->code), "message",
+                                        e->message);
+                if (e->n_paths) {
+                        json_t *paths = json_array();
+                        for (size_t i = 0; i < e->n_paths; i++)
+                                json_array_append_new(paths, json_string(e->paths[i]));
+                        json_object_set_new(err, "paths", paths);
+                }
+                cli_print_json(json_pack("{s:o}", "error", err));
+                return;
+        }
+        fprintf(stderr, "%s: %s\n", lfs_code_name(e->code), e->message);
+        for (size_t i = 0; i < e->n_paths; i++)
+                fprintf(stderr, "  %s\n", e->paths[i]);
+}
+
+int cli_report(cli_ctx *ctx, int r) {
+        if (r >= 0)
+                return 0;
+        if (ctx->err)
+                print_error(ctx, ctx->err);
+        else {
+                lfs_error e = {.code = LFS_FAILED, .message = strerror(-r)};
+                print_error(ctx, &e);
+        }
+        return EXIT_LAYERFS;
+}
+
+static void usage_error(cli_ctx *ctx, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        lfs_failv(&ctx->err, LFS_INVALID_INPUT, 0, fmt, ap);
+        va_end(ap);
+}
+
+void cli_print_json(json_t *value) {
+        char *text = json_dumps(value, JSON_INDENT(2) | JSON_ENCODE_ANY);
+        if (text)
+                puts(text);
+        free(text);
+        json_decref(value);
+}
+
+static const command *find_command(const char *group, const char *method) {
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (!strcmp(commands[i].group, group) && !strcmp(commands[i].method, method))
+                        return &commands[i];
+        return NULL;
+}
+
+static bool group_known(const char *group) {
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (!strcmp(commands[i].group, group))
+                        return true;
+        return false;
+}
+
+static bool option_takes_value(const command *cmd, const char *name) {
+        size_t len = strlen(name);
+        for (const char *p = cmd->options; *p;) {
+                size_t n = strcspn(p, ",");
+                if (n == len && !strncmp(p, name, n))
+                        return true;
+                p += n + (p[n] == ',');
+        }
+        return false;
+}
+
+const char *cli_option(const cli_ctx *ctx, const char *name) {
+        for (size_t i = 0; i < ctx->n_opts; i++)
+                if (!strcmp(ctx->opts[i].name, name))
+                        return ctx->opts[i].value;
+        return NULL;
+}
+
+static void progress(void *userdata, const char *phase, uint64_t done, uint64_t total) {
+        cli_ctx *ctx = userdata;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+        if (ms - ctx->last_progress_ms < 100 && done != total)
+                return;
+        ctx->last_progress_ms = ms;
+        if (total)
+                fprintf(stderr, "\r%s: %llu/%llu files ", phase, (unsigned long long)done,
+                        (unsigned long long)total);
+        else
+                fprintf(stderr, "\r%s: %llu files ", phase, (unsigned long long)done);
+        ctx->progress_shown = true;
+}
+
+void cli_end_progress(cli_ctx *ctx) {
+        if (ctx->progress_shown)
+                fputs("\r\033[K", stderr);
+        ctx->progress_shown = false;
+}
+
+/* Splits argv into globals, the command, its options and its positional arguments. */
+static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, bool *ret_help) {
+        const char *words[2] = {NULL, NULL};
+        size_t n_words = 0;
+        const command *cmd = NULL;
+        bool dashdash = false;
+        for (int i = 1; i < argc; i++) {
+                char *a = argv[i];
+                if (!dashdash && !strcmp(a, "--")) {
+                        dashdash = true;
+                        continue;
+                }
+                if (dashdash || a[0] != '-' || !a[1]) {
+                        if (n_words < 2) {
+                                words[n_words++] = a;
+                                if (n_words == 2)
+                                        cmd = find_command(words[0], words[1]);
+                        } else {
+                                GROW(ctx->args, ctx->cap_args, ctx->n_args + 1);
+                                ctx->args[ctx->n_args++] = a;
+                        }
+                        continue;
+                }
+                /* --name=value, --name value, -m value */
+                char *name = a + (a[1] == '-' ? 2 : 1);
+                char *value = NULL;
+                char *eq = strchr(name, '=');
+                _cleanup_free_ char *key = eq ? strndup(name, (size_t)(eq - name)) : xstrdup(name);
+                if (eq)
+                        value = eq + 1;
+                if (!strcmp(key, "help") || !strcmp(key, "h")) {
+                        *ret_help = true;
+                        continue;
+                }
+                if (!strcmp(key, "json")) {
+                        ctx->json = true;
+                        continue;
+                }
+                if (!strcmp(key, "version")) {
+                        ctx->version = true;
+                        continue;
+                }
+                bool global = !strcmp(key, "home") || !strcmp(key, "project");
+                if (!global && !(cmd && option_takes_value(cmd, key)) && !(n_words < 2)) {
+                        usage_error(ctx, "unknown option '%s' for 'layerfs %s %s'; see 'layerfs %s %s --help'",
+                                    a, words[0], words[1], words[0], words[1]);
+                        return -EINVAL;
+                }
+                if (!global && n_words < 2) {
+                        usage_error(ctx, "unknown option '%s' before the command; see 'layerfs --help'", a);
+                        return -EINVAL;
+                }
+                if (!value) {
+                        if (i + 1 >= argc) {
+                                usage_error(ctx, "option '%s' needs a value", a);
+                                return -EINVAL;
+                        }
+                        value = argv[++i];
+                }
+                if (!strcmp(key, "home"))
+                        ctx->home_dir = value;
+                else if (!strcmp(key, "project"))
+                        ctx->project = value;
+                else {
+                        GROW(ctx->opts, ctx->cap_opts, ctx->n_opts + 1);
+                        ctx->opts[ctx->n_opts++] = (cli_opt){.name = TAKE_PTR(key), .value = value};
+                }
+        }
+        if (*ret_help || ctx->version) {
+                *ret_cmd = cmd;
+                return 0;
+        }
+        if (n_words == 0) {
+                usage_error(ctx, "no command given; see 'layerfs --help'");
+                return -EINVAL;
+        }
+        if (!cmd) {
+                for (size_t i = 0; i < sizeof(later_groups) / sizeof(later_groups[0]); i++)
+                        if (!strcmp(words[0], later_groups[i]) ||
+                            (!strcmp(words[0], "project") && words[1] && !strcmp(words[1], "list_sandboxes"))) {
+                                lfs_fail(&ctx->err, LFS_UNSUPPORTED, 0,
+                                         "'%s%s%s' is not in this build yet: it offers the Store "
+                                         "(project and branch commands); Sandboxes and Workspaces come "
+                                         "in a later release",
+                                         words[0], words[1] ? " " : "", words[1] ? words[1] : "");
+                                return -EOPNOTSUPP;
+                        }
+                if (!group_known(words[0]))
+                        usage_error(ctx, "unknown command group '%s'; the groups are project and branch; see 'layerfs --help'",
+                                    words[0]);
+                else if (!words[1])
+                        usage_error(ctx, "'layerfs %s' needs a method; see 'layerfs --help'", words[0]);
+                else
+                        usage_error(ctx, "unknown command 'layerfs %s %s'; see 'layerfs --help'", words[0],
+                                    words[1]);
+                return -EINVAL;
+        }
+        if ((int)ctx->n_args < cmd->min_args || (int)ctx->n_args > cmd->max_args) {
+                usage_error(ctx, "'layerfs %s %s' takes %d argument%s, not %zu; usage: %.*s", cmd->group,
+                            cmd->method, cmd->max_args, cmd->max_args == 1 ? "" : "s", ctx->n_args,
+                            (int)strcspn(cmd->help, "\n"), cmd->help);
+                return -EINVAL;
+        }
+        *ret_cmd = cmd;
+        return 0;
+}
+
+static void ctx_done(cli_ctx *ctx) {
+        for (size_t i = 0; i < ctx->n_opts; i++)
+                free(ctx->opts[i].name);
+        free(ctx->opts);
+        free(ctx->args);
+        lfs_store_close(ctx->store);
+        lfs_home_close(ctx->home);
+        lfs_error_free(ctx->err);
+}
+
+int cli_open_home(cli_ctx *ctx) {
+        int r = lfs_home_open(ctx->home_dir, &ctx->home, &ctx->err);
+        if (r == 0 && !ctx->json && isatty(STDERR_FILENO))
+                lfs_home_set_progress(ctx->home, progress, ctx);
+        return r;
+}
+
+int cli_open_store(cli_ctx *ctx) {
+        int r = cli_open_home(ctx);
+        if (r < 0)
+                return r;
+        const char *project = ctx->project ? ctx->project : getenv("LAYERFS_PROJECT");
+        if (project && !*project)
+                project = NULL;
+        return lfs_store_open(ctx->home, project, &ctx->store, &ctx->err);
+}
+
+int main(int argc, char **argv) {
+        cli_ctx ctx = {0};
+        const command *cmd = NULL;
+        bool help = false;
+        int r = parse(&ctx, argc, argv, &cmd, &help);
+        int status;
+        if (r == 0 && ctx.version) {
+                printf("layerfs %s\n", LAYERFS_VERSION);
+                status = 0;
+        } else if (r == 0 && help) {
+                fputs(cmd ? cmd->help : main_help, stdout);
+                status = 0;
+        } else if (r < 0) {
+                status = cli_report(&ctx, r);
+        } else {
+                r = cmd->run(&ctx);
+                cli_end_progress(&ctx);
+                status = cli_report(&ctx, r);
+        }
+        ctx_done(&ctx);
+        return status;
+}

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * layerfs.h - the public C API of liblayerfs.
+ *
+ * Every call returns 0 on success or a negative errno-style value on failure, in
+ * which case *err (when err is not NULL) receives an lfs_error that names one of the
+ * codes of SPEC section 6 and a message saying what was wrong and what to do.
+ * Output parameters are named ret_* and are left untouched on failure.
+ */
+#ifndef LAYERFS_H
+#define LAYERFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum lfs_code {
+        LFS_OK = 0,
+        LFS_INVALID_INPUT,
+        LFS_UNSUPPORTED,
+        LFS_NO_SUCH_PROJECT,
+        LFS_NO_SUCH_BRANCH,
+        LFS_NO_SUCH_SANDBOX,
+        LFS_NOT_MOUNTED,
+        LFS_ALREADY_MOUNTED,
+        LFS_LIMIT_REACHED,
+        LFS_BUSY,
+        LFS_DIRTY,
+        LFS_CONFLICT,
+        LFS_PERMISSION_DENIED,
+        LFS_FAILED,
+} lfs_code;
+
+typedef struct lfs_error {
+        lfs_code code;
+        int errnum;    /* the errno behind it, or 0 */
+        char *message; /* what was wrong, with which value, and what to do */
+        /* For LFS_CONFLICT: every conflicting path. */
+        char **paths;
+        size_t n_paths;
+} lfs_error;
+
+/* "InvalidInput", "NoSuchBranch", ... as SPEC section 6 spells them. */
+const char *lfs_code_name(lfs_code code);
+void lfs_error_free(lfs_error *err);
+
+#define LFS_ID_LEN 32
+#define LFS_HEX_LEN 64
+
+typedef struct lfs_id {
+        uint8_t bytes[LFS_ID_LEN];
+} lfs_id;
+
+void lfs_id_to_hex(const lfs_id *id, char ret_hex[LFS_HEX_LEN + 1]);
+
+/* Long work reports progress here; done counts files, total is 0 when unknown. */
+typedef void (*lfs_progress_fn)(void *userdata, const char *phase, uint64_t done, uint64_t total);
+
+typedef struct lfs_home lfs_home;
+typedef struct lfs_store lfs_store;
+
+/* dir NULL: $LAYERFS_HOME, else /var/lib/layerfs for root, else $XDG_DATA_HOME/layerfs. */
+int lfs_home_open(const char *dir, lfs_home **ret_home, lfs_error **err);
+void lfs_home_close(lfs_home *home);
+const char *lfs_home_path(const lfs_home *home);
+void lfs_home_set_progress(lfs_home *home, lfs_progress_fn fn, void *userdata);
+
+/* project.init(name, from_dir?): branch "main" holds from_dir's tree, or is empty. */
+int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs_id *ret_commit,
+                     lfs_error **err);
+
+typedef struct lfs_project_info {
+        char *project;
+        char **branches;
+        size_t n_branches;
+        size_t sandboxes;
+} lfs_project_info;
+
+int lfs_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *ret_n, lfs_error **err);
+void lfs_project_list_free(lfs_project_info *projects, size_t n);
+
+/* name NULL: the home's only project (NoSuchProject or InvalidInput otherwise). */
+int lfs_store_open(lfs_home *home, const char *project, lfs_store **ret_store, lfs_error **err);
+void lfs_store_close(lfs_store *store);
+const char *lfs_store_project(const lfs_store *store);
+
+typedef struct lfs_branch_info {
+        char *name;
+        lfs_id commit;
+} lfs_branch_info;
+
+/* from: a branch name or a commit id (a unique hex prefix of at least 4); NULL = "main". */
+int lfs_branch_create(lfs_store *store, const char *name, const char *from, lfs_id *ret_commit,
+                      lfs_error **err);
+int lfs_branch_list(lfs_store *store, lfs_branch_info **ret_branches, size_t *ret_n, lfs_error **err);
+void lfs_branch_list_free(lfs_branch_info *branches, size_t n);
+int lfs_branch_delete(lfs_store *store, const char *name, lfs_error **err);
+
+typedef struct lfs_commit_info {
+        lfs_id id;
+        lfs_id tree;
+        lfs_id parents[2];
+        size_t n_parents;
+        char *author;
+        int64_t time;
+        char *message;
+} lfs_commit_info;
+
+/* Newest first, following first parents; limit 0 = all. */
+int lfs_branch_log(lfs_store *store, const char *name, size_t limit, lfs_commit_info **ret_commits,
+                   size_t *ret_n, lfs_error **err);
+void lfs_commit_info_free(lfs_commit_info *commits, size_t n);
+
+typedef enum lfs_change_kind {
+        LFS_ADDED,
+        LFS_MODIFIED,
+        LFS_DELETED,
+} lfs_change_kind;
+
+typedef struct lfs_change {
+        char *path;
+        lfs_change_kind kind;
+} lfs_change;
+
+const char *lfs_change_kind_name(lfs_change_kind kind);
+
+/* a, b: branch names or commit ids. Paths of files, symlinks and empty directories. */
+int lfs_branch_diff(lfs_store *store, const char *a, const char *b, lfs_change **ret_changes,
+                    size_t *ret_n, lfs_error **err);
+void lfs_change_list_free(lfs_change *changes, size_t n);
+
+typedef struct lfs_merge_result {
+        lfs_id commit;
+        int fast_forward; /* the head moved to from's commit; no new commit */
+        int up_to_date;   /* into already contained from */
+} lfs_merge_result;
+
+/* On conflict: LFS_CONFLICT with every conflicting path in err->paths; nothing changes. */
+int lfs_branch_merge(lfs_store *store, const char *from, const char *into, lfs_merge_result *ret,
+                     lfs_error **err);
+
+/* Records from_dir as the branch's next commit, writing only objects the Store lacks. */
+int lfs_branch_commit(lfs_store *store, const char *branch, const char *from_dir, const char *message,
+                      lfs_id *ret_commit, lfs_error **err);
+
+/* Writes ref's tree into dir, which must be missing or empty. */
+int lfs_branch_export(lfs_store *store, const char *ref, const char *dir, lfs_error **err);
+
+/* ---- lower level, for the Workspace: commit a set of changed paths against a base. ---- */
+
+typedef enum lfs_entry_type {
+        LFS_ENTRY_NONE = 0, /* in a change: delete the path (and everything below it) */
+        LFS_ENTRY_FILE,
+        LFS_ENTRY_EXEC,
+        LFS_ENTRY_SYMLINK,
+        LFS_ENTRY_DIR,
+} lfs_entry_type;
+
+typedef struct lfs_path_change {
+        const char *path; /* relative, "/"-separated, no "." or ".." components */
+        lfs_entry_type type;
+        /* FILE/EXEC: the file whose contents to store; SYMLINK: the link target;
+         * DIR: ignored (an empty directory is created when missing). */
+        const char *source;
+} lfs_path_change;
+
+/* Builds base's tree with the changes applied and records it as a commit whose parent is
+ * base; then moves branch from base to it (compare-and-swap). If the branch has moved,
+ * merges three-way; a conflict changes nothing. */
+int lfs_store_commit_changes(lfs_store *store, const char *branch, const lfs_id *base,
+                             const lfs_path_change *changes, size_t n, const char *message,
+                             lfs_id *ret_commit, int *ret_merged, lfs_error **err);
+
+/* Resolves a branch name or a commit id prefix. */
+int lfs_store_resolve(lfs_store *store, const char *ref, lfs_id *ret_commit, lfs_error **err);
+
+/* Moves a branch head only if it is still at expected. */
+int lfs_branch_move(lfs_store *store, const char *branch, const lfs_id *expected, const lfs_id *to,
+                    lfs_error **err);
+
+/* Checks every reachable object against its name and the database's integrity. */
+int lfs_store_verify(lfs_store *store, uint64_t *ret_objects_checked, lfs_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

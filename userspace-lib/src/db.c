@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT */
+/* The Store's metadata in SQLite: trees, commits and branches. */
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "store.h"
+
+static const char schema[] =
+        "CREATE TABLE trees(id BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;"
+        "CREATE TABLE commits(id BLOB PRIMARY KEY, tree BLOB NOT NULL, parent1 BLOB,"
+        " parent2 BLOB, author TEXT NOT NULL, time INTEGER NOT NULL, message TEXT NOT NULL)"
+        " WITHOUT ROWID;"
+        "CREATE TABLE branches(name TEXT PRIMARY KEY, commit_id BLOB NOT NULL) WITHOUT ROWID;";
+
+int lfs_db_fail(lfs_store *s, lfs_error **err, const char *what) {
+        int rc = sqlite3_errcode(s->db);
+        if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+                return lfs_fail(err, LFS_INVALID_INPUT, EINVAL,
+                                "%s/store.db is not a LayerFS Store (%s); check --home and "
+                                "--project, or move the file away",
+                                s->path, sqlite3_errmsg(s->db));
+        if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+                return lfs_fail(err, LFS_BUSY, EBUSY,
+                                "the Store of project '%s' stayed locked by another process while "
+                                "trying to %s; try again",
+                                s->project, what);
+        return lfs_fail(err, LFS_FAILED, EIO, "could not %s in the Store of project '%s': %s",
+                        what, s->project, sqlite3_errmsg(s->db));
+}
+
+int lfs_db_exec(lfs_store *s, const char *sql, lfs_error **err) {
+        if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+                return lfs_db_fail(s, err, sql);
+        return 0;
+}
+
+int lfs_db_begin(lfs_store *s, lfs_error **err) {
+        return lfs_db_exec(s, "BEGIN IMMEDIATE", err);
+}
+
+int lfs_db_commit(lfs_store *s, lfs_error **err) {
+        int r = lfs_db_exec(s, "COMMIT", err);
+        if (r < 0)
+                lfs_db_rollback(s);
+        return r;
+}
+
+void lfs_db_rollback(lfs_store *s) {
+        if (!sqlite3_get_autocommit(s->db))
+                sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static int pragma_int(lfs_store *s, const char *sql, int *ret, lfs_error **err) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+                return lfs_db_fail(s, err, "read the Store's header");
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW) {
+                sqlite3_finalize(st);
+                return lfs_db_fail(s, err, "read the Store's header");
+        }
+        *ret = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        return 0;
+}
+
+static int prepare(lfs_store *s, sqlite3_stmt **slot, const char *sql, lfs_error **err) {
+        if (!*slot && sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) !=
+                              SQLITE_OK)
+                return lfs_db_fail(s, err, "prepare a query");
+        sqlite3_reset(*slot);
+        sqlite3_clear_bindings(*slot);
+        return 0;
+}
+
+static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
+        int r = lfs_db_exec(s, "PRAGMA busy_timeout=10000", err);
+        if (r < 0)
+                return r;
+        int app_id, version;
+        if ((r = pragma_int(s, "PRAGMA application_id", &app_id, err)) < 0 ||
+            (r = pragma_int(s, "PRAGMA user_version", &version, err)) < 0)
+                return r;
+        if (create) {
+                char sql[512];
+                snprintf(sql, sizeof(sql),
+                         "PRAGMA journal_mode=WAL; BEGIN IMMEDIATE; %s PRAGMA application_id=%d;"
+                         " PRAGMA user_version=%d; COMMIT;",
+                         schema, LFS_STORE_APPLICATION_ID, LFS_STORE_SCHEMA);
+                if ((r = lfs_db_exec(s, sql, err)) < 0)
+                        return r;
+        } else if (app_id != LFS_STORE_APPLICATION_ID) {
+                return lfs_fail(err, LFS_INVALID_INPUT, EINVAL,
+                                "%s/store.db is not a LayerFS Store (application id %#x); check "
+                                "--home and --project, or move the file away",
+                                s->path, (unsigned)app_id);
+        } else if (version != LFS_STORE_SCHEMA) {
+                return lfs_fail(err, LFS_UNSUPPORTED, 0,
+                                "%s/store.db has schema version %d; this layerfs reads version "
+                                "%d; use a matching layerfs",
+                                s->path, version, LFS_STORE_SCHEMA);
+        }
+        return lfs_db_exec(s, "PRAGMA synchronous=FULL", err);
+}
+
+int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bool create,
+                       lfs_store **ret, lfs_error **err) {
+        _cleanup_free_ char *db_path = NULL;
+        lfs_store *s = xcalloc(1, sizeof(*s));
+        s->home = home;
+        s->project = xstrdup(project);
+        s->path = xstrdup(path);
+        s->objects_fd = -1;
+        s->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int r;
+        if (s->dirfd < 0) {
+                r = lfs_fail(err, LFS_NO_SUCH_PROJECT, errno,
+                             "cannot open project '%s' at %s: %s; 'layerfs project list' shows "
+                             "the projects",
+                             project, path, strerror(errno));
+                goto fail;
+        }
+        if (create) {
+                if (mkdirat(s->dirfd, "objects", 0755) < 0 ||
+                    mkdirat(s->dirfd, "objects/tmp", 0700) < 0) {
+                        r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s/objects: %s", path,
+                                     strerror(errno));
+                        goto fail;
+                }
+                for (int i = 0; i < 256; i++) {
+                        char name[16];
+                        snprintf(name, sizeof(name), "objects/%02x", i);
+                        if (mkdirat(s->dirfd, name, 0755) < 0) {
+                                r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s/%s: %s",
+                                             path, name, strerror(errno));
+                                goto fail;
+                        }
+                }
+        } else if (faccessat(s->dirfd, "store.db", F_OK, 0) < 0) {
+                r = lfs_fail(err, LFS_INVALID_INPUT, errno,
+                             "%s is not a LayerFS Store: it has no store.db; check --home and "
+                             "--project",
+                             path);
+                goto fail;
+        }
+        s->objects_fd = openat(s->dirfd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->objects_fd < 0) {
+                r = lfs_fail(err, LFS_INVALID_INPUT, errno,
+                             "%s is not a LayerFS Store: its objects directory cannot be opened "
+                             "(%s)",
+                             path, strerror(errno));
+                goto fail;
+        }
+        db_path = xasprintf("%s/store.db", path);
+        int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+        if (sqlite3_open_v2(db_path, &s->db, flags, NULL) != SQLITE_OK) {
+                r = lfs_fail(err, LFS_FAILED, EIO, "cannot open %s: %s", db_path,
+                             s->db ? sqlite3_errmsg(s->db) : "out of memory");
+                goto fail;
+        }
+        if ((r = setup_schema(s, create, err)) < 0)
+                goto fail;
+        s->io = lfs_io_new();
+        *ret = s;
+        return 0;
+fail:
+        lfs_store_close(s);
+        return r;
+}
+
+void lfs_store_close(lfs_store *s) {
+        if (!s)
+                return;
+        sqlite3_finalize(s->get_tree_stmt);
+        sqlite3_finalize(s->put_tree_stmt);
+        sqlite3_finalize(s->get_commit_stmt);
+        if (s->db)
+                sqlite3_close(s->db);
+        lfs_io_free(s->io);
+        if (s->objects_fd >= 0)
+                close(s->objects_fd);
+        if (s->dirfd >= 0)
+                close(s->dirfd);
+        free(s->project);
+        free(s->path);
+        free(s);
+}
+
+const char *lfs_store_project(const lfs_store *s) {
+        return s->project;
+}
+
+static void bind_id(sqlite3_stmt *st, int col, const lfs_id *id) {
+        if (id)
+                sqlite3_bind_blob(st, col, id->bytes, LFS_ID_LEN, SQLITE_TRANSIENT);
+        else
+                sqlite3_bind_null(st, col);
+}
+
+static bool column_id(sqlite3_stmt *st, int col, lfs_id *ret) {
+        if (sqlite3_column_type(st, col) != SQLITE_BLOB || sqlite3_column_bytes(st, col) != LFS_ID_LEN)
+                return false;
+        memcpy(ret->bytes, sqlite3_column_blob(st, col), LFS_ID_LEN);
+        return true;
+}
+
+int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err) {
+        if (lfs_id_eq(id, lfs_empty_tree_id())) {
+                *ret = (lfs_tree){0};
+                return 0;
+        }
+        int r = prepare(s, &s->get_tree_stmt, "SELECT data FROM trees WHERE id=?", err);
+        if (r < 0)
+                return r;
+        sqlite3_stmt *st = s->get_tree_stmt;
+        bind_id(st, 1, id);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE) {
+                char hex[LFS_HEX_LEN + 1];
+                lfs_id_to_hex(id, hex);
+                r = lfs_fail(err, LFS_FAILED, ENOENT,
+                             "tree %s is missing from the Store of project '%s'; the Store is "
+                             "damaged",
+                             hex, s->project);
+        } else if (rc != SQLITE_ROW) {
+                r = lfs_db_fail(s, err, "read a tree");
+        } else {
+                r = lfs_tree_parse(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0),
+                                   ret, err);
+        }
+        sqlite3_reset(st);
+        return r;
+}
+
+int lfs_db_put_tree(lfs_store *s, const lfs_id *id, const void *data, size_t len, lfs_error **err) {
+        int r = prepare(s, &s->put_tree_stmt, "INSERT OR IGNORE INTO trees(id, data) VALUES(?, ?)",
+                        err);
+        if (r < 0)
+                return r;
+        sqlite3_stmt *st = s->put_tree_stmt;
+        bind_id(st, 1, id);
+        sqlite3_bind_blob(st, 2, len ? data : "", (int)len, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_DONE)
+                r = lfs_db_fail(s, err, "write a tree");
+        sqlite3_reset(st);
+        return r;
+}
+
+void lfs_commit_info_done(lfs_commit_info *c) {
+        free(c->author);
+        free(c->message);
+        c->author = c->message = NULL;
+}
+
+void lfs_commit_info_free(lfs_commit_info *commits, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                lfs_commit_info_done(&commits[i]);
+        free(commits);
+}
+
+void lfs_commit_compute_id(lfs_commit_info *c) {
+        char hex[LFS_HEX_LEN + 1];
+        size_t cap = 256 + strlen(c->author) + strlen(c->message), len = 0;
+        _cleanup_free_ char *text = xmalloc(cap);
+        lfs_id_to_hex(&c->tree, hex);
+        len += (size_t)snprintf(text + len, cap - len, "tree %s\n", hex);
+        for (size_t i = 0; i < c->n_parents; i++) {
+                lfs_id_to_hex(&c->parents[i], hex);
+                len += (size_t)snprintf(text + len, cap - len, "parent %s\n", hex);
+        }
+        len += (size_t)snprintf(text + len, cap - len, "author %s\ntime %lld\n\n%s", c->author,
+                                (long long)c->time, c->message);
+        lfs_sha256(text, len, &c->id);
+}
+
+int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_error **err) {
+        int r = prepare(s, &s->get_commit_stmt,
+                        "SELECT tree, parent1, parent2, author, time, message FROM commits WHERE id=?",
+                        err);
+        if (r < 0)
+                return r;
+        sqlite3_stmt *st = s->get_commit_stmt;
+        bind_id(st, 1, id);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE) {
+                char hex[LFS_HEX_LEN + 1];
+                lfs_id_to_hex(id, hex);
+                r = lfs_fail(err, LFS_NO_SUCH_BRANCH, ENOENT,
+                             "commit %s is not in the Store of project '%s'; 'layerfs branch log' "
+                             "lists commits",
+                             hex, s->project);
+        } else if (rc != SQLITE_ROW) {
+                r = lfs_db_fail(s, err, "read a commit");
+        } else {
+                lfs_commit_info c = {.id = *id};
+                bool ok = column_id(st, 0, &c.tree);
+                if (column_id(st, 1, &c.parents[0]))
+                        c.n_parents = 1;
+                if (c.n_parents == 1 && column_id(st, 2, &c.parents[1]))
+                        c.n_parents = 2;
+                c.author = xstrdup((const char *)sqlite3_column_text(st, 3) ?: "");
+                c.time = sqlite3_column_int64(st, 4);
+                c.message = xstrdup((const char *)sqlite3_column_text(st, 5) ?: "");
+                if (!ok) {
+                        lfs_commit_info_done(&c);
+                        r = lfs_fail(err, LFS_FAILED, EIO,
+                                     "a commit row of project '%s' is damaged", s->project);
+                } else {
+                        *ret = c;
+                }
+        }
+        sqlite3_reset(st);
+        return r;
+}
+
+int lfs_db_put_commit(lfs_store *s, const lfs_commit_info *c, lfs_error **err) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->db,
+                               "INSERT OR IGNORE INTO commits(id, tree, parent1, parent2, author, "
+                               "time, message) VALUES(?, ?, ?, ?, ?, ?, ?)",
+                               -1, &st, NULL) != SQLITE_OK)
+                return lfs_db_fail(s, err, "write a commit");
+        bind_id(st, 1, &c->id);
+        bind_id(st, 2, &c->tree);
+        bind_id(st, 3, c->n_parents > 0 ? &c->parents[0] : NULL);
+        bind_id(st, 4, c->n_parents > 1 ? &c->parents[1] : NULL);
+        sqlite3_bind_text(st, 5, c->author, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 6, c->time);
+        sqlite3_bind_text(st, 7, c->message, -1, SQLITE_STATIC);
+        int r = sqlite3_step(st) == SQLITE_DONE ? 0 : lfs_db_fail(s, err, "write a commit");
+        sqlite3_finalize(st);
+        return r;
+}
+
+int lfs_db_get_branch(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->db, "SELECT commit_id FROM branches WHERE name=?", -1, &st,
+                               NULL) != SQLITE_OK)
+                return lfs_db_fail(s, err, "read a branch");
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st), r = 0;
+        if (rc == SQLITE_DONE)
+                r = -ENOENT;
+        else if (rc != SQLITE_ROW || !column_id(st, 0, ret))
+                r = lfs_db_fail(s, err, "read a branch");
+        sqlite3_finalize(st);
+        return r;
+}
+
+int lfs_db_cas_branch(lfs_store *s, const char *name, const lfs_id *expected, const lfs_id *to,
+                      lfs_error **err) {
+        sqlite3_stmt *st;
+        const char *sql = expected ? "UPDATE branches SET commit_id=?1 WHERE name=?2 AND commit_id=?3"
+                                   : "INSERT OR IGNORE INTO branches(commit_id, name) VALUES(?1, ?2)";
+        if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+                return lfs_db_fail(s, err, "move a branch");
+        bind_id(st, 1, to);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+        if (expected)
+                bind_id(st, 3, expected);
+        int r = 0;
+        if (sqlite3_step(st) != SQLITE_DONE)
+                r = lfs_db_fail(s, err, "move a branch");
+        else if (sqlite3_changes(s->db) != 1)
+                r = expected ? lfs_fail(err, LFS_BUSY, ESTALE,
+                                        "branch '%s' moved while this operation ran; try again",
+                                        name)
+                             : lfs_fail(err, LFS_INVALID_INPUT, EEXIST,
+                                        "branch '%s' already exists; choose another name or "
+                                        "delete it first",
+                                        name);
+        sqlite3_finalize(st);
+        return r;
+}
+
+int lfs_branch_head(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err) {
+        int r = lfs_check_branch_name(name, err);
+        if (r < 0)
+                return r;
+        r = lfs_db_get_branch(s, name, ret, err);
+        if (r == -ENOENT)
+                return lfs_fail(err, LFS_NO_SUCH_BRANCH, ENOENT,
+                                "project '%s' has no branch '%s'; 'layerfs branch list' shows its "
+                                "branches",
+                                s->project, name);
+        return r;
+}
+
+char *lfs_default_author(void) {
+        const char *env = getenv("LAYERFS_AUTHOR");
+        char *author;
+        if (env && *env) {
+                author = xstrdup(env);
+        } else {
+                struct passwd *pw = getpwuid(geteuid());
+                char host[256] = "localhost";
+                gethostname(host, sizeof(host) - 1);
+                author = xasprintf("%s@%s", pw ? pw->pw_name : "unknown", host);
+        }
+        /* The author is one line of the commit's text form. */
+        for (char *p = author; *p; p++)
+                if (*p == '\n' || *p == '\r')
+                        *p = ' ';
+        return author;
+}

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/* A commit's tree written out as a directory. It is built beside the target under a
+ * temporary name and renamed into place, so a failure leaves nothing behind. Every
+ * object read is checked against its id. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <sys/stat.h>
+
+#include "store.h"
+
+#define SMALL_EXPORT_MAX (4u << 20)
+
+typedef struct export_file {
+        char *path; /* relative to the export root */
+        lfs_id id;
+        uint64_t size;
+        mode_t mode;
+} export_file;
+
+typedef struct export_walk {
+        lfs_store *s;
+        int root_fd;
+        export_file *files;
+        size_t n, cap;
+} export_walk;
+
+static int damaged(lfs_store *s, const lfs_id *id, lfs_error **err) {
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(id, hex);
+        return lfs_fail(err, LFS_FAILED, EIO,
+                        "object %s of project '%s' does not match its id; the Store is damaged",
+                        hex, s->project);
+}
+
+static int read_blob(lfs_store *s, const lfs_id *id, uint64_t size, char **ret, lfs_error **err) {
+        _cleanup_close_ int fd = lfs_object_open(s, id, err);
+        if (fd < 0)
+                return fd;
+        char *buf = xmalloc(size + 1);
+        ssize_t k = pread(fd, buf, size + 1, 0);
+        lfs_id got;
+        if (k >= 0)
+                lfs_sha256(buf, (size_t)k, &got);
+        if (k != (ssize_t)size || !lfs_id_eq(&got, id)) {
+                free(buf);
+                return damaged(s, id, err);
+        }
+        *ret = buf;
+        return 0;
+}
+
+static int walk_tree(export_walk *ew, const lfs_id *tree_id, const char *rel, lfs_error **err) {
+        lfs_tree t;
+        int r = lfs_db_get_tree(ew->s, tree_id, &t, err);
+        for (size_t i = 0; i < t.n && r == 0; i++) {
+                const lfs_entry *e = &t.entries[i];
+                _cleanup_free_ char *path = path_join(rel, e->name);
+                if (lfs_mode_is_dir(e->mode)) {
+                        if (mkdirat(ew->root_fd, path, 0755) < 0)
+                                r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", path,
+                                             strerror(errno));
+                        else
+                                r = walk_tree(ew, &e->id, path, err);
+                } else if (e->mode == LFS_MODE_LINK) {
+                        _cleanup_free_ char *target = NULL;
+                        r = read_blob(ew->s, &e->id, e->size, &target, err);
+                        if (r == 0) {
+                                target[e->size] = 0;
+                                if (symlinkat(target, ew->root_fd, path) < 0)
+                                        r = lfs_fail(err, LFS_FAILED, errno, "cannot make symlink %s: %s",
+                                                     path, strerror(errno));
+                        }
+                } else {
+                        GROW(ew->files, ew->cap, ew->n + 1);
+                        ew->files[ew->n++] = (export_file){
+                                .path = TAKE_PTR(path),
+                                .id = e->id,
+                                .size = e->size,
+                                .mode = e->mode == LFS_MODE_EXEC ? 0755 : 0644,
+                        };
+                }
+        }
+        lfs_tree_done(&t);
+        return r;
+}
+
+static int copy_large(export_walk *ew, const export_file *f, lfs_error **err) {
+        _cleanup_close_ int in = lfs_object_open(ew->s, &f->id, err);
+        if (in < 0)
+                return in;
+        _cleanup_close_ int out = openat(ew->root_fd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                                         f->mode);
+        if (out < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot write %s: %s", f->path, strerror(errno));
+        _cleanup_free_ char *buf = xmalloc(1u << 20);
+        lfs_hasher *h = lfs_hasher_new();
+        uint64_t done = 0;
+        int r = 0;
+        while (r == 0) {
+                ssize_t k = read(in, buf, 1u << 20);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        r = k < 0 ? -errno : 0;
+                        break;
+                }
+                lfs_hasher_update(h, buf, (size_t)k);
+                for (ssize_t w = 0; w < k && r == 0;) {
+                        ssize_t m = write(out, buf + w, (size_t)(k - w));
+                        if (m < 0 && errno != EINTR)
+                                r = -errno;
+                        else if (m > 0)
+                                w += m;
+                }
+                done += (uint64_t)k;
+        }
+        lfs_id got;
+        lfs_hasher_finish(h, &got);
+        if (r < 0)
+                return lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", f->path, strerror(-r));
+        if (done != f->size || !lfs_id_eq(&got, &f->id))
+                return damaged(ew->s, &f->id, err);
+        return 0;
+}
+
+/* Reads objects and writes files, LFS_IO_BATCH at a time, both through the io layer. */
+static int write_files(export_walk *ew, lfs_error **err) {
+        lfs_home *home = ew->s->home;
+        for (size_t off = 0; off < ew->n;) {
+                lfs_io_item rd[LFS_IO_BATCH], wr[LFS_IO_BATCH];
+                char names[LFS_IO_BATCH][LFS_HEX_LEN + 2];
+                export_file *batch[LFS_IO_BATCH];
+                size_t k = 0;
+                int r = 0;
+                for (; off < ew->n && k < LFS_IO_BATCH && r == 0; off++) {
+                        export_file *f = &ew->files[off];
+                        if (f->size > SMALL_EXPORT_MAX) {
+                                r = copy_large(ew, f, err);
+                                continue;
+                        }
+                        lfs_id_object_path(&f->id, names[k]);
+                        batch[k] = f;
+                        rd[k] = (lfs_io_item){.dirfd = ew->s->objects_fd, .path = names[k],
+                                              .buf = xmalloc(f->size + 1), .len = f->size};
+                        k++;
+                }
+                if (r == 0 && k) {
+                        int rr = lfs_io_read_files(ew->s->io, rd, k);
+                        for (size_t i = 0; i < k && r == 0; i++) {
+                                lfs_id got;
+                                if (rr < 0 && rd[i].result < 0) {
+                                        r = damaged(ew->s, &batch[i]->id, err);
+                                        break;
+                                }
+                                lfs_sha256(rd[i].buf, rd[i].len, &got);
+                                if (!lfs_id_eq(&got, &batch[i]->id))
+                                        r = damaged(ew->s, &batch[i]->id, err);
+                                wr[i] = (lfs_io_item){.dirfd = ew->root_fd, .path = batch[i]->path,
+                                                      .open_flags = O_WRONLY | O_CREAT | O_EXCL,
+                                                      .mode = batch[i]->mode, .buf = rd[i].buf,
+                                                      .len = rd[i].len};
+                        }
+                        if (r == 0 && (rr = lfs_io_write_files(ew->s->io, wr, k)) < 0)
+                                r = lfs_fail(err, LFS_FAILED, rr, "cannot write the exported files: %s",
+                                             strerror(-rr));
+                }
+                for (size_t i = 0; i < k; i++)
+                        free(rd[i].buf);
+                if (r < 0)
+                        return r;
+                if (home && home->progress)
+                        home->progress(home->progress_data, "writing", off, ew->n);
+        }
+        return 0;
+}
+
+/* dir must be missing or an empty directory, in an existing parent. */
+static int check_export_target(const char *dir, lfs_error **err) {
+        struct stat st;
+        if (lstat(dir, &st) < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                return lfs_fail(err, LFS_FAILED, errno, "cannot look at '%s': %s", dir, strerror(errno));
+        }
+        if (!S_ISDIR(st.st_mode))
+                return lfs_fail(err, LFS_INVALID_INPUT, EEXIST,
+                                "'%s' exists and is not a directory; export into a new or empty "
+                                "directory",
+                                dir);
+        DIR *d = opendir(dir);
+        if (!d)
+                return lfs_fail(err, errno == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, errno,
+                                "cannot read directory '%s': %s", dir, strerror(errno));
+        struct dirent *de;
+        bool empty = true;
+        while (empty && (de = readdir(d)))
+                empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+        closedir(d);
+        if (!empty)
+                return lfs_fail(err, LFS_INVALID_INPUT, ENOTEMPTY,
+                                "directory '%s' is not empty; export into a new or empty directory",
+                                dir);
+        /* rename(2) replaces an empty directory atomically at the end. */
+        return 0;
+}
+
+int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error **err) {
+        lfs_id commit;
+        lfs_commit_info c;
+        int r = lfs_store_resolve(s, ref, &commit, err);
+        if (r < 0)
+                return r;
+        if (!dir || !*dir)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "give the directory to export into");
+        if ((r = check_export_target(dir, err)) < 0 || (r = lfs_db_get_commit(s, &commit, &c, err)) < 0)
+                return r;
+        _cleanup_free_ char *copy1 = xstrdup(dir), *copy2 = xstrdup(dir);
+        const char *parent = dirname(copy1), *base = basename(copy2);
+        _cleanup_free_ char *tmp = xasprintf("%s/.%s.layerfs-export-%d", parent, base, (int)getpid());
+        export_walk ew = {.s = s, .root_fd = -1};
+        if (mkdir(tmp, 0755) < 0) {
+                int e = errno;
+                lfs_commit_info_done(&c);
+                return lfs_fail(err, e == ENOENT ? LFS_INVALID_INPUT : LFS_FAILED, e,
+                                "cannot make a directory beside '%s' (%s); does its parent exist "
+                                "and is it writable?",
+                                dir, strerror(e));
+        }
+        ew.root_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (ew.root_fd < 0)
+                r = lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", tmp, strerror(errno));
+        if (r == 0)
+                r = walk_tree(&ew, &c.tree, "", err);
+        if (r == 0)
+                r = write_files(&ew, err);
+        if (r == 0 && rename(tmp, dir) < 0)
+                r = lfs_fail(err, LFS_FAILED, errno, "cannot move the export into place at '%s': %s", dir,
+                             strerror(errno));
+        if (r < 0)
+                rm_rf_at(AT_FDCWD, tmp);
+        for (size_t i = 0; i < ew.n; i++)
+                free(ew.files[i].path);
+        free(ew.files);
+        if (ew.root_fd >= 0)
+                close(ew.root_fd);
+        lfs_commit_info_done(&c);
+        return r;
+}

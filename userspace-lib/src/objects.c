@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/* Blob objects: files named by the SHA-256 of their contents under objects/xx/.
+ * A blob is written under objects/tmp first and renamed into place only after its data
+ * is durable, so an object that exists under its name is always whole. */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "store.h"
+
+/* Files up to this size are read whole in io_uring batches; larger ones stream. */
+#define SMALL_FILE_MAX (4u << 20)
+#define STREAM_CHUNK (1u << 20)
+
+typedef struct queued_write {
+        lfs_id id;
+        char *tmp; /* "tmp/<pid>-<n>" below objects/ */
+        char *buf;
+        size_t len;
+} queued_write;
+
+struct lfs_blob_writer {
+        lfs_store *s;
+        lfs_idset scheduled; /* written (or queued) during this run */
+        queued_write *queue; /* data not yet written */
+        size_t n_queue, cap_queue;
+        queued_write *pending; /* written under tmp/, not yet published */
+        size_t n_pending, cap_pending;
+        unsigned long counter;
+        uint64_t written;
+        uint64_t files_done;
+};
+
+lfs_blob_writer *lfs_blob_writer_new(lfs_store *s) {
+        lfs_blob_writer *w = xcalloc(1, sizeof(*w));
+        w->s = s;
+        return w;
+}
+
+void lfs_blob_writer_free(lfs_blob_writer *w) {
+        if (!w)
+                return;
+        for (size_t i = 0; i < w->n_queue; i++) {
+                free(w->queue[i].buf);
+                free(w->queue[i].tmp);
+        }
+        for (size_t i = 0; i < w->n_pending; i++) {
+                unlinkat(w->s->objects_fd, w->pending[i].tmp, 0);
+                free(w->pending[i].tmp);
+        }
+        free(w->queue);
+        free(w->pending);
+        lfs_idset_done(&w->scheduled);
+        free(w);
+}
+
+uint64_t lfs_blob_writer_written(const lfs_blob_writer *w) {
+        return w->written;
+}
+
+bool lfs_object_exists(lfs_store *s, const lfs_id *id) {
+        char path[LFS_HEX_LEN + 2];
+        lfs_id_object_path(id, path);
+        return faccessat(s->objects_fd, path, F_OK, AT_EACCESS) == 0;
+}
+
+int lfs_object_open(lfs_store *s, const lfs_id *id, lfs_error **err) {
+        char path[LFS_HEX_LEN + 2];
+        lfs_id_object_path(id, path);
+        int fd = openat(s->objects_fd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return lfs_fail(err, LFS_FAILED, errno,
+                                "object %s of project '%s' cannot be opened (%s); the Store is "
+                                "damaged",
+                                path, s->project, strerror(errno));
+        return fd;
+}
+
+static char *new_tmp_name(lfs_blob_writer *w) {
+        return xasprintf("tmp/%d-%lu", (int)getpid(), w->counter++);
+}
+
+/* Should a blob with this id be written? Marks it as scheduled. */
+static bool needs_write(lfs_blob_writer *w, const lfs_id *id, const lfs_blob_source *src) {
+        if (src && src->has_known && lfs_id_eq(id, &src->known))
+                return false;
+        if (lfs_idset_has(&w->scheduled, id))
+                return false;
+        lfs_idset_add(&w->scheduled, id);
+        return !lfs_object_exists(w->s, id);
+}
+
+static int write_failed(lfs_blob_writer *w, int r, lfs_error **err) {
+        return lfs_fail(err, LFS_FAILED, r,
+                        "cannot write objects into %s/objects: %s", w->s->path, strerror(-r));
+}
+
+static int flush_queue(lfs_blob_writer *w, lfs_error **err) {
+        if (!w->n_queue)
+                return 0;
+        lfs_io_item items[LFS_IO_BATCH];
+        int r = 0;
+        for (size_t off = 0; off < w->n_queue && r == 0; off += LFS_IO_BATCH) {
+                size_t k = w->n_queue - off < LFS_IO_BATCH ? w->n_queue - off : LFS_IO_BATCH;
+                for (size_t i = 0; i < k; i++) {
+                        queued_write *q = &w->queue[off + i];
+                        items[i] = (lfs_io_item){.dirfd = w->s->objects_fd,
+                                                 .path = q->tmp,
+                                                 .open_flags = O_WRONLY | O_CREAT | O_EXCL,
+                                                 .mode = 0444,
+                                                 .buf = q->buf,
+                                                 .len = q->len};
+                }
+                r = lfs_io_write_files(w->s->io, items, k);
+                for (size_t i = 0; i < k; i++) {
+                        queued_write *q = &w->queue[off + i];
+                        /* A tmp file that may exist must be removed on failure, so track it. */
+                        GROW(w->pending, w->cap_pending, w->n_pending + 1);
+                        w->pending[w->n_pending++] = (queued_write){.id = q->id, .tmp = q->tmp};
+                        q->tmp = NULL;
+                        w->written += q->len;
+                }
+        }
+        for (size_t i = 0; i < w->n_queue; i++) {
+                free(w->queue[i].buf);
+                free(w->queue[i].tmp);
+        }
+        w->n_queue = 0;
+        return r < 0 ? write_failed(w, r, err) : 0;
+}
+
+static int queue_write(lfs_blob_writer *w, const lfs_id *id, char *buf, size_t len, lfs_error **err) {
+        GROW(w->queue, w->cap_queue, w->n_queue + 1);
+        w->queue[w->n_queue++] = (queued_write){.id = *id, .tmp = new_tmp_name(w), .buf = buf, .len = len};
+        if (w->n_queue >= LFS_IO_BATCH)
+                return flush_queue(w, err);
+        return 0;
+}
+
+int lfs_blob_writer_add_data(lfs_blob_writer *w, const void *data, size_t len, lfs_id *ret_id,
+                             lfs_error **err) {
+        lfs_id id;
+        lfs_sha256(data, len, &id);
+        if (needs_write(w, &id, NULL)) {
+                char *copy = xmalloc(len + 1);
+                memcpy(copy, data, len);
+                int r = queue_write(w, &id, copy, len, err);
+                if (r < 0)
+                        return r;
+        }
+        *ret_id = id;
+        return 0;
+}
+
+static int source_failed(const lfs_blob_source *src, int r, lfs_error **err) {
+        if (r == -ENOENT || r == -EIO || r == -ELOOP)
+                return lfs_fail(err, LFS_INVALID_INPUT, r,
+                                "%s changed or vanished while it was being read; nothing was "
+                                "recorded; try again when the directory is quiet",
+                                src->path);
+        if (r == -EACCES || r == -EPERM)
+                return lfs_fail(err, LFS_PERMISSION_DENIED, r,
+                                "cannot read %s: %s; nothing was recorded", src->path, strerror(-r));
+        return lfs_fail(err, LFS_FAILED, r, "cannot read %s: %s; nothing was recorded", src->path,
+                        strerror(-r));
+}
+
+/* Reads a large file in chunks into hasher and, when out_fd >= 0, copies it there. */
+static int stream_file(int fd, uint64_t size, int out_fd, lfs_id *ret) {
+        _cleanup_free_ char *buf = xmalloc(STREAM_CHUNK);
+        lfs_hasher *h = lfs_hasher_new();
+        uint64_t off = 0;
+        int r = 0;
+        for (;;) {
+                ssize_t k = pread(fd, buf, STREAM_CHUNK, (off_t)off);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        r = k < 0 ? -errno : 0;
+                        break;
+                }
+                lfs_hasher_update(h, buf, (size_t)k);
+                if (out_fd >= 0) {
+                        for (ssize_t done = 0; done < k;) {
+                                ssize_t m = pwrite(out_fd, buf + done, (size_t)(k - done),
+                                                   (off_t)(off + (uint64_t)done));
+                                if (m < 0 && errno != EINTR) {
+                                        r = -errno;
+                                        break;
+                                }
+                                if (m > 0)
+                                        done += m;
+                        }
+                        if (r < 0)
+                                break;
+                }
+                off += (uint64_t)k;
+                if (off > size)
+                        break;
+        }
+        lfs_hasher_finish(h, ret);
+        if (r == 0 && off != size)
+                r = -EIO;
+        return r;
+}
+
+static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **err) {
+        _cleanup_close_ int fd = openat(src->dirfd, src->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return source_failed(src, -errno, err);
+        lfs_id id;
+        int r = stream_file(fd, src->size, -1, &id);
+        if (r < 0)
+                return source_failed(src, r, err);
+        if (needs_write(w, &id, src)) {
+                char *tmp = new_tmp_name(w);
+                GROW(w->pending, w->cap_pending, w->n_pending + 1);
+                w->pending[w->n_pending++] = (queued_write){.id = id, .tmp = tmp};
+                _cleanup_close_ int out = openat(w->s->objects_fd, tmp,
+                                                 O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+                if (out < 0)
+                        return write_failed(w, -errno, err);
+                lfs_id again;
+                r = stream_file(fd, src->size, out, &again);
+                if (r == -EIO || (r == 0 && !lfs_id_eq(&id, &again)))
+                        return source_failed(src, -EIO, err);
+                if (r < 0)
+                        return write_failed(w, r, err);
+                w->written += src->size;
+        }
+        *src->ret_id = id;
+        return 0;
+}
+
+static void report_progress(lfs_blob_writer *w, uint64_t total) {
+        lfs_home *home = w->s->home;
+        if (home && home->progress)
+                home->progress(home->progress_data, "hashing", w->files_done, total);
+}
+
+int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n, lfs_error **err) {
+        lfs_io_item items[LFS_IO_BATCH];
+        lfs_blob_source *batch[LFS_IO_BATCH];
+        size_t i = 0;
+        while (i < n) {
+                size_t k = 0;
+                for (; i < n && k < LFS_IO_BATCH; i++) {
+                        if (src[i].size > SMALL_FILE_MAX) {
+                                int r = add_large_file(w, &src[i], err);
+                                if (r < 0)
+                                        return r;
+                                w->files_done++;
+                                continue;
+                        }
+                        batch[k] = &src[i];
+                        items[k] = (lfs_io_item){.dirfd = src[i].dirfd,
+                                                 .path = src[i].path,
+                                                 .buf = xmalloc(src[i].size + 1),
+                                                 .len = src[i].size};
+                        k++;
+                }
+                int r = lfs_io_read_files(w->s->io, items, k);
+                if (r < 0) {
+                        size_t bad = 0;
+                        while (bad < k && items[bad].result == 0)
+                                bad++;
+                        for (size_t j = 0; j < k; j++)
+                                free(items[j].buf);
+                        if (bad == k)
+                                return lfs_fail(err, LFS_FAILED, r, "io_uring failed: %s", strerror(-r));
+                        return source_failed(batch[bad], items[bad].result, err);
+                }
+                for (size_t j = 0; j < k; j++) {
+                        lfs_id id;
+                        lfs_sha256(items[j].buf, items[j].len, &id);
+                        *batch[j]->ret_id = id;
+                        if (r == 0 && needs_write(w, &id, batch[j]))
+                                r = queue_write(w, &id, TAKE_PTR(items[j].buf), items[j].len, err);
+                        free(items[j].buf);
+                }
+                if (r < 0)
+                        return r;
+                w->files_done += k;
+                report_progress(w, 0);
+        }
+        return 0;
+}
+
+int lfs_blob_writer_publish(lfs_blob_writer *w, lfs_error **err) {
+        int r = flush_queue(w, err);
+        if (r < 0)
+                return r;
+        if (!w->n_pending)
+                return 0;
+        /* Data first, then names: a name never points at data that is not on disk. */
+        if (syncfs(w->s->objects_fd) < 0)
+                return write_failed(w, -errno, err);
+        _cleanup_free_ lfs_io_item *items = xcalloc(w->n_pending, sizeof(*items));
+        _cleanup_free_ char (*names)[LFS_HEX_LEN + 2] = xcalloc(w->n_pending, sizeof(*names));
+        for (size_t i = 0; i < w->n_pending; i++) {
+                lfs_id_object_path(&w->pending[i].id, names[i]);
+                items[i] = (lfs_io_item){.dirfd = w->s->objects_fd,
+                                         .path = w->pending[i].tmp,
+                                         .new_path = names[i]};
+        }
+        r = lfs_io_rename_files(w->s->io, items, w->n_pending);
+        if (r < 0)
+                return write_failed(w, r, err);
+        for (size_t i = 0; i < w->n_pending; i++)
+                free(w->pending[i].tmp);
+        w->n_pending = 0;
+        if (syncfs(w->s->objects_fd) < 0)
+                return write_failed(w, -errno, err);
+        return 0;
+}

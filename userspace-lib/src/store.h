@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/* The Store's internals: ids, trees, objects, the database. */
+#ifndef LFS_STORE_H
+#define LFS_STORE_H
+
+#include <sqlite3.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+/* ---- ids (hash.c) ---- */
+void lfs_sha256(const void *data, size_t len, lfs_id *ret);
+typedef struct lfs_hasher lfs_hasher;
+lfs_hasher *lfs_hasher_new(void);
+void lfs_hasher_update(lfs_hasher *h, const void *data, size_t len);
+void lfs_hasher_finish(lfs_hasher *h, lfs_id *ret); /* frees h */
+int lfs_id_from_hex(const char *hex, lfs_id *ret);
+static inline bool lfs_id_eq(const lfs_id *a, const lfs_id *b) {
+        return memcmp(a->bytes, b->bytes, LFS_ID_LEN) == 0;
+}
+/* "ab/cdef…": the object's path below objects/. */
+void lfs_id_object_path(const lfs_id *id, char ret[LFS_HEX_LEN + 2]);
+
+/* A set of ids (open addressing), for walks that must visit each object once. */
+typedef struct lfs_idset {
+        lfs_id *slots;
+        uint8_t *used;
+        size_t cap, n;
+} lfs_idset;
+bool lfs_idset_add(lfs_idset *s, const lfs_id *id); /* true if it was new */
+bool lfs_idset_has(const lfs_idset *s, const lfs_id *id);
+void lfs_idset_done(lfs_idset *s);
+
+/* ---- trees (tree.c) ---- */
+#define LFS_MODE_FILE 0100644u
+#define LFS_MODE_EXEC 0100755u
+#define LFS_MODE_LINK 0120000u
+#define LFS_MODE_DIR 0040000u
+
+typedef struct lfs_entry {
+        char *name;
+        uint32_t mode;
+        uint64_t size; /* bytes of the blob; 0 for directories */
+        lfs_id id;
+} lfs_entry;
+
+typedef struct lfs_tree {
+        lfs_entry *entries; /* sorted by name, bytewise */
+        size_t n, cap;
+} lfs_tree;
+
+static inline bool lfs_mode_is_dir(uint32_t mode) {
+        return mode == LFS_MODE_DIR;
+}
+bool lfs_mode_valid(uint32_t mode);
+void lfs_tree_done(lfs_tree *t);
+/* Appends (takes name); the caller sorts with lfs_tree_sort before serializing. */
+void lfs_tree_add(lfs_tree *t, char *name, uint32_t mode, uint64_t size, const lfs_id *id);
+void lfs_tree_sort(lfs_tree *t);
+const lfs_entry *lfs_tree_find(const lfs_tree *t, const char *name);
+void lfs_tree_serialize(const lfs_tree *t, char **ret_data, size_t *ret_len);
+int lfs_tree_parse(const void *data, size_t len, lfs_tree *ret, lfs_error **err);
+/* The id of the empty tree. */
+const lfs_id *lfs_empty_tree_id(void);
+/* A name may be stored in a tree: not empty, ".", "..", no '/' or NUL. */
+bool lfs_entry_name_valid(const char *name);
+
+/* ---- the io_uring batch layer (uring_io.c) ---- */
+typedef struct lfs_io lfs_io;
+typedef struct lfs_io_item {
+        int dirfd;
+        const char *path;     /* relative to dirfd */
+        const char *new_path; /* renames: the new name, relative to dirfd */
+        int open_flags;   /* for writes: O_CREAT|O_EXCL|..., mode below */
+        mode_t mode;
+        void *buf;
+        size_t len;
+        int result; /* 0, or a negative errno; -EIO for a short transfer */
+} lfs_io_item;
+
+/* Falls back to plain syscalls when io_uring is unavailable or LAYERFS_NO_URING=1. */
+lfs_io *lfs_io_new(void);
+void lfs_io_free(lfs_io *io);
+bool lfs_io_uses_uring(const lfs_io *io);
+/* Open, read exactly len bytes (a file of another size is -EIO), close; for each item.
+ * Each buf must hold len + 1 bytes: the extra byte detects a file that grew. */
+int lfs_io_read_files(lfs_io *io, lfs_io_item *items, size_t n);
+/* Open with open_flags/mode, write len bytes, close; for each item. */
+int lfs_io_write_files(lfs_io *io, lfs_io_item *items, size_t n);
+/* renameat(dirfd, path, dirfd, new_path) for each item. */
+int lfs_io_rename_files(lfs_io *io, lfs_io_item *items, size_t n);
+#define LFS_IO_BATCH 64
+
+/* ---- the database and the store handle (db.c) ---- */
+struct lfs_home {
+        char *path;
+        int fd; /* the home directory */
+        lfs_progress_fn progress;
+        void *progress_data;
+};
+
+struct lfs_store {
+        lfs_home *home;
+        char *project;
+        char *path; /* <home>/projects/<name> */
+        int dirfd;
+        int objects_fd; /* objects/ */
+        sqlite3 *db;
+        sqlite3_stmt *get_tree_stmt, *put_tree_stmt, *get_commit_stmt;
+        lfs_io *io;
+};
+
+#define LFS_STORE_APPLICATION_ID 0x4C465331 /* 'LFS1' */
+#define LFS_STORE_SCHEMA 1
+
+/* Opens (create: makes) the store in dirfd/path, which must be the project's directory. */
+int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bool create,
+                       lfs_store **ret, lfs_error **err);
+int lfs_db_fail(lfs_store *s, lfs_error **err, const char *what);
+int lfs_db_exec(lfs_store *s, const char *sql, lfs_error **err);
+int lfs_db_begin(lfs_store *s, lfs_error **err); /* BEGIN IMMEDIATE */
+int lfs_db_commit(lfs_store *s, lfs_error **err);
+void lfs_db_rollback(lfs_store *s);
+
+int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err);
+int lfs_db_put_tree(lfs_store *s, const lfs_id *id, const void *data, size_t len, lfs_error **err);
+int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_error **err);
+int lfs_db_put_commit(lfs_store *s, const lfs_commit_info *c, lfs_error **err);
+/* 0 and *ret set, or -ENOENT (no error set) when the branch does not exist. */
+int lfs_db_get_branch(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err);
+/* Moves name from expected (NULL: create) to to; -ESTALE with Busy if it moved. */
+int lfs_db_cas_branch(lfs_store *s, const char *name, const lfs_id *expected, const lfs_id *to,
+                      lfs_error **err);
+
+/* Fills id from the other fields (the canonical text form). */
+void lfs_commit_compute_id(lfs_commit_info *c);
+void lfs_commit_info_done(lfs_commit_info *c);
+/* The branch's head commit; NoSuchBranch when it does not exist. */
+int lfs_branch_head(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err);
+char *lfs_default_author(void);
+
+/* ---- objects (objects.c) ---- */
+/* Collects blobs to store: hashes them and writes those the Store lacks under
+ * objects/tmp, then publishes them durably (syncfs, rename, syncfs). */
+typedef struct lfs_blob_writer lfs_blob_writer;
+typedef struct lfs_blob_source {
+        int dirfd;
+        const char *path; /* a regular file below dirfd */
+        uint64_t size;    /* as stat saw it; a file of another size fails */
+        bool has_known;
+        lfs_id known;   /* an id the file had before: no need to write it again */
+        lfs_id *ret_id; /* filled once hashed */
+} lfs_blob_source;
+
+lfs_blob_writer *lfs_blob_writer_new(lfs_store *s);
+void lfs_blob_writer_free(lfs_blob_writer *w); /* removes unpublished tmp files */
+/* Reads, hashes and (when missing) writes the files; fills each ret_id. */
+int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n, lfs_error **err);
+/* A blob from memory (symlink targets). */
+int lfs_blob_writer_add_data(lfs_blob_writer *w, const void *data, size_t len, lfs_id *ret_id,
+                             lfs_error **err);
+/* Makes every written object durable under its name. */
+int lfs_blob_writer_publish(lfs_blob_writer *w, lfs_error **err);
+uint64_t lfs_blob_writer_written(const lfs_blob_writer *w);
+
+bool lfs_object_exists(lfs_store *s, const lfs_id *id);
+/* Opens an object read-only. */
+int lfs_object_open(lfs_store *s, const lfs_id *id, lfs_error **err);
+
+/* ---- snapshots of a directory (snapshot.c) and the tree builder ---- */
+/* Builds the tree of dir (a path) reusing old_tree's ids for unchanged files; trees go
+ * to rows (to insert in the commit's transaction) and blobs through w. */
+typedef struct lfs_tree_row {
+        lfs_id id;
+        char *data;
+        size_t len;
+} lfs_tree_row;
+typedef struct lfs_tree_rows {
+        lfs_tree_row *items;
+        size_t n, cap;
+} lfs_tree_rows;
+void lfs_tree_rows_add(lfs_tree_rows *rows, const lfs_id *id, char *data, size_t len);
+int lfs_tree_rows_insert(lfs_store *s, lfs_tree_rows *rows, lfs_error **err);
+void lfs_tree_rows_done(lfs_tree_rows *rows);
+/* Serializes t, queues the row and returns its id. */
+void lfs_tree_store(lfs_tree *t, lfs_tree_rows *rows, lfs_id *ret_id);
+
+int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lfs_id *old_tree,
+                     lfs_tree_rows *rows, lfs_id *ret_tree, lfs_error **err);
+
+/* Fills author, time and id. */
+void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *parents,
+                        size_t n_parents, const char *message);
+/* Publishes w's blobs, then in one transaction inserts rows and commits and moves branch
+ * from expected (NULL: creates it) to the last commit. */
+int lfs_record_commits(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
+                       const lfs_id *expected, const lfs_commit_info *commits, size_t n,
+                       lfs_error **err);
+/* Records tree as a commit on branch (moving it from expected, NULL to create). */
+int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
+                      const lfs_id *expected, const lfs_id *tree, const lfs_id *parents,
+                      size_t n_parents, const char *message, lfs_id *ret_commit, lfs_error **err);
+
+/* ---- diff and merge (diff.c, merge.c) ---- */
+typedef struct lfs_change_list {
+        lfs_change *items;
+        size_t n, cap;
+} lfs_change_list;
+int lfs_tree_diff(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_change_list *ret,
+                  lfs_error **err);
+int lfs_merge_base(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_id *ret, bool *ret_found,
+                   lfs_error **err);
+/* 3-way merge of trees; conflicts end as LFS_CONFLICT listing every path. */
+int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const lfs_id *theirs,
+                    lfs_tree_rows *rows, lfs_id *ret_tree, lfs_error **err);
+/* Is a an ancestor of (or equal to) b? */
+int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err);
+
+/* ---- names (names.c) ---- */
+int lfs_check_project_name(const char *name, lfs_error **err);
+int lfs_check_branch_name(const char *name, lfs_error **err);
+
+#endif

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/* Trees: one per directory, entries sorted by name.
+ * Serialized entry: "<mode octal> <size decimal> <name>\0" followed by the 32-byte id. */
+#include "store.h"
+
+bool lfs_mode_valid(uint32_t mode) {
+        return mode == LFS_MODE_FILE || mode == LFS_MODE_EXEC || mode == LFS_MODE_LINK ||
+               mode == LFS_MODE_DIR;
+}
+
+bool lfs_entry_name_valid(const char *name) {
+        return *name && strcmp(name, ".") && strcmp(name, "..") && !strchr(name, '/');
+}
+
+void lfs_tree_done(lfs_tree *t) {
+        for (size_t i = 0; i < t->n; i++)
+                free(t->entries[i].name);
+        free(t->entries);
+        *t = (lfs_tree){0};
+}
+
+void lfs_tree_add(lfs_tree *t, char *name, uint32_t mode, uint64_t size, const lfs_id *id) {
+        GROW(t->entries, t->cap, t->n + 1);
+        t->entries[t->n++] = (lfs_entry){.name = name, .mode = mode, .size = size, .id = *id};
+}
+
+static int entry_cmp(const void *a, const void *b) {
+        return strcmp(((const lfs_entry *)a)->name, ((const lfs_entry *)b)->name);
+}
+
+void lfs_tree_sort(lfs_tree *t) {
+        if (t->n > 1)
+                qsort(t->entries, t->n, sizeof(lfs_entry), entry_cmp);
+}
+
+const lfs_entry *lfs_tree_find(const lfs_tree *t, const char *name) {
+        lfs_entry key = {.name = (char *)name};
+        if (!t->n)
+                return NULL;
+        return bsearch(&key, t->entries, t->n, sizeof(lfs_entry), entry_cmp);
+}
+
+void lfs_tree_serialize(const lfs_tree *t, char **ret_data, size_t *ret_len) {
+        size_t cap = 64, len = 0;
+        for (size_t i = 0; i < t->n; i++)
+                cap += strlen(t->entries[i].name) + 64;
+        char *data = xmalloc(cap);
+        for (size_t i = 0; i < t->n; i++) {
+                const lfs_entry *e = &t->entries[i];
+                int w = snprintf(data + len, cap - len, "%o %llu %s", (unsigned)e->mode,
+                                 (unsigned long long)e->size, e->name);
+                len += (size_t)w + 1; /* keep the NUL */
+                memcpy(data + len, e->id.bytes, LFS_ID_LEN);
+                len += LFS_ID_LEN;
+        }
+        *ret_data = data;
+        *ret_len = len;
+}
+
+int lfs_tree_parse(const void *data, size_t len, lfs_tree *ret, lfs_error **err) {
+        const char *p = data, *end = p + len;
+        lfs_tree t = {0};
+        while (p < end) {
+                const char *nul = memchr(p, 0, (size_t)(end - p));
+                if (!nul || (size_t)(end - nul - 1) < LFS_ID_LEN)
+                        goto corrupt;
+                unsigned mode;
+                unsigned long long size;
+                int name_off = -1;
+                if (sscanf(p, "%o %llu %n", &mode, &size, &name_off) != 2 || name_off < 0)
+                        goto corrupt;
+                const char *name = p + name_off;
+                if (!lfs_mode_valid(mode) || !lfs_entry_name_valid(name))
+                        goto corrupt;
+                if (t.n && strcmp(t.entries[t.n - 1].name, name) >= 0)
+                        goto corrupt;
+                lfs_id id;
+                memcpy(id.bytes, nul + 1, LFS_ID_LEN);
+                lfs_tree_add(&t, xstrdup(name), mode, size, &id);
+                p = nul + 1 + LFS_ID_LEN;
+        }
+        *ret = t;
+        return 0;
+corrupt:
+        lfs_tree_done(&t);
+        return lfs_fail(err, LFS_FAILED, EIO,
+                        "a tree object in the Store is corrupt; run 'layerfs project verify'");
+}
+
+const lfs_id *lfs_empty_tree_id(void) {
+        static lfs_id id;
+        static bool done;
+        if (!done) {
+                lfs_sha256("", 0, &id);
+                done = true;
+        }
+        return &id;
+}
+
+void lfs_tree_rows_add(lfs_tree_rows *rows, const lfs_id *id, char *data, size_t len) {
+        GROW(rows->items, rows->cap, rows->n + 1);
+        rows->items[rows->n++] = (lfs_tree_row){.id = *id, .data = data, .len = len};
+}
+
+void lfs_tree_store(lfs_tree *t, lfs_tree_rows *rows, lfs_id *ret_id) {
+        char *data;
+        size_t len;
+        lfs_tree_sort(t);
+        lfs_tree_serialize(t, &data, &len);
+        lfs_sha256(data, len, ret_id);
+        lfs_tree_rows_add(rows, ret_id, data, len);
+}
+
+int lfs_tree_rows_insert(lfs_store *s, lfs_tree_rows *rows, lfs_error **err) {
+        for (size_t i = 0; i < rows->n; i++) {
+                lfs_tree_row *row = &rows->items[i];
+                int r = lfs_db_put_tree(s, &row->id, row->data, row->len, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+void lfs_tree_rows_done(lfs_tree_rows *rows) {
+        for (size_t i = 0; i < rows->n; i++)
+                free(rows->items[i].data);
+        free(rows->items);
+        *rows = (lfs_tree_rows){0};
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/* Cleanup attributes, ownership transfer and small helpers shared by the library. */
+#ifndef LFS_UTIL_H
+#define LFS_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "layerfs.h"
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _unused_ __attribute__((unused))
+
+static inline void freep(void *p) {
+        free(*(void **)p);
+}
+static inline void closep(int *fd) {
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+static inline void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+static inline void lfs_error_freep(lfs_error **e) {
+        lfs_error_free(*e);
+}
+
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+#define _cleanup_error_ _cleanup_(lfs_error_freep)
+
+/* Hands ownership out of a cleanup variable. */
+#define TAKE_PTR(p)                                                                                \
+        ({                                                                                         \
+                __typeof__(p) _p = (p);                                                            \
+                (p) = NULL;                                                                        \
+                _p;                                                                                \
+        })
+#define TAKE_FD(fd)                                                                                \
+        ({                                                                                         \
+                int _fd = (fd);                                                                    \
+                (fd) = -1;                                                                         \
+                _fd;                                                                               \
+        })
+
+#define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Sets *err (if err) and returns a negative errno: -errnum, or -EINVAL when errnum is 0. */
+int lfs_fail(lfs_error **err, lfs_code code, int errnum, const char *fmt, ...) _printf_(4, 5);
+int lfs_failv(lfs_error **err, lfs_code code, int errnum, const char *fmt, va_list ap);
+/* Takes ownership of paths (an array of n malloc'd strings). */
+int lfs_fail_conflict(lfs_error **err, char **paths, size_t n, const char *fmt, ...) _printf_(4, 5);
+
+/* Allocation that aborts: the library does not limp on after out-of-memory. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) _printf_(1, 2);
+
+/* Grows *array of *cap elements of size elem so that it holds at least need. */
+void grow_array(void **array, size_t *cap, size_t need, size_t elem);
+#define GROW(array, cap, need) grow_array((void **)&(array), &(cap), (need), sizeof(*(array)))
+
+/* Joins a relative path: "" + "x" = "x", "a" + "x" = "a/x". */
+char *path_join(const char *dir, const char *name);
+
+/* rm -rf below dirfd/name; missing is fine. */
+int rm_rf_at(int dirfd, const char *name);
+
+#endif

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/* Checks a Store: SQLite's integrity check, then every object reachable from a branch
+ * hashes to its name (commits, trees and blobs, each visited once). */
+#include <fcntl.h>
+
+#include "store.h"
+
+typedef struct verify_walk {
+        lfs_store *s;
+        lfs_idset seen;
+        uint64_t checked;
+} verify_walk;
+
+static int bad_object(lfs_store *s, const char *kind, const lfs_id *id, const char *why,
+                      lfs_error **err) {
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(id, hex);
+        return lfs_fail(err, LFS_FAILED, EIO, "%s %s of project '%s' %s", kind, hex, s->project, why);
+}
+
+static int verify_blob(verify_walk *vw, const lfs_entry *e, lfs_error **err) {
+        _cleanup_close_ int fd = lfs_object_open(vw->s, &e->id, err);
+        if (fd < 0)
+                return fd;
+        _cleanup_free_ char *buf = xmalloc(1u << 20);
+        lfs_hasher *h = lfs_hasher_new();
+        uint64_t size = 0;
+        ssize_t k;
+        while ((k = read(fd, buf, 1u << 20)) > 0) {
+                lfs_hasher_update(h, buf, (size_t)k);
+                size += (uint64_t)k;
+        }
+        lfs_id got;
+        lfs_hasher_finish(h, &got);
+        if (k < 0)
+                return bad_object(vw->s, "blob", &e->id, "cannot be read", err);
+        if (size != e->size || !lfs_id_eq(&got, &e->id))
+                return bad_object(vw->s, "blob", &e->id, "does not hash to its name", err);
+        vw->checked++;
+        return 0;
+}
+
+static int verify_tree(verify_walk *vw, const lfs_id *id, lfs_error **err) {
+        if (!lfs_idset_add(&vw->seen, id))
+                return 0;
+        lfs_tree t;
+        int r = lfs_db_get_tree(vw->s, id, &t, err);
+        if (r < 0)
+                return r;
+        char *data;
+        size_t len;
+        lfs_id got;
+        lfs_tree_serialize(&t, &data, &len);
+        lfs_sha256(data, len, &got);
+        free(data);
+        if (!lfs_id_eq(&got, id))
+                r = bad_object(vw->s, "tree", id, "does not hash to its name", err);
+        vw->checked++;
+        for (size_t i = 0; i < t.n && r == 0; i++) {
+                const lfs_entry *e = &t.entries[i];
+                if (lfs_mode_is_dir(e->mode))
+                        r = verify_tree(vw, &e->id, err);
+                else if (lfs_idset_add(&vw->seen, &e->id))
+                        r = verify_blob(vw, e, err);
+        }
+        lfs_tree_done(&t);
+        return r;
+}
+
+static int verify_commit(verify_walk *vw, const lfs_id *id, lfs_error **err) {
+        lfs_id *stack = NULL;
+        size_t n = 0, cap = 0;
+        int r = 0;
+        GROW(stack, cap, 1);
+        stack[n++] = *id;
+        while (n && r == 0) {
+                lfs_id cur = stack[--n];
+                if (!lfs_idset_add(&vw->seen, &cur))
+                        continue;
+                lfs_commit_info c;
+                if ((r = lfs_db_get_commit(vw->s, &cur, &c, err)) < 0)
+                        break;
+                lfs_commit_compute_id(&c);
+                if (!lfs_id_eq(&c.id, &cur))
+                        r = bad_object(vw->s, "commit", &cur, "does not hash to its name", err);
+                vw->checked++;
+                if (r == 0)
+                        r = verify_tree(vw, &c.tree, err);
+                GROW(stack, cap, n + 2);
+                for (size_t i = 0; i < c.n_parents; i++)
+                        stack[n++] = c.parents[i];
+                lfs_commit_info_done(&c);
+        }
+        free(stack);
+        return r;
+}
+
+static int integrity_check(lfs_store *s, lfs_error **err) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->db, "PRAGMA integrity_check", -1, &st, NULL) != SQLITE_OK)
+                return lfs_db_fail(s, err, "check the database");
+        int r = 0;
+        if (sqlite3_step(st) != SQLITE_ROW)
+                r = lfs_db_fail(s, err, "check the database");
+        else if (strcmp((const char *)sqlite3_column_text(st, 0), "ok"))
+                r = lfs_fail(err, LFS_FAILED, EIO, "the database of project '%s' is damaged: %s",
+                             s->project, (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        return r;
+}
+
+int lfs_store_verify(lfs_store *s, uint64_t *ret_objects_checked, lfs_error **err) {
+        int r = integrity_check(s, err);
+        if (r < 0)
+                return r;
+        lfs_branch_info *branches;
+        size_t n;
+        if ((r = lfs_branch_list(s, &branches, &n, err)) < 0)
+                return r;
+        verify_walk vw = {.s = s};
+        for (size_t i = 0; i < n && r == 0; i++)
+                r = verify_commit(&vw, &branches[i].commit, err);
+        lfs_branch_list_free(branches, n);
+        lfs_idset_done(&vw.seen);
+        if (r == 0 && ret_objects_checked)
+                *ret_objects_checked = vw.checked;
+        return r;
+}
