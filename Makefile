@@ -13,7 +13,8 @@ PREFIX ?= /usr/local
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -Iuserspace-lib/include -Iuserspace-lib/src -Icli \
+INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icli
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS) $(EXTRA_CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDFLAGS += $(EXTRA_LDFLAGS)
@@ -24,13 +25,12 @@ CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-TEST_HELPERS := $(BUILD)/tests/crashkill
 
 .PHONY: all deps demo check unit e2e sanitize lint format bench install clean help
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs.pc \
-	$(UNIT_BIN) $(TEST_HELPERS)
+	$(UNIT_BIN)
 
 help:
 	@echo "make deps      install the Debian packages the build and the tests need (as root)"
@@ -72,9 +72,6 @@ $(BUILD)/layerfs: $(CLI_OBJ) $(BUILD)/liblayerfs.a
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(BUILD)/liblayerfs.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) -lcmocka
-
-$(BUILD)/tests/crashkill: $(BUILD)/tests/e2e/crashkill.o $(BUILD)/liblayerfs.a
-	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS)
 
 demo: deps all
 	BUILD=$(BUILD) tests/e2e/demo.sh

@@ -15,7 +15,8 @@ int cmd_branch_create(cli_ctx *ctx) {
         lfs_id commit;
         const char *name = ctx->args[0];
         int r = cli_open_store(ctx);
-        if (r < 0 || (r = lfs_branch_create(ctx->store, name, cli_option(ctx, "from"), &commit, &ctx->err)) < 0)
+        if (r < 0 ||
+            (r = lfs_branch_create(ctx->store, name, cli_option(ctx, "from"), &commit, &ctx->err)) < 0)
                 return r;
         if (ctx->json)
                 cli_print_json(json_pack("{s:s, s:o}", "branch", name, "commit", cli_json_id(&commit)));
@@ -36,8 +37,8 @@ int cmd_branch_list(cli_ctx *ctx) {
         json_t *out = json_array();
         for (size_t i = 0; i < n; i++) {
                 if (ctx->json) {
-                        json_array_append_new(out, json_pack("{s:s, s:o}", "branch", branches[i].name, "commit",
-                                                             cli_json_id(&branches[i].commit)));
+                        json_array_append_new(out, json_pack("{s:s, s:o}", "branch", branches[i].name,
+                                                             "commit", cli_json_id(&branches[i].commit)));
                 } else {
                         char s[13];
                         short_id(&branches[i].commit, s);
@@ -93,10 +94,11 @@ int cmd_branch_log(cli_ctx *ctx) {
                         json_t *parents = json_array();
                         for (size_t p = 0; p < c->n_parents; p++)
                                 json_array_append_new(parents, cli_json_id(&c->parents[p]));
-                        json_array_append_new(out, json_pack("{s:o, s:o, s:o, s:s, s:I, s:s}", "commit",
-                                                             cli_json_id(&c->id), "tree", cli_json_id(&c->tree),
-                                                             "parents", parents, "author", c->author, "time",
-                                                             (json_int_t)c->time, "message", c->message));
+                        json_array_append_new(out,
+                                              json_pack("{s:o, s:o, s:o, s:s, s:I, s:s}", "commit",
+                                                        cli_json_id(&c->id), "tree", cli_json_id(&c->tree),
+                                                        "parents", parents, "author", c->author, "time",
+                                                        (json_int_t)c->time, "message", c->message));
                         continue;
                 }
                 char hex[LFS_HEX_LEN + 1], when[64];
@@ -132,13 +134,15 @@ int cmd_branch_diff(cli_ctx *ctx) {
         lfs_change *changes;
         size_t n;
         int r = cli_open_store(ctx);
-        if (r < 0 || (r = lfs_branch_diff(ctx->store, ctx->args[0], ctx->args[1], &changes, &n, &ctx->err)) < 0)
+        if (r < 0 ||
+            (r = lfs_branch_diff(ctx->store, ctx->args[0], ctx->args[1], &changes, &n, &ctx->err)) < 0)
                 return r;
         json_t *out = json_array();
         for (size_t i = 0; i < n; i++) {
                 const char *kind = lfs_change_kind_name(changes[i].kind);
                 if (ctx->json)
-                        json_array_append_new(out, json_pack("{s:s, s:s}", "path", changes[i].path, "change", kind));
+                        json_array_append_new(
+                                out, json_pack("{s:s, s:s}", "path", changes[i].path, "change", kind));
                 else
                         printf("%c %s\n", kind[0] - 'a' + 'A', changes[i].path);
         }
@@ -207,7 +211,8 @@ int cmd_branch_commit(cli_ctx *ctx) {
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(&commit, hex);
         if (ctx->json)
-                cli_print_json(json_pack("{s:s, s:s, s:b}", "branch", branch, "commit", hex, "changed", changed));
+                cli_print_json(
+                        json_pack("{s:s, s:s, s:b}", "branch", branch, "commit", hex, "changed", changed));
         else if (changed)
                 printf("committed %s on %s\n", hex, branch);
         else

@@ -80,64 +80,64 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-        {"project", "init", cmd_project_init, 1, 1, "from",
-         "layerfs project init NAME [--from DIR]\n\n"
-         "Makes project NAME ([a-z0-9][a-z0-9._-]{0,62}) in the home with branch 'main'.\n"
-         "With --from, main's first commit holds DIR's regular files (with their executable\n"
-         "bit), directories (empty ones too) and symlinks; fifos, sockets and devices are\n"
-         "skipped. Without it, main starts with an empty commit. A failed or interrupted\n"
-         "init leaves no project behind.\n\n"
-         "Prints the project, the branch and the commit ({project, branch, commit} with --json).\n"},
-        {"project", "list", cmd_project_list, 0, 0, "",
-         "layerfs project list\n\nLists the home's projects with their branches and sandboxes.\n"},
-        {"project", "verify", cmd_project_verify, 0, 0, "",
-         "layerfs project verify\n\n"
-         "Runs SQLite's integrity check on the project's Store and checks that every commit,\n"
-         "tree and file reachable from a branch hashes to its name. Exits 125 with Failed,\n"
-         "naming the first damaged object, otherwise prints how many objects were checked.\n"},
-        {"branch", "create", cmd_branch_create, 1, 1, "from",
-         "layerfs branch create NAME [--from BRANCH|COMMIT]\n\n"
-         "Makes branch NAME at the head of BRANCH or at COMMIT (a commit id or a unique\n"
-         "prefix of at least 4 hex digits); default: main. Names are letters, digits, '.',\n"
-         "'_', '-' with '/' between parts.\n"},
-        {"branch", "list", cmd_branch_list, 0, 0, "", "layerfs branch list\n\nLists branches with their head commits.\n"},
-        {"branch", "delete", cmd_branch_delete, 1, 1, "",
-         "layerfs branch delete NAME\n\nRemoves the branch. Its commits stay in the Store.\n"},
-        {"branch", "log", cmd_branch_log, 1, 1, "limit",
-         "layerfs branch log NAME [--limit N]\n\n"
-         "Commits of NAME (a branch or commit), newest first, following first parents.\n"},
-        {"branch", "diff", cmd_branch_diff, 2, 2, "",
-         "layerfs branch diff A B\n\n"
-         "Paths that differ from A to B (branches or commits), one per line as\n"
-         "'A path', 'M path' or 'D path' (added, modified, deleted). Files, symlinks and\n"
-         "empty directories are listed; a mode change is a modification.\n"},
-        {"branch", "merge", cmd_branch_merge, 2, 2, "",
-         "layerfs branch merge FROM INTO\n\n"
-         "Merges FROM (a branch or commit) into branch INTO, three-way per path against\n"
-         "their nearest common ancestor. When INTO is an ancestor of FROM the head just\n"
-         "moves (fast-forward). A path changed on both sides differently, changed on one\n"
-         "side and deleted on the other, or a file on one side and a directory on the\n"
-         "other, is a conflict: Conflict lists every such path and nothing changes.\n"},
-        {"branch", "export", cmd_branch_export, 2, 2, "",
-         "layerfs branch export BRANCH|COMMIT DIR\n\n"
-         "Writes the commit's files into DIR, which must not exist or be empty. Files are\n"
-         "checked against their ids while being written; the result appears whole or not\n"
-         "at all.\n"},
-        {"branch", "commit", cmd_branch_commit, 1, 1, "from,m",
-         "layerfs branch commit BRANCH --from DIR -m MESSAGE\n\n"
-         "Records DIR as the next commit of BRANCH: DIR's contents replace the branch's\n"
-         "tree. Only files whose contents the Store lacks are written. When nothing\n"
-         "differs no commit is made and the head is printed unchanged.\n"},
+        { "project", "init", cmd_project_init, 1, 1, "from",
+          "layerfs project init NAME [--from DIR]\n\n"
+          "Makes project NAME ([a-z0-9][a-z0-9._-]{0,62}) in the home with branch 'main'.\n"
+          "With --from, main's first commit holds DIR's regular files (with their executable\n"
+          "bit), directories (empty ones too) and symlinks; fifos, sockets and devices are\n"
+          "skipped. Without it, main starts with an empty commit. A failed or interrupted\n"
+          "init leaves no project behind.\n\n"
+          "Prints the project, the branch and the commit ({project, branch, commit} with --json).\n" },
+        { "project", "list", cmd_project_list, 0, 0, "",
+          "layerfs project list\n\nLists the home's projects with their branches and sandboxes.\n" },
+        { "project", "verify", cmd_project_verify, 0, 0, "",
+          "layerfs project verify\n\n"
+          "Runs SQLite's integrity check on the project's Store and checks that every commit,\n"
+          "tree and file reachable from a branch hashes to its name. Exits 125 with Failed,\n"
+          "naming the first damaged object, otherwise prints how many objects were checked.\n" },
+        { "branch", "create", cmd_branch_create, 1, 1, "from",
+          "layerfs branch create NAME [--from BRANCH|COMMIT]\n\n"
+          "Makes branch NAME at the head of BRANCH or at COMMIT (a commit id or a unique\n"
+          "prefix of at least 4 hex digits); default: main. Names are letters, digits, '.',\n"
+          "'_', '-' with '/' between parts.\n" },
+        { "branch", "list", cmd_branch_list, 0, 0, "",
+          "layerfs branch list\n\nLists branches with their head commits.\n" },
+        { "branch", "delete", cmd_branch_delete, 1, 1, "",
+          "layerfs branch delete NAME\n\nRemoves the branch. Its commits stay in the Store.\n" },
+        { "branch", "log", cmd_branch_log, 1, 1, "limit",
+          "layerfs branch log NAME [--limit N]\n\n"
+          "Commits of NAME (a branch or commit), newest first, following first parents.\n" },
+        { "branch", "diff", cmd_branch_diff, 2, 2, "",
+          "layerfs branch diff A B\n\n"
+          "Paths that differ from A to B (branches or commits), one per line as\n"
+          "'A path', 'M path' or 'D path' (added, modified, deleted). Files, symlinks and\n"
+          "empty directories are listed; a mode change is a modification.\n" },
+        { "branch", "merge", cmd_branch_merge, 2, 2, "",
+          "layerfs branch merge FROM INTO\n\n"
+          "Merges FROM (a branch or commit) into branch INTO, three-way per path against\n"
+          "their nearest common ancestor. When INTO is an ancestor of FROM the head just\n"
+          "moves (fast-forward). A path changed on both sides differently, changed on one\n"
+          "side and deleted on the other, or a file on one side and a directory on the\n"
+          "other, is a conflict: Conflict lists every such path and nothing changes.\n" },
+        { "branch", "export", cmd_branch_export, 2, 2, "",
+          "layerfs branch export BRANCH|COMMIT DIR\n\n"
+          "Writes the commit's files into DIR, which must not exist or be empty. Files are\n"
+          "checked against their ids while being written; the result appears whole or not\n"
+          "at all.\n" },
+        { "branch", "commit", cmd_branch_commit, 1, 1, "from,m",
+          "layerfs branch commit BRANCH --from DIR -m MESSAGE\n\n"
+          "Records DIR as the next commit of BRANCH: DIR's contents replace the branch's\n"
+          "tree. Only files whose contents the Store lacks are written. When nothing\n"
+          "differs no commit is made and the head is printed unchanged.\n" },
 };
 
-static const char *const later_groups[] = {"sandbox", "workspace", "process", "runtime"};
+static const char *const later_groups[] = { "sandbox", "workspace", "process", "runtime" };
 
 static void usage_error(cli_ctx *ctx, const char *fmt, ...) _cli_printf_(2, 3);
 
 static void print_error(cli_ctx *ctx, const lfs_error *e) {
         if (ctx->json) {
-                json_t *err = json_pack("{s:s, s:s}", "code", lfs_code_name(e->code), "message",
-                                        e->message);
+                json_t *err = json_pack("{s:s, s:s}", "code", lfs_code_name(e->code), "message", e->message);
                 if (e->n_paths) {
                         json_t *paths = json_array();
                         for (size_t i = 0; i < e->n_paths; i++)
@@ -158,7 +158,7 @@ int cli_report(cli_ctx *ctx, int r) {
         if (ctx->err)
                 print_error(ctx, ctx->err);
         else {
-                lfs_error e = {.code = LFS_FAILED, .message = strerror(-r)};
+                lfs_error e = { .code = LFS_FAILED, .message = strerror(-r) };
                 print_error(ctx, &e);
         }
         return EXIT_LAYERFS;
@@ -235,7 +235,7 @@ void cli_end_progress(cli_ctx *ctx) {
 
 /* Splits argv into globals, the command, its options and its positional arguments. */
 static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, bool *ret_help) {
-        const char *words[2] = {NULL, NULL};
+        const char *words[2] = { NULL, NULL };
         size_t n_words = 0;
         const command *cmd = NULL;
         bool dashdash = false;
@@ -277,8 +277,9 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
                 }
                 bool global = !strcmp(key, "home") || !strcmp(key, "project");
                 if (!global && !(cmd && option_takes_value(cmd, key)) && !(n_words < 2)) {
-                        usage_error(ctx, "unknown option '%s' for 'layerfs %s %s'; see 'layerfs %s %s --help'",
-                                    a, words[0], words[1], words[0], words[1]);
+                        usage_error(ctx,
+                                    "unknown option '%s' for 'layerfs %s %s'; see 'layerfs %s %s --help'", a,
+                                    words[0], words[1], words[0], words[1]);
                         return -EINVAL;
                 }
                 if (!global && n_words < 2) {
@@ -298,7 +299,7 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
                         ctx->project = value;
                 else {
                         GROW(ctx->opts, ctx->cap_opts, ctx->n_opts + 1);
-                        ctx->opts[ctx->n_opts++] = (cli_opt){.name = TAKE_PTR(key), .value = value};
+                        ctx->opts[ctx->n_opts++] = (cli_opt){ .name = TAKE_PTR(key), .value = value };
                 }
         }
         if (*ret_help || ctx->version) {
@@ -312,7 +313,8 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
         if (!cmd) {
                 for (size_t i = 0; i < sizeof(later_groups) / sizeof(later_groups[0]); i++)
                         if (!strcmp(words[0], later_groups[i]) ||
-                            (!strcmp(words[0], "project") && words[1] && !strcmp(words[1], "list_sandboxes"))) {
+                            (!strcmp(words[0], "project") && words[1] &&
+                             !strcmp(words[1], "list_sandboxes"))) {
                                 lfs_fail(&ctx->err, LFS_UNSUPPORTED, 0,
                                          "'%s%s%s' is not in this build yet: it offers the Store "
                                          "(project and branch commands); Sandboxes and Workspaces come "
@@ -321,8 +323,10 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
                                 return -EOPNOTSUPP;
                         }
                 if (!group_known(words[0]))
-                        usage_error(ctx, "unknown command group '%s'; the groups are project and branch; see 'layerfs --help'",
-                                    words[0]);
+                        usage_error(
+                                ctx,
+                                "unknown command group '%s'; the groups are project and branch; see 'layerfs --help'",
+                                words[0]);
                 else if (!words[1])
                         usage_error(ctx, "'layerfs %s' needs a method; see 'layerfs --help'", words[0]);
                 else
@@ -368,7 +372,7 @@ int cli_open_store(cli_ctx *ctx) {
 }
 
 int main(int argc, char **argv) {
-        cli_ctx ctx = {0};
+        cli_ctx ctx = { 0 };
         const command *cmd = NULL;
         bool help = false;
         int r = parse(&ctx, argc, argv, &cmd, &help);

@@ -12,13 +12,15 @@ int cmd_project_init(cli_ctx *ctx) {
         lfs_id commit;
         const char *name = ctx->args[0];
         int r = cli_open_home(ctx);
-        if (r < 0 || (r = lfs_project_init(ctx->home, name, cli_option(ctx, "from"), &commit, &ctx->err)) < 0)
+        if (r < 0 ||
+            (r = lfs_project_init(ctx->home, name, cli_option(ctx, "from"), &commit, &ctx->err)) < 0)
                 return r;
         cli_end_progress(ctx);
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(&commit, hex);
         if (ctx->json)
-                cli_print_json(json_pack("{s:s, s:s, s:s}", "project", name, "branch", "main", "commit", hex));
+                cli_print_json(
+                        json_pack("{s:s, s:s, s:s}", "project", name, "branch", "main", "commit", hex));
         else
                 printf("project %s: branch main at %s\n", name, hex);
         return 0;
@@ -65,8 +67,8 @@ int cmd_project_verify(cli_ctx *ctx) {
         if (r < 0 || (r = lfs_store_verify(ctx->store, &checked, &ctx->err)) < 0)
                 return r;
         if (ctx->json)
-                cli_print_json(json_pack("{s:s, s:b, s:I}", "project", lfs_store_project(ctx->store), "ok", 1,
-                                         "objects", (json_int_t)checked));
+                cli_print_json(json_pack("{s:s, s:b, s:I}", "project", lfs_store_project(ctx->store), "ok",
+                                         1, "objects", (json_int_t)checked));
         else
                 printf("project %s: ok, %llu objects checked\n", lfs_store_project(ctx->store),
                        (unsigned long long)checked);

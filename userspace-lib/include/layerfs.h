@@ -36,7 +36,7 @@ typedef enum lfs_code {
 
 typedef struct lfs_error {
         lfs_code code;
-        int errnum;    /* the errno behind it, or 0 */
+        int errnum; /* the errno behind it, or 0 */
         char *message; /* what was wrong, with which value, and what to do */
         /* For LFS_CONFLICT: every conflicting path. */
         char **paths;
@@ -128,14 +128,14 @@ typedef struct lfs_change {
 const char *lfs_change_kind_name(lfs_change_kind kind);
 
 /* a, b: branch names or commit ids. Paths of files, symlinks and empty directories. */
-int lfs_branch_diff(lfs_store *store, const char *a, const char *b, lfs_change **ret_changes,
-                    size_t *ret_n, lfs_error **err);
+int lfs_branch_diff(lfs_store *store, const char *a, const char *b, lfs_change **ret_changes, size_t *ret_n,
+                    lfs_error **err);
 void lfs_change_list_free(lfs_change *changes, size_t n);
 
 typedef struct lfs_merge_result {
         lfs_id commit;
         int fast_forward; /* the head moved to from's commit; no new commit */
-        int up_to_date;   /* into already contained from */
+        int up_to_date; /* into already contained from */
 } lfs_merge_result;
 
 /* On conflict: LFS_CONFLICT with every conflicting path in err->paths; nothing changes. */

@@ -83,8 +83,8 @@ void lfs_branch_list_free(lfs_branch_info *branches, size_t n) {
 
 int lfs_branch_list(lfs_store *s, lfs_branch_info **ret_branches, size_t *ret_n, lfs_error **err) {
         sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(s->db, "SELECT name, commit_id FROM branches ORDER BY name", -1, &st,
-                               NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(s->db, "SELECT name, commit_id FROM branches ORDER BY name", -1, &st, NULL) !=
+            SQLITE_OK)
                 return lfs_db_fail(s, err, "list branches");
         lfs_branch_info *out = NULL;
         size_t n = 0, cap = 0;
@@ -113,8 +113,8 @@ int lfs_branch_delete(lfs_store *s, const char *name, lfs_error **err) {
         if (r < 0)
                 return r;
         sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(s->db, "DELETE FROM branches WHERE name=? AND commit_id=?", -1, &st,
-                               NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(s->db, "DELETE FROM branches WHERE name=? AND commit_id=?", -1, &st, NULL) !=
+            SQLITE_OK)
                 return lfs_db_fail(s, err, "delete a branch");
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
         sqlite3_bind_blob(st, 2, head.bytes, LFS_ID_LEN, SQLITE_STATIC);
@@ -176,8 +176,8 @@ static int tree_of(lfs_store *s, const char *ref, lfs_id *ret, lfs_error **err) 
         return 0;
 }
 
-int lfs_branch_diff(lfs_store *s, const char *a, const char *b, lfs_change **ret_changes,
-                    size_t *ret_n, lfs_error **err) {
+int lfs_branch_diff(lfs_store *s, const char *a, const char *b, lfs_change **ret_changes, size_t *ret_n,
+                    lfs_error **err) {
         lfs_id ta, tb;
         lfs_change_list out;
         int r = tree_of(s, a, &ta, err);
@@ -196,9 +196,8 @@ int lfs_branch_merge(lfs_store *s, const char *from, const char *into, lfs_merge
                 return r;
         if (!strcmp(from, into))
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
-                                "cannot merge branch '%s' into itself; name two different branches",
-                                into);
-        lfs_merge_result result = {.commit = ours};
+                                "cannot merge branch '%s' into itself; name two different branches", into);
+        lfs_merge_result result = { .commit = ours };
         bool contained;
         if ((r = lfs_is_ancestor(s, &theirs, &ours, &contained, err)) < 0)
                 return r;
@@ -220,24 +219,25 @@ int lfs_branch_merge(lfs_store *s, const char *from, const char *into, lfs_merge
         }
         lfs_id base_commit, base_tree = *lfs_empty_tree_id(), merged;
         bool have_base;
-        lfs_commit_info co = {0}, ct = {0}, cb = {0};
+        lfs_commit_info co = { 0 }, ct = { 0 }, cb = { 0 };
         if ((r = lfs_merge_base(s, &ours, &theirs, &base_commit, &have_base, err)) < 0)
                 return r;
-        if ((r = lfs_db_get_commit(s, &ours, &co, err)) < 0 || (r = lfs_db_get_commit(s, &theirs, &ct, err)) < 0)
+        if ((r = lfs_db_get_commit(s, &ours, &co, err)) < 0 ||
+            (r = lfs_db_get_commit(s, &theirs, &ct, err)) < 0)
                 goto out;
         if (have_base) {
                 if ((r = lfs_db_get_commit(s, &base_commit, &cb, err)) < 0)
                         goto out;
                 base_tree = cb.tree;
         }
-        lfs_tree_rows rows = {0};
+        lfs_tree_rows rows = { 0 };
         lfs_blob_writer *w = lfs_blob_writer_new(s);
         r = lfs_merge_trees(s, &base_tree, &co.tree, &ct.tree, &rows, &merged, err);
         if (r == 0) {
-                lfs_id parents[2] = {ours, theirs};
+                lfs_id parents[2] = { ours, theirs };
                 _cleanup_free_ char *message = xasprintf("Merge %s into %s", from, into);
-                r = lfs_record_commit(s, w, &rows, into, &ours, &merged, parents, 2, message,
-                                      &result.commit, err);
+                r = lfs_record_commit(s, w, &rows, into, &ours, &merged, parents, 2, message, &result.commit,
+                                      err);
         }
         lfs_blob_writer_free(w);
         lfs_tree_rows_done(&rows);

@@ -8,8 +8,8 @@
 
 #include "store.h"
 
-void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *parents,
-                        size_t n_parents, const char *message) {
+void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *parents, size_t n_parents,
+                        const char *message) {
         *c = (lfs_commit_info){
                 .tree = *tree,
                 .n_parents = n_parents,
@@ -23,8 +23,7 @@ void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *pa
 }
 
 int lfs_record_commits(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
-                       const lfs_id *expected, const lfs_commit_info *commits, size_t n,
-                       lfs_error **err) {
+                       const lfs_id *expected, const lfs_commit_info *commits, size_t n, lfs_error **err) {
         int r = lfs_blob_writer_publish(w, err);
         if (r < 0 || (r = lfs_db_begin(s, err)) < 0)
                 return r;
@@ -41,8 +40,8 @@ int lfs_record_commits(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, co
 }
 
 int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
-                      const lfs_id *expected, const lfs_id *tree, const lfs_id *parents,
-                      size_t n_parents, const char *message, lfs_id *ret_commit, lfs_error **err) {
+                      const lfs_id *expected, const lfs_id *tree, const lfs_id *parents, size_t n_parents,
+                      const char *message, lfs_id *ret_commit, lfs_error **err) {
         lfs_commit_info c;
         lfs_commit_prepare(&c, tree, parents, n_parents, message);
         int r = lfs_record_commits(s, w, rows, branch, expected, &c, 1, err);
@@ -71,14 +70,13 @@ int lfs_branch_commit(lfs_store *s, const char *branch, const char *from_dir, co
         if ((r = lfs_db_get_commit(s, &head, &parent, err)) < 0)
                 return r;
         lfs_blob_writer *w = lfs_blob_writer_new(s);
-        lfs_tree_rows rows = {0};
+        lfs_tree_rows rows = { 0 };
         lfs_id tree;
         r = lfs_snapshot_dir(s, w, from_dir, &parent.tree, &rows, &tree, err);
         if (r == 0 && lfs_id_eq(&tree, &parent.tree))
                 *ret_commit = head; /* nothing changed: no empty commit */
         else if (r == 0)
-                r = lfs_record_commit(s, w, &rows, branch, &head, &tree, &head, 1, message, ret_commit,
-                                      err);
+                r = lfs_record_commit(s, w, &rows, branch, &head, &tree, &head, 1, message, ret_commit, err);
         lfs_tree_rows_done(&rows);
         lfs_blob_writer_free(w);
         lfs_commit_info_done(&parent);
@@ -143,9 +141,9 @@ static void tree_set(lfs_tree *t, const char *name, uint32_t mode, uint64_t size
         lfs_tree_sort(t);
 }
 
-static int apply_dir(lfs_store *s, const lfs_id *tree_id, prepared_change *pc, size_t n,
-                     size_t prefix_len, lfs_tree_rows *rows, lfs_id *ret_id, lfs_error **err) {
-        lfs_tree t = {0};
+static int apply_dir(lfs_store *s, const lfs_id *tree_id, prepared_change *pc, size_t n, size_t prefix_len,
+                     lfs_tree_rows *rows, lfs_id *ret_id, lfs_error **err) {
+        lfs_tree t = { 0 };
         int r = lfs_db_get_tree(s, tree_id ? tree_id : lfs_empty_tree_id(), &t, err);
         size_t i = 0;
         while (r == 0 && i < n) {
@@ -193,14 +191,14 @@ static int apply_dir(lfs_store *s, const lfs_id *tree_id, prepared_change *pc, s
 }
 
 /* Hashes and stores the contents that the changes name. */
-static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_change *changes,
-                           size_t n, prepared_change *pc, lfs_error **err) {
+static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_change *changes, size_t n,
+                           prepared_change *pc, lfs_error **err) {
         _cleanup_free_ lfs_blob_source *sources = xcalloc(n, sizeof(*sources));
         size_t n_sources = 0;
         (void)s;
         for (size_t i = 0; i < n; i++) {
                 const lfs_path_change *c = &changes[i];
-                pc[i] = (prepared_change){.change = c};
+                pc[i] = (prepared_change){ .change = c };
                 if (!change_path_valid(c->path) || c->type > LFS_ENTRY_DIR)
                         return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                         "change path '%s' is not valid: give a relative path without "
@@ -208,7 +206,8 @@ static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_chan
                                         c->path ? c->path : "");
                 if (c->type == LFS_ENTRY_SYMLINK) {
                         if (!c->source)
-                                return lfs_fail(err, LFS_INVALID_INPUT, 0, "symlink %s has no target", c->path);
+                                return lfs_fail(err, LFS_INVALID_INPUT, 0, "symlink %s has no target",
+                                                c->path);
                         pc[i].size = strlen(c->source);
                         int r = lfs_blob_writer_add_data(w, c->source, pc[i].size, &pc[i].id, err);
                         if (r < 0)
@@ -221,10 +220,9 @@ static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_chan
                                                 "'%s' is not one",
                                                 c->path, c->source ? c->source : "(none)");
                         pc[i].size = (uint64_t)st.st_size;
-                        sources[n_sources++] = (lfs_blob_source){.dirfd = AT_FDCWD,
-                                                                 .path = c->source,
-                                                                 .size = pc[i].size,
-                                                                 .ret_id = &pc[i].id};
+                        sources[n_sources++] = (lfs_blob_source){
+                                .dirfd = AT_FDCWD, .path = c->source, .size = pc[i].size, .ret_id = &pc[i].id
+                        };
                 }
         }
         return lfs_blob_writer_add_files(w, sources, n_sources, err);
@@ -235,14 +233,14 @@ int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *bas
                              lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
         lfs_id head, tree, result;
         _cleanup_free_ char *merge_message = NULL;
-        lfs_commit_info base_commit = {0}, head_commit = {0};
+        lfs_commit_info base_commit = { 0 }, head_commit = { 0 };
         int merged = 0;
         int r = check_message(message, err);
         if (r < 0 || (r = lfs_branch_head(s, branch, &head, err)) < 0 ||
             (r = lfs_db_get_commit(s, base, &base_commit, err)) < 0)
                 return r;
         lfs_blob_writer *w = lfs_blob_writer_new(s);
-        lfs_tree_rows rows = {0};
+        lfs_tree_rows rows = { 0 };
         prepared_change *pc = xcalloc(n, sizeof(*pc));
         r = prepare_changes(s, w, changes, n, pc, err);
         if (r == 0) {
@@ -262,13 +260,13 @@ int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *bas
         /* The branch moved since base: record our commit, then merge it into the head. */
         lfs_id merged_tree;
         if ((r = lfs_db_get_commit(s, &head, &head_commit, err)) < 0 ||
-            (r = lfs_merge_trees(s, &base_commit.tree, &head_commit.tree, &tree, &rows, &merged_tree,
-                                 err)) < 0)
+            (r = lfs_merge_trees(s, &base_commit.tree, &head_commit.tree, &tree, &rows, &merged_tree, err)) <
+                    0)
                 goto out;
         merge_message = xasprintf("Merge workspace commit into %s\n\n%s", branch, message);
         lfs_commit_info pair[2];
         lfs_commit_prepare(&pair[0], &tree, base, 1, message);
-        lfs_id parents[2] = {head, pair[0].id};
+        lfs_id parents[2] = { head, pair[0].id };
         lfs_commit_prepare(&pair[1], &merged_tree, parents, 2, merge_message);
         r = lfs_record_commits(s, w, &rows, branch, &head, pair, 2, err);
         result = pair[1].id;

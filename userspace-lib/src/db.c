@@ -26,8 +26,8 @@ int lfs_db_fail(lfs_store *s, lfs_error **err, const char *what) {
                                 "the Store of project '%s' stayed locked by another process while "
                                 "trying to %s; try again",
                                 s->project, what);
-        return lfs_fail(err, LFS_FAILED, EIO, "could not %s in the Store of project '%s': %s",
-                        what, s->project, sqlite3_errmsg(s->db));
+        return lfs_fail(err, LFS_FAILED, EIO, "could not %s in the Store of project '%s': %s", what,
+                        s->project, sqlite3_errmsg(s->db));
 }
 
 int lfs_db_exec(lfs_store *s, const char *sql, lfs_error **err) {
@@ -67,8 +67,7 @@ static int pragma_int(lfs_store *s, const char *sql, int *ret, lfs_error **err) 
 }
 
 static int prepare(lfs_store *s, sqlite3_stmt **slot, const char *sql, lfs_error **err) {
-        if (!*slot && sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) !=
-                              SQLITE_OK)
+        if (!*slot && sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) != SQLITE_OK)
                 return lfs_db_fail(s, err, "prepare a query");
         sqlite3_reset(*slot);
         sqlite3_clear_bindings(*slot);
@@ -79,7 +78,7 @@ static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
         int r = lfs_db_exec(s, "PRAGMA busy_timeout=10000", err);
         if (r < 0)
                 return r;
-        int app_id, version;
+        int app_id = 0, version = 0;
         if ((r = pragma_int(s, "PRAGMA application_id", &app_id, err)) < 0 ||
             (r = pragma_int(s, "PRAGMA user_version", &version, err)) < 0)
                 return r;
@@ -105,8 +104,8 @@ static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
         return lfs_db_exec(s, "PRAGMA synchronous=FULL", err);
 }
 
-int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bool create,
-                       lfs_store **ret, lfs_error **err) {
+int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bool create, lfs_store **ret,
+                       lfs_error **err) {
         _cleanup_free_ char *db_path = NULL;
         lfs_store *s = xcalloc(1, sizeof(*s));
         s->home = home;
@@ -123,8 +122,7 @@ int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bo
                 goto fail;
         }
         if (create) {
-                if (mkdirat(s->dirfd, "objects", 0755) < 0 ||
-                    mkdirat(s->dirfd, "objects/tmp", 0700) < 0) {
+                if (mkdirat(s->dirfd, "objects", 0755) < 0 || mkdirat(s->dirfd, "objects/tmp", 0700) < 0) {
                         r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s/objects: %s", path,
                                      strerror(errno));
                         goto fail;
@@ -133,8 +131,8 @@ int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bo
                         char name[16];
                         snprintf(name, sizeof(name), "objects/%02x", i);
                         if (mkdirat(s->dirfd, name, 0755) < 0) {
-                                r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s/%s: %s",
-                                             path, name, strerror(errno));
+                                r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s/%s: %s", path, name,
+                                             strerror(errno));
                                 goto fail;
                         }
                 }
@@ -208,7 +206,7 @@ static bool column_id(sqlite3_stmt *st, int col, lfs_id *ret) {
 
 int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err) {
         if (lfs_id_eq(id, lfs_empty_tree_id())) {
-                *ret = (lfs_tree){0};
+                *ret = (lfs_tree){ 0 };
                 return 0;
         }
         int r = prepare(s, &s->get_tree_stmt, "SELECT data FROM trees WHERE id=?", err);
@@ -227,16 +225,15 @@ int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **e
         } else if (rc != SQLITE_ROW) {
                 r = lfs_db_fail(s, err, "read a tree");
         } else {
-                r = lfs_tree_parse(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0),
-                                   ret, err);
+                r = lfs_tree_parse(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), ret,
+                                   err);
         }
         sqlite3_reset(st);
         return r;
 }
 
 int lfs_db_put_tree(lfs_store *s, const lfs_id *id, const void *data, size_t len, lfs_error **err) {
-        int r = prepare(s, &s->put_tree_stmt, "INSERT OR IGNORE INTO trees(id, data) VALUES(?, ?)",
-                        err);
+        int r = prepare(s, &s->put_tree_stmt, "INSERT OR IGNORE INTO trees(id, data) VALUES(?, ?)", err);
         if (r < 0)
                 return r;
         sqlite3_stmt *st = s->put_tree_stmt;
@@ -277,8 +274,7 @@ void lfs_commit_compute_id(lfs_commit_info *c) {
 
 int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_error **err) {
         int r = prepare(s, &s->get_commit_stmt,
-                        "SELECT tree, parent1, parent2, author, time, message FROM commits WHERE id=?",
-                        err);
+                        "SELECT tree, parent1, parent2, author, time, message FROM commits WHERE id=?", err);
         if (r < 0)
                 return r;
         sqlite3_stmt *st = s->get_commit_stmt;
@@ -294,7 +290,7 @@ int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_
         } else if (rc != SQLITE_ROW) {
                 r = lfs_db_fail(s, err, "read a commit");
         } else {
-                lfs_commit_info c = {.id = *id};
+                lfs_commit_info c = { .id = *id };
                 bool ok = column_id(st, 0, &c.tree);
                 if (column_id(st, 1, &c.parents[0]))
                         c.n_parents = 1;
@@ -305,8 +301,8 @@ int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_
                 c.message = xstrdup((const char *)sqlite3_column_text(st, 5) ?: "");
                 if (!ok) {
                         lfs_commit_info_done(&c);
-                        r = lfs_fail(err, LFS_FAILED, EIO,
-                                     "a commit row of project '%s' is damaged", s->project);
+                        r = lfs_fail(err, LFS_FAILED, EIO, "a commit row of project '%s' is damaged",
+                                     s->project);
                 } else {
                         *ret = c;
                 }
@@ -336,8 +332,8 @@ int lfs_db_put_commit(lfs_store *s, const lfs_commit_info *c, lfs_error **err) {
 
 int lfs_db_get_branch(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err) {
         sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(s->db, "SELECT commit_id FROM branches WHERE name=?", -1, &st,
-                               NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(s->db, "SELECT commit_id FROM branches WHERE name=?", -1, &st, NULL) !=
+            SQLITE_OK)
                 return lfs_db_fail(s, err, "read a branch");
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
         int rc = sqlite3_step(st), r = 0;
@@ -365,8 +361,7 @@ int lfs_db_cas_branch(lfs_store *s, const char *name, const lfs_id *expected, co
                 r = lfs_db_fail(s, err, "move a branch");
         else if (sqlite3_changes(s->db) != 1)
                 r = expected ? lfs_fail(err, LFS_BUSY, ESTALE,
-                                        "branch '%s' moved while this operation ran; try again",
-                                        name)
+                                        "branch '%s' moved while this operation ran; try again", name)
                              : lfs_fail(err, LFS_INVALID_INPUT, EEXIST,
                                         "branch '%s' already exists; choose another name or "
                                         "delete it first",

@@ -23,7 +23,7 @@ void lfs_change_list_free(lfs_change *changes, size_t n) {
 
 static void push_change(lfs_change_list *out, char *path, lfs_change_kind kind) {
         GROW(out->items, out->cap, out->n + 1);
-        out->items[out->n++] = (lfs_change){.path = path, .kind = kind};
+        out->items[out->n++] = (lfs_change){ .path = path, .kind = kind };
 }
 
 /* Every leaf below a directory (or the directory itself when it is empty). */
@@ -59,16 +59,17 @@ static int report_side(lfs_store *s, const lfs_entry *e, const char *path, lfs_c
 
 static int diff_dir(lfs_store *s, const lfs_id *a_id, const lfs_id *b_id, const char *prefix,
                     lfs_change_list *out, lfs_error **err) {
-        lfs_tree a = {0}, b = {0};
+        lfs_tree a = { 0 }, b = { 0 };
         int r = lfs_db_get_tree(s, a_id, &a, err);
         if (r == 0)
                 r = lfs_db_get_tree(s, b_id, &b, err);
         size_t i = 0, j = 0;
         while (r == 0 && (i < a.n || j < b.n)) {
                 int c = i == a.n ? 1 : j == b.n ? -1 : strcmp(a.entries[i].name, b.entries[j].name);
+                _cleanup_free_ char *path =
+                        path_join(prefix, c <= 0 ? a.entries[i].name : b.entries[j].name);
                 const lfs_entry *ea = c <= 0 ? &a.entries[i++] : NULL;
                 const lfs_entry *eb = c >= 0 ? &b.entries[j++] : NULL;
-                _cleanup_free_ char *path = path_join(prefix, ea ? ea->name : eb->name);
                 if (ea && eb && ea->mode == eb->mode && lfs_id_eq(&ea->id, &eb->id))
                         continue;
                 if (ea && eb && lfs_mode_is_dir(ea->mode) && lfs_mode_is_dir(eb->mode)) {
@@ -87,9 +88,8 @@ static int diff_dir(lfs_store *s, const lfs_id *a_id, const lfs_id *b_id, const 
         return r;
 }
 
-int lfs_tree_diff(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_change_list *ret,
-                  lfs_error **err) {
-        lfs_change_list out = {0};
+int lfs_tree_diff(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_change_list *ret, lfs_error **err) {
+        lfs_change_list out = { 0 };
         int r = diff_dir(s, a, b, "", &out, err);
         if (r < 0) {
                 lfs_change_list_free(out.items, out.n);

@@ -29,8 +29,8 @@ static int damaged(lfs_store *s, const lfs_id *id, lfs_error **err) {
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(id, hex);
         return lfs_fail(err, LFS_FAILED, EIO,
-                        "object %s of project '%s' does not match its id; the Store is damaged",
-                        hex, s->project);
+                        "object %s of project '%s' does not match its id; the Store is damaged", hex,
+                        s->project);
 }
 
 static int read_blob(lfs_store *s, const lfs_id *id, uint64_t size, char **ret, lfs_error **err) {
@@ -39,9 +39,9 @@ static int read_blob(lfs_store *s, const lfs_id *id, uint64_t size, char **ret, 
                 return fd;
         char *buf = xmalloc(size + 1);
         ssize_t k = pread(fd, buf, size + 1, 0);
-        lfs_id got;
-        if (k >= 0)
-                lfs_sha256(buf, (size_t)k, &got);
+        lfs_id got = { { 0 } };
+        if (k == (ssize_t)size)
+                lfs_sha256(buf, size, &got);
         if (k != (ssize_t)size || !lfs_id_eq(&got, id)) {
                 free(buf);
                 return damaged(s, id, err);
@@ -65,7 +65,7 @@ static int walk_tree(export_walk *ew, const lfs_id *tree_id, const char *rel, lf
                 } else if (e->mode == LFS_MODE_LINK) {
                         _cleanup_free_ char *target = NULL;
                         r = read_blob(ew->s, &e->id, e->size, &target, err);
-                        if (r == 0) {
+                        if (r == 0 && target) {
                                 target[e->size] = 0;
                                 if (symlinkat(target, ew->root_fd, path) < 0)
                                         r = lfs_fail(err, LFS_FAILED, errno, "cannot make symlink %s: %s",
@@ -89,8 +89,8 @@ static int copy_large(export_walk *ew, const export_file *f, lfs_error **err) {
         _cleanup_close_ int in = lfs_object_open(ew->s, &f->id, err);
         if (in < 0)
                 return in;
-        _cleanup_close_ int out = openat(ew->root_fd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                                         f->mode);
+        _cleanup_close_ int out =
+                openat(ew->root_fd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, f->mode);
         if (out < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot write %s: %s", f->path, strerror(errno));
         _cleanup_free_ char *buf = xmalloc(1u << 20);
@@ -141,8 +141,10 @@ static int write_files(export_walk *ew, lfs_error **err) {
                         }
                         lfs_id_object_path(&f->id, names[k]);
                         batch[k] = f;
-                        rd[k] = (lfs_io_item){.dirfd = ew->s->objects_fd, .path = names[k],
-                                              .buf = xmalloc(f->size + 1), .len = f->size};
+                        rd[k] = (lfs_io_item){ .dirfd = ew->s->objects_fd,
+                                               .path = names[k],
+                                               .buf = xmalloc(f->size + 1),
+                                               .len = f->size };
                         k++;
                 }
                 if (r == 0 && k) {
@@ -156,10 +158,12 @@ static int write_files(export_walk *ew, lfs_error **err) {
                                 lfs_sha256(rd[i].buf, rd[i].len, &got);
                                 if (!lfs_id_eq(&got, &batch[i]->id))
                                         r = damaged(ew->s, &batch[i]->id, err);
-                                wr[i] = (lfs_io_item){.dirfd = ew->root_fd, .path = batch[i]->path,
-                                                      .open_flags = O_WRONLY | O_CREAT | O_EXCL,
-                                                      .mode = batch[i]->mode, .buf = rd[i].buf,
-                                                      .len = rd[i].len};
+                                wr[i] = (lfs_io_item){ .dirfd = ew->root_fd,
+                                                       .path = batch[i]->path,
+                                                       .open_flags = O_WRONLY | O_CREAT | O_EXCL,
+                                                       .mode = batch[i]->mode,
+                                                       .buf = rd[i].buf,
+                                                       .len = rd[i].len };
                         }
                         if (r == 0 && (rr = lfs_io_write_files(ew->s->io, wr, k)) < 0)
                                 r = lfs_fail(err, LFS_FAILED, rr, "cannot write the exported files: %s",
@@ -199,8 +203,7 @@ static int check_export_target(const char *dir, lfs_error **err) {
         closedir(d);
         if (!empty)
                 return lfs_fail(err, LFS_INVALID_INPUT, ENOTEMPTY,
-                                "directory '%s' is not empty; export into a new or empty directory",
-                                dir);
+                                "directory '%s' is not empty; export into a new or empty directory", dir);
         /* rename(2) replaces an empty directory atomically at the end. */
         return 0;
 }
@@ -218,7 +221,7 @@ int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error 
         _cleanup_free_ char *copy1 = xstrdup(dir), *copy2 = xstrdup(dir);
         const char *parent = dirname(copy1), *base = basename(copy2);
         _cleanup_free_ char *tmp = xasprintf("%s/.%s.layerfs-export-%d", parent, base, (int)getpid());
-        export_walk ew = {.s = s, .root_fd = -1};
+        export_walk ew = { .s = s, .root_fd = -1 };
         if (mkdir(tmp, 0755) < 0) {
                 int e = errno;
                 lfs_commit_info_done(&c);

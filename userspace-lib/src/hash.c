@@ -98,17 +98,26 @@ bool lfs_idset_has(const lfs_idset *s, const lfs_id *id) {
         return s->cap && s->used[idset_slot(s, id)];
 }
 
-bool lfs_idset_add(lfs_idset *s, const lfs_id *id) {
-        if ((s->n + 1) * 2 > s->cap) {
-                lfs_idset bigger = {.cap = s->cap ? s->cap * 2 : 64};
-                bigger.slots = xmalloc(bigger.cap * sizeof(lfs_id));
-                bigger.used = xcalloc(bigger.cap, 1);
-                for (size_t i = 0; i < s->cap; i++)
-                        if (s->used[i])
-                                lfs_idset_add(&bigger, &s->slots[i]);
-                lfs_idset_done(s);
-                *s = bigger;
+/* Keeps the table at most half full, so that probing stays short. */
+static void idset_grow(lfs_idset *s) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        lfs_idset bigger = { .slots = xmalloc(cap * sizeof(lfs_id)), .used = xcalloc(cap, 1), .cap = cap };
+        for (size_t i = 0; i < s->cap; i++) {
+                if (!s->used[i])
+                        continue;
+                size_t j = idset_slot(&bigger, &s->slots[i]);
+                bigger.used[j] = 1;
+                bigger.slots[j] = s->slots[i];
         }
+        bigger.n = s->n;
+        free(s->slots);
+        free(s->used);
+        *s = bigger;
+}
+
+bool lfs_idset_add(lfs_idset *s, const lfs_id *id) {
+        if ((s->n + 1) * 2 > s->cap)
+                idset_grow(s);
         size_t i = idset_slot(s, id);
         if (s->used[i])
                 return false;
@@ -121,5 +130,5 @@ bool lfs_idset_add(lfs_idset *s, const lfs_id *id) {
 void lfs_idset_done(lfs_idset *s) {
         free(s->slots);
         free(s->used);
-        *s = (lfs_idset){0};
+        *s = (lfs_idset){ 0 };
 }

@@ -120,8 +120,7 @@ int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs
         _cleanup_free_ char *final = xasprintf("%s/%s", projects, name);
         if (access(final, F_OK) == 0)
                 return lfs_fail(err, LFS_INVALID_INPUT, EEXIST,
-                                "project '%s' already exists in %s; choose another name", name,
-                                home->path);
+                                "project '%s' already exists in %s; choose another name", name, home->path);
         if ((r = mkdir_p(projects, 0755)) < 0)
                 return lfs_fail(err, r == -EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, r,
                                 "cannot make %s: %s", projects, strerror(-r));
@@ -138,7 +137,7 @@ int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs
                 return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", tmp, strerror(errno));
         lfs_store *s = NULL;
         lfs_blob_writer *w = NULL;
-        lfs_tree_rows rows = {0};
+        lfs_tree_rows rows = { 0 };
         lfs_id tree = *lfs_empty_tree_id(), commit;
         r = lfs_store_open_dir(home, name, tmp, true, &s, err);
         if (r == 0) {
@@ -215,15 +214,15 @@ static int project_names(lfs_home *home, char ***ret, size_t *ret_n, lfs_error *
 }
 
 int lfs_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *ret_n, lfs_error **err) {
-        char **names;
-        size_t n;
+        char **names = NULL;
+        size_t n = 0;
         int r = project_names(home, &names, &n, err);
         if (r < 0)
                 return r;
         lfs_project_info *out = xcalloc(n, sizeof(*out));
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
-                lfs_store *s;
+                lfs_store *s = NULL;
                 lfs_branch_info *branches = NULL;
                 size_t nb = 0;
                 if (r == 0)
@@ -258,8 +257,8 @@ int lfs_store_open(lfs_home *home, const char *project, lfs_store **ret_store, l
         _cleanup_free_ char *only = NULL;
         int r;
         if (!project) {
-                char **names;
-                size_t n;
+                char **names = NULL;
+                size_t n = 0;
                 if ((r = project_names(home, &names, &n, err)) < 0)
                         return r;
                 if (n == 1)

@@ -39,17 +39,17 @@ static const char *smallest_name(const lfs_tree *t[3], const size_t idx[3]) {
         return min;
 }
 
-static int merge_dir(lfs_store *s, const lfs_id *base_id, const lfs_id *ours_id,
-                     const lfs_id *theirs_id, const char *prefix, lfs_tree_rows *rows,
-                     path_list *conflicts, lfs_id *ret_id, lfs_error **err) {
-        const lfs_id *ids[3] = {base_id, ours_id, theirs_id};
-        lfs_tree trees[3] = {{0}};
-        lfs_tree result = {0};
+static int merge_dir(lfs_store *s, const lfs_id *base_id, const lfs_id *ours_id, const lfs_id *theirs_id,
+                     const char *prefix, lfs_tree_rows *rows, path_list *conflicts, lfs_id *ret_id,
+                     lfs_error **err) {
+        const lfs_id *ids[3] = { base_id, ours_id, theirs_id };
+        lfs_tree trees[3] = { { 0 } };
+        lfs_tree result = { 0 };
         int r = 0;
         for (int k = 0; k < 3 && r == 0; k++)
                 r = lfs_db_get_tree(s, ids[k] ? ids[k] : lfs_empty_tree_id(), &trees[k], err);
-        const lfs_tree *t[3] = {&trees[0], &trees[1], &trees[2]};
-        size_t idx[3] = {0, 0, 0};
+        const lfs_tree *t[3] = { &trees[0], &trees[1], &trees[2] };
+        size_t idx[3] = { 0, 0, 0 };
         const char *name;
         while (r == 0 && (name = smallest_name(t, idx))) {
                 _cleanup_free_ char *key = xstrdup(name);
@@ -66,8 +66,8 @@ static int merge_dir(lfs_store *s, const lfs_id *base_id, const lfs_id *ours_id,
                         const lfs_id *bsub = b && lfs_mode_is_dir(b->mode) ? &b->id : NULL;
                         lfs_id sub;
                         size_t before = conflicts->n;
-                        r = merge_dir(s, bsub, o ? &o->id : NULL, th ? &th->id : NULL, path, rows,
-                                      conflicts, &sub, err);
+                        r = merge_dir(s, bsub, o ? &o->id : NULL, th ? &th->id : NULL, path, rows, conflicts,
+                                      &sub, err);
                         /* A directory that one side deleted and that merged to nothing goes. */
                         bool gone = (!o || !th) && lfs_id_eq(&sub, lfs_empty_tree_id());
                         if (r == 0 && conflicts->n == before && !gone)
@@ -90,8 +90,8 @@ static int merge_dir(lfs_store *s, const lfs_id *base_id, const lfs_id *ours_id,
 
 int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const lfs_id *theirs,
                     lfs_tree_rows *rows, lfs_id *ret_tree, lfs_error **err) {
-        path_list conflicts = {0};
-        lfs_tree_rows mine = {0};
+        path_list conflicts = { 0 };
+        lfs_tree_rows mine = { 0 };
         lfs_id tree;
         int r = merge_dir(s, base, ours, theirs, "", &mine, &conflicts, &tree, err);
         if (r == 0 && conflicts.n) {
@@ -101,7 +101,7 @@ int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const 
                                       "resolve them on one branch and merge again",
                                       n, n == 1 ? "" : "s", conflicts.items[0],
                                       n > 1 ? " and more (see the list)" : "");
-                conflicts = (path_list){0};
+                conflicts = (path_list){ 0 };
         }
         for (size_t i = 0; i < conflicts.n; i++)
                 free(conflicts.items[i]);
@@ -142,7 +142,7 @@ static int mark_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *set, lfs
 }
 
 int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err) {
-        lfs_idset set = {0};
+        lfs_idset set = { 0 };
         int r = mark_ancestors(s, b, &set, err);
         if (r == 0)
                 *ret = lfs_idset_has(&set, a);
@@ -152,7 +152,7 @@ int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, l
 
 int lfs_merge_base(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_id *ret, bool *ret_found,
                    lfs_error **err) {
-        lfs_idset of_a = {0}, seen = {0};
+        lfs_idset of_a = { 0 }, seen = { 0 };
         int r = mark_ancestors(s, a, &of_a, err);
         /* Breadth first from b: the first ancestor of a met is the nearest common one. */
         lfs_id *queue = NULL;

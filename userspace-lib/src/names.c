@@ -35,8 +35,8 @@ int lfs_check_branch_name(const char *name, lfs_error **err) {
                         component_start = true;
                         continue;
                 }
-                ok = (isascii((unsigned char)c) && isalnum((unsigned char)c)) || c == '.' ||
-                     c == '_' || c == '-';
+                ok = (isascii((unsigned char)c) && isalnum((unsigned char)c)) || c == '.' || c == '_' ||
+                     c == '-';
                 if (component_start && c == '.')
                         ok = false;
                 component_start = false;

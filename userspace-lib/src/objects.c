@@ -25,14 +25,16 @@ struct lfs_blob_writer {
         size_t n_queue, cap_queue;
         queued_write *pending; /* written under tmp/, not yet published */
         size_t n_pending, cap_pending;
+        pid_t pid; /* names the tmp files of this writer */
         unsigned long counter;
         uint64_t written;
-        uint64_t files_done;
+        uint64_t files_done, files_total;
 };
 
 lfs_blob_writer *lfs_blob_writer_new(lfs_store *s) {
         lfs_blob_writer *w = xcalloc(1, sizeof(*w));
         w->s = s;
+        w->pid = getpid();
         return w;
 }
 
@@ -76,7 +78,7 @@ int lfs_object_open(lfs_store *s, const lfs_id *id, lfs_error **err) {
 }
 
 static char *new_tmp_name(lfs_blob_writer *w) {
-        return xasprintf("tmp/%d-%lu", (int)getpid(), w->counter++);
+        return xasprintf("tmp/%d-%lu", (int)w->pid, w->counter++);
 }
 
 /* Should a blob with this id be written? Marks it as scheduled. */
@@ -90,8 +92,8 @@ static bool needs_write(lfs_blob_writer *w, const lfs_id *id, const lfs_blob_sou
 }
 
 static int write_failed(lfs_blob_writer *w, int r, lfs_error **err) {
-        return lfs_fail(err, LFS_FAILED, r,
-                        "cannot write objects into %s/objects: %s", w->s->path, strerror(-r));
+        return lfs_fail(err, LFS_FAILED, r, "cannot write objects into %s/objects: %s", w->s->path,
+                        strerror(-r));
 }
 
 static int flush_queue(lfs_blob_writer *w, lfs_error **err) {
@@ -103,19 +105,19 @@ static int flush_queue(lfs_blob_writer *w, lfs_error **err) {
                 size_t k = w->n_queue - off < LFS_IO_BATCH ? w->n_queue - off : LFS_IO_BATCH;
                 for (size_t i = 0; i < k; i++) {
                         queued_write *q = &w->queue[off + i];
-                        items[i] = (lfs_io_item){.dirfd = w->s->objects_fd,
-                                                 .path = q->tmp,
-                                                 .open_flags = O_WRONLY | O_CREAT | O_EXCL,
-                                                 .mode = 0444,
-                                                 .buf = q->buf,
-                                                 .len = q->len};
+                        items[i] = (lfs_io_item){ .dirfd = w->s->objects_fd,
+                                                  .path = q->tmp,
+                                                  .open_flags = O_WRONLY | O_CREAT | O_EXCL,
+                                                  .mode = 0444,
+                                                  .buf = q->buf,
+                                                  .len = q->len };
                 }
                 r = lfs_io_write_files(w->s->io, items, k);
                 for (size_t i = 0; i < k; i++) {
                         queued_write *q = &w->queue[off + i];
                         /* A tmp file that may exist must be removed on failure, so track it. */
                         GROW(w->pending, w->cap_pending, w->n_pending + 1);
-                        w->pending[w->n_pending++] = (queued_write){.id = q->id, .tmp = q->tmp};
+                        w->pending[w->n_pending++] = (queued_write){ .id = q->id, .tmp = q->tmp };
                         q->tmp = NULL;
                         w->written += q->len;
                 }
@@ -130,7 +132,7 @@ static int flush_queue(lfs_blob_writer *w, lfs_error **err) {
 
 static int queue_write(lfs_blob_writer *w, const lfs_id *id, char *buf, size_t len, lfs_error **err) {
         GROW(w->queue, w->cap_queue, w->n_queue + 1);
-        w->queue[w->n_queue++] = (queued_write){.id = *id, .tmp = new_tmp_name(w), .buf = buf, .len = len};
+        w->queue[w->n_queue++] = (queued_write){ .id = *id, .tmp = new_tmp_name(w), .buf = buf, .len = len };
         if (w->n_queue >= LFS_IO_BATCH)
                 return flush_queue(w, err);
         return 0;
@@ -158,8 +160,8 @@ static int source_failed(const lfs_blob_source *src, int r, lfs_error **err) {
                                 "recorded; try again when the directory is quiet",
                                 src->path);
         if (r == -EACCES || r == -EPERM)
-                return lfs_fail(err, LFS_PERMISSION_DENIED, r,
-                                "cannot read %s: %s; nothing was recorded", src->path, strerror(-r));
+                return lfs_fail(err, LFS_PERMISSION_DENIED, r, "cannot read %s: %s; nothing was recorded",
+                                src->path, strerror(-r));
         return lfs_fail(err, LFS_FAILED, r, "cannot read %s: %s; nothing was recorded", src->path,
                         strerror(-r));
 }
@@ -214,9 +216,9 @@ static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **
         if (needs_write(w, &id, src)) {
                 char *tmp = new_tmp_name(w);
                 GROW(w->pending, w->cap_pending, w->n_pending + 1);
-                w->pending[w->n_pending++] = (queued_write){.id = id, .tmp = tmp};
-                _cleanup_close_ int out = openat(w->s->objects_fd, tmp,
-                                                 O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+                w->pending[w->n_pending++] = (queued_write){ .id = id, .tmp = tmp };
+                _cleanup_close_ int out =
+                        openat(w->s->objects_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
                 if (out < 0)
                         return write_failed(w, -errno, err);
                 lfs_id again;
@@ -231,56 +233,59 @@ static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **
         return 0;
 }
 
-static void report_progress(lfs_blob_writer *w, uint64_t total) {
+static void report_progress(lfs_blob_writer *w) {
         lfs_home *home = w->s->home;
-        if (home && home->progress)
-                home->progress(home->progress_data, "hashing", w->files_done, total);
+        if (home && home->progress && (w->files_done % LFS_IO_BATCH == 0 || w->files_done == w->files_total))
+                home->progress(home->progress_data, "reading", w->files_done, w->files_total);
+}
+
+/* Reads a batch of small files in one submission, hashes them, queues missing blobs. */
+static int add_small_files(lfs_blob_writer *w, lfs_blob_source **batch, size_t k, lfs_error **err) {
+        lfs_io_item items[LFS_IO_BATCH];
+        for (size_t j = 0; j < k; j++)
+                items[j] = (lfs_io_item){ .dirfd = batch[j]->dirfd,
+                                          .path = batch[j]->path,
+                                          .buf = xmalloc(batch[j]->size + 1),
+                                          .len = batch[j]->size };
+        int r = lfs_io_read_files(w->s->io, items, k);
+        if (r < 0) {
+                size_t bad = 0;
+                while (bad < k && items[bad].result == 0)
+                        bad++;
+                r = bad < k ? source_failed(batch[bad], items[bad].result, err)
+                            : lfs_fail(err, LFS_FAILED, r, "io_uring failed: %s", strerror(-r));
+        }
+        for (size_t j = 0; j < k; j++) {
+                lfs_id id;
+                if (r == 0) {
+                        lfs_sha256(items[j].buf, items[j].len, &id);
+                        *batch[j]->ret_id = id;
+                        if (needs_write(w, &id, batch[j]))
+                                r = queue_write(w, &id, TAKE_PTR(items[j].buf), items[j].len, err);
+                }
+                free(items[j].buf);
+        }
+        return r;
 }
 
 int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n, lfs_error **err) {
-        lfs_io_item items[LFS_IO_BATCH];
         lfs_blob_source *batch[LFS_IO_BATCH];
-        size_t i = 0;
-        while (i < n) {
-                size_t k = 0;
-                for (; i < n && k < LFS_IO_BATCH; i++) {
-                        if (src[i].size > SMALL_FILE_MAX) {
-                                int r = add_large_file(w, &src[i], err);
-                                if (r < 0)
-                                        return r;
-                                w->files_done++;
-                                continue;
-                        }
-                        batch[k] = &src[i];
-                        items[k] = (lfs_io_item){.dirfd = src[i].dirfd,
-                                                 .path = src[i].path,
-                                                 .buf = xmalloc(src[i].size + 1),
-                                                 .len = src[i].size};
-                        k++;
-                }
-                int r = lfs_io_read_files(w->s->io, items, k);
-                if (r < 0) {
-                        size_t bad = 0;
-                        while (bad < k && items[bad].result == 0)
-                                bad++;
-                        for (size_t j = 0; j < k; j++)
-                                free(items[j].buf);
-                        if (bad == k)
-                                return lfs_fail(err, LFS_FAILED, r, "io_uring failed: %s", strerror(-r));
-                        return source_failed(batch[bad], items[bad].result, err);
-                }
-                for (size_t j = 0; j < k; j++) {
-                        lfs_id id;
-                        lfs_sha256(items[j].buf, items[j].len, &id);
-                        *batch[j]->ret_id = id;
-                        if (r == 0 && needs_write(w, &id, batch[j]))
-                                r = queue_write(w, &id, TAKE_PTR(items[j].buf), items[j].len, err);
-                        free(items[j].buf);
+        size_t k = 0;
+        w->files_total += n;
+        for (size_t i = 0; i < n; i++) {
+                int r = 0;
+                if (src[i].size > SMALL_FILE_MAX)
+                        r = add_large_file(w, &src[i], err);
+                else
+                        batch[k++] = &src[i];
+                if (r == 0 && (k == LFS_IO_BATCH || (i + 1 == n && k))) {
+                        r = add_small_files(w, batch, k, err);
+                        k = 0;
                 }
                 if (r < 0)
                         return r;
-                w->files_done += k;
-                report_progress(w, 0);
+                w->files_done++;
+                report_progress(w);
         }
         return 0;
 }
@@ -295,12 +300,12 @@ int lfs_blob_writer_publish(lfs_blob_writer *w, lfs_error **err) {
         if (syncfs(w->s->objects_fd) < 0)
                 return write_failed(w, -errno, err);
         _cleanup_free_ lfs_io_item *items = xcalloc(w->n_pending, sizeof(*items));
-        _cleanup_free_ char (*names)[LFS_HEX_LEN + 2] = xcalloc(w->n_pending, sizeof(*names));
+        _cleanup_free_ char(*names)[LFS_HEX_LEN + 2] = xcalloc(w->n_pending, sizeof(*names));
         for (size_t i = 0; i < w->n_pending; i++) {
                 lfs_id_object_path(&w->pending[i].id, names[i]);
-                items[i] = (lfs_io_item){.dirfd = w->s->objects_fd,
-                                         .path = w->pending[i].tmp,
-                                         .new_path = names[i]};
+                items[i] = (lfs_io_item){ .dirfd = w->s->objects_fd,
+                                          .path = w->pending[i].tmp,
+                                          .new_path = names[i] };
         }
         r = lfs_io_rename_files(w->s->io, items, w->n_pending);
         if (r < 0)

@@ -72,7 +72,8 @@ static int read_names(int dirfd, char ***ret, size_t *ret_n) {
         }
         int r = errno ? -errno : 0;
         closedir(d);
-        qsort(names, n, sizeof(char *), cmp_str);
+        if (n > 1)
+                qsort(names, n, sizeof(char *), cmp_str);
         *ret = names;
         *ret_n = n;
         return r;
@@ -95,11 +96,11 @@ static int read_link(int dirfd, const char *name, char **ret, size_t *ret_len) {
         }
 }
 
-static int walk_dir(snap_walk *sw, int dirfd, const char *rel, const lfs_id *old_id,
-                    snap_node **ret, lfs_error **err) {
+static int walk_dir(snap_walk *sw, int dirfd, const char *rel, const lfs_id *old_id, snap_node **ret,
+                    lfs_error **err) {
         char **names = NULL;
         size_t n_names = 0;
-        lfs_tree old = {0};
+        lfs_tree old = { 0 };
         snap_node *node = xcalloc(1, sizeof(*node));
         int r = read_names(dirfd, &names, &n_names);
         if (r < 0) {
@@ -118,10 +119,10 @@ static int walk_dir(snap_walk *sw, int dirfd, const char *rel, const lfs_id *old
                         r = walk_failed(sw, path, -errno, err);
                         break;
                 }
-                lfs_id id = {{0}};
+                lfs_id id = { { 0 } };
                 if (S_ISDIR(st.st_mode)) {
-                        _cleanup_close_ int fd = openat(dirfd, name,
-                                                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        _cleanup_close_ int fd =
+                                openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (fd < 0) {
                                 r = walk_failed(sw, path, -errno, err);
                                 break;
@@ -181,7 +182,7 @@ static void bind_sources(snap_walk *sw, snap_node *node, size_t *next) {
                 lfs_entry *e = &node->tree.entries[i];
                 if (lfs_mode_is_dir(e->mode))
                         bind_sources(sw, node->children[i], next);
-                else if (e->mode != LFS_MODE_LINK)
+                else if (e->mode != LFS_MODE_LINK && *next < sw->n_sources)
                         sw->sources[(*next)++].ret_id = &e->id;
         }
 }
@@ -196,7 +197,7 @@ static void store_trees(snap_node *node, lfs_tree_rows *rows, lfs_id *ret_id) {
 
 int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lfs_id *old_tree,
                      lfs_tree_rows *rows, lfs_id *ret_tree, lfs_error **err) {
-        snap_walk sw = {.s = s, .w = w, .root = dir};
+        snap_walk sw = { .s = s, .w = w, .root = dir };
         snap_node *root = NULL;
         sw.root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (sw.root_fd < 0) {

@@ -69,9 +69,9 @@ bool lfs_entry_name_valid(const char *name);
 typedef struct lfs_io lfs_io;
 typedef struct lfs_io_item {
         int dirfd;
-        const char *path;     /* relative to dirfd */
+        const char *path; /* relative to dirfd */
         const char *new_path; /* renames: the new name, relative to dirfd */
-        int open_flags;   /* for writes: O_CREAT|O_EXCL|..., mode below */
+        int open_flags; /* for writes: O_CREAT|O_EXCL|..., mode below */
         mode_t mode;
         void *buf;
         size_t len;
@@ -114,8 +114,8 @@ struct lfs_store {
 #define LFS_STORE_SCHEMA 1
 
 /* Opens (create: makes) the store in dirfd/path, which must be the project's directory. */
-int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bool create,
-                       lfs_store **ret, lfs_error **err);
+int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bool create, lfs_store **ret,
+                       lfs_error **err);
 int lfs_db_fail(lfs_store *s, lfs_error **err, const char *what);
 int lfs_db_exec(lfs_store *s, const char *sql, lfs_error **err);
 int lfs_db_begin(lfs_store *s, lfs_error **err); /* BEGIN IMMEDIATE */
@@ -146,9 +146,9 @@ typedef struct lfs_blob_writer lfs_blob_writer;
 typedef struct lfs_blob_source {
         int dirfd;
         const char *path; /* a regular file below dirfd */
-        uint64_t size;    /* as stat saw it; a file of another size fails */
+        uint64_t size; /* as stat saw it; a file of another size fails */
         bool has_known;
-        lfs_id known;   /* an id the file had before: no need to write it again */
+        lfs_id known; /* an id the file had before: no need to write it again */
         lfs_id *ret_id; /* filled once hashed */
 } lfs_blob_source;
 
@@ -189,25 +189,23 @@ int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lf
                      lfs_tree_rows *rows, lfs_id *ret_tree, lfs_error **err);
 
 /* Fills author, time and id. */
-void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *parents,
-                        size_t n_parents, const char *message);
+void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *parents, size_t n_parents,
+                        const char *message);
 /* Publishes w's blobs, then in one transaction inserts rows and commits and moves branch
  * from expected (NULL: creates it) to the last commit. */
 int lfs_record_commits(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
-                       const lfs_id *expected, const lfs_commit_info *commits, size_t n,
-                       lfs_error **err);
+                       const lfs_id *expected, const lfs_commit_info *commits, size_t n, lfs_error **err);
 /* Records tree as a commit on branch (moving it from expected, NULL to create). */
 int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
-                      const lfs_id *expected, const lfs_id *tree, const lfs_id *parents,
-                      size_t n_parents, const char *message, lfs_id *ret_commit, lfs_error **err);
+                      const lfs_id *expected, const lfs_id *tree, const lfs_id *parents, size_t n_parents,
+                      const char *message, lfs_id *ret_commit, lfs_error **err);
 
 /* ---- diff and merge (diff.c, merge.c) ---- */
 typedef struct lfs_change_list {
         lfs_change *items;
         size_t n, cap;
 } lfs_change_list;
-int lfs_tree_diff(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_change_list *ret,
-                  lfs_error **err);
+int lfs_tree_diff(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_change_list *ret, lfs_error **err);
 int lfs_merge_base(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_id *ret, bool *ret_found,
                    lfs_error **err);
 /* 3-way merge of trees; conflicts end as LFS_CONFLICT listing every path. */

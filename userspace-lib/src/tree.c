@@ -16,12 +16,12 @@ void lfs_tree_done(lfs_tree *t) {
         for (size_t i = 0; i < t->n; i++)
                 free(t->entries[i].name);
         free(t->entries);
-        *t = (lfs_tree){0};
+        *t = (lfs_tree){ 0 };
 }
 
 void lfs_tree_add(lfs_tree *t, char *name, uint32_t mode, uint64_t size, const lfs_id *id) {
         GROW(t->entries, t->cap, t->n + 1);
-        t->entries[t->n++] = (lfs_entry){.name = name, .mode = mode, .size = size, .id = *id};
+        t->entries[t->n++] = (lfs_entry){ .name = name, .mode = mode, .size = size, .id = *id };
 }
 
 static int entry_cmp(const void *a, const void *b) {
@@ -34,7 +34,7 @@ void lfs_tree_sort(lfs_tree *t) {
 }
 
 const lfs_entry *lfs_tree_find(const lfs_tree *t, const char *name) {
-        lfs_entry key = {.name = (char *)name};
+        lfs_entry key = { .name = (char *)name };
         if (!t->n)
                 return NULL;
         return bsearch(&key, t->entries, t->n, sizeof(lfs_entry), entry_cmp);
@@ -59,7 +59,7 @@ void lfs_tree_serialize(const lfs_tree *t, char **ret_data, size_t *ret_len) {
 
 int lfs_tree_parse(const void *data, size_t len, lfs_tree *ret, lfs_error **err) {
         const char *p = data, *end = p + len;
-        lfs_tree t = {0};
+        lfs_tree t = { 0 };
         while (p < end) {
                 const char *nul = memchr(p, 0, (size_t)(end - p));
                 if (!nul || (size_t)(end - nul - 1) < LFS_ID_LEN)
@@ -99,7 +99,7 @@ const lfs_id *lfs_empty_tree_id(void) {
 
 void lfs_tree_rows_add(lfs_tree_rows *rows, const lfs_id *id, char *data, size_t len) {
         GROW(rows->items, rows->cap, rows->n + 1);
-        rows->items[rows->n++] = (lfs_tree_row){.id = *id, .data = data, .len = len};
+        rows->items[rows->n++] = (lfs_tree_row){ .id = *id, .data = data, .len = len };
 }
 
 void lfs_tree_store(lfs_tree *t, lfs_tree_rows *rows, lfs_id *ret_id) {
@@ -125,5 +125,5 @@ void lfs_tree_rows_done(lfs_tree_rows *rows) {
         for (size_t i = 0; i < rows->n; i++)
                 free(rows->items[i].data);
         free(rows->items);
-        *rows = (lfs_tree_rows){0};
+        *rows = (lfs_tree_rows){ 0 };
 }

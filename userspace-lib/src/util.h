@@ -41,17 +41,17 @@ static inline void lfs_error_freep(lfs_error **e) {
 #define _cleanup_error_ _cleanup_(lfs_error_freep)
 
 /* Hands ownership out of a cleanup variable. */
-#define TAKE_PTR(p)                                                                                \
-        ({                                                                                         \
-                __typeof__(p) _p = (p);                                                            \
-                (p) = NULL;                                                                        \
-                _p;                                                                                \
+#define TAKE_PTR(p)                                                                                         \
+        ({                                                                                                  \
+                __typeof__(p) _p = (p);                                                                     \
+                (p) = NULL;                                                                                 \
+                _p;                                                                                         \
         })
-#define TAKE_FD(fd)                                                                                \
-        ({                                                                                         \
-                int _fd = (fd);                                                                    \
-                (fd) = -1;                                                                         \
-                _fd;                                                                               \
+#define TAKE_FD(fd)                                                                                         \
+        ({                                                                                                  \
+                int _fd = (fd);                                                                             \
+                (fd) = -1;                                                                                  \
+                _fd;                                                                                        \
         })
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))

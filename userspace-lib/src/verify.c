@@ -11,8 +11,7 @@ typedef struct verify_walk {
         uint64_t checked;
 } verify_walk;
 
-static int bad_object(lfs_store *s, const char *kind, const lfs_id *id, const char *why,
-                      lfs_error **err) {
+static int bad_object(lfs_store *s, const char *kind, const lfs_id *id, const char *why, lfs_error **err) {
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(id, hex);
         return lfs_fail(err, LFS_FAILED, EIO, "%s %s of project '%s' %s", kind, hex, s->project, why);
@@ -103,8 +102,8 @@ static int integrity_check(lfs_store *s, lfs_error **err) {
         if (sqlite3_step(st) != SQLITE_ROW)
                 r = lfs_db_fail(s, err, "check the database");
         else if (strcmp((const char *)sqlite3_column_text(st, 0), "ok"))
-                r = lfs_fail(err, LFS_FAILED, EIO, "the database of project '%s' is damaged: %s",
-                             s->project, (const char *)sqlite3_column_text(st, 0));
+                r = lfs_fail(err, LFS_FAILED, EIO, "the database of project '%s' is damaged: %s", s->project,
+                             (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
         return r;
 }
@@ -117,7 +116,7 @@ int lfs_store_verify(lfs_store *s, uint64_t *ret_objects_checked, lfs_error **er
         size_t n;
         if ((r = lfs_branch_list(s, &branches, &n, err)) < 0)
                 return r;
-        verify_walk vw = {.s = s};
+        verify_walk vw = { .s = s };
         for (size_t i = 0; i < n && r == 0; i++)
                 r = verify_commit(&vw, &branches[i].commit, err);
         lfs_branch_list_free(branches, n);

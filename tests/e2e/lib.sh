@@ -1,0 +1,89 @@
+# Shared by the end-to-end tests: a private home per test, removed on exit however the
+# test ends, and assertions that say what they expected.
+# shellcheck shell=bash
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+LAYERFS="$BUILD/layerfs"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/layerfs-e2e.XXXXXX")
+export LAYERFS_HOME="$WORK/home"
+unset LAYERFS_PROJECT
+cleanup_work() {
+        local pids
+        pids=$(jobs -p)
+        [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+        wait 2>/dev/null || true
+        chmod -R u+w "$WORK" 2>/dev/null || true
+        rm -rf "$WORK"
+}
+trap cleanup_work EXIT
+
+CHECKS=0
+fail() {
+        echo "FAIL: $*" >&2
+        exit 1
+}
+ok() {
+        CHECKS=$((CHECKS + 1))
+}
+
+lfs() {
+        "$LAYERFS" "$@"
+}
+
+# expect_error CODE command...: the command exits 125 and stderr starts with "CODE: ".
+expect_error() {
+        local code=$1 out status
+        shift
+        set +e
+        out=$("$@" 2>&1 >/dev/null)
+        status=$?
+        set -e
+        [ "$status" -eq 125 ] || fail "$* exited $status, expected 125 ($code); stderr: $out"
+        case "$out" in
+        "$code: "*) ok ;;
+        *) fail "$* said '$out', expected '$code: ...'" ;;
+        esac
+}
+
+assert_eq() {
+        [ "$1" = "$2" ] || fail "${3:-values differ}: got '$1', expected '$2'"
+        ok
+}
+
+# json_get 'expression on j' < json: prints a field with python3.
+json_get() {
+        python3 -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"
+}
+
+# A small tree with every kind of entry the Store records, plus ones it skips.
+make_sample_tree() {
+        local d=$1
+        mkdir -p "$d/src/lib" "$d/empty/inner-empty" "$d/docs"
+        printf 'int main(void) { return 0; }\n' >"$d/src/main.c"
+        printf 'lib\n' >"$d/src/lib/util.c"
+        printf '#!/bin/sh\necho hi\n' >"$d/run.sh"
+        chmod 755 "$d/run.sh"
+        printf 'readme\n' >"$d/README"
+        : >"$d/docs/empty-file"
+        printf 'name with spaces\n' >"$d/docs/a file with spaces.txt"
+        printf 'utf8\n' >"$d/docs/ünïcødé.txt"
+        ln -s ../README "$d/docs/link-to-readme"
+        ln -s /nonexistent/target "$d/dangling"
+        head -c 5000000 /dev/urandom >"$d/big.bin"
+        mkfifo "$d/a-fifo"
+}
+
+# The tree as the Store should record it: content, kind, executable bit and link targets.
+tree_manifest() {
+        (cd "$1" && find . -mindepth 1 ! -type p ! -type s -printf '%y %p %l\n' | sort &&
+                find . -type f -perm -u+x -printf 'x %p\n' | sort &&
+                find . -type f -print0 | sort -z | xargs -0 -r sha256sum)
+}
+
+finish() {
+        echo "ok: $(basename "$0") ($CHECKS checks)"
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Bad input gets a clear error from SPEC 6, exit 125, and nothing half written.
+source "$(dirname "$0")/lib.sh"
+
+no_projects_made() {
+        local left
+        left=$(ls -A "$LAYERFS_HOME/projects" 2>/dev/null || true)
+        assert_eq "$left" "${1:-}" "projects directory after a refusal"
+}
+
+# Bad project names, missing or wrong --from.
+for name in Bad -x .x "a b" "$(printf 'a%.0s' {1..64})" ""; do
+        expect_error InvalidInput lfs project init "$name"
+done
+expect_error InvalidInput lfs project init ok --from "$WORK/missing"
+touch "$WORK/a-file"
+expect_error InvalidInput lfs project init ok --from "$WORK/a-file"
+no_projects_made ""
+
+# No project yet, then the wrong one.
+expect_error NoSuchProject lfs branch list
+lfs project init one >/dev/null
+expect_error InvalidInput lfs project init one
+expect_error NoSuchProject lfs --project two branch list
+lfs project init two >/dev/null
+expect_error InvalidInput lfs branch list # two projects: say which
+LAYERFS_PROJECT=two lfs branch list >/dev/null
+ok
+
+# A file that changes while it is imported: refused, and no project is left.
+mkdir -p "$WORK/growing"
+for i in $(seq 1 200); do echo "$i" >"$WORK/growing/f$i"; done
+(while :; do head -c 65536 /dev/zero; done >"$WORK/growing/log") &
+writer=$!
+sleep 0.2
+expect_error InvalidInput lfs project init grow --from "$WORK/growing"
+kill $writer
+wait $writer 2>/dev/null || true
+no_projects_made "$(printf 'one\ntwo')"
+
+# A file that cannot be read: PermissionDenied when not root, else skip.
+if [ "$(id -u)" != 0 ]; then
+        mkdir -p "$WORK/secret"
+        echo x >"$WORK/secret/f"
+        chmod 000 "$WORK/secret/f"
+        expect_error PermissionDenied lfs project init secret --from "$WORK/secret"
+fi
+
+# A Store that is not a Store.
+lfs project init broken >/dev/null
+head -c 8192 /dev/urandom >"$LAYERFS_HOME/projects/broken/store.db"
+rm -f "$LAYERFS_HOME/projects/broken/store.db-wal" "$LAYERFS_HOME/projects/broken/store.db-shm"
+expect_error InvalidInput lfs --project broken branch list
+sqlite3 "$WORK/other.db" 'CREATE TABLE t(x); INSERT INTO t VALUES(1);'
+cp "$WORK/other.db" "$LAYERFS_HOME/projects/broken/store.db"
+expect_error InvalidInput lfs --project broken branch list
+rm "$LAYERFS_HOME/projects/broken/store.db"
+expect_error InvalidInput lfs --project broken branch list
+expect_error InvalidInput lfs project list
+
+# Usage errors are InvalidInput too; unbuilt groups are Unsupported.
+expect_error InvalidInput lfs
+expect_error InvalidInput lfs nonsense list
+expect_error InvalidInput lfs --project one branch
+expect_error InvalidInput lfs --project one branch frobnicate
+expect_error InvalidInput lfs --project one branch create
+expect_error InvalidInput lfs --project one branch create a b
+expect_error InvalidInput lfs --project one branch list --bogus
+expect_error InvalidInput lfs --project one branch create x --from
+expect_error Unsupported lfs sandbox create
+expect_error Unsupported lfs project list_sandboxes
+
+# --json errors go to stdout as an object.
+set +e
+out=$(lfs --json --project one branch delete nope)
+status=$?
+set -e
+assert_eq "$status" 125 "json error exit status"
+assert_eq "$(echo "$out" | json_get 'j["error"]["code"]')" "NoSuchBranch" "json error code"
+
+# Help is there for every level.
+lfs --help | grep -q '^SYNOPSIS' || fail "layerfs --help"
+ok
+lfs branch merge --help | grep -q 'three-way' || fail "branch merge --help"
+ok
+finish
