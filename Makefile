@@ -36,7 +36,7 @@ help:
 	@echo "make deps      install the Debian packages the build and the tests need (as root)"
 	@echo "make           build liblayerfs (.a, .so, layerfs.pc), the layerfs CLI and the tests"
 	@echo "make demo      deps + build + a short end-to-end run of the CLI"
-	@echo "make check     deps + build + every test (unit on cmocka, end-to-end on the kernel)"
+	@echo "make check     deps + build + every test (unit, end-to-end, sanitizers) + lint"
 	@echo "make sanitize  the tests again, built with ASan + UBSan"
 	@echo "make lint      clang-format (check), cppcheck and clang-tidy"
 	@echo "make bench     the Store against git, as ratios"
@@ -86,10 +86,12 @@ check: deps
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) e2e
+	$(MAKE) sanitize
+	$(MAKE) lint
 
 sanitize: deps
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" unit e2e
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 unit e2e
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 lint:

@@ -2,6 +2,7 @@
 # test ends, and assertions that say what they expected.
 # shellcheck shell=bash
 set -euo pipefail
+export LC_ALL=C
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-build}

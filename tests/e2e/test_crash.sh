@@ -83,6 +83,15 @@ for round in $(seq 1 "$ROUNDS"); do
         esac
 done
 
+# Packs and tmp objects that killed writers left are removed by the next writer.
+lfs branch create sweep --from "$old" >/dev/null
+lfs branch commit sweep --from "$WORK/src" -m sweep >/dev/null
+packs_dir="$LAYERFS_HOME/projects/work/objects/packs"
+on_disk=$(ls "$packs_dir" | sort)
+recorded=$(sqlite3 "$LAYERFS_HOME/projects/work/store.db" 'SELECT name FROM packs ORDER BY name')
+assert_eq "$on_disk" "$recorded" "pack files on disk against the packs table"
+assert_eq "$(ls -A "$LAYERFS_HOME/projects/work/objects/tmp")" "" "objects/tmp after the next writer"
+
 # 3. Merge of two branches with many changes: head stays or is the merge commit.
 lfs branch create ours --from "$old" >/dev/null
 lfs branch commit ours --from "$WORK/src" -m ours >/dev/null

@@ -27,7 +27,9 @@ int lfs_record_commits(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, co
         int r = lfs_blob_writer_publish(w, err);
         if (r < 0 || (r = lfs_db_begin(s, err)) < 0)
                 return r;
-        r = lfs_tree_rows_insert(s, rows, err);
+        r = lfs_blob_writer_insert_rows(w, err);
+        if (r == 0)
+                r = lfs_tree_rows_insert(s, rows, err);
         for (size_t i = 0; i < n && r == 0; i++)
                 r = lfs_db_put_commit(s, &commits[i], err);
         if (r == 0)
@@ -36,7 +38,9 @@ int lfs_record_commits(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, co
                 lfs_db_rollback(s);
                 return r;
         }
-        return lfs_db_commit(s, err);
+        if ((r = lfs_db_commit(s, err)) == 0)
+                lfs_blob_writer_committed(w);
+        return r;
 }
 
 int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,

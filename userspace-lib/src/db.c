@@ -12,7 +12,10 @@ static const char schema[] =
         "CREATE TABLE commits(id BLOB PRIMARY KEY, tree BLOB NOT NULL, parent1 BLOB,"
         " parent2 BLOB, author TEXT NOT NULL, time INTEGER NOT NULL, message TEXT NOT NULL)"
         " WITHOUT ROWID;"
-        "CREATE TABLE branches(name TEXT PRIMARY KEY, commit_id BLOB NOT NULL) WITHOUT ROWID;";
+        "CREATE TABLE branches(name TEXT PRIMARY KEY, commit_id BLOB NOT NULL) WITHOUT ROWID;"
+        "CREATE TABLE packs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+        "CREATE TABLE blobs(id BLOB PRIMARY KEY, pack INTEGER NOT NULL REFERENCES packs(id),"
+        " offset INTEGER NOT NULL, size INTEGER NOT NULL) WITHOUT ROWID;";
 
 int lfs_db_fail(lfs_store *s, lfs_error **err, const char *what) {
         int rc = sqlite3_errcode(s->db);
@@ -83,7 +86,7 @@ static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
             (r = pragma_int(s, "PRAGMA user_version", &version, err)) < 0)
                 return r;
         if (create) {
-                char sql[512];
+                char sql[sizeof(schema) + 256];
                 snprintf(sql, sizeof(sql),
                          "PRAGMA journal_mode=WAL; BEGIN IMMEDIATE; %s PRAGMA application_id=%d;"
                          " PRAGMA user_version=%d; COMMIT;",
@@ -112,6 +115,7 @@ int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bo
         s->project = xstrdup(project);
         s->path = xstrdup(path);
         s->objects_fd = -1;
+        s->packs_fd = -1;
         s->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         int r;
         if (s->dirfd < 0) {
@@ -122,7 +126,8 @@ int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bo
                 goto fail;
         }
         if (create) {
-                if (mkdirat(s->dirfd, "objects", 0755) < 0 || mkdirat(s->dirfd, "objects/tmp", 0700) < 0) {
+                if (mkdirat(s->dirfd, "objects", 0755) < 0 || mkdirat(s->dirfd, "objects/tmp", 0700) < 0 ||
+                    mkdirat(s->dirfd, "objects/packs", 0755) < 0) {
                         r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s/objects: %s", path,
                                      strerror(errno));
                         goto fail;
@@ -144,7 +149,9 @@ int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bo
                 goto fail;
         }
         s->objects_fd = openat(s->dirfd, "objects", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (s->objects_fd < 0) {
+        if (s->objects_fd >= 0)
+                s->packs_fd = openat(s->objects_fd, "packs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->objects_fd < 0 || s->packs_fd < 0) {
                 r = lfs_fail(err, LFS_INVALID_INPUT, errno,
                              "%s is not a LayerFS Store: its objects directory cannot be opened "
                              "(%s)",
@@ -174,9 +181,15 @@ void lfs_store_close(lfs_store *s) {
         sqlite3_finalize(s->get_tree_stmt);
         sqlite3_finalize(s->put_tree_stmt);
         sqlite3_finalize(s->get_commit_stmt);
+        sqlite3_finalize(s->locate_stmt);
+        for (size_t i = 0; i < s->n_pack_fds; i++)
+                close(s->pack_fds[i].fd);
+        free(s->pack_fds);
         if (s->db)
                 sqlite3_close(s->db);
         lfs_io_free(s->io);
+        if (s->packs_fd >= 0)
+                close(s->packs_fd);
         if (s->objects_fd >= 0)
                 close(s->objects_fd);
         if (s->dirfd >= 0)

@@ -25,31 +25,6 @@ typedef struct export_walk {
         size_t n, cap;
 } export_walk;
 
-static int damaged(lfs_store *s, const lfs_id *id, lfs_error **err) {
-        char hex[LFS_HEX_LEN + 1];
-        lfs_id_to_hex(id, hex);
-        return lfs_fail(err, LFS_FAILED, EIO,
-                        "object %s of project '%s' does not match its id; the Store is damaged", hex,
-                        s->project);
-}
-
-static int read_blob(lfs_store *s, const lfs_id *id, uint64_t size, char **ret, lfs_error **err) {
-        _cleanup_close_ int fd = lfs_object_open(s, id, err);
-        if (fd < 0)
-                return fd;
-        char *buf = xmalloc(size + 1);
-        ssize_t k = pread(fd, buf, size + 1, 0);
-        lfs_id got = { { 0 } };
-        if (k == (ssize_t)size)
-                lfs_sha256(buf, size, &got);
-        if (k != (ssize_t)size || !lfs_id_eq(&got, id)) {
-                free(buf);
-                return damaged(s, id, err);
-        }
-        *ret = buf;
-        return 0;
-}
-
 static int walk_tree(export_walk *ew, const lfs_id *tree_id, const char *rel, lfs_error **err) {
         lfs_tree t;
         int r = lfs_db_get_tree(ew->s, tree_id, &t, err);
@@ -64,9 +39,8 @@ static int walk_tree(export_walk *ew, const lfs_id *tree_id, const char *rel, lf
                                 r = walk_tree(ew, &e->id, path, err);
                 } else if (e->mode == LFS_MODE_LINK) {
                         _cleanup_free_ char *target = NULL;
-                        r = read_blob(ew->s, &e->id, e->size, &target, err);
+                        r = lfs_object_read_whole(ew->s, &e->id, e->size, &target, err);
                         if (r == 0 && target) {
-                                target[e->size] = 0;
                                 if (symlinkat(target, ew->root_fd, path) < 0)
                                         r = lfs_fail(err, LFS_FAILED, errno, "cannot make symlink %s: %s",
                                                      path, strerror(errno));
@@ -120,7 +94,7 @@ static int copy_large(export_walk *ew, const export_file *f, lfs_error **err) {
         if (r < 0)
                 return lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", f->path, strerror(-r));
         if (done != f->size || !lfs_id_eq(&got, &f->id))
-                return damaged(ew->s, &f->id, err);
+                return lfs_object_damaged(ew->s, &f->id, err);
         return 0;
 }
 
@@ -128,8 +102,8 @@ static int copy_large(export_walk *ew, const export_file *f, lfs_error **err) {
 static int write_files(export_walk *ew, lfs_error **err) {
         lfs_home *home = ew->s->home;
         for (size_t off = 0; off < ew->n;) {
-                lfs_io_item rd[LFS_IO_BATCH], wr[LFS_IO_BATCH];
-                char names[LFS_IO_BATCH][LFS_HEX_LEN + 2];
+                lfs_object_read rd[LFS_IO_BATCH];
+                lfs_io_item wr[LFS_IO_BATCH];
                 export_file *batch[LFS_IO_BATCH];
                 size_t k = 0;
                 int r = 0;
@@ -139,36 +113,22 @@ static int write_files(export_walk *ew, lfs_error **err) {
                                 r = copy_large(ew, f, err);
                                 continue;
                         }
-                        lfs_id_object_path(&f->id, names[k]);
                         batch[k] = f;
-                        rd[k] = (lfs_io_item){ .dirfd = ew->s->objects_fd,
-                                               .path = names[k],
-                                               .buf = xmalloc(f->size + 1),
-                                               .len = f->size };
-                        k++;
+                        rd[k++] = (lfs_object_read){ .id = f->id, .size = f->size };
                 }
-                if (r == 0 && k) {
-                        int rr = lfs_io_read_files(ew->s->io, rd, k);
-                        for (size_t i = 0; i < k && r == 0; i++) {
-                                lfs_id got;
-                                if (rr < 0 && rd[i].result < 0) {
-                                        r = damaged(ew->s, &batch[i]->id, err);
-                                        break;
-                                }
-                                lfs_sha256(rd[i].buf, rd[i].len, &got);
-                                if (!lfs_id_eq(&got, &batch[i]->id))
-                                        r = damaged(ew->s, &batch[i]->id, err);
-                                wr[i] = (lfs_io_item){ .dirfd = ew->root_fd,
-                                                       .path = batch[i]->path,
-                                                       .open_flags = O_WRONLY | O_CREAT | O_EXCL,
-                                                       .mode = batch[i]->mode,
-                                                       .buf = rd[i].buf,
-                                                       .len = rd[i].len };
-                        }
-                        if (r == 0 && (rr = lfs_io_write_files(ew->s->io, wr, k)) < 0)
-                                r = lfs_fail(err, LFS_FAILED, rr, "cannot write the exported files: %s",
-                                             strerror(-rr));
-                }
+                if (r == 0)
+                        r = lfs_object_read_batch(ew->s, rd, k, err);
+                for (size_t i = 0; i < k && r == 0; i++)
+                        wr[i] = (lfs_io_item){ .dirfd = ew->root_fd,
+                                               .path = batch[i]->path,
+                                               .open_flags = O_WRONLY | O_CREAT | O_EXCL,
+                                               .mode = batch[i]->mode,
+                                               .buf = rd[i].buf,
+                                               .len = rd[i].size };
+                int rr;
+                if (r == 0 && k && (rr = lfs_io_write_files(ew->s->io, wr, k)) < 0)
+                        r = lfs_fail(err, LFS_FAILED, rr, "cannot write the exported files: %s",
+                                     strerror(-rr));
                 for (size_t i = 0; i < k; i++)
                         free(rd[i].buf);
                 if (r < 0)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Blob objects: files named by the SHA-256 of their contents under objects/xx/.
- * A blob is written under objects/tmp first and renamed into place only after its data
- * is durable, so an object that exists under its name is always whole. */
+/* Blob objects, named by the SHA-256 of their contents. Small ones go into the
+ * operation's pack (pack.c); larger ones are loose files under objects/xx/, written under
+ * objects/tmp first and renamed into place only after their data is durable, so a loose
+ * object that exists under its name is always whole. */
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -25,6 +26,7 @@ struct lfs_blob_writer {
         size_t n_queue, cap_queue;
         queued_write *pending; /* written under tmp/, not yet published */
         size_t n_pending, cap_pending;
+        lfs_pack_writer *pack;
         pid_t pid; /* names the tmp files of this writer */
         unsigned long counter;
         uint64_t written;
@@ -34,6 +36,9 @@ struct lfs_blob_writer {
 lfs_blob_writer *lfs_blob_writer_new(lfs_store *s) {
         lfs_blob_writer *w = xcalloc(1, sizeof(*w));
         w->s = s;
+        /* Each writing operation sweeps what killed writers left, so garbage stays bounded. */
+        lfs_store_remove_leftovers(s);
+        w->pack = lfs_pack_writer_new(s);
         w->pid = getpid();
         return w;
 }
@@ -51,18 +56,13 @@ void lfs_blob_writer_free(lfs_blob_writer *w) {
         }
         free(w->queue);
         free(w->pending);
+        lfs_pack_writer_free(w->pack);
         lfs_idset_done(&w->scheduled);
         free(w);
 }
 
 uint64_t lfs_blob_writer_written(const lfs_blob_writer *w) {
         return w->written;
-}
-
-bool lfs_object_exists(lfs_store *s, const lfs_id *id) {
-        char path[LFS_HEX_LEN + 2];
-        lfs_id_object_path(id, path);
-        return faccessat(s->objects_fd, path, F_OK, AT_EACCESS) == 0;
 }
 
 int lfs_object_open(lfs_store *s, const lfs_id *id, lfs_error **err) {
@@ -119,7 +119,6 @@ static int flush_queue(lfs_blob_writer *w, lfs_error **err) {
                         GROW(w->pending, w->cap_pending, w->n_pending + 1);
                         w->pending[w->n_pending++] = (queued_write){ .id = q->id, .tmp = q->tmp };
                         q->tmp = NULL;
-                        w->written += q->len;
                 }
         }
         for (size_t i = 0; i < w->n_queue; i++) {
@@ -131,6 +130,9 @@ static int flush_queue(lfs_blob_writer *w, lfs_error **err) {
 }
 
 static int queue_write(lfs_blob_writer *w, const lfs_id *id, char *buf, size_t len, lfs_error **err) {
+        w->written += len;
+        if (len <= LFS_PACK_MAX_BLOB)
+                return lfs_pack_writer_add(w->pack, id, buf, len, err);
         GROW(w->queue, w->cap_queue, w->n_queue + 1);
         w->queue[w->n_queue++] = (queued_write){ .id = *id, .tmp = new_tmp_name(w), .buf = buf, .len = len };
         if (w->n_queue >= LFS_IO_BATCH)
@@ -292,7 +294,7 @@ int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n
 
 int lfs_blob_writer_publish(lfs_blob_writer *w, lfs_error **err) {
         int r = flush_queue(w, err);
-        if (r < 0)
+        if (r < 0 || (r = lfs_pack_writer_sync(w->pack, err)) < 0)
                 return r;
         if (!w->n_pending)
                 return 0;
@@ -316,4 +318,12 @@ int lfs_blob_writer_publish(lfs_blob_writer *w, lfs_error **err) {
         if (syncfs(w->s->objects_fd) < 0)
                 return write_failed(w, -errno, err);
         return 0;
+}
+
+int lfs_blob_writer_insert_rows(lfs_blob_writer *w, lfs_error **err) {
+        return lfs_pack_writer_insert_rows(w->pack, err);
+}
+
+void lfs_blob_writer_committed(lfs_blob_writer *w) {
+        lfs_pack_writer_committed(w->pack);
 }

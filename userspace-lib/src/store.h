@@ -87,6 +87,16 @@ bool lfs_io_uses_uring(const lfs_io *io);
 int lfs_io_read_files(lfs_io *io, lfs_io_item *items, size_t n);
 /* Open with open_flags/mode, write len bytes, close; for each item. */
 int lfs_io_write_files(lfs_io *io, lfs_io_item *items, size_t n);
+/* Reads or writes at an offset of an open file: many per submission. */
+typedef struct lfs_io_at {
+        int fd;
+        uint64_t offset;
+        void *buf;
+        size_t len;
+        int result; /* 0, or a negative errno; -EIO for a short transfer */
+} lfs_io_at;
+int lfs_io_pread_batch(lfs_io *io, lfs_io_at *items, size_t n);
+int lfs_io_pwrite_batch(lfs_io *io, lfs_io_at *items, size_t n);
 /* renameat(dirfd, path, dirfd, new_path) for each item. */
 int lfs_io_rename_files(lfs_io *io, lfs_io_item *items, size_t n);
 #define LFS_IO_BATCH 64
@@ -99,14 +109,22 @@ struct lfs_home {
         void *progress_data;
 };
 
+typedef struct lfs_pack_fd {
+        sqlite3_int64 pack;
+        int fd;
+} lfs_pack_fd;
+
 struct lfs_store {
         lfs_home *home;
         char *project;
         char *path; /* <home>/projects/<name> */
         int dirfd;
         int objects_fd; /* objects/ */
+        int packs_fd; /* objects/packs/ */
+        lfs_pack_fd *pack_fds; /* packs opened for reading */
+        size_t n_pack_fds, cap_pack_fds;
         sqlite3 *db;
-        sqlite3_stmt *get_tree_stmt, *put_tree_stmt, *get_commit_stmt;
+        sqlite3_stmt *get_tree_stmt, *put_tree_stmt, *get_commit_stmt, *locate_stmt;
         lfs_io *io;
 };
 
@@ -159,13 +177,48 @@ int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n
 /* A blob from memory (symlink targets). */
 int lfs_blob_writer_add_data(lfs_blob_writer *w, const void *data, size_t len, lfs_id *ret_id,
                              lfs_error **err);
-/* Makes every written object durable under its name. */
+/* Makes every written object durable (before the transaction that names them). */
 int lfs_blob_writer_publish(lfs_blob_writer *w, lfs_error **err);
+/* Inside that transaction: records the packed blobs. */
+int lfs_blob_writer_insert_rows(lfs_blob_writer *w, lfs_error **err);
+/* After the transaction committed: the objects are the Store's now. */
+void lfs_blob_writer_committed(lfs_blob_writer *w);
 uint64_t lfs_blob_writer_written(const lfs_blob_writer *w);
 
+/* Blobs up to this size go into pack files; larger ones are loose files of their own. */
+#define LFS_PACK_MAX_BLOB (64u << 10)
+
 bool lfs_object_exists(lfs_store *s, const lfs_id *id);
-/* Opens an object read-only. */
+/* Opens a loose object read-only. */
 int lfs_object_open(lfs_store *s, const lfs_id *id, lfs_error **err);
+int lfs_object_damaged(lfs_store *s, const lfs_id *id, lfs_error **err);
+
+/* ---- packs (pack.c) ---- */
+typedef struct lfs_pack_writer lfs_pack_writer;
+lfs_pack_writer *lfs_pack_writer_new(lfs_store *s);
+void lfs_pack_writer_free(lfs_pack_writer *pw); /* removes the pack unless committed */
+int lfs_pack_writer_add(lfs_pack_writer *pw, const lfs_id *id, char *buf, size_t len, lfs_error **err);
+int lfs_pack_writer_sync(lfs_pack_writer *pw, lfs_error **err);
+/* Inside the commit's transaction. */
+int lfs_pack_writer_insert_rows(lfs_pack_writer *pw, lfs_error **err);
+void lfs_pack_writer_committed(lfs_pack_writer *pw);
+/* Removes packs and tmp objects of writers whose process is gone. */
+void lfs_store_remove_leftovers(lfs_store *s);
+
+typedef struct lfs_object_loc {
+        int fd; /* the pack (owned by the store), or -1 for a loose object */
+        uint64_t offset;
+} lfs_object_loc;
+int lfs_object_locate(lfs_store *s, const lfs_id *id, lfs_object_loc *ret, lfs_error **err);
+
+typedef struct lfs_object_read {
+        lfs_id id;
+        uint64_t size;
+        char *buf; /* allocated (size + 1, NUL-terminated) by the read; the caller frees it */
+} lfs_object_read;
+/* Reads objects in batches and checks each against its id. Items start with buf NULL. */
+int lfs_object_read_batch(lfs_store *s, lfs_object_read *items, size_t n, lfs_error **err);
+int lfs_object_read_whole(lfs_store *s, const lfs_id *id, uint64_t size, char **ret, lfs_error **err);
 
 /* ---- snapshots of a directory (snapshot.c) and the tree builder ---- */
 /* Builds the tree of dir (a path) reusing old_tree's ids for unchanged files; trees go

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/* Pack files: small blobs appended to one file per writing operation, with their
+ * places (pack, offset, size) in the blobs table. Creating a file costs more than
+ * writing 4 KiB on most filesystems, so packing small blobs is what makes an import of
+ * thousands of small files cheap. The pack is fdatasync'ed before the transaction that
+ * inserts its rows, so every row names bytes that are on disk; a pack without rows is
+ * garbage from an interrupted writer and is removed once that writer's pid is gone. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "store.h"
+
+typedef struct packed_blob {
+        lfs_id id;
+        uint64_t offset, size;
+} packed_blob;
+
+struct lfs_pack_writer {
+        lfs_store *s;
+        int fd;
+        char *name; /* below objects/packs/ */
+        uint64_t size;
+        packed_blob *blobs;
+        size_t n_blobs, cap_blobs;
+        lfs_io_at *queue; /* writes not yet submitted; buffers owned */
+        size_t n_queue, cap_queue;
+        bool synced, committed;
+};
+
+lfs_pack_writer *lfs_pack_writer_new(lfs_store *s) {
+        lfs_pack_writer *pw = xcalloc(1, sizeof(*pw));
+        pw->s = s;
+        pw->fd = -1;
+        return pw;
+}
+
+void lfs_pack_writer_free(lfs_pack_writer *pw) {
+        if (!pw)
+                return;
+        for (size_t i = 0; i < pw->n_queue; i++)
+                free(pw->queue[i].buf);
+        if (pw->fd >= 0)
+                close(pw->fd);
+        if (pw->name && !pw->committed)
+                unlinkat(pw->s->packs_fd, pw->name, 0);
+        free(pw->name);
+        free(pw->blobs);
+        free(pw->queue);
+        free(pw);
+}
+
+/* "<pid>-..." names of an interrupted writer: is that writer gone? */
+static bool writer_is_gone(const char *name) {
+        char *end;
+        long pid = strtol(name, &end, 10);
+        return pid > 0 && *end == '-' && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+static bool pack_is_recorded(lfs_store *s, const char *name) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM packs WHERE name=?", -1, &st, NULL) != SQLITE_OK)
+                return true; /* when in doubt, keep it */
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        return rc != SQLITE_DONE;
+}
+
+/* Removes what interrupted writers left in dirfd: unrecorded packs or tmp objects. */
+static void remove_leftovers(lfs_store *s, int dirfd, bool packs) {
+        int fd = dup(dirfd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.' && writer_is_gone(de->d_name) &&
+                    (!packs || !pack_is_recorded(s, de->d_name)))
+                        unlinkat(dirfd, de->d_name, 0);
+        closedir(d);
+}
+
+void lfs_store_remove_leftovers(lfs_store *s) {
+        _cleanup_close_ int tmp_fd = openat(s->objects_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (tmp_fd >= 0)
+                remove_leftovers(s, tmp_fd, false);
+        remove_leftovers(s, s->packs_fd, true);
+}
+
+static int pack_failed(lfs_pack_writer *pw, int r, lfs_error **err) {
+        return lfs_fail(err, LFS_FAILED, r, "cannot write pack %s/objects/packs/%s: %s", pw->s->path,
+                        pw->name ? pw->name : "(new)", strerror(-r));
+}
+
+static int open_pack(lfs_pack_writer *pw, lfs_error **err) {
+        static unsigned counter;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        pw->name =
+                xasprintf("%d-%llx-%u.pack", (int)getpid(),
+                          (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
+                          __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+        pw->fd = openat(pw->s->packs_fd, pw->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (pw->fd < 0) {
+                int r = -errno;
+                free(TAKE_PTR(pw->name));
+                return pack_failed(pw, r, err);
+        }
+        return 0;
+}
+
+static int flush(lfs_pack_writer *pw, lfs_error **err) {
+        int r = lfs_io_pwrite_batch(pw->s->io, pw->queue, pw->n_queue);
+        for (size_t i = 0; i < pw->n_queue; i++)
+                free(pw->queue[i].buf);
+        pw->n_queue = 0;
+        return r < 0 ? pack_failed(pw, r, err) : 0;
+}
+
+int lfs_pack_writer_add(lfs_pack_writer *pw, const lfs_id *id, char *buf, size_t len, lfs_error **err) {
+        int r = 0;
+        if (pw->fd < 0 && (r = open_pack(pw, err)) < 0) {
+                free(buf);
+                return r;
+        }
+        GROW(pw->blobs, pw->cap_blobs, pw->n_blobs + 1);
+        pw->blobs[pw->n_blobs++] = (packed_blob){ .id = *id, .offset = pw->size, .size = len };
+        GROW(pw->queue, pw->cap_queue, pw->n_queue + 1);
+        pw->queue[pw->n_queue++] = (lfs_io_at){ .fd = pw->fd, .offset = pw->size, .buf = buf, .len = len };
+        pw->size += len;
+        pw->synced = false;
+        if (pw->n_queue >= LFS_IO_BATCH)
+                r = flush(pw, err);
+        return r;
+}
+
+int lfs_pack_writer_sync(lfs_pack_writer *pw, lfs_error **err) {
+        if (pw->fd < 0 || pw->synced)
+                return 0;
+        int r = flush(pw, err);
+        if (r < 0)
+                return r;
+        /* The data, then the directory entry that names the new file. */
+        if (fdatasync(pw->fd) < 0 || fsync(pw->s->packs_fd) < 0)
+                return pack_failed(pw, -errno, err);
+        pw->synced = true;
+        return 0;
+}
+
+int lfs_pack_writer_insert_rows(lfs_pack_writer *pw, lfs_error **err) {
+        if (!pw->n_blobs)
+                return 0;
+        lfs_store *s = pw->s;
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->db, "INSERT INTO packs(name) VALUES(?)", -1, &st, NULL) != SQLITE_OK)
+                return lfs_db_fail(s, err, "record a pack");
+        sqlite3_bind_text(st, 1, pw->name, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+                return lfs_db_fail(s, err, "record a pack");
+        sqlite3_int64 pack = sqlite3_last_insert_rowid(s->db);
+        if (sqlite3_prepare_v2(s->db,
+                               "INSERT OR IGNORE INTO blobs(id, pack, offset, size) VALUES(?, ?, ?, ?)", -1,
+                               &st, NULL) != SQLITE_OK)
+                return lfs_db_fail(s, err, "record a blob");
+        int r = 0;
+        for (size_t i = 0; i < pw->n_blobs && r == 0; i++) {
+                sqlite3_reset(st);
+                sqlite3_bind_blob(st, 1, pw->blobs[i].id.bytes, LFS_ID_LEN, SQLITE_STATIC);
+                sqlite3_bind_int64(st, 2, pack);
+                sqlite3_bind_int64(st, 3, (sqlite3_int64)pw->blobs[i].offset);
+                sqlite3_bind_int64(st, 4, (sqlite3_int64)pw->blobs[i].size);
+                if (sqlite3_step(st) != SQLITE_DONE)
+                        r = lfs_db_fail(s, err, "record a blob");
+        }
+        sqlite3_finalize(st);
+        return r;
+}
+
+void lfs_pack_writer_committed(lfs_pack_writer *pw) {
+        pw->committed = true;
+}
+
+/* ---- reading ---- */
+
+static int pack_fd(lfs_store *s, sqlite3_int64 pack, const char *name, lfs_error **err) {
+        for (size_t i = 0; i < s->n_pack_fds; i++)
+                if (s->pack_fds[i].pack == pack)
+                        return s->pack_fds[i].fd;
+        int fd = openat(s->packs_fd, name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return lfs_fail(err, LFS_FAILED, errno,
+                                "pack %s of project '%s' cannot be opened (%s); the Store is damaged", name,
+                                s->project, strerror(errno));
+        GROW(s->pack_fds, s->cap_pack_fds, s->n_pack_fds + 1);
+        s->pack_fds[s->n_pack_fds++] = (lfs_pack_fd){ .pack = pack, .fd = fd };
+        return fd;
+}
+
+int lfs_object_locate(lfs_store *s, const lfs_id *id, lfs_object_loc *ret, lfs_error **err) {
+        if (!s->locate_stmt &&
+            sqlite3_prepare_v3(s->db,
+                               "SELECT b.pack, b.offset, p.name FROM blobs b JOIN packs p ON p.id = b.pack "
+                               "WHERE b.id = ?",
+                               -1, SQLITE_PREPARE_PERSISTENT, &s->locate_stmt, NULL) != SQLITE_OK)
+                return lfs_db_fail(s, err, "look up a blob");
+        sqlite3_stmt *st = s->locate_stmt;
+        sqlite3_reset(st);
+        sqlite3_bind_blob(st, 1, id->bytes, LFS_ID_LEN, SQLITE_STATIC);
+        int rc = sqlite3_step(st), r = 0;
+        if (rc == SQLITE_ROW) {
+                int fd = pack_fd(s, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 2),
+                                 err);
+                if (fd < 0)
+                        r = fd;
+                else
+                        *ret = (lfs_object_loc){ .fd = fd, .offset = (uint64_t)sqlite3_column_int64(st, 1) };
+        } else if (rc == SQLITE_DONE) {
+                *ret = (lfs_object_loc){ .fd = -1 };
+        } else {
+                r = lfs_db_fail(s, err, "look up a blob");
+        }
+        sqlite3_reset(st);
+        return r;
+}
+
+bool lfs_object_exists(lfs_store *s, const lfs_id *id) {
+        lfs_object_loc loc;
+        if (lfs_object_locate(s, id, &loc, NULL) == 0 && loc.fd >= 0)
+                return true;
+        char path[LFS_HEX_LEN + 2];
+        lfs_id_object_path(id, path);
+        return faccessat(s->objects_fd, path, F_OK, AT_EACCESS) == 0;
+}
+
+int lfs_object_damaged(lfs_store *s, const lfs_id *id, lfs_error **err) {
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(id, hex);
+        return lfs_fail(
+                err, LFS_FAILED, EIO,
+                "object %s of project '%s' is missing or does not match its id; the Store is damaged; "
+                "'layerfs project verify' checks it",
+                hex, s->project);
+}
+
+int lfs_object_read_batch(lfs_store *s, lfs_object_read *items, size_t n, lfs_error **err) {
+        for (size_t off = 0; off < n; off += LFS_IO_BATCH) {
+                size_t k = n - off < LFS_IO_BATCH ? n - off : LFS_IO_BATCH;
+                lfs_object_read *batch = items + off;
+                lfs_io_at packed[LFS_IO_BATCH];
+                lfs_io_item loose[LFS_IO_BATCH];
+                char names[LFS_IO_BATCH][LFS_HEX_LEN + 2];
+                size_t packed_item[LFS_IO_BATCH], loose_item[LFS_IO_BATCH];
+                size_t n_packed = 0, n_loose = 0;
+                for (size_t i = 0; i < k; i++) {
+                        lfs_object_loc loc;
+                        int r = lfs_object_locate(s, &batch[i].id, &loc, err);
+                        if (r < 0)
+                                return r;
+                        batch[i].buf = xmalloc(batch[i].size + 1);
+                        if (loc.fd >= 0) {
+                                packed_item[n_packed] = i;
+                                packed[n_packed++] = (lfs_io_at){ .fd = loc.fd,
+                                                                  .offset = loc.offset,
+                                                                  .buf = batch[i].buf,
+                                                                  .len = batch[i].size };
+                        } else {
+                                loose_item[n_loose] = i;
+                                lfs_id_object_path(&batch[i].id, names[n_loose]);
+                                loose[n_loose] = (lfs_io_item){ .dirfd = s->objects_fd,
+                                                                .path = names[n_loose],
+                                                                .buf = batch[i].buf,
+                                                                .len = batch[i].size };
+                                n_loose++;
+                        }
+                }
+                int r = lfs_io_pread_batch(s->io, packed, n_packed);
+                if (r == 0)
+                        r = lfs_io_read_files(s->io, loose, n_loose);
+                for (size_t i = 0; r < 0 && i < n_packed; i++)
+                        if (packed[i].result < 0)
+                                return lfs_object_damaged(s, &batch[packed_item[i]].id, err);
+                for (size_t i = 0; r < 0 && i < n_loose; i++)
+                        if (loose[i].result < 0)
+                                return lfs_object_damaged(s, &batch[loose_item[i]].id, err);
+                if (r < 0)
+                        return lfs_fail(err, LFS_FAILED, r, "cannot read objects of project '%s': %s",
+                                        s->project, strerror(-r));
+                for (size_t i = 0; i < k; i++) {
+                        lfs_id got;
+                        lfs_sha256(batch[i].buf, batch[i].size, &got);
+                        if (!lfs_id_eq(&got, &batch[i].id))
+                                return lfs_object_damaged(s, &batch[i].id, err);
+                        ((char *)batch[i].buf)[batch[i].size] = 0;
+                }
+        }
+        return 0;
+}
+
+int lfs_object_read_whole(lfs_store *s, const lfs_id *id, uint64_t size, char **ret, lfs_error **err) {
+        lfs_object_read item = { .id = *id, .size = size };
+        int r = lfs_object_read_batch(s, &item, 1, err);
+        if (r < 0) {
+                free(item.buf);
+                return r;
+        }
+        *ret = item.buf;
+        return 0;
+}
