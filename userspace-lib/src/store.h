@@ -78,7 +78,9 @@ typedef struct lfs_io_item {
         int result; /* 0, or a negative errno; -EIO for a short transfer */
 } lfs_io_item;
 
-/* Falls back to plain syscalls when io_uring is unavailable or LAYERFS_NO_URING=1. */
+/* Falls back to plain syscalls when io_uring is unavailable or LAYERFS_NO_URING=1.
+ * The ring is set up for a single issuer: an lfs_io (and so an lfs_store) belongs to the
+ * thread that first uses it; a threaded daemon opens one store per thread. */
 lfs_io *lfs_io_new(void);
 void lfs_io_free(lfs_io *io);
 bool lfs_io_uses_uring(const lfs_io *io);
