@@ -253,16 +253,26 @@ int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *bas
         }
         if (r < 0)
                 goto out;
-        if (lfs_id_eq(&tree, &base_commit.tree) && lfs_id_eq(&head, base)) {
-                result = head; /* nothing to record */
+        if (lfs_id_eq(&tree, &base_commit.tree)) {
+                result = head; /* nothing to record, whether or not the branch moved */
                 goto done;
         }
         if (lfs_id_eq(&head, base)) {
                 r = lfs_record_commit(s, w, &rows, branch, &head, &tree, base, 1, message, &result, err);
                 goto done;
         }
-        /* The branch moved since base: record our commit, then merge it into the head. */
+        /* The branch moved since base: record our commit, then merge it into the head.
+         * The merge reads our trees from the database, so they go in first (durable
+         * blobs, then trees; unreachable until a commit names them). */
         lfs_id merged_tree;
+        if ((r = lfs_blob_writer_publish(w, err)) < 0 || (r = lfs_db_begin(s, err)) < 0)
+                goto out;
+        if ((r = lfs_tree_rows_insert(s, &rows, err)) < 0) {
+                lfs_db_rollback(s);
+                goto out;
+        }
+        if ((r = lfs_db_commit(s, err)) < 0)
+                goto out;
         if ((r = lfs_db_get_commit(s, &head, &head_commit, err)) < 0 ||
             (r = lfs_merge_trees(s, &base_commit.tree, &head_commit.tree, &tree, &rows, &merged_tree, err)) <
                     0)

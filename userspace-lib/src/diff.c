@@ -90,7 +90,7 @@ static int diff_dir(lfs_store *s, const lfs_id *a_id, const lfs_id *b_id, const 
 
 int lfs_tree_diff(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_change_list *ret, lfs_error **err) {
         lfs_change_list out = { 0 };
-        int r = diff_dir(s, a, b, "", &out, err);
+        int r = lfs_id_eq(a, b) ? 0 : diff_dir(s, a, b, "", &out, err);
         if (r < 0) {
                 lfs_change_list_free(out.items, out.n);
                 return r;

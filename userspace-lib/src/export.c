@@ -26,8 +26,10 @@ typedef struct export_walk {
 } export_walk;
 
 static int walk_tree(export_walk *ew, const lfs_id *tree_id, const char *rel, lfs_error **err) {
-        lfs_tree t;
+        lfs_tree t = { 0 };
         int r = lfs_db_get_tree(ew->s, tree_id, &t, err);
+        if (r < 0)
+                return r;
         for (size_t i = 0; i < t.n && r == 0; i++) {
                 const lfs_entry *e = &t.entries[i];
                 _cleanup_free_ char *path = path_join(rel, e->name);

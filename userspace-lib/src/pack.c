@@ -232,7 +232,7 @@ int lfs_object_locate(lfs_store *s, const lfs_id *id, lfs_object_loc *ret, lfs_e
 }
 
 bool lfs_object_exists(lfs_store *s, const lfs_id *id) {
-        lfs_object_loc loc;
+        lfs_object_loc loc = { .fd = -1 };
         if (lfs_object_locate(s, id, &loc, NULL) == 0 && loc.fd >= 0)
                 return true;
         char path[LFS_HEX_LEN + 2];
@@ -260,7 +260,7 @@ int lfs_object_read_batch(lfs_store *s, lfs_object_read *items, size_t n, lfs_er
                 size_t packed_item[LFS_IO_BATCH], loose_item[LFS_IO_BATCH];
                 size_t n_packed = 0, n_loose = 0;
                 for (size_t i = 0; i < k; i++) {
-                        lfs_object_loc loc;
+                        lfs_object_loc loc = { .fd = -1 };
                         int r = lfs_object_locate(s, &batch[i].id, &loc, err);
                         if (r < 0)
                                 return r;

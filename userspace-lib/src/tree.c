@@ -64,19 +64,25 @@ int lfs_tree_parse(const void *data, size_t len, lfs_tree *ret, lfs_error **err)
                 const char *nul = memchr(p, 0, (size_t)(end - p));
                 if (!nul || (size_t)(end - nul - 1) < LFS_ID_LEN)
                         goto corrupt;
-                unsigned mode;
-                unsigned long long size;
-                int name_off = -1;
-                if (sscanf(p, "%o %llu %n", &mode, &size, &name_off) != 2 || name_off < 0)
+                /* "<octal> <decimal> <name>": exactly one space each, since names may
+                 * start with spaces. */
+                char *field_end;
+                errno = 0;
+                unsigned long mode = strtoul(p, &field_end, 8);
+                if (field_end == p || *field_end != ' ' || !(field_end[1] >= '0' && field_end[1] <= '9'))
                         goto corrupt;
-                const char *name = p + name_off;
-                if (!lfs_mode_valid(mode) || !lfs_entry_name_valid(name))
+                const char *digits = field_end + 1;
+                unsigned long long size = strtoull(digits, &field_end, 10);
+                if (errno || *field_end != ' ')
+                        goto corrupt;
+                const char *name = field_end + 1;
+                if (mode > UINT32_MAX || !lfs_mode_valid((uint32_t)mode) || !lfs_entry_name_valid(name))
                         goto corrupt;
                 if (t.n && strcmp(t.entries[t.n - 1].name, name) >= 0)
                         goto corrupt;
                 lfs_id id;
                 memcpy(id.bytes, nul + 1, LFS_ID_LEN);
-                lfs_tree_add(&t, xstrdup(name), mode, size, &id);
+                lfs_tree_add(&t, xstrdup(name), (uint32_t)mode, size, &id);
                 p = nul + 1 + LFS_ID_LEN;
         }
         *ret = t;

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/* The blob writer: files that vanish or change between the walk and the read, what a
+ * writer leaves when it is dropped, and de-duplication within one operation. */
+#include "helpers.h"
+#include "store.h"
+
+/* The walk saw the file; by the time it is read it is gone. */
+static void test_vanished_file_is_invalid_input(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", NULL);
+        const char *path = env_path(env, "gone");
+        write_text(path, "here during the walk\n");
+        lfs_id id;
+        lfs_blob_source src = { .dirfd = AT_FDCWD, .path = path, .size = 21, .ret_id = &id };
+        assert_int_equal(unlink(path), 0);
+        lfs_blob_writer *w = lfs_blob_writer_new(env->store);
+        int r = lfs_blob_writer_add_files(w, &src, 1, &env->err);
+        lfs_blob_writer_free(w);
+        assert_error(env, r, LFS_INVALID_INPUT, "vanished");
+}
+
+/* The walk saw 4 bytes; the read finds more or fewer: the snapshot would mix two
+ * versions, so it is refused. */
+static void test_changed_size_is_invalid_input(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", NULL);
+        const char *path = env_path(env, "grew");
+        write_text(path, "now longer than it was\n");
+        for (uint64_t seen = 4; seen <= 40; seen += 36) {
+                lfs_id id;
+                lfs_blob_source src = { .dirfd = AT_FDCWD, .path = path, .size = seen, .ret_id = &id };
+                lfs_blob_writer *w = lfs_blob_writer_new(env->store);
+                int r = lfs_blob_writer_add_files(w, &src, 1, &env->err);
+                lfs_blob_writer_free(w);
+                assert_error(env, r, LFS_INVALID_INPUT, "changed");
+        }
+}
+
+static size_t entries_in(const char *dir) {
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        size_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                n += de->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+/* A writer dropped before its commit leaves no pack and no tmp object; the same content
+ * twice in one operation is written once. */
+static void test_dropped_writer_leaves_nothing(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", NULL);
+        const char *packs = env_keep(env, strdup(env_path(env, "home/projects/proj/objects/packs")));
+        const char *tmp = env_keep(env, strdup(env_path(env, "home/projects/proj/objects/tmp")));
+        size_t packs_before = entries_in(packs);
+
+        size_t big_len = LFS_PACK_MAX_BLOB + 1;
+        char *big = calloc(1, big_len);
+        assert_non_null(big);
+        write_bytes(env_path(env, "big"), big, big_len, 0644);
+        free(big);
+        write_text(env_path(env, "a"), "same\n");
+        write_text(env_path(env, "b"), "same\n");
+        lfs_id ids[3];
+        lfs_blob_source src[3] = {
+                { .dirfd = AT_FDCWD, .path = env_path(env, "a"), .size = 5, .ret_id = &ids[0] },
+                { .dirfd = AT_FDCWD, .path = env_path(env, "b"), .size = 5, .ret_id = &ids[1] },
+                { .dirfd = AT_FDCWD, .path = env_path(env, "big"), .size = big_len, .ret_id = &ids[2] },
+        };
+        lfs_blob_writer *w = lfs_blob_writer_new(env->store);
+        assert_ok(env, lfs_blob_writer_add_files(w, src, 3, &env->err));
+        assert_memory_equal(ids[0].bytes, ids[1].bytes, LFS_ID_LEN);
+        assert_int_equal(lfs_blob_writer_written(w), 5 + big_len);
+        assert_ok(env, lfs_blob_writer_publish(w, &env->err));
+        assert_int_equal(entries_in(packs), packs_before + 1);
+        lfs_blob_writer_free(w); /* never committed */
+        assert_int_equal(entries_in(packs), packs_before);
+        assert_int_equal(entries_in(tmp), 0);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                env_test(test_vanished_file_is_invalid_input),
+                env_test(test_changed_size_is_invalid_input),
+                env_test(test_dropped_writer_leaves_nothing),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

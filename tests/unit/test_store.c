@@ -1,0 +1,1052 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Store through the public API on a real temporary home: refusals and their codes,
+ * compare-and-swap moves, commits of change sets, verification of damaged objects,
+ * directory round trips, and the io layer with and without io_uring.
+ */
+#include <sqlite3.h>
+#include <sys/types.h>
+
+#include "helpers.h"
+#include "store.h"
+
+/* Entries in dir other than "." and "..". */
+static size_t count_entries(const char *dir) {
+        DIR *d = opendir(dir);
+        if (!d)
+                return 0;
+        size_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        n++;
+        closedir(d);
+        return n;
+}
+
+static void close_store(test_env *env) {
+        lfs_store_close(env->store);
+        env->store = NULL;
+}
+
+/* ---- project init and open ---- */
+
+static void test_init_refuses_bad_names(void **state) {
+        test_env *env = *state;
+        static const char *const bad[] = { "Bad", "", "-x", ".x", "a/b", "../escape", "a b" };
+        const char *from = make_tree_dir(env, TREE(REG("f", "1")));
+        for (size_t i = 0; i < COUNT_OF(bad); i++) {
+                lfs_id commit;
+                memset(&commit, 0x11, sizeof(commit));
+                int r = lfs_project_init(env->home, bad[i], from, &commit, &env->err);
+                char quoted[128];
+                fmt_path(quoted, "'%s'", bad[i]);
+                assert_error(env, r, LFS_INVALID_INPUT, quoted);
+                assert_int_equal(commit.bytes[0], 0x11);
+        }
+        /* Refused before anything was made. */
+        assert_int_equal(count_entries(env_path(env, "home/projects")), 0);
+        lfs_project_info *projects = NULL;
+        size_t n = 99;
+        assert_ok(env, lfs_project_list(env->home, &projects, &n, &env->err));
+        assert_int_equal(n, 0);
+        lfs_project_list_free(projects, n);
+}
+
+static void test_init_refuses_missing_from_dir(void **state) {
+        test_env *env = *state;
+        const char *missing = env_path(env, "does-not-exist");
+        lfs_id commit;
+        int r = lfs_project_init(env->home, "proj", missing, &commit, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, missing);
+        r = lfs_store_open(env->home, "proj", &env->store, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_PROJECT, "proj");
+        assert_null(env->store);
+}
+
+static void test_init_refuses_a_file_as_from(void **state) {
+        test_env *env = *state;
+        const char *file = env_path(env, "a-file");
+        write_text(file, "not a directory");
+        lfs_id commit;
+        int r = lfs_project_init(env->home, "proj", file, &commit, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, file);
+        r = lfs_store_open(env->home, "proj", &env->store, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_PROJECT, "proj");
+        /* No half-made project or temporary directory is left. */
+        assert_int_equal(count_entries(env_path(env, "home/projects")), 0);
+}
+
+static void test_init_twice_is_refused_and_keeps_the_first(void **state) {
+        test_env *env = *state;
+        lfs_id first = env_init_project(env, "proj", TREE(REG("first", "1")));
+        close_store(env);
+        const char *other = make_tree_dir(env, TREE(REG("second", "2")));
+        lfs_id second;
+        int r = lfs_project_init(env->home, "proj", other, &second, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "'proj'");
+
+        assert_ok(env, lfs_store_open(env->home, "proj", &env->store, &env->err));
+        lfs_id head = head_of(env, "main");
+        assert_id_equal(env, &head, &first);
+        assert_dir_matches(export_ref(env, "main"), TREE(REG("first", "1")));
+        assert_int_equal(count_entries(env_path(env, "home/projects")), 1);
+}
+
+static void test_init_without_from_is_empty(void **state) {
+        test_env *env = *state;
+        lfs_id commit = env_init_project(env, "proj", NULL);
+        assert_string_equal(lfs_store_project(env->store), "proj");
+        lfs_commit_info c = commit_info(env, "main");
+        assert_id_equal(env, &c.id, &commit);
+        assert_int_equal(c.n_parents, 0);
+        assert_id_equal(env, &c.tree, lfs_empty_tree_id());
+        assert_dir_matches(export_ref(env, "main"), NO_ENTRIES);
+}
+
+static void test_open_missing_project(void **state) {
+        test_env *env = *state;
+        int r = lfs_store_open(env->home, "nope", &env->store, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_PROJECT, "nope");
+        env_init_project(env, "proj", NULL);
+        close_store(env);
+        r = lfs_store_open(env->home, "nope", &env->store, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_PROJECT, "nope");
+        /* A name that could never be a project is bad input, not a missing project. */
+        r = lfs_store_open(env->home, "../proj", &env->store, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "../proj");
+        assert_null(env->store);
+}
+
+static void test_open_without_a_name(void **state) {
+        test_env *env = *state;
+        int r = lfs_store_open(env->home, NULL, &env->store, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_PROJECT, NULL);
+        env_init_project(env, "only", NULL);
+        close_store(env);
+        assert_ok(env, lfs_store_open(env->home, NULL, &env->store, &env->err));
+        assert_string_equal(lfs_store_project(env->store), "only");
+        close_store(env);
+        env_init_project(env, "another", NULL);
+        close_store(env);
+        r = lfs_store_open(env->home, NULL, &env->store, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, NULL);
+}
+
+static void test_project_list(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "zeta", NULL);
+        assert_ok(env, lfs_branch_create(env->store, "dev", NULL, NULL, &env->err));
+        env_init_project(env, "alpha", NULL);
+        lfs_project_info *projects = NULL;
+        size_t n = 0;
+        assert_ok(env, lfs_project_list(env->home, &projects, &n, &env->err));
+        assert_int_equal(n, 2);
+        assert_string_equal(projects[0].project, "alpha");
+        assert_int_equal(projects[0].n_branches, 1);
+        assert_string_equal(projects[0].branches[0], "main");
+        assert_string_equal(projects[1].project, "zeta");
+        assert_int_equal(projects[1].n_branches, 2);
+        assert_string_equal(projects[1].branches[0], "dev");
+        assert_string_equal(projects[1].branches[1], "main");
+        lfs_project_list_free(projects, n);
+}
+
+static void test_open_garbage_store_db(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("f", "1")));
+        close_store(env);
+        const char *db = env_path(env, "home/projects/proj/store.db");
+        char garbage[8192];
+        for (size_t i = 0; i < sizeof(garbage); i++)
+                garbage[i] = (char)("not a database "[i % 15]);
+        write_bytes(db, garbage, sizeof(garbage), 0644);
+        unlink(env_path(env, "home/projects/proj/store.db-wal"));
+        unlink(env_path(env, "home/projects/proj/store.db-shm"));
+        int r = lfs_store_open(env->home, "proj", &env->store, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "store.db");
+        assert_null(env->store);
+}
+
+static void test_open_sqlite_db_that_is_not_a_store(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", NULL);
+        close_store(env);
+        const char *db = env_path(env, "home/projects/proj/store.db");
+        assert_int_equal(unlink(db), 0);
+        sqlite3 *other;
+        assert_int_equal(sqlite3_open(db, &other), SQLITE_OK);
+        assert_int_equal(
+                sqlite3_exec(other, "CREATE TABLE t(x); INSERT INTO t VALUES(1);", NULL, NULL, NULL),
+                SQLITE_OK);
+        sqlite3_close(other);
+        int r = lfs_store_open(env->home, "proj", &env->store, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "store.db");
+        assert_null(env->store);
+}
+
+static void test_open_project_without_store_db(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", NULL);
+        close_store(env);
+        assert_int_equal(unlink(env_path(env, "home/projects/proj/store.db")), 0);
+        int r = lfs_store_open(env->home, "proj", &env->store, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "store.db");
+        /* Opening must not make a new, empty Store in its place. */
+        struct stat st;
+        assert_int_equal(stat(env_path(env, "home/projects/proj/store.db"), &st), -1);
+}
+
+/* ---- branches ---- */
+
+static void test_branch_create_existing_is_refused(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("f", "1")));
+        assert_ok(env, lfs_branch_create(env->store, "dev", NULL, NULL, &env->err));
+        lfs_id moved = commit_spec(env, "main", TREE(REG("f", "2")), "change");
+        int r = lfs_branch_create(env->store, "dev", "main", NULL, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "'dev'");
+        r = lfs_branch_create(env->store, "main", "dev", NULL, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "'main'");
+        lfs_id dev = head_of(env, "dev"), main_head = head_of(env, "main");
+        assert_id_equal(env, &dev, &base);
+        assert_id_equal(env, &main_head, &moved);
+}
+
+static void test_branch_create_refusals(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", NULL);
+        int r = lfs_branch_create(env->store, "bad..name.", NULL, NULL, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "bad..name.");
+        r = lfs_branch_create(env->store, "dev", "no-such-branch", NULL, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "no-such-branch");
+        lfs_branch_info *branches;
+        size_t n;
+        assert_ok(env, lfs_branch_list(env->store, &branches, &n, &env->err));
+        assert_int_equal(n, 1);
+        lfs_branch_list_free(branches, n);
+}
+
+static void test_branch_create_from_commit_prefix(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("f", "1")));
+        commit_spec(env, "main", TREE(REG("f", "2")), "change");
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(&base, hex);
+        hex[8] = 0;
+        lfs_id created;
+        assert_ok(env, lfs_branch_create(env->store, "old", hex, &created, &env->err));
+        assert_id_equal(env, &created, &base);
+        assert_dir_matches(export_ref(env, "old"), TREE(REG("f", "1")));
+}
+
+static void test_branch_delete_and_log_of_missing_branch(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", NULL);
+        int r = lfs_branch_delete(env->store, "ghost", &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "ghost");
+        lfs_commit_info *log = NULL;
+        size_t n = 0;
+        r = lfs_branch_log(env->store, "ghost", 0, &log, &n, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "ghost");
+        assert_null(log);
+
+        assert_ok(env, lfs_branch_create(env->store, "dev", NULL, NULL, &env->err));
+        assert_ok(env, lfs_branch_delete(env->store, "dev", &env->err));
+        r = lfs_branch_log(env->store, "dev", 0, &log, &n, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "dev");
+        r = lfs_branch_delete(env->store, "dev", &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "dev");
+}
+
+static void test_branch_log_order_and_limit(void **state) {
+        test_env *env = *state;
+        lfs_id c0 = env_init_project(env, "proj", TREE(REG("f", "0")));
+        lfs_id c1 = commit_spec(env, "main", TREE(REG("f", "1")), "first");
+        lfs_id c2 = commit_spec(env, "main", TREE(REG("f", "2")), "second");
+        lfs_commit_info *log = NULL;
+        size_t n = 0;
+        assert_ok(env, lfs_branch_log(env->store, "main", 0, &log, &n, &env->err));
+        assert_int_equal(n, 3);
+        assert_id_equal(env, &log[0].id, &c2);
+        assert_id_equal(env, &log[1].id, &c1);
+        assert_id_equal(env, &log[2].id, &c0);
+        assert_string_equal(log[0].message, "second");
+        assert_string_equal(log[0].author, "unit-test <unit@test>");
+        assert_id_equal(env, &log[0].parents[0], &c1);
+        assert_int_equal(log[2].n_parents, 0);
+        lfs_commit_info_free(log, n);
+        assert_ok(env, lfs_branch_log(env->store, "main", 2, &log, &n, &env->err));
+        assert_int_equal(n, 2);
+        assert_id_equal(env, &log[1].id, &c1);
+        lfs_commit_info_free(log, n);
+}
+
+static void test_branch_commit_refusals(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("f", "1")));
+        const char *dir = make_tree_dir(env, TREE(REG("f", "2")));
+        lfs_id commit;
+        int r = lfs_branch_commit(env->store, "main", dir, "", &commit, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, NULL);
+        r = lfs_branch_commit(env->store, "main", dir, NULL, &commit, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, NULL);
+        r = lfs_branch_commit(env->store, "ghost", dir, "msg", &commit, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "ghost");
+        const char *missing = env_path(env, "missing-dir");
+        r = lfs_branch_commit(env->store, "main", missing, "msg", &commit, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, missing);
+        lfs_id head = head_of(env, "main");
+        assert_id_equal(env, &head, &base);
+        assert_int_equal(log_length(env, "main"), 1);
+}
+
+static void test_branch_commit_of_unchanged_dir_makes_no_commit(void **state) {
+        test_env *env = *state;
+        const entry_spec *spec = TREE(REG("f", "1"), XREG("run", "x"), LINK("l", "f"), EMPTY_DIR("e/f"));
+        lfs_id base = env_init_project(env, "proj", spec);
+        lfs_id again = commit_spec(env, "main", spec, "nothing changed");
+        assert_id_equal(env, &again, &base);
+        assert_int_equal(log_length(env, "main"), 1);
+        /* An export recorded again is the same tree too. */
+        const char *exported = export_ref(env, "main");
+        lfs_id from_export;
+        assert_ok(env, lfs_branch_commit(env->store, "main", exported, "same", &from_export, &env->err));
+        assert_id_equal(env, &from_export, &base);
+}
+
+static void test_branch_move_compare_and_swap(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("f", "1")));
+        assert_ok(env, lfs_branch_create(env->store, "dev", NULL, NULL, &env->err));
+        lfs_id newer = commit_spec(env, "main", TREE(REG("f", "2")), "newer");
+
+        /* dev is at base, not at newer: a stale expectation must not move it. */
+        int r = lfs_branch_move(env->store, "dev", &newer, &newer, &env->err);
+        assert_error(env, r, LFS_BUSY, "dev");
+        lfs_id dev = head_of(env, "dev");
+        assert_id_equal(env, &dev, &base);
+
+        assert_ok(env, lfs_branch_move(env->store, "dev", &base, &newer, &env->err));
+        dev = head_of(env, "dev");
+        assert_id_equal(env, &dev, &newer);
+
+        /* The same call again is now stale. */
+        r = lfs_branch_move(env->store, "dev", &base, &newer, &env->err);
+        assert_error(env, r, LFS_BUSY, "dev");
+
+        /* Backwards is allowed when expected is right. */
+        assert_ok(env, lfs_branch_move(env->store, "dev", &newer, &base, &env->err));
+        dev = head_of(env, "dev");
+        assert_id_equal(env, &dev, &base);
+}
+
+static void test_branch_move_refusals(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", NULL);
+        lfs_id unknown;
+        lfs_sha256("no such commit", 14, &unknown);
+        int r = lfs_branch_move(env->store, "main", &base, &unknown, &env->err);
+        assert_true(r < 0);
+        assert_non_null(env->err);
+        lfs_error_free(env->err);
+        env->err = NULL;
+        lfs_id head = head_of(env, "main");
+        assert_id_equal(env, &head, &base);
+        r = lfs_branch_move(env->store, "ghost", &base, &base, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "ghost");
+}
+
+/* ---- export ---- */
+
+static void test_export_into_non_empty_dir_is_refused(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("f", "1")));
+        const char *target = env_path(env, "target");
+        write_text(env_path(env, "target/precious"), "keep me");
+        int r = lfs_branch_export(env->store, "main", target, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, target);
+        assert_dir_matches(target, TREE(REG("precious", "keep me")));
+        /* Nothing was left beside it either. */
+        assert_int_equal(count_entries(env->root), 3); /* home, dir-0, target */
+}
+
+static void test_export_refusals(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("f", "1")));
+        const char *file = env_path(env, "a-file");
+        write_text(file, "x");
+        int r = lfs_branch_export(env->store, "main", file, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, file);
+        r = lfs_branch_export(env->store, "ghost", env_path(env, "out"), &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "ghost");
+        const char *orphan = env_path(env, "no/parent/out");
+        r = lfs_branch_export(env->store, "main", orphan, &env->err);
+        assert_true(r < 0);
+        lfs_error_free(env->err);
+        env->err = NULL;
+        struct stat st;
+        assert_int_equal(stat(env_path(env, "out"), &st), -1);
+        assert_int_equal(stat(env_path(env, "no"), &st), -1);
+}
+
+static void test_export_into_existing_empty_dir(void **state) {
+        test_env *env = *state;
+        const entry_spec *spec = TREE(REG("f", "1"), REG("d/g", "2"));
+        env_init_project(env, "proj", spec);
+        const char *target = env_path(env, "empty-target");
+        assert_int_equal(mkdir(target, 0755), 0);
+        assert_ok(env, lfs_branch_export(env->store, "main", target, &env->err));
+        assert_dir_matches(target, spec);
+}
+
+/* ---- round trips of directories ---- */
+
+static void test_round_trip_of_every_kind(void **state) {
+        test_env *env = *state;
+        const entry_spec *spec =
+                TREE(REG("plain.txt", "hello\n"), REG("empty", ""), XREG("bin/tool", "#!/bin/sh\necho hi\n"),
+                     LINK("rel-link", "plain.txt"), LINK("abs-link", "/etc/hostname"),
+                     LINK("dangling", "no/such/target"), LINK("dir-link", "bin"), EMPTY_DIR("cache/a/b"),
+                     REG("with space.txt", "s"), REG("trailing ", "t"), REG("caf\xc3\xa9 \xe2\x98\x95", "u"),
+                     REG("-dash", "d"), REG(".hidden/x", "h"), REG("deep/er/and/deeper/file", "deep"),
+                     REG("tab\there", "tab"), REG("binary", "\x01\x02\xff\xfe"));
+        env_init_project(env, "proj", spec);
+        assert_dir_matches(export_ref(env, "main"), spec);
+}
+
+static void test_round_trip_of_name_with_leading_space(void **state) {
+        test_env *env = *state;
+        /* Legal names on Linux; nothing may rename them on the way through the Store. */
+        const entry_spec *spec = TREE(REG(" leading", "1"), REG("ok", "2"), REG("d/ x", "3"));
+        env_init_project(env, "proj", spec);
+        assert_dir_matches(export_ref(env, "main"), spec);
+        uint64_t checked = 0;
+        assert_ok(env, lfs_store_verify(env->store, &checked, &env->err));
+}
+
+static void test_round_trip_of_many_and_large_files(void **state) {
+        test_env *env = *state;
+        const char *dir = env_path(env, "many");
+        /* More than one io batch, files of many sizes, and a file above the streaming size. */
+        for (int i = 0; i < 200; i++) {
+                char path[PATH_MAX], data[600];
+                fmt_path(path, "%s/sub%d/file-%03d", dir, i % 3, i);
+                for (int k = 0; k < i * 3 && k < (int)sizeof(data); k++)
+                        data[k] = (char)('a' + (i + k) % 26);
+                write_bytes(path, data, (size_t)(i * 3 < 600 ? i * 3 : 600), i % 7 ? 0644 : 0755);
+        }
+        size_t big_len = (5u << 20) + 17;
+        char *big = malloc(big_len);
+        assert_non_null(big);
+        for (size_t i = 0; i < big_len; i++)
+                big[i] = (char)(i * 2654435761u >> 13);
+        write_bytes(env_path(env, "many/big.bin"), big, big_len, 0644);
+        free(big);
+        /* Fifos are not recorded (SPEC 1). */
+        assert_int_equal(mkfifo(env_path(env, "many/fifo"), 0644), 0);
+
+        lfs_id commit;
+        assert_ok(env, lfs_project_init(env->home, "proj", dir, &commit, &env->err));
+        assert_ok(env, lfs_store_open(env->home, "proj", &env->store, &env->err));
+        const char *out = export_ref(env, "main");
+        char fifo[PATH_MAX];
+        fmt_path(fifo, "%s/fifo", out);
+        struct stat st;
+        assert_int_equal(lstat(fifo, &st), -1);
+        assert_int_equal(unlink(env_path(env, "many/fifo")), 0);
+        assert_same_tree(dir, out);
+        uint64_t checked = 0;
+        assert_ok(env, lfs_store_verify(env->store, &checked, &env->err));
+        /* 1 commit, 4 trees (root and sub0..2), 201 blobs (every length differs) and big.bin. */
+        assert_int_equal(checked, 1 + 4 + 201);
+}
+
+/* ---- commit_changes ---- */
+
+static void test_commit_changes_applies_every_kind(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj",
+                                       TREE(REG("keep", "k"), REG("old", "o"), REG("dir/del", "d"),
+                                            REG("dir/stay", "s"), REG("gone/a", "1"), REG("gone/b/c", "2"),
+                                            REG("modify", "before"), REG("to-dir", "was a file")));
+        write_text(env_path(env, "sources/new.txt"), "brand new");
+        write_text(env_path(env, "sources/tool"), "#!/bin/sh\n");
+        write_text(env_path(env, "sources/modified"), "after");
+        write_text(env_path(env, "sources/deep"), "deep file");
+        const lfs_path_change changes[] = {
+                { "new.txt", LFS_ENTRY_FILE, env_path(env, "sources/new.txt") },
+                { "bin/tool", LFS_ENTRY_EXEC, env_path(env, "sources/tool") },
+                { "link", LFS_ENTRY_SYMLINK, "new.txt" },
+                { "old", LFS_ENTRY_NONE, NULL },
+                { "dir/del", LFS_ENTRY_NONE, NULL },
+                { "gone", LFS_ENTRY_NONE, NULL },
+                { "empty/deeper/still", LFS_ENTRY_DIR, NULL },
+                { "a/b/c/d.txt", LFS_ENTRY_FILE, env_path(env, "sources/deep") },
+                { "modify", LFS_ENTRY_FILE, env_path(env, "sources/modified") },
+                { "to-dir/inside", LFS_ENTRY_FILE, env_path(env, "sources/new.txt") },
+                { "not-there", LFS_ENTRY_NONE, NULL },
+        };
+        lfs_id commit;
+        int merged = -1;
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, changes, COUNT_OF(changes),
+                                                "apply", &commit, &merged, &env->err));
+        assert_int_equal(merged, 0);
+        lfs_id head = head_of(env, "main");
+        assert_id_equal(env, &head, &commit);
+        lfs_commit_info c = commit_info(env, "main");
+        assert_int_equal(c.n_parents, 1);
+        assert_id_equal(env, &c.parents[0], &base);
+        assert_dir_matches(export_ref(env, "main"),
+                           TREE(REG("keep", "k"), REG("dir/stay", "s"), REG("new.txt", "brand new"),
+                                XREG("bin/tool", "#!/bin/sh\n"), LINK("link", "new.txt"),
+                                EMPTY_DIR("empty/deeper/still"), REG("a/b/c/d.txt", "deep file"),
+                                REG("modify", "after"), REG("to-dir/inside", "brand new")));
+        uint64_t checked;
+        assert_ok(env, lfs_store_verify(env->store, &checked, &env->err));
+}
+
+static void test_commit_changes_later_change_wins(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("f", "1")));
+        write_text(env_path(env, "one"), "one");
+        write_text(env_path(env, "two"), "two");
+        const lfs_path_change changes[] = {
+                { "f", LFS_ENTRY_FILE, env_path(env, "one") },
+                { "f", LFS_ENTRY_NONE, NULL },
+                { "f", LFS_ENTRY_FILE, env_path(env, "two") },
+                { "g", LFS_ENTRY_FILE, env_path(env, "one") },
+                { "g", LFS_ENTRY_NONE, NULL },
+        };
+        lfs_id commit;
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, changes, COUNT_OF(changes), "m",
+                                                &commit, NULL, &env->err));
+        assert_dir_matches(export_ref(env, "main"), TREE(REG("f", "two")));
+}
+
+static void test_commit_changes_refuses_bad_changes(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("f", "1")));
+        const char *good = env_path(env, "good");
+        write_text(good, "g");
+        static const char *const bad_paths[] = { "", "/abs", "a/../b", "./a", "a//b", "a/", "..", "a/." };
+        for (size_t i = 0; i < COUNT_OF(bad_paths); i++) {
+                const lfs_path_change change = { bad_paths[i], LFS_ENTRY_FILE, good };
+                lfs_id commit;
+                int r = lfs_store_commit_changes(env->store, "main", &base, &change, 1, "m", &commit, NULL,
+                                                 &env->err);
+                assert_error(env, r, LFS_INVALID_INPUT, NULL);
+        }
+        const lfs_path_change bad_sources[] = {
+                { "x", LFS_ENTRY_FILE, env_path(env, "missing") },
+                { "x", LFS_ENTRY_EXEC, env->root },
+                { "x", LFS_ENTRY_FILE, NULL },
+                { "x", LFS_ENTRY_SYMLINK, NULL },
+        };
+        for (size_t i = 0; i < COUNT_OF(bad_sources); i++) {
+                lfs_id commit;
+                int r = lfs_store_commit_changes(env->store, "main", &base, &bad_sources[i], 1, "m", &commit,
+                                                 NULL, &env->err);
+                assert_error(env, r, LFS_INVALID_INPUT, NULL);
+        }
+        const lfs_path_change fine = { "x", LFS_ENTRY_FILE, good };
+        lfs_id commit;
+        int r = lfs_store_commit_changes(env->store, "main", &base, &fine, 1, "", &commit, NULL, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, NULL);
+        r = lfs_store_commit_changes(env->store, "ghost", &base, &fine, 1, "m", &commit, NULL, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "ghost");
+        lfs_id head = head_of(env, "main");
+        assert_id_equal(env, &head, &base);
+        assert_int_equal(log_length(env, "main"), 1);
+}
+
+static void test_commit_changes_without_changes_makes_no_commit(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("f", "same")));
+        lfs_id commit;
+        int merged = -1;
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, NULL, 0, "nothing", &commit,
+                                                &merged, &env->err));
+        assert_id_equal(env, &commit, &base);
+        assert_int_equal(merged, 0);
+        /* Writing the same contents again is no change either. */
+        write_text(env_path(env, "same"), "same");
+        const lfs_path_change rewrite = { "f", LFS_ENTRY_FILE, env_path(env, "same") };
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, &rewrite, 1, "rewrite", &commit,
+                                                &merged, &env->err));
+        assert_id_equal(env, &commit, &base);
+        assert_int_equal(log_length(env, "main"), 1);
+}
+
+static void test_commit_changes_without_changes_after_branch_moved(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("f", "1")));
+        lfs_id moved = commit_spec(env, "main", TREE(REG("f", "1"), REG("g", "2")), "moved");
+        lfs_id commit;
+        int merged = -1;
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, NULL, 0, "nothing", &commit,
+                                                &merged, &env->err));
+        /* Nothing was changed against base, so there is nothing to record. */
+        lfs_id head = head_of(env, "main");
+        assert_id_equal(env, &head, &moved);
+        assert_int_equal(log_length(env, "main"), 2);
+}
+
+static void test_commit_changes_merges_when_branch_moved(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("theirs", "1"), REG("mine", "1")));
+        lfs_id moved = commit_spec(env, "main", TREE(REG("theirs", "2"), REG("mine", "1")), "moved");
+        write_text(env_path(env, "mine"), "2");
+        const lfs_path_change change = { "mine", LFS_ENTRY_FILE, env_path(env, "mine") };
+        lfs_id commit;
+        int merged = -1;
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, &change, 1, "workspace", &commit,
+                                                &merged, &env->err));
+        assert_int_equal(merged, 1);
+        lfs_id head = head_of(env, "main");
+        assert_id_equal(env, &head, &commit);
+        lfs_commit_info c = commit_info(env, "main");
+        assert_int_equal(c.n_parents, 2);
+        assert_id_equal(env, &c.parents[0], &moved);
+        assert_dir_matches(export_ref(env, "main"), TREE(REG("theirs", "2"), REG("mine", "2")));
+        /* The workspace's own commit is the second parent, on top of base. */
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(&c.parents[1], hex);
+        lfs_commit_info *log;
+        size_t n;
+        assert_ok(env, lfs_branch_log(env->store, hex, 0, &log, &n, &env->err));
+        assert_int_equal(n, 2);
+        assert_id_equal(env, &log[1].id, &base);
+        assert_string_equal(log[0].message, "workspace");
+        lfs_commit_info_free(log, n);
+        assert_dir_matches(export_ref(env, hex), TREE(REG("theirs", "1"), REG("mine", "2")));
+}
+
+static void test_commit_changes_conflict_changes_nothing(void **state) {
+        test_env *env = *state;
+        lfs_id base = env_init_project(env, "proj", TREE(REG("f", "base"), REG("g", "base")));
+        lfs_id moved = commit_spec(env, "main", TREE(REG("f", "theirs"), REG("g", "theirs")), "moved");
+        write_text(env_path(env, "mine"), "mine");
+        const lfs_path_change changes[] = {
+                { "f", LFS_ENTRY_FILE, env_path(env, "mine") },
+                { "g", LFS_ENTRY_NONE, NULL },
+                { "h", LFS_ENTRY_FILE, env_path(env, "mine") },
+        };
+        lfs_id commit;
+        memset(&commit, 0x22, sizeof(commit));
+        int merged = -1;
+        int r = lfs_store_commit_changes(env->store, "main", &base, changes, COUNT_OF(changes), "ws",
+                                         &commit, &merged, &env->err);
+        assert_true(r < 0);
+        assert_non_null(env->err);
+        assert_int_equal(env->err->code, LFS_CONFLICT);
+        assert_int_equal(env->err->n_paths, 2);
+        assert_string_equal(env->err->paths[0], "f");
+        assert_string_equal(env->err->paths[1], "g");
+        lfs_error_free(env->err);
+        env->err = NULL;
+        assert_int_equal(merged, -1);
+        assert_int_equal(commit.bytes[0], 0x22);
+        lfs_id head = head_of(env, "main");
+        assert_id_equal(env, &head, &moved);
+        assert_int_equal(log_length(env, "main"), 2);
+        assert_dir_matches(export_ref(env, "main"), TREE(REG("f", "theirs"), REG("g", "theirs")));
+}
+
+/* ---- verify ---- */
+
+/* Larger than any blob the Store packs together, so it is a file of its own. */
+#ifdef LFS_PACK_MAX_BLOB
+#define LOOSE_BLOB_SIZE ((size_t)LFS_PACK_MAX_BLOB + 4096)
+#else
+#define LOOSE_BLOB_SIZE ((size_t)100 << 10)
+#endif
+
+/*
+ * Overwrites the first byte of `content` wherever the Store keeps it below objects/
+ * (a loose object, or inside a pack), as a disk error would. Returns how many copies
+ * were damaged. Blobs are stored uncompressed, so their bytes can be found.
+ */
+static size_t corrupt_stored_bytes(const char *dir, const char *content, size_t len) {
+        DIR *d = opendir(dir);
+        assert_msg(d, "cannot read %s: %s", dir, strerror(errno));
+        size_t damaged = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                char path[PATH_MAX];
+                fmt_path(path, "%s/%s", dir, de->d_name);
+                struct stat st;
+                assert_int_equal(lstat(path, &st), 0);
+                if (S_ISDIR(st.st_mode)) {
+                        damaged += corrupt_stored_bytes(path, content, len);
+                        continue;
+                }
+                size_t size = 0;
+                char *data = read_whole(path, &size);
+                assert_non_null(data);
+                const char *at = memmem(data, size, content, len);
+                if (at) {
+                        /* Objects are read-only; a disk error does not care. */
+                        assert_int_equal(chmod(path, (st.st_mode & 07777) | S_IWUSR), 0);
+                        int fd = open(path, O_WRONLY | O_CLOEXEC);
+                        assert_true(fd >= 0);
+                        char flipped = (char)(content[0] ^ 0x20);
+                        assert_int_equal(pwrite(fd, &flipped, 1, at - data), 1);
+                        close(fd);
+                        damaged++;
+                }
+                free(data);
+        }
+        closedir(d);
+        return damaged;
+}
+
+static void corrupt_blob(test_env *env, const char *project, const char *content, size_t len) {
+        size_t n = corrupt_stored_bytes(env_path(env, "home/projects/%s/objects", project), content, len);
+        assert_msg(n == 1, "the blob was found %zu times below objects/", n);
+}
+
+/* A file content of `size` bytes that appears nowhere else. */
+static char *distinct_content(size_t size, char seed) {
+        char *data = malloc(size + 1);
+        assert_non_null(data);
+        for (size_t i = 0; i < size; i++)
+                data[i] = (char)('A' + (seed + i * 7 + i / 26) % 26);
+        data[size] = 0;
+        return data;
+}
+
+static void test_verify_passes_on_a_fresh_store(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj",
+                         TREE(REG("a", "1"), REG("b", "2"), REG("d/c", "3"), REG("d/dup", "1")));
+        uint64_t checked = 0;
+        assert_ok(env, lfs_store_verify(env->store, &checked, &env->err));
+        /* 1 commit + 2 trees + 3 distinct blobs. */
+        assert_int_equal(checked, 6);
+}
+
+/* Damages the blob holding `content` (file "victim") and expects verify and export to
+ * fail naming it. */
+static void check_damaged_blob(test_env *env, const char *content) {
+        const char *dir = make_tree_dir(env, TREE(REG("a", "hello")));
+        char victim[PATH_MAX];
+        fmt_path(victim, "%s/victim", dir);
+        write_text(victim, content);
+        lfs_id commit;
+        assert_ok(env, lfs_project_init(env->home, "proj", dir, &commit, &env->err));
+        assert_ok(env, lfs_store_open(env->home, "proj", &env->store, &env->err));
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+
+        corrupt_blob(env, "proj", content, strlen(content));
+        lfs_id blob;
+        lfs_sha256(content, strlen(content), &blob);
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(&blob, hex);
+        uint64_t checked = 12345;
+        int r = lfs_store_verify(env->store, &checked, &env->err);
+        assert_error(env, r, LFS_FAILED, hex);
+        assert_int_equal(checked, 12345);
+
+        /* Export checks what it reads too, and leaves nothing behind. */
+        size_t before = count_entries(env->root);
+        r = export_isolated(env, "main", env_path(env, "out"));
+        assert_error(env, r, LFS_FAILED, hex);
+        assert_int_equal(count_entries(env->root), before);
+}
+
+static void test_verify_fails_on_a_damaged_small_blob(void **state) {
+        check_damaged_blob(*state, "a small file that the Store may pack with others");
+}
+
+static void test_verify_fails_on_a_damaged_loose_blob(void **state) {
+        char *content = distinct_content(LOOSE_BLOB_SIZE, 3);
+        check_damaged_blob(*state, content);
+        free(content);
+}
+
+static void test_verify_fails_on_a_missing_blob(void **state) {
+        test_env *env = *state;
+        char *content = distinct_content(LOOSE_BLOB_SIZE, 5);
+        const char *dir = make_tree_dir(env, TREE(REG("a", "hello")));
+        char big[PATH_MAX];
+        fmt_path(big, "%s/d/big", dir);
+        write_text(big, content);
+        lfs_id commit;
+        assert_ok(env, lfs_project_init(env->home, "proj", dir, &commit, &env->err));
+        assert_ok(env, lfs_store_open(env->home, "proj", &env->store, &env->err));
+        lfs_id blob;
+        lfs_sha256(content, strlen(content), &blob);
+        free(content);
+        char rel[LFS_HEX_LEN + 2];
+        lfs_id_object_path(&blob, rel);
+        assert_int_equal(unlink(env_path(env, "home/projects/proj/objects/%s", rel)), 0);
+        int r = lfs_store_verify(env->store, NULL, &env->err);
+        assert_error(env, r, LFS_FAILED, NULL);
+}
+
+static void test_verify_fails_on_a_damaged_blob_on_another_branch(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("a", "1")));
+        assert_ok(env, lfs_branch_create(env->store, "side", NULL, NULL, &env->err));
+        commit_spec(env, "side", TREE(REG("a", "1"), REG("only-on-side", "side data")), "side");
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+        corrupt_blob(env, "proj", "side data", 9);
+        int r = lfs_store_verify(env->store, NULL, &env->err);
+        assert_error(env, r, LFS_FAILED, NULL);
+}
+
+/* Changes the row of a tree in store.db behind the library's back. */
+static void damage_tree_row(test_env *env, const char *project, const lfs_id *tree, bool remove) {
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(env_path(env, "home/projects/%s/store.db", project), &db), SQLITE_OK);
+        sqlite3_stmt *st;
+        const char *sql =
+                remove ? "DELETE FROM trees WHERE id=?" : "UPDATE trees SET data=X'3130303634' WHERE id=?";
+        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+        sqlite3_bind_blob(st, 1, tree->bytes, LFS_ID_LEN, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        assert_int_equal(sqlite3_changes(db), 1);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+}
+
+/* A tree that cannot be read is an error to report, never a crash or a partial export. */
+static void check_unreadable_tree(test_env *env, bool remove) {
+        env_init_project(env, "proj", TREE(REG("a", "1"), REG("d/b", "2")));
+        lfs_commit_info c = commit_info(env, "main");
+        close_store(env);
+        damage_tree_row(env, "proj", &c.tree, remove);
+        assert_ok(env, lfs_store_open(env->home, "proj", &env->store, &env->err));
+
+        size_t before = count_entries(env->root);
+        int r = export_isolated(env, "main", env_path(env, "out"));
+        assert_error(env, r, LFS_FAILED, NULL);
+        assert_int_equal(count_entries(env->root), before);
+
+        r = lfs_store_verify(env->store, NULL, &env->err);
+        assert_error(env, r, LFS_FAILED, NULL);
+
+        assert_ok(env, lfs_branch_create(env->store, "other", NULL, NULL, &env->err));
+        lfs_change *changes = NULL;
+        size_t n = 0;
+        r = lfs_branch_diff(env->store, "main", "other", &changes, &n, &env->err);
+        assert_ok(env, r); /* equal commits: nothing needs reading */
+        lfs_change_list_free(changes, n);
+        const char *dir = make_tree_dir(env, TREE(REG("a", "2")));
+        lfs_id commit;
+        r = lfs_branch_commit(env->store, "other", dir, "m", &commit, &env->err);
+        assert_error(env, r, LFS_FAILED, NULL);
+}
+
+static void test_export_of_a_corrupt_tree_fails_cleanly(void **state) {
+        check_unreadable_tree(*state, false);
+}
+
+static void test_export_of_a_missing_tree_fails_cleanly(void **state) {
+        check_unreadable_tree(*state, true);
+}
+
+/* ---- the io layer ---- */
+
+/* Store ids must not depend on how the bytes were read. */
+static void test_no_uring_gives_identical_ids(void **state) {
+        test_env *env = *state;
+        const char *dir = env_path(env, "src");
+        for (int i = 0; i < 150; i++) {
+                char path[PATH_MAX], data[64];
+                fmt_path(path, "%s/d%d/f%d", dir, i % 4, i);
+                int len = snprintf(data, sizeof(data), "file number %d\n", i);
+                write_bytes(path, data, (size_t)len, i % 5 ? 0644 : 0755);
+        }
+        size_t big_len = (4u << 20) + 1;
+        char *big = calloc(1, big_len);
+        assert_non_null(big);
+        big[big_len / 2] = 'x';
+        write_bytes(env_path(env, "src/big"), big, big_len, 0644);
+        free(big);
+        assert_int_equal(symlink("d0/f0", env_path(env, "src/link")), 0);
+
+        bool same_second = false;
+        for (int attempt = 0; attempt < 5 && !same_second; attempt++) {
+                char with_uring[32], without[32];
+                fmt_path(with_uring, "uring-%d", attempt);
+                fmt_path(without, "plain-%d", attempt);
+                lfs_id a, b;
+
+                unsetenv("LAYERFS_NO_URING");
+                assert_ok(env, lfs_project_init(env->home, with_uring, dir, &a, &env->err));
+                close_store(env);
+                assert_ok(env, lfs_store_open(env->home, with_uring, &env->store, &env->err));
+                if (attempt == 0 && !lfs_io_uses_uring(env->store->io))
+                        print_message("note: io_uring is not available here; both paths ran plain\n");
+                lfs_commit_info ca = commit_info(env, "main");
+                const char *out_a = export_ref(env, "main");
+
+                setenv("LAYERFS_NO_URING", "1", 1);
+                assert_ok(env, lfs_project_init(env->home, without, dir, &b, &env->err));
+                close_store(env);
+                assert_ok(env, lfs_store_open(env->home, without, &env->store, &env->err));
+                assert_false(lfs_io_uses_uring(env->store->io));
+                lfs_commit_info cb = commit_info(env, "main");
+                /* Exported without io_uring too: the child inherits the setting. */
+                const char *out_b = export_ref(env, "main");
+                unsetenv("LAYERFS_NO_URING");
+
+                assert_id_equal(env, &ca.tree, &cb.tree);
+                assert_same_tree(out_a, out_b);
+                assert_same_tree(dir, out_a);
+                /* A commit id covers its time in seconds, so compare when both agree. */
+                if (ca.time == cb.time) {
+                        same_second = true;
+                        assert_id_equal(env, &a, &b);
+                }
+        }
+        assert_true(same_second);
+}
+
+static void run_io_layer(test_env *env, bool uring) {
+        if (uring)
+                unsetenv("LAYERFS_NO_URING");
+        else
+                setenv("LAYERFS_NO_URING", "1", 1);
+        lfs_io *io = lfs_io_new();
+        unsetenv("LAYERFS_NO_URING");
+        if (uring && !lfs_io_uses_uring(io)) {
+                lfs_io_free(io);
+                skip();
+        }
+        assert_int_equal(lfs_io_uses_uring(io), uring);
+        assert_int_equal(mkdir(env_path(env, "io"), 0755), 0);
+        int dirfd = open(env_path(env, "io"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(dirfd >= 0);
+
+        enum { N = 150 }; /* more than two batches */
+        static char names[N][32], renamed[N][32], data[N][64];
+        lfs_io_item items[N];
+        for (int i = 0; i < N; i++) {
+                fmt_path(names[i], "f-%03d", i);
+                fmt_path(renamed[i], "g-%03d", i);
+                int len = snprintf(data[i], sizeof(data[i]), "contents of file %d%s", i, i % 2 ? "!" : "");
+                items[i] = (lfs_io_item){ .dirfd = dirfd,
+                                          .path = names[i],
+                                          .open_flags = O_WRONLY | O_CREAT | O_EXCL,
+                                          .mode = 0600,
+                                          .buf = data[i],
+                                          .len = (size_t)len };
+        }
+        items[7].len = 0; /* an empty file */
+        assert_int_equal(lfs_io_write_files(io, items, N), 0);
+        for (int i = 0; i < N; i++) {
+                assert_int_equal(items[i].result, 0);
+                size_t len = 0;
+                char *got = read_whole(env_path(env, "io/%s", names[i]), &len);
+                assert_non_null(got);
+                assert_int_equal(len, items[i].len);
+                assert_memory_equal(got, data[i], len);
+                free(got);
+        }
+
+        /* O_EXCL: writing again fails for every file, and says so per item. */
+        assert_int_equal(lfs_io_write_files(io, items, N), -EEXIST);
+        for (int i = 0; i < N; i++)
+                assert_int_equal(items[i].result, -EEXIST);
+
+        /* Reads: exact sizes pass; a file larger or smaller than expected is -EIO. */
+        static char bufs[N][80];
+        size_t lens[N];
+        for (int i = 0; i < N; i++) {
+                lens[i] = items[i].len;
+                items[i] = (lfs_io_item){ .dirfd = dirfd, .path = names[i], .buf = bufs[i], .len = lens[i] };
+        }
+        assert_int_equal(lfs_io_read_files(io, items, N), 0);
+        for (int i = 0; i < N; i++) {
+                assert_int_equal(items[i].result, 0);
+                assert_memory_equal(bufs[i], data[i], lens[i]);
+        }
+        items[70].len = lens[70] - 1; /* the file grew */
+        items[71].len = lens[71] + 1; /* the file shrank */
+        items[140].path = "missing";
+        assert_int_equal(symlink(names[0], env_path(env, "io/link")), 0);
+        items[141].path = "link"; /* objects are never read through a link */
+        int r = lfs_io_read_files(io, items, N);
+        assert_true(r < 0);
+        for (int i = 0; i < N; i++) {
+                int want = i == 70 || i == 71 ? -EIO : i == 140 ? -ENOENT : i == 141 ? -ELOOP : 0;
+                assert_msg(items[i].result == want, "read item %d: result %d, expected %d", i,
+                           items[i].result, want);
+        }
+
+        for (int i = 0; i < N; i++)
+                items[i] = (lfs_io_item){ .dirfd = dirfd, .path = names[i], .new_path = renamed[i] };
+        assert_int_equal(lfs_io_rename_files(io, items, N), 0);
+        struct stat st;
+        for (int i = 0; i < N; i++) {
+                assert_int_equal(items[i].result, 0);
+                assert_int_equal(fstatat(dirfd, names[i], &st, 0), -1);
+                assert_int_equal(fstatat(dirfd, renamed[i], &st, 0), 0);
+        }
+        assert_int_equal(lfs_io_rename_files(io, items, 1), -ENOENT);
+        assert_int_equal(items[0].result, -ENOENT);
+        close(dirfd);
+        lfs_io_free(io);
+}
+
+static void test_io_layer_plain(void **state) {
+        run_io_layer(*state, false);
+}
+
+static void test_io_layer_uring(void **state) {
+        run_io_layer(*state, true);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                env_test(test_init_refuses_bad_names),
+                env_test(test_init_refuses_missing_from_dir),
+                env_test(test_init_refuses_a_file_as_from),
+                env_test(test_init_twice_is_refused_and_keeps_the_first),
+                env_test(test_init_without_from_is_empty),
+                env_test(test_open_missing_project),
+                env_test(test_open_without_a_name),
+                env_test(test_project_list),
+                env_test(test_open_garbage_store_db),
+                env_test(test_open_sqlite_db_that_is_not_a_store),
+                env_test(test_open_project_without_store_db),
+                env_test(test_branch_create_existing_is_refused),
+                env_test(test_branch_create_refusals),
+                env_test(test_branch_create_from_commit_prefix),
+                env_test(test_branch_delete_and_log_of_missing_branch),
+                env_test(test_branch_log_order_and_limit),
+                env_test(test_branch_commit_refusals),
+                env_test(test_branch_commit_of_unchanged_dir_makes_no_commit),
+                env_test(test_branch_move_compare_and_swap),
+                env_test(test_branch_move_refusals),
+                env_test(test_export_into_non_empty_dir_is_refused),
+                env_test(test_export_refusals),
+                env_test(test_export_into_existing_empty_dir),
+                env_test(test_round_trip_of_every_kind),
+                env_test(test_round_trip_of_name_with_leading_space),
+                env_test(test_round_trip_of_many_and_large_files),
+                env_test(test_commit_changes_applies_every_kind),
+                env_test(test_commit_changes_later_change_wins),
+                env_test(test_commit_changes_refuses_bad_changes),
+                env_test(test_commit_changes_without_changes_makes_no_commit),
+                env_test(test_commit_changes_without_changes_after_branch_moved),
+                env_test(test_commit_changes_merges_when_branch_moved),
+                env_test(test_commit_changes_conflict_changes_nothing),
+                env_test(test_verify_passes_on_a_fresh_store),
+                env_test(test_verify_fails_on_a_damaged_small_blob),
+                env_test(test_verify_fails_on_a_damaged_loose_blob),
+                env_test(test_verify_fails_on_a_missing_blob),
+                env_test(test_verify_fails_on_a_damaged_blob_on_another_branch),
+                env_test(test_export_of_a_corrupt_tree_fails_cleanly),
+                env_test(test_export_of_a_missing_tree_fails_cleanly),
+                env_test(test_no_uring_gives_identical_ids),
+                env_test(test_io_layer_plain),
+                env_test(test_io_layer_uring),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
