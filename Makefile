@@ -28,6 +28,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps demo check unit e2e sanitize lint format bench install clean help
 .DELETE_ON_ERROR:
+.SECONDARY:
 
 all: $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs.pc \
 	$(UNIT_BIN)
@@ -77,17 +78,17 @@ demo: deps all
 	BUILD=$(BUILD) tests/e2e/demo.sh
 
 unit: all
-	@fail=0; for t in $(UNIT_BIN); do echo "== $$t"; $$t || fail=1; done; exit $$fail
+	tests/unit/run.sh $(UNIT_BIN)
 
 e2e: all
 	BUILD=$(BUILD) tests/e2e/run.sh
 
 check: deps
+	$(MAKE) lint
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) e2e
 	$(MAKE) sanitize
-	$(MAKE) lint
 
 sanitize: deps
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
