@@ -165,6 +165,10 @@ typedef struct lfs_path_change {
         /* FILE/EXEC: the file whose contents to store; SYMLINK: the link target;
          * DIR: ignored (an empty directory is created when missing). */
         const char *source;
+        /* FILE/EXEC/SYMLINK: when set, the contents are this blob already in the Store
+         * (of blob_size bytes) and source is not read. */
+        const lfs_id *blob;
+        uint64_t blob_size;
 } lfs_path_change;
 
 /* Builds base's tree with the changes applied and records it as a commit whose parent is

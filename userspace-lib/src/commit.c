@@ -199,7 +199,6 @@ static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_chan
                            prepared_change *pc, lfs_error **err) {
         _cleanup_free_ lfs_blob_source *sources = xcalloc(n, sizeof(*sources));
         size_t n_sources = 0;
-        (void)s;
         for (size_t i = 0; i < n; i++) {
                 const lfs_path_change *c = &changes[i];
                 pc[i] = (prepared_change){ .change = c };
@@ -208,7 +207,13 @@ static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_chan
                                         "change path '%s' is not valid: give a relative path without "
                                         "empty, '.' or '..' parts",
                                         c->path ? c->path : "");
-                if (c->type == LFS_ENTRY_SYMLINK) {
+                if (c->blob && c->type != LFS_ENTRY_DIR && c->type != LFS_ENTRY_NONE) {
+                        if (!lfs_object_exists(s, c->blob))
+                                return lfs_fail(err, LFS_INVALID_INPUT, ENOENT,
+                                                "the blob given for %s is not in the Store", c->path);
+                        pc[i].id = *c->blob;
+                        pc[i].size = c->blob_size;
+                } else if (c->type == LFS_ENTRY_SYMLINK) {
                         if (!c->source)
                                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "symlink %s has no target",
                                                 c->path);

@@ -79,8 +79,7 @@ typedef struct lfs_io_item {
 } lfs_io_item;
 
 /* Falls back to plain syscalls when io_uring is unavailable or LAYERFS_NO_URING=1.
- * The ring is set up for a single issuer: an lfs_io (and so an lfs_store) belongs to the
- * thread that first uses it; a threaded daemon opens one store per thread. */
+ * Not thread-safe: one thread at a time uses an lfs_io (and its lfs_store). */
 lfs_io *lfs_io_new(void);
 void lfs_io_free(lfs_io *io);
 bool lfs_io_uses_uring(const lfs_io *io);
