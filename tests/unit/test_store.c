@@ -475,17 +475,17 @@ static void test_commit_changes_applies_every_kind(void **state) {
         write_text(env_path(env, "sources/modified"), "after");
         write_text(env_path(env, "sources/deep"), "deep file");
         const lfs_path_change changes[] = {
-                { "new.txt", LFS_ENTRY_FILE, env_path(env, "sources/new.txt") },
-                { "bin/tool", LFS_ENTRY_EXEC, env_path(env, "sources/tool") },
-                { "link", LFS_ENTRY_SYMLINK, "new.txt" },
-                { "old", LFS_ENTRY_NONE, NULL },
-                { "dir/del", LFS_ENTRY_NONE, NULL },
-                { "gone", LFS_ENTRY_NONE, NULL },
-                { "empty/deeper/still", LFS_ENTRY_DIR, NULL },
-                { "a/b/c/d.txt", LFS_ENTRY_FILE, env_path(env, "sources/deep") },
-                { "modify", LFS_ENTRY_FILE, env_path(env, "sources/modified") },
-                { "to-dir/inside", LFS_ENTRY_FILE, env_path(env, "sources/new.txt") },
-                { "not-there", LFS_ENTRY_NONE, NULL },
+                { "new.txt", LFS_ENTRY_FILE, env_path(env, "sources/new.txt"), NULL, 0 },
+                { "bin/tool", LFS_ENTRY_EXEC, env_path(env, "sources/tool"), NULL, 0 },
+                { "link", LFS_ENTRY_SYMLINK, "new.txt", NULL, 0 },
+                { "old", LFS_ENTRY_NONE, NULL, NULL, 0 },
+                { "dir/del", LFS_ENTRY_NONE, NULL, NULL, 0 },
+                { "gone", LFS_ENTRY_NONE, NULL, NULL, 0 },
+                { "empty/deeper/still", LFS_ENTRY_DIR, NULL, NULL, 0 },
+                { "a/b/c/d.txt", LFS_ENTRY_FILE, env_path(env, "sources/deep"), NULL, 0 },
+                { "modify", LFS_ENTRY_FILE, env_path(env, "sources/modified"), NULL, 0 },
+                { "to-dir/inside", LFS_ENTRY_FILE, env_path(env, "sources/new.txt"), NULL, 0 },
+                { "not-there", LFS_ENTRY_NONE, NULL, NULL, 0 },
         };
         lfs_id commit;
         int merged = -1;
@@ -512,11 +512,11 @@ static void test_commit_changes_later_change_wins(void **state) {
         write_text(env_path(env, "one"), "one");
         write_text(env_path(env, "two"), "two");
         const lfs_path_change changes[] = {
-                { "f", LFS_ENTRY_FILE, env_path(env, "one") },
-                { "f", LFS_ENTRY_NONE, NULL },
-                { "f", LFS_ENTRY_FILE, env_path(env, "two") },
-                { "g", LFS_ENTRY_FILE, env_path(env, "one") },
-                { "g", LFS_ENTRY_NONE, NULL },
+                { "f", LFS_ENTRY_FILE, env_path(env, "one"), NULL, 0 },
+                { "f", LFS_ENTRY_NONE, NULL, NULL, 0 },
+                { "f", LFS_ENTRY_FILE, env_path(env, "two"), NULL, 0 },
+                { "g", LFS_ENTRY_FILE, env_path(env, "one"), NULL, 0 },
+                { "g", LFS_ENTRY_NONE, NULL, NULL, 0 },
         };
         lfs_id commit;
         assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, changes, COUNT_OF(changes), "m",
@@ -531,17 +531,17 @@ static void test_commit_changes_refuses_bad_changes(void **state) {
         write_text(good, "g");
         static const char *const bad_paths[] = { "", "/abs", "a/../b", "./a", "a//b", "a/", "..", "a/." };
         for (size_t i = 0; i < COUNT_OF(bad_paths); i++) {
-                const lfs_path_change change = { bad_paths[i], LFS_ENTRY_FILE, good };
+                const lfs_path_change change = { bad_paths[i], LFS_ENTRY_FILE, good, NULL, 0 };
                 lfs_id commit;
                 int r = lfs_store_commit_changes(env->store, "main", &base, &change, 1, "m", &commit, NULL,
                                                  &env->err);
                 assert_error(env, r, LFS_INVALID_INPUT, NULL);
         }
         const lfs_path_change bad_sources[] = {
-                { "x", LFS_ENTRY_FILE, env_path(env, "missing") },
-                { "x", LFS_ENTRY_EXEC, env->root },
-                { "x", LFS_ENTRY_FILE, NULL },
-                { "x", LFS_ENTRY_SYMLINK, NULL },
+                { "x", LFS_ENTRY_FILE, env_path(env, "missing"), NULL, 0 },
+                { "x", LFS_ENTRY_EXEC, env->root, NULL, 0 },
+                { "x", LFS_ENTRY_FILE, NULL, NULL, 0 },
+                { "x", LFS_ENTRY_SYMLINK, NULL, NULL, 0 },
         };
         for (size_t i = 0; i < COUNT_OF(bad_sources); i++) {
                 lfs_id commit;
@@ -549,7 +549,7 @@ static void test_commit_changes_refuses_bad_changes(void **state) {
                                                  NULL, &env->err);
                 assert_error(env, r, LFS_INVALID_INPUT, NULL);
         }
-        const lfs_path_change fine = { "x", LFS_ENTRY_FILE, good };
+        const lfs_path_change fine = { "x", LFS_ENTRY_FILE, good, NULL, 0 };
         lfs_id commit;
         int r = lfs_store_commit_changes(env->store, "main", &base, &fine, 1, "", &commit, NULL, &env->err);
         assert_error(env, r, LFS_INVALID_INPUT, NULL);
@@ -571,7 +571,7 @@ static void test_commit_changes_without_changes_makes_no_commit(void **state) {
         assert_int_equal(merged, 0);
         /* Writing the same contents again is no change either. */
         write_text(env_path(env, "same"), "same");
-        const lfs_path_change rewrite = { "f", LFS_ENTRY_FILE, env_path(env, "same") };
+        const lfs_path_change rewrite = { "f", LFS_ENTRY_FILE, env_path(env, "same"), NULL, 0 };
         assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, &rewrite, 1, "rewrite", &commit,
                                                 &merged, &env->err));
         assert_id_equal(env, &commit, &base);
@@ -597,7 +597,7 @@ static void test_commit_changes_merges_when_branch_moved(void **state) {
         lfs_id base = env_init_project(env, "proj", TREE(REG("theirs", "1"), REG("mine", "1")));
         lfs_id moved = commit_spec(env, "main", TREE(REG("theirs", "2"), REG("mine", "1")), "moved");
         write_text(env_path(env, "mine"), "2");
-        const lfs_path_change change = { "mine", LFS_ENTRY_FILE, env_path(env, "mine") };
+        const lfs_path_change change = { "mine", LFS_ENTRY_FILE, env_path(env, "mine"), NULL, 0 };
         lfs_id commit;
         int merged = -1;
         assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, &change, 1, "workspace", &commit,
@@ -628,9 +628,9 @@ static void test_commit_changes_conflict_changes_nothing(void **state) {
         lfs_id moved = commit_spec(env, "main", TREE(REG("f", "theirs"), REG("g", "theirs")), "moved");
         write_text(env_path(env, "mine"), "mine");
         const lfs_path_change changes[] = {
-                { "f", LFS_ENTRY_FILE, env_path(env, "mine") },
-                { "g", LFS_ENTRY_NONE, NULL },
-                { "h", LFS_ENTRY_FILE, env_path(env, "mine") },
+                { "f", LFS_ENTRY_FILE, env_path(env, "mine"), NULL, 0 },
+                { "g", LFS_ENTRY_NONE, NULL, NULL, 0 },
+                { "h", LFS_ENTRY_FILE, env_path(env, "mine"), NULL, 0 },
         };
         lfs_id commit;
         memset(&commit, 0x22, sizeof(commit));
