@@ -13,7 +13,7 @@ PREFIX ?= /usr/local
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icli
+INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icli -Idaemon
 ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS) $(EXTRA_CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -23,6 +23,10 @@ LIB_SRC := $(wildcard userspace-lib/src/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+DAEMON_SRC := $(wildcard daemon/*.c)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
+FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -30,7 +34,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs.pc \
+all: $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs-daemon $(BUILD)/layerfs.pc \
 	$(UNIT_BIN)
 
 help:
@@ -69,6 +73,13 @@ $(BUILD)/layerfs.pc: userspace-lib/layerfs.pc.in
 
 $(BUILD)/layerfs: $(CLI_OBJ) $(BUILD)/liblayerfs.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS)
+
+$(BUILD)/daemon/%.o: daemon/%.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h daemon/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
+
+$(BUILD)/layerfs-daemon: $(DAEMON_OBJ) $(BUILD)/liblayerfs.a
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) -lpthread
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(BUILD)/liblayerfs.a
 	@mkdir -p $(dir $@)

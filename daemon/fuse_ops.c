@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+/* The FUSE transport: libfuse3's low-level API mapped onto workspace.h. Only this file
+ * knows FUSE; a later io_uring transport replaces it without touching the operations. */
+#define FUSE_USE_VERSION 35
+#include <fuse_lowlevel.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse_ops.h"
+#include "workspace.h"
+
+_Static_assert(FUSE_SET_ATTR_CTIME == (1 << 10), "workspace.c mirrors the FUSE_SET_ATTR_* values");
+
+/* Only this mount changes what it shows, so the kernel may cache for long. */
+static const double cache_seconds = 3600.0;
+
+static ws_fs *fs_of(fuse_req_t req) {
+        return fuse_req_userdata(req);
+}
+
+static ws_caller caller_of(fuse_req_t req) {
+        const struct fuse_ctx *ctx = fuse_req_ctx(req);
+        return (ws_caller){ .uid = ctx->uid, .gid = ctx->gid, .umask = ctx->umask };
+}
+
+static void reply_entry(fuse_req_t req, int r, const struct stat *st) {
+        if (r < 0) {
+                fuse_reply_err(req, -r);
+                return;
+        }
+        struct fuse_entry_param e = {
+                .ino = st->st_ino,
+                .generation = 1,
+                .attr = *st,
+                .attr_timeout = cache_seconds,
+                .entry_timeout = cache_seconds,
+        };
+        fuse_reply_entry(req, &e);
+}
+
+static void reply_attr(fuse_req_t req, int r, const struct stat *st) {
+        if (r < 0)
+                fuse_reply_err(req, -r);
+        else
+                fuse_reply_attr(req, st, cache_seconds);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn) {
+        (void)userdata;
+        /* Locks stay in the kernel: this mount is the only view of its files. */
+        conn->want &= ~(unsigned)(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+        if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+                conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+        struct stat st;
+        int r = ws_lookup(fs_of(req), parent, name, &st);
+        if (r == -ENOENT) {
+                /* A negative entry the kernel may cache, as long as only we change things. */
+                struct fuse_entry_param e = { .ino = 0, .entry_timeout = cache_seconds };
+                fuse_reply_entry(req, &e);
+                return;
+        }
+        reply_entry(req, r, &st);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+        ws_forget(fs_of(req), ino, nlookup);
+        fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+        (void)fi;
+        struct stat st;
+        int r = ws_getattr(fs_of(req), ino, &st);
+        reply_attr(req, r, &st);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi) {
+        (void)fi;
+        struct stat st;
+        int r = ws_setattr(fs_of(req), ino, attr, to_set, &st);
+        reply_attr(req, r, &st);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino) {
+        char *target = NULL;
+        int r = ws_readlink(fs_of(req), ino, &target);
+        if (r < 0)
+                fuse_reply_err(req, -r);
+        else
+                fuse_reply_readlink(req, target);
+        free(target);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev) {
+        (void)rdev;
+        struct stat st;
+        ws_caller who = caller_of(req);
+        int r = ws_mknod(fs_of(req), &who, parent, name, mode, &st);
+        reply_entry(req, r, &st);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
+        struct stat st;
+        ws_caller who = caller_of(req);
+        int r = ws_mkdir(fs_of(req), &who, parent, name, mode, &st);
+        reply_entry(req, r, &st);
+}
+
+static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name) {
+        struct stat st;
+        ws_caller who = caller_of(req);
+        int r = ws_symlink(fs_of(req), &who, target, parent, name, &st);
+        reply_entry(req, r, &st);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name) {
+        struct stat st;
+        int r = ws_link(fs_of(req), ino, parent, name, &st);
+        reply_entry(req, r, &st);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
+        fuse_reply_err(req, -ws_unlink(fs_of(req), parent, name));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
+        fuse_reply_err(req, -ws_rmdir(fs_of(req), parent, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t new_parent,
+                      const char *new_name, unsigned int flags) {
+        fuse_reply_err(req, -ws_rename(fs_of(req), parent, name, new_parent, new_name, flags));
+}
+
+static void reply_open(fuse_req_t req, int r, uint64_t fh, struct fuse_file_info *fi) {
+        if (r < 0) {
+                fuse_reply_err(req, -r);
+                return;
+        }
+        fi->fh = fh;
+        fi->keep_cache = 1; /* nobody else changes the data under the kernel's page cache */
+        fuse_reply_open(req, fi);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+        uint64_t fh = 0;
+        int r = ws_open_file(fs_of(req), ino, fi->flags, &fh);
+        reply_open(req, r, fh, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi) {
+        struct stat st;
+        uint64_t fh = 0;
+        ws_caller who = caller_of(req);
+        int r = ws_create(fs_of(req), &who, parent, name, mode, fi->flags, &st, &fh);
+        if (r < 0) {
+                fuse_reply_err(req, -r);
+                return;
+        }
+        fi->fh = fh;
+        struct fuse_entry_param e = {
+                .ino = st.st_ino,
+                .generation = 1,
+                .attr = st,
+                .attr_timeout = cache_seconds,
+                .entry_timeout = cache_seconds,
+        };
+        fuse_reply_create(req, &e, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+        (void)ino;
+        char *buf = malloc(size ? size : 1);
+        if (!buf) {
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        ssize_t k = ws_read(fs_of(req), fi->fh, buf, size, off);
+        if (k < 0)
+                fuse_reply_err(req, (int)-k);
+        else
+                fuse_reply_buf(req, buf, (size_t)k);
+        free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi) {
+        (void)ino;
+        ssize_t k = ws_write(fs_of(req), fi->fh, buf, size, off);
+        if (k < 0)
+                fuse_reply_err(req, (int)-k);
+        else
+                fuse_reply_write(req, (size_t)k);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+        (void)ino;
+        (void)fi;
+        fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+        (void)ino;
+        fuse_reply_err(req, -ws_release(fs_of(req), fi->fh));
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+        (void)ino;
+        fuse_reply_err(req, -ws_fsync(fs_of(req), fi->fh, datasync));
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                         struct fuse_file_info *fi) {
+        (void)ino;
+        fuse_reply_err(req, -ws_fallocate(fs_of(req), fi->fh, mode, off, len));
+}
+
+typedef struct dir_fill {
+        fuse_req_t req;
+        char *buf;
+        size_t size, used;
+} dir_fill;
+
+static bool fill_entry(void *userdata, const char *name, const struct stat *st, off_t next) {
+        dir_fill *df = userdata;
+        size_t need = fuse_add_direntry(df->req, df->buf + df->used, df->size - df->used, name, st, next);
+        if (need > df->size - df->used)
+                return false;
+        df->used += need;
+        return true;
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
+        (void)fi;
+        dir_fill df = { .req = req, .buf = malloc(size ? size : 1), .size = size };
+        if (!df.buf) {
+                fuse_reply_err(req, ENOMEM);
+                return;
+        }
+        int r = ws_readdir(fs_of(req), ino, off, fill_entry, &df);
+        if (r < 0)
+                fuse_reply_err(req, -r);
+        else
+                fuse_reply_buf(req, df.buf, df.used);
+        free(df.buf);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
+        (void)ino;
+        struct statvfs st;
+        int r = ws_statfs(fs_of(req), &st);
+        if (r < 0)
+                fuse_reply_err(req, -r);
+        else
+                fuse_reply_statfs(req, &st);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                        int flags) {
+        fuse_reply_err(req, -ws_setxattr(fs_of(req), ino, name, value, size, flags));
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+        char *buf = size ? malloc(size) : NULL;
+        ssize_t k = ws_getxattr(fs_of(req), ino, name, buf, size);
+        if (k < 0)
+                fuse_reply_err(req, (int)-k);
+        else if (size == 0)
+                fuse_reply_xattr(req, (size_t)k);
+        else
+                fuse_reply_buf(req, buf, (size_t)k);
+        free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+        char *buf = size ? malloc(size) : NULL;
+        ssize_t k = ws_listxattr(fs_of(req), ino, buf, size);
+        if (k < 0)
+                fuse_reply_err(req, (int)-k);
+        else if (size == 0)
+                fuse_reply_xattr(req, (size_t)k);
+        else
+                fuse_reply_buf(req, buf, (size_t)k);
+        free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
+        fuse_reply_err(req, -ws_removexattr(fs_of(req), ino, name));
+}
+
+static const struct fuse_lowlevel_ops ops = {
+        .init = op_init,
+        .lookup = op_lookup,
+        .forget = op_forget,
+        .getattr = op_getattr,
+        .setattr = op_setattr,
+        .readlink = op_readlink,
+        .mknod = op_mknod,
+        .mkdir = op_mkdir,
+        .unlink = op_unlink,
+        .rmdir = op_rmdir,
+        .symlink = op_symlink,
+        .rename = op_rename,
+        .link = op_link,
+        .open = op_open,
+        .read = op_read,
+        .write = op_write,
+        .flush = op_flush,
+        .release = op_release,
+        .fsync = op_fsync,
+        .readdir = op_readdir,
+        .statfs = op_statfs,
+        .setxattr = op_setxattr,
+        .getxattr = op_getxattr,
+        .listxattr = op_listxattr,
+        .removexattr = op_removexattr,
+        .create = op_create,
+        .fallocate = op_fallocate,
+};
+
+struct fuse_session *ws_fuse_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
+        char *opts = NULL;
+        if (asprintf(&opts, "allow_other,default_permissions,fsname=%s,subtype=layerfs", fsname) < 0)
+                return NULL;
+        char *argv[] = { "layerfs-daemon", "-o", opts, NULL };
+        struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+        struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), fs);
+        free(opts);
+        if (!se)
+                return NULL;
+        if (fuse_session_mount(se, mountpoint) != 0) {
+                fuse_session_destroy(se);
+                return NULL;
+        }
+        return se;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A Workspace: a Branch's Commit seen as a read-write filesystem, copy-on-write.
+ *
+ * The namespace lives in memory (an inode table and a (parent, name) index), loaded
+ * lazily from the Store's trees, so a mount costs O(1) whatever the Branch's size and a
+ * rename of a directory is a pointer move. File data stays in the Store's objects until
+ * a write copies it up into <upper>/<ino>. These operations know nothing of FUSE: the
+ * transport (fuse_ops.c today, io_uring later) calls them and maps the results.
+ *
+ * Every call returns 0 or a negative errno. One mutex guards the state: the transport
+ * and the control thread take turns.
+ */
+#ifndef LFS_WORKSPACE_H
+#define LFS_WORKSPACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include "layerfs.h"
+
+#define WS_ROOT_INO 1
+
+typedef struct ws_fs ws_fs;
+
+typedef struct ws_caller {
+        uid_t uid;
+        gid_t gid;
+        mode_t umask;
+} ws_caller;
+
+/* store: opened by the caller, used only under the workspace's lock. */
+int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t owner, gid_t group,
+            ws_fs **ret, lfs_error **err);
+void ws_close(ws_fs *fs);
+const lfs_id *ws_base(const ws_fs *fs);
+/* Called for each (parent, name) the kernel must forget after a merged commit. */
+typedef void (*ws_invalidate_fn)(void *userdata, uint64_t parent, const char *name);
+void ws_set_invalidator(ws_fs *fs, ws_invalidate_fn fn, void *userdata);
+
+int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret);
+void ws_forget(ws_fs *fs, uint64_t ino, uint64_t n);
+int ws_getattr(ws_fs *fs, uint64_t ino, struct stat *ret);
+/* to_set: FUSE_SET_ATTR_* bits (mode, uid, gid, size, atime, mtime, *_NOW, ctime). */
+int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, struct stat *ret);
+int ws_readlink(ws_fs *fs, uint64_t ino, char **ret);
+int ws_mknod(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name, mode_t mode,
+             struct stat *ret);
+int ws_mkdir(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name, mode_t mode,
+             struct stat *ret);
+int ws_symlink(ws_fs *fs, const ws_caller *who, const char *target, uint64_t parent, const char *name,
+               struct stat *ret);
+int ws_link(ws_fs *fs, uint64_t ino, uint64_t parent, const char *name, struct stat *ret);
+int ws_unlink(ws_fs *fs, uint64_t parent, const char *name);
+int ws_rmdir(ws_fs *fs, uint64_t parent, const char *name);
+int ws_rename(ws_fs *fs, uint64_t parent, const char *name, uint64_t new_parent, const char *new_name,
+              unsigned flags);
+
+/* File handles are opaque numbers for the transport. */
+int ws_open_file(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh);
+int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name, mode_t mode, int flags,
+              struct stat *ret, uint64_t *ret_fh);
+ssize_t ws_read(ws_fs *fs, uint64_t fh, char *buf, size_t size, off_t off);
+ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off);
+int ws_fsync(ws_fs *fs, uint64_t fh, bool datasync);
+int ws_fallocate(ws_fs *fs, uint64_t fh, int mode, off_t off, off_t len);
+int ws_release(ws_fs *fs, uint64_t fh);
+
+/* Calls fill for each entry from offset on, until fill returns false (buffer full). */
+typedef bool (*ws_fill_fn)(void *userdata, const char *name, const struct stat *st, off_t next_offset);
+int ws_readdir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, void *userdata);
+int ws_statfs(ws_fs *fs, struct statvfs *ret);
+
+int ws_setxattr(ws_fs *fs, uint64_t ino, const char *name, const char *value, size_t size, int flags);
+/* size 0: returns the size needed. */
+ssize_t ws_getxattr(ws_fs *fs, uint64_t ino, const char *name, char *value, size_t size);
+ssize_t ws_listxattr(ws_fs *fs, uint64_t ino, char *list, size_t size);
+int ws_removexattr(ws_fs *fs, uint64_t ino, const char *name);
+
+/* Changed paths against the base commit. */
+int ws_status(ws_fs *fs, lfs_change **ret, size_t *ret_n, lfs_error **err);
+bool ws_is_dirty(ws_fs *fs, lfs_error **err);
+/* Records the changes on the Branch (merging if it moved); the base becomes the result. */
+int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merged, lfs_error **err);
+/* Files open right now (unmount refuses Busy while any is). */
+unsigned ws_open_files(ws_fs *fs);
+
+#endif
