@@ -130,13 +130,7 @@ int cmd_branch_log(cli_ctx *ctx) {
         return 0;
 }
 
-int cmd_branch_diff(cli_ctx *ctx) {
-        lfs_change *changes;
-        size_t n;
-        int r = cli_open_store(ctx);
-        if (r < 0 ||
-            (r = lfs_branch_diff(ctx->store, ctx->args[0], ctx->args[1], &changes, &n, &ctx->err)) < 0)
-                return r;
+void cli_print_changes(cli_ctx *ctx, const lfs_change *changes, size_t n) {
         json_t *out = json_array();
         for (size_t i = 0; i < n; i++) {
                 const char *kind = lfs_change_kind_name(changes[i].kind);
@@ -150,6 +144,16 @@ int cmd_branch_diff(cli_ctx *ctx) {
                 cli_print_json(out);
         else
                 json_decref(out);
+}
+
+int cmd_branch_diff(cli_ctx *ctx) {
+        lfs_change *changes;
+        size_t n;
+        int r = cli_open_store(ctx);
+        if (r < 0 ||
+            (r = lfs_branch_diff(ctx->store, ctx->args[0], ctx->args[1], &changes, &n, &ctx->err)) < 0)
+                return r;
+        cli_print_changes(ctx, changes, n);
         lfs_change_list_free(changes, n);
         return 0;
 }

@@ -33,6 +33,9 @@ typedef struct cli_ctx {
 int cli_open_home(cli_ctx *ctx);
 int cli_open_store(cli_ctx *ctx);
 const char *cli_option(const cli_ctx *ctx, const char *name);
+bool cli_flag(const cli_ctx *ctx, const char *name);
+/* "A path" lines, or [{path, change}] with --json. */
+void cli_print_changes(cli_ctx *ctx, const lfs_change *changes, size_t n);
 /* Prints and frees value. */
 void cli_print_json(json_t *value);
 void cli_end_progress(cli_ctx *ctx);
@@ -51,5 +54,13 @@ int cmd_branch_diff(cli_ctx *ctx);
 int cmd_branch_merge(cli_ctx *ctx);
 int cmd_branch_export(cli_ctx *ctx);
 int cmd_branch_commit(cli_ctx *ctx);
+int cmd_project_list_sandboxes(cli_ctx *ctx);
+int cmd_sandbox_create(cli_ctx *ctx);
+int cmd_sandbox_close(cli_ctx *ctx);
+int cmd_sandbox_list_workspaces(cli_ctx *ctx);
+int cmd_workspace_mount(cli_ctx *ctx);
+int cmd_workspace_status(cli_ctx *ctx);
+int cmd_workspace_commit(cli_ctx *ctx);
+int cmd_workspace_unmount(cli_ctx *ctx);
 
 #endif

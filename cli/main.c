@@ -25,9 +25,10 @@ static const char main_help[] =
         "\n"
         "DESCRIPTION\n"
         "    A home holds projects; each project has a Store of content-addressed objects\n"
-        "    with Commits and Branches. This build offers the Store: the groups 'project'\n"
-        "    and 'branch'. Sandboxes, Workspaces and processes come in later releases and\n"
-        "    are refused with Unsupported until then.\n"
+        "    with Commits and Branches. A Sandbox (one daemon each) mounts Branches as\n"
+        "    read-write Workspaces (FUSE); a Workspace's changes become a Commit with\n"
+        "    'workspace commit'. The groups 'process' and 'runtime' come in a later release\n"
+        "    and are refused with Unsupported until then.\n"
         "\n"
         "COMMANDS\n"
         "    project init NAME [--from DIR]     make a project; branch main holds DIR or nothing\n"
@@ -42,6 +43,14 @@ static const char main_help[] =
         "    branch export REF DIR              write a commit's files into a new or empty DIR\n"
         "    branch commit BRANCH --from DIR -m MESSAGE\n"
         "                                       record DIR as the branch's next commit\n"
+        "    project list_sandboxes             running Sandboxes of every project\n"
+        "    sandbox create [--image T] [--platform NAME]   a new Sandbox; prints its number\n"
+        "    sandbox close N [--force]          unmount all, end the daemon, remove it all\n"
+        "    sandbox list_workspaces N          mounted branches, clean or dirty\n"
+        "    workspace mount N BRANCH           mount BRANCH read-write; prints the path\n"
+        "    workspace status N BRANCH          changed paths against the mount's base\n"
+        "    workspace commit N BRANCH -m MESSAGE   record the changes (merging if needed)\n"
+        "    workspace unmount N BRANCH [--discard] refused Busy while in use, Dirty if changed\n"
         "\n"
         "GLOBAL OPTIONS\n"
         "    --home DIR       the home (else $LAYERFS_HOME; /var/lib/layerfs for root;\n"
@@ -77,6 +86,7 @@ typedef struct command {
         int min_args, max_args;
         const char *options; /* long options taking a value, ","-separated; "m" is -m */
         const char *help;
+        const char *flags; /* options without a value, ","-separated */
 } command;
 
 static const command commands[] = {
@@ -87,51 +97,99 @@ static const command commands[] = {
           "bit), directories (empty ones too) and symlinks; fifos, sockets and devices are\n"
           "skipped. Without it, main starts with an empty commit. A failed or interrupted\n"
           "init leaves no project behind.\n\n"
-          "Prints the project, the branch and the commit ({project, branch, commit} with --json).\n" },
+          "Prints the project, the branch and the commit ({project, branch, commit} with --json).\n",
+          NULL },
         { "project", "list", cmd_project_list, 0, 0, "",
-          "layerfs project list\n\nLists the home's projects with their branches and sandboxes.\n" },
+          "layerfs project list\n\nLists the home's projects with their branches and sandboxes.\n", NULL },
         { "project", "verify", cmd_project_verify, 0, 0, "",
           "layerfs project verify\n\n"
           "Runs SQLite's integrity check on the project's Store and checks that every commit,\n"
           "tree and file reachable from a branch hashes to its name. Exits 125 with Failed,\n"
-          "naming the first damaged object, otherwise prints how many objects were checked.\n" },
+          "naming the first damaged object, otherwise prints how many objects were checked.\n",
+          NULL },
         { "branch", "create", cmd_branch_create, 1, 1, "from",
           "layerfs branch create NAME [--from BRANCH|COMMIT]\n\n"
           "Makes branch NAME at the head of BRANCH or at COMMIT (a commit id or a unique\n"
           "prefix of at least 4 hex digits); default: main. Names are letters, digits, '.',\n"
-          "'_', '-' with '/' between parts.\n" },
+          "'_', '-' with '/' between parts.\n",
+          NULL },
         { "branch", "list", cmd_branch_list, 0, 0, "",
-          "layerfs branch list\n\nLists branches with their head commits.\n" },
+          "layerfs branch list\n\nLists branches with their head commits.\n", NULL },
         { "branch", "delete", cmd_branch_delete, 1, 1, "",
-          "layerfs branch delete NAME\n\nRemoves the branch. Its commits stay in the Store.\n" },
+          "layerfs branch delete NAME\n\nRemoves the branch. Its commits stay in the Store.\n", NULL },
         { "branch", "log", cmd_branch_log, 1, 1, "limit",
           "layerfs branch log NAME [--limit N]\n\n"
-          "Commits of NAME (a branch or commit), newest first, following first parents.\n" },
+          "Commits of NAME (a branch or commit), newest first, following first parents.\n",
+          NULL },
         { "branch", "diff", cmd_branch_diff, 2, 2, "",
           "layerfs branch diff A B\n\n"
           "Paths that differ from A to B (branches or commits), one per line as\n"
           "'A path', 'M path' or 'D path' (added, modified, deleted). Files, symlinks and\n"
-          "empty directories are listed; a mode change is a modification.\n" },
+          "empty directories are listed; a mode change is a modification.\n",
+          NULL },
         { "branch", "merge", cmd_branch_merge, 2, 2, "",
           "layerfs branch merge FROM INTO\n\n"
           "Merges FROM (a branch or commit) into branch INTO, three-way per path against\n"
           "their nearest common ancestor. When INTO is an ancestor of FROM the head just\n"
           "moves (fast-forward). A path changed on both sides differently, changed on one\n"
           "side and deleted on the other, or a file on one side and a directory on the\n"
-          "other, is a conflict: Conflict lists every such path and nothing changes.\n" },
+          "other, is a conflict: Conflict lists every such path and nothing changes.\n",
+          NULL },
         { "branch", "export", cmd_branch_export, 2, 2, "",
           "layerfs branch export BRANCH|COMMIT DIR\n\n"
           "Writes the commit's files into DIR, which must not exist or be empty. Files are\n"
           "checked against their ids while being written; the result appears whole or not\n"
-          "at all.\n" },
+          "at all.\n",
+          NULL },
         { "branch", "commit", cmd_branch_commit, 1, 1, "from,m",
           "layerfs branch commit BRANCH --from DIR -m MESSAGE\n\n"
           "Records DIR as the next commit of BRANCH: DIR's contents replace the branch's\n"
           "tree. Only files whose contents the Store lacks are written. When nothing\n"
-          "differs no commit is made and the head is printed unchanged.\n" },
+          "differs no commit is made and the head is printed unchanged.\n",
+          NULL },
+        { "project", "list_sandboxes", cmd_project_list_sandboxes, 0, 0, "page-size,page",
+          "layerfs project list_sandboxes\n\n"
+          "Every running Sandbox of the home (all projects and platforms): number, project,\n"
+          "platform and how many Workspaces it has mounted.\n",
+          NULL },
+        { "sandbox", "create", cmd_sandbox_create, 0, 0, "image,platform",
+          "layerfs sandbox create [--image TEXT] [--platform NAME]\n\n"
+          "Starts a Sandbox for the project (platform linux; the image is ignored for it) and\n"
+          "prints its number, the smallest free one. Its daemon serves the Sandbox's\n"
+          "Workspaces until 'layerfs sandbox close'. Needs root.\n",
+          NULL },
+        { "sandbox", "close", cmd_sandbox_close, 1, 1, "",
+          "layerfs sandbox close N [--force]\n\n"
+          "Unmounts every Workspace of Sandbox N, ends its daemon and removes its directory and\n"
+          "record. A Workspace with uncommitted changes is refused with Dirty unless --force.\n",
+          "force" },
+        { "sandbox", "list_workspaces", cmd_sandbox_list_workspaces, 1, 1, "",
+          "layerfs sandbox list_workspaces N\n\nThe Workspaces of Sandbox N: branch, clean or dirty, path.\n",
+          NULL },
+        { "workspace", "mount", cmd_workspace_mount, 2, 2, "",
+          "layerfs workspace mount N BRANCH\n\n"
+          "Mounts BRANCH read-write in Sandbox N and prints the path. Reads show the branch as\n"
+          "of the mount; writes stay in the Workspace until 'layerfs workspace commit'.\n",
+          NULL },
+        { "workspace", "status", cmd_workspace_status, 2, 2, "",
+          "layerfs workspace status N BRANCH\n\n"
+          "Paths changed in the Workspace against its base commit ('A path', 'M path',\n"
+          "'D path').\n",
+          NULL },
+        { "workspace", "commit", cmd_workspace_commit, 2, 2, "m",
+          "layerfs workspace commit N BRANCH -m MESSAGE\n\n"
+          "Records the Workspace's changes as a new commit on BRANCH. When the branch moved\n"
+          "since the mount, merges three-way; a conflict changes nothing and the Workspace\n"
+          "keeps its changes. Afterwards the Workspace's base is the new commit.\n",
+          NULL },
+        { "workspace", "unmount", cmd_workspace_unmount, 2, 2, "",
+          "layerfs workspace unmount N BRANCH [--discard]\n\n"
+          "Unmounts the Workspace. Refused with Busy while a process has its cwd or a file\n"
+          "open in it, and with Dirty when it has uncommitted changes, unless --discard.\n",
+          "discard" },
 };
 
-static const char *const later_groups[] = { "sandbox", "workspace", "process", "runtime" };
+static const char *const later_groups[] = { "process", "runtime" };
 
 static void usage_error(cli_ctx *ctx, const char *fmt, ...) _cli_printf_(2, 3);
 
@@ -193,15 +251,19 @@ static bool group_known(const char *group) {
         return false;
 }
 
-static bool option_takes_value(const command *cmd, const char *name) {
+static bool listed(const char *list, const char *name) {
         size_t len = strlen(name);
-        for (const char *p = cmd->options; *p;) {
+        for (const char *p = list ? list : ""; *p;) {
                 size_t n = strcspn(p, ",");
                 if (n == len && !strncmp(p, name, n))
                         return true;
                 p += n + (p[n] == ',');
         }
         return false;
+}
+
+bool cli_flag(const cli_ctx *ctx, const char *name) {
+        return cli_option(ctx, name) != NULL;
 }
 
 const char *cli_option(const cli_ctx *ctx, const char *name) {
@@ -276,7 +338,12 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
                         continue;
                 }
                 bool global = !strcmp(key, "home") || !strcmp(key, "project");
-                if (!global && !(cmd && option_takes_value(cmd, key)) && !(n_words < 2)) {
+                if (cmd && listed(cmd->flags, key) && !eq) {
+                        GROW(ctx->opts, ctx->cap_opts, ctx->n_opts + 1);
+                        ctx->opts[ctx->n_opts++] = (cli_opt){ .name = TAKE_PTR(key), .value = "1" };
+                        continue;
+                }
+                if (!global && !(cmd && listed(cmd->options, key)) && !(n_words < 2)) {
                         usage_error(ctx,
                                     "unknown option '%s' for 'layerfs %s %s'; see 'layerfs %s %s --help'", a,
                                     words[0], words[1], words[0], words[1]);
@@ -312,12 +379,10 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
         }
         if (!cmd) {
                 for (size_t i = 0; i < sizeof(later_groups) / sizeof(later_groups[0]); i++)
-                        if (!strcmp(words[0], later_groups[i]) ||
-                            (!strcmp(words[0], "project") && words[1] &&
-                             !strcmp(words[1], "list_sandboxes"))) {
+                        if (!strcmp(words[0], later_groups[i])) {
                                 lfs_fail(&ctx->err, LFS_UNSUPPORTED, 0,
-                                         "'%s%s%s' is not in this build yet: it offers the Store "
-                                         "(project and branch commands); Sandboxes and Workspaces come "
+                                         "'%s%s%s' is not in this build yet: it offers the Store, "
+                                         "Sandboxes and Workspaces; processes and the runtime calls come "
                                          "in a later release",
                                          words[0], words[1] ? " " : "", words[1] ? words[1] : "");
                                 return -EOPNOTSUPP;
@@ -325,7 +390,7 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
                 if (!group_known(words[0]))
                         usage_error(
                                 ctx,
-                                "unknown command group '%s'; the groups are project and branch; see 'layerfs --help'",
+                                "unknown command group '%s'; the groups are project, branch, sandbox and workspace; see 'layerfs --help'",
                                 words[0]);
                 else if (!words[1])
                         usage_error(ctx, "'layerfs %s' needs a method; see 'layerfs --help'", words[0]);

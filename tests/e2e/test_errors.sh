@@ -67,8 +67,8 @@ expect_error InvalidInput lfs --project one branch create
 expect_error InvalidInput lfs --project one branch create a b
 expect_error InvalidInput lfs --project one branch list --bogus
 expect_error InvalidInput lfs --project one branch create x --from
-expect_error Unsupported lfs sandbox create
-expect_error Unsupported lfs project list_sandboxes
+expect_error Unsupported lfs --project one process list 1
+expect_error Unsupported lfs runtime status
 
 # --json errors go to stdout as an object.
 set +e

@@ -188,6 +188,47 @@ int lfs_branch_move(lfs_store *store, const char *branch, const lfs_id *expected
 /* Checks every reachable object against its name and the database's integrity. */
 int lfs_store_verify(lfs_store *store, uint64_t *ret_objects_checked, lfs_error **err);
 
+/* ---- Sandboxes and Workspaces (platform linux) ---- */
+
+/* project NULL: the home's only project. Returns the new Sandbox's number. Root only. */
+int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, const char *platform,
+                       int *ret_sandbox, lfs_error **err);
+/* Ends the Sandbox's daemon, unmounts, removes its directory and record. Refuses Dirty
+ * unless force. */
+int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force, lfs_error **err);
+
+typedef struct lfs_workspace_info {
+        char *branch;
+        char *path;
+        int dirty;
+} lfs_workspace_info;
+
+int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox, lfs_workspace_info **ret,
+                                size_t *ret_n, lfs_error **err);
+void lfs_workspace_info_free(lfs_workspace_info *items, size_t n);
+
+typedef struct lfs_sandbox_info {
+        char *project;
+        int sandbox;
+        char *platform;
+        char *image; /* NULL for linux */
+        size_t workspaces;
+} lfs_sandbox_info;
+
+/* Every running Sandbox of the home (all projects), by project and number. */
+int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_error **err);
+void lfs_sandbox_info_free(lfs_sandbox_info *items, size_t n);
+
+/* Mounts branch in the Sandbox; *ret_path is the Workspace's path (free it). */
+int lfs_workspace_mount(lfs_home *home, const char *project, int sandbox, const char *branch, char **ret_path,
+                        lfs_error **err);
+int lfs_workspace_status(lfs_home *home, const char *project, int sandbox, const char *branch,
+                         lfs_change **ret_changes, size_t *ret_n, lfs_error **err);
+int lfs_workspace_commit(lfs_home *home, const char *project, int sandbox, const char *branch,
+                         const char *message, lfs_id *ret_commit, int *ret_merged, lfs_error **err);
+int lfs_workspace_unmount(lfs_home *home, const char *project, int sandbox, const char *branch, int discard,
+                          lfs_error **err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/* layerfs sandbox ... and layerfs workspace ... */
+#include "cli.h"
+
+static const char *project_arg(const cli_ctx *ctx) {
+        const char *project = ctx->project ? ctx->project : getenv("LAYERFS_PROJECT");
+        return project && *project ? project : NULL;
+}
+
+static int sandbox_number(cli_ctx *ctx, const char *text, int *ret) {
+        char *end;
+        errno = 0;
+        long v = strtol(text, &end, 10);
+        if (errno || !*text || *end || v <= 0 || v > 1000000)
+                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0,
+                                "sandbox '%s' is not a sandbox number (1, 2, ...)", text);
+        *ret = (int)v;
+        return 0;
+}
+
+int cmd_sandbox_create(cli_ctx *ctx) {
+        int n, r = cli_open_home(ctx);
+        const char *platform = cli_option(ctx, "platform");
+        if (r < 0 || (r = lfs_sandbox_create(ctx->home, project_arg(ctx), cli_option(ctx, "image"), platform,
+                                             &n, &ctx->err)) < 0)
+                return r;
+        if (ctx->json)
+                cli_print_json(json_pack("{s:i, s:n, s:s}", "sandbox", n, "image", "platform", "linux"));
+        else
+                printf("%d\n", n);
+        return 0;
+}
+
+int cmd_sandbox_close(cli_ctx *ctx) {
+        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        bool force = cli_flag(ctx, "force");
+        if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_sandbox_close(ctx->home, project_arg(ctx), n, force, &ctx->err)) < 0)
+                return r;
+        if (ctx->json)
+                cli_print_json(json_pack("{s:i, s:b}", "sandbox", n, "closed", 1));
+        else
+                printf("closed sandbox %d\n", n);
+        return 0;
+}
+
+int cmd_sandbox_list_workspaces(cli_ctx *ctx) {
+        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        lfs_workspace_info *ws = NULL;
+        size_t k = 0;
+        if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_sandbox_list_workspaces(ctx->home, project_arg(ctx), n, &ws, &k, &ctx->err)) < 0)
+                return r;
+        json_t *out = json_array();
+        for (size_t i = 0; i < k; i++) {
+                if (ctx->json)
+                        json_array_append_new(out, json_pack("{s:s, s:s, s:b}", "branch", ws[i].branch,
+                                                             "path", ws[i].path, "dirty", ws[i].dirty));
+                else
+                        printf("%-24s %-6s %s\n", ws[i].branch, ws[i].dirty ? "dirty" : "clean", ws[i].path);
+        }
+        if (ctx->json)
+                cli_print_json(out);
+        else
+                json_decref(out);
+        lfs_workspace_info_free(ws, k);
+        return 0;
+}
+
+int cmd_project_list_sandboxes(cli_ctx *ctx) {
+        lfs_sandbox_info *sb = NULL;
+        size_t n = 0;
+        int r = cli_open_home(ctx);
+        if (r < 0 || (r = lfs_sandbox_list(ctx->home, &sb, &n, &ctx->err)) < 0)
+                return r;
+        json_t *out = json_array();
+        for (size_t i = 0; i < n; i++) {
+                if (ctx->json)
+                        json_array_append_new(out,
+                                              json_pack("{s:i, s:s, s:o, s:s, s:I}", "sandbox",
+                                                        sb[i].sandbox, "name", sb[i].project, "image",
+                                                        sb[i].image ? json_string(sb[i].image) : json_null(),
+                                                        "platform", sb[i].platform, "workspaces",
+                                                        (json_int_t)sb[i].workspaces));
+                else
+                        printf("%-4d %-24s %-8s %zu workspaces\n", sb[i].sandbox, sb[i].project,
+                               sb[i].platform, sb[i].workspaces);
+        }
+        if (ctx->json)
+                cli_print_json(out);
+        else
+                json_decref(out);
+        lfs_sandbox_info_free(sb, n);
+        return 0;
+}
+
+int cmd_workspace_mount(cli_ctx *ctx) {
+        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        char *path = NULL;
+        if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_workspace_mount(ctx->home, project_arg(ctx), n, ctx->args[1], &path, &ctx->err)) < 0)
+                return r;
+        if (ctx->json)
+                cli_print_json(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", n, "path", path, "image",
+                                         "platform", "linux"));
+        else
+                printf("%s\n", path);
+        free(path);
+        return 0;
+}
+
+int cmd_workspace_status(cli_ctx *ctx) {
+        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        lfs_change *changes = NULL;
+        size_t k = 0;
+        if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_workspace_status(ctx->home, project_arg(ctx), n, ctx->args[1], &changes, &k,
+                                      &ctx->err)) < 0)
+                return r;
+        cli_print_changes(ctx, changes, k);
+        lfs_change_list_free(changes, k);
+        return 0;
+}
+
+int cmd_workspace_commit(cli_ctx *ctx) {
+        int n, merged = 0, r = sandbox_number(ctx, ctx->args[0], &n);
+        const char *message = cli_option(ctx, "m");
+        lfs_id commit;
+        if (r == 0 && !message)
+                r = lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0, "'layerfs workspace commit' needs -m MESSAGE");
+        if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_workspace_commit(ctx->home, project_arg(ctx), n, ctx->args[1], message, &commit,
+                                      &merged, &ctx->err)) < 0)
+                return r;
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(&commit, hex);
+        if (ctx->json)
+                cli_print_json(json_pack("{s:s, s:b}", "commit", hex, "merged", merged));
+        else
+                printf("committed %s on %s%s\n", hex, ctx->args[1],
+                       merged ? " (merged with newer commits)" : "");
+        return 0;
+}
+
+int cmd_workspace_unmount(cli_ctx *ctx) {
+        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_workspace_unmount(ctx->home, project_arg(ctx), n, ctx->args[1],
+                                       cli_flag(ctx, "discard"), &ctx->err)) < 0)
+                return r;
+        if (ctx->json)
+                cli_print_json(
+                        json_pack("{s:i, s:s, s:b}", "sandbox", n, "branch", ctx->args[1], "unmounted", 1));
+        else
+                printf("unmounted %s from sandbox %d\n", ctx->args[1], n);
+        return 0;
+}
