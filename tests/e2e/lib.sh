@@ -2,7 +2,10 @@
 # test ends, and assertions that say what they expected.
 # shellcheck shell=bash
 set -euo pipefail
+set -o errtrace
 export LC_ALL=C
+# A command that fails outside an assertion says where.
+trap 'status=$?; [[ $- == *e* ]] && echo "FAIL: $(basename "$0") line $LINENO: \"$BASH_COMMAND\" exited $status" >&2' ERR
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-build}

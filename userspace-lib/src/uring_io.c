@@ -21,11 +21,11 @@ lfs_io *lfs_io_new(void) {
         const char *off = getenv("LAYERFS_NO_URING");
         if (off && *off && strcmp(off, "0"))
                 return io;
-        /* One thread submits and reaps, so completions can wait for our next wait
-         * instead of interrupting us (6.1+); older kernels take the plain setup. */
+        /* Completions need not interrupt us (5.19+): we always wait for them. Not
+         * SINGLE_ISSUER: a daemon's store is used by more than one thread in turn.
+         * Older kernels take the plain setup. */
         if (io_uring_queue_init(4 * LFS_IO_BATCH, &io->ring,
-                                IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |
-                                        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN) < 0 &&
+                                IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN) < 0 &&
             io_uring_queue_init(4 * LFS_IO_BATCH, &io->ring, 0) < 0)
                 return io;
         if (io_uring_register_files_sparse(&io->ring, LFS_IO_BATCH) < 0) {

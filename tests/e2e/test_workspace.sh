@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Workspaces over FUSE: mount, real tools inside, random operations against a plain
+# directory, status, commit, merge with a second Workspace, unmount refusals, close.
+source "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "skip: Workspaces need root"; exit 0; }
+export LAYERFS_PROJECT=ws
+FSOPS="$ROOT/tests/e2e/fsops.py"
+# The manifest of a tree, less what holds inode numbers and absolute paths by design
+# (git's index, a venv's config).
+manifest() { python3 "$FSOPS" manifest "$1" 2>/dev/null | grep -v -P '\t(.*/)?\.git/index\t|\tvenv(/|\t|$)'; }
+
+sandboxes_cleaned() {
+        grep -q "layerfs:" /proc/mounts && fail "a layerfs mount is left: $(grep layerfs: /proc/mounts)"
+        pgrep -f "layerfs-daemon .*--home $LAYERFS_HOME" >/dev/null && fail "a daemon is left"
+        [ -z "$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null)" ] || fail "sandbox directories left: $(ls "$LAYERFS_HOME/sandboxes")"
+        assert_eq "$(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT count(*) FROM sandboxes')" 0 "records left"
+}
+# Close every Sandbox even when the test fails part-way.
+close_all() {
+        for n in $(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
+                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
+        done
+        cleanup_work
+}
+trap close_all EXIT
+
+make_sample_tree "$WORK/sample"
+rm "$WORK/sample/a-fifo"
+lfs project init ws --from "$WORK/sample" >/dev/null
+n=$(lfs sandbox create)
+assert_eq "$n" 1 "first sandbox number"
+ws=$(lfs workspace mount "$n" main)
+[ -d "$ws" ] || fail "mount path $ws"
+ok
+
+# Reads show the branch as imported.
+assert_eq "$(manifest "$ws")" "$(manifest "$WORK/sample")" "the mounted branch"
+expect_error AlreadyMounted lfs workspace mount "$n" main
+expect_error NoSuchBranch lfs workspace mount "$n" nope
+expect_error NoSuchSandbox lfs workspace status 9 main
+expect_error NotMounted lfs workspace status "$n" other
+
+# The same tools on a plain directory and in the Workspace give the same files.
+run_tools() {
+        local d=$1
+        (
+                cd "$d"
+                export GIT_AUTHOR_DATE=@1700000000 GIT_COMMITTER_DATE=@1700000000 GIT_CONFIG_GLOBAL=/dev/null
+                git init -q -b main repo && cd repo
+                printf 'hello\n' >a.txt && mkdir -p sub && printf 'x\n' >sub/b.txt
+                git -c user.name=t -c user.email=t@t add -A && git -c user.name=t -c user.email=t@t commit -qm one
+                printf 'more\n' >>a.txt
+                git status --porcelain >../git-status.txt
+                cd ..
+                tar xf "$WORK/tree.tar"
+                mkdir -p prog && printf 'int main(void){return 7;}\n' >prog/main.c
+                printf 'prog/main: prog/main.c\n\tcc -O2 -o $@ $<\n' >Makefile
+                make -s prog/main
+                ./prog/main && status=0 || status=$?
+                echo "exit $status" >prog/result.txt
+                sqlite3 db.sqlite 'PRAGMA journal_mode=DELETE; CREATE TABLE t(x); INSERT INTO t VALUES (1),(2),(3); UPDATE t SET x=x*10;'
+                sqlite3 db.sqlite 'SELECT sum(x) FROM t' >db-sum.txt
+                rsync -a "$WORK/sample/" rsynced/
+                find . -path ./repo/.git -prune -o -print0 | xargs -0 stat -c '%n %s' >/dev/null
+                python3 -m venv --without-pip venv && ./venv/bin/python -c 'print(1)' >venv-ok.txt
+        )
+}
+mkdir -p "$WORK/tarsrc"
+for i in $(seq 1 300); do mkdir -p "$WORK/tarsrc/d$((i % 17))"; echo "file $i" >"$WORK/tarsrc/d$((i % 17))/f$i"; done
+tar cf "$WORK/tree.tar" -C "$WORK/tarsrc" .
+cp -a "$WORK/sample" "$WORK/plain"
+run_tools "$WORK/plain" >/dev/null
+run_tools "$ws" >/dev/null
+assert_eq "$(manifest "$ws")" "$(manifest "$WORK/plain")" "tool results in the Workspace"
+assert_eq "$(cat "$ws/git-status.txt")" " M a.txt" "git status inside"
+assert_eq "$(cat "$ws/prog/result.txt" "$ws/db-sum.txt" "$ws/venv-ok.txt")" "$(printf 'exit 7\n60\n1')" "tools ran"
+
+# Status, commit, export: the Commit holds what the tools made.
+lfs workspace status "$n" main | grep -q '^A db.sqlite$' || fail "status lists db.sqlite"
+ok
+expect_error Dirty lfs workspace unmount "$n" main
+lfs workspace commit "$n" main -m "tools" >/dev/null
+assert_eq "$(lfs workspace status "$n" main)" "" "status after commit"
+lfs branch export main "$WORK/exported" >/dev/null
+assert_eq "$(manifest "$WORK/exported")" "$(manifest "$WORK/plain")" "export of the Workspace's commit"
+
+# Random operations, side by side with a plain directory (without what differs by design).
+rm -rf "$WORK/plain/venv" "$ws/venv" "$WORK/plain/repo/.git/index" "$ws/repo/.git/index"
+python3 "$FSOPS" run --seed 11 --ops "${FSOPS_OPS:-8000}" --check-every 500 "$WORK/plain" "$ws" >"$WORK/fsops.log" 2>&1 || { tail -30 "$WORK/fsops.log" >&2; false; } ||
+        fail "random operations diverged (run fsops.py by hand with seed 11)"
+ok
+lfs workspace commit "$n" main -m "random" >/dev/null
+rm -rf "$WORK/exported"
+lfs branch export main "$WORK/exported" >/dev/null
+assert_eq "$(manifest "$WORK/exported")" "$(manifest "$WORK/plain")" "export after random operations"
+
+# A second Sandbox mounts the same branch: two views; the later commit merges.
+m=$(lfs sandbox create)
+ws2=$(lfs workspace mount "$m" main)
+echo one >"$ws/only-in-first"
+echo two >"$ws2/only-in-second"
+[ ! -e "$ws2/only-in-first" ] || fail "the views are not independent"
+ok
+lfs workspace commit "$n" main -m first >/dev/null
+out=$(lfs --json workspace commit "$m" main -m second)
+assert_eq "$(echo "$out" | json_get 'j["merged"]')" "True" "second commit merges"
+[ -f "$ws2/only-in-first" ] || fail "the merged commit's files appear in the second Workspace"
+ok
+assert_eq "$(lfs workspace status "$m" main)" "" "status after a merged commit"
+# Both change one file differently: Conflict, nothing changes, the Workspace keeps it.
+echo mine >"$ws/README"
+lfs workspace commit "$n" main -m readme >/dev/null
+echo theirs >"$ws2/README"
+head=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')
+expect_error Conflict lfs workspace commit "$m" main -m clash
+assert_eq "$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')" "$head" "head after a conflict"
+assert_eq "$(cat "$ws2/README")" "theirs" "the Workspace keeps its change"
+
+# Busy while a process is inside; --discard drops changes.
+(cd "$ws2" && exec sleep 30) &
+busy=$!
+sleep 0.3
+expect_error Busy lfs workspace unmount "$m" main --discard
+kill $busy
+wait $busy 2>/dev/null || true
+lfs workspace unmount "$m" main --discard >/dev/null
+assert_eq "$(lfs --json sandbox list_workspaces "$m")" "[]" "workspaces after unmount"
+echo change >"$ws/dirty"
+expect_error Dirty lfs sandbox close "$n"
+lfs sandbox close "$n" --force >/dev/null
+lfs sandbox close "$m" >/dev/null
+sandboxes_cleaned
+finish
