@@ -32,7 +32,7 @@ int cmd_sandbox_create(cli_ctx *ctx) {
 }
 
 int cmd_sandbox_close(cli_ctx *ctx) {
-        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         bool force = cli_flag(ctx, "force");
         if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
             (r = lfs_sandbox_close(ctx->home, project_arg(ctx), n, force, &ctx->err)) < 0)
@@ -45,7 +45,7 @@ int cmd_sandbox_close(cli_ctx *ctx) {
 }
 
 int cmd_sandbox_list_workspaces(cli_ctx *ctx) {
-        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         lfs_workspace_info *ws = NULL;
         size_t k = 0;
         if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
@@ -95,7 +95,7 @@ int cmd_project_list_sandboxes(cli_ctx *ctx) {
 }
 
 int cmd_workspace_mount(cli_ctx *ctx) {
-        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         char *path = NULL;
         if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
             (r = lfs_workspace_mount(ctx->home, project_arg(ctx), n, ctx->args[1], &path, &ctx->err)) < 0)
@@ -110,7 +110,7 @@ int cmd_workspace_mount(cli_ctx *ctx) {
 }
 
 int cmd_workspace_status(cli_ctx *ctx) {
-        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         lfs_change *changes = NULL;
         size_t k = 0;
         if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
@@ -123,7 +123,7 @@ int cmd_workspace_status(cli_ctx *ctx) {
 }
 
 int cmd_workspace_commit(cli_ctx *ctx) {
-        int n, merged = 0, r = sandbox_number(ctx, ctx->args[0], &n);
+        int n = 0, merged = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         const char *message = cli_option(ctx, "m");
         lfs_id commit;
         if (r == 0 && !message)
@@ -143,7 +143,7 @@ int cmd_workspace_commit(cli_ctx *ctx) {
 }
 
 int cmd_workspace_unmount(cli_ctx *ctx) {
-        int n, r = sandbox_number(ctx, ctx->args[0], &n);
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
             (r = lfs_workspace_unmount(ctx->home, project_arg(ctx), n, ctx->args[1],
                                        cli_flag(ctx, "discard"), &ctx->err)) < 0)

@@ -220,8 +220,8 @@ int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_
 void lfs_sandbox_info_free(lfs_sandbox_info *items, size_t n);
 
 /* Mounts branch in the Sandbox; *ret_path is the Workspace's path (free it). */
-int lfs_workspace_mount(lfs_home *home, const char *project, int sandbox, const char *branch, char **ret_path,
-                        lfs_error **err);
+int lfs_workspace_mount(lfs_home *home, const char *project, int sandbox, const char *branch,
+                        char **ret_path, lfs_error **err);
 int lfs_workspace_status(lfs_home *home, const char *project, int sandbox, const char *branch,
                          lfs_change **ret_changes, size_t *ret_n, lfs_error **err);
 int lfs_workspace_commit(lfs_home *home, const char *project, int sandbox, const char *branch,

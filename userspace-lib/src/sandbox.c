@@ -501,7 +501,7 @@ static int sandbox_open(lfs_home *home, const char *project, int number, sandbox
 }
 
 static bool daemon_alive(const sandbox_record *rec) {
-        unsigned long long start;
+        unsigned long long start = 0;
         _cleanup_free_ char *boot = boot_id();
         return rec->pid > 0 && rec->boot_id && !strcmp(rec->boot_id, boot) &&
                process_start_time(rec->pid, &start) == 0 && start == rec->start_time;
