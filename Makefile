@@ -109,10 +109,9 @@ FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 lint:
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE -Iuserspace-lib/include -Iuserspace-lib/src -Icli \
-		userspace-lib cli tests
-	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) -- -std=gnu11 -D_GNU_SOURCE -Iuserspace-lib/include -Iuserspace-lib/src -Icli \
-		$(shell pkg-config --cflags $(PKGS))
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) userspace-lib cli daemon tests
+	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) \
+		$(shell pkg-config --cflags $(PKGS)) $(FUSE_CFLAGS)
 
 format:
 	clang-format -i $(FORMAT_FILES)
@@ -122,6 +121,7 @@ bench: deps all
 
 install: all
 	install -Dm755 $(BUILD)/layerfs $(DESTDIR)$(PREFIX)/bin/layerfs
+	install -Dm755 $(BUILD)/layerfs-daemon $(DESTDIR)$(PREFIX)/bin/layerfs-daemon
 	install -Dm644 $(BUILD)/liblayerfs.a $(DESTDIR)$(PREFIX)/lib/liblayerfs.a
 	install -Dm755 $(BUILD)/liblayerfs.so $(DESTDIR)$(PREFIX)/lib/liblayerfs.so
 	install -Dm644 userspace-lib/include/layerfs.h $(DESTDIR)$(PREFIX)/include/layerfs.h

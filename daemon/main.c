@@ -51,9 +51,9 @@ typedef struct daemon_state {
         bool closing;
 } daemon_state;
 
-static void logf_(daemon_state *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(daemon_state *d, const char *fmt, ...) {
-        (void)d;
+/* One line of the daemon's log (stderr, which the library points at daemon.log). */
+static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void log_line(const char *fmt, ...) {
         char when[32];
         time_t now = time(NULL);
         struct tm tm;
@@ -194,7 +194,7 @@ static json_t *call_mount(daemon_state *d, const char *branch) {
         const char *owner = getenv("LAYERFS_COMMAND_UID"), *group = getenv("LAYERFS_COMMAND_GID");
         uid_t uid = owner && *owner ? (uid_t)strtoul(owner, NULL, 10) : 501;
         gid_t gid = group && *group ? (gid_t)strtoul(group, NULL, 10) : 20;
-        if ((r = ws_open(w->store, branch, w->upper, uid, gid, &w->fs, &err)) < 0) {
+        if (ws_open(w->store, branch, w->upper, uid, gid, &w->fs, &err) < 0) {
                 ws_release_slot(w);
                 return error_from(err);
         }
@@ -212,7 +212,7 @@ static json_t *call_mount(daemon_state *d, const char *branch) {
                 return error_json(LFS_FAILED, "cannot start the Workspace's thread");
         }
         w->active = true;
-        logf_(d, "mounted %s at %s", branch, w->mountpoint);
+        log_line("mounted %s at %s", branch, w->mountpoint);
         return ok_json(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,
                                  "image", "platform", "linux"));
 }
@@ -258,16 +258,16 @@ static json_t *call_commit(daemon_state *d, const char *branch, const char *mess
                 return error_from(err);
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(&commit, hex);
-        logf_(d, "committed %s on %s%s", hex, branch, merged ? " (merged)" : "");
+        log_line("committed %s on %s%s", hex, branch, merged ? " (merged)" : "");
         return ok_json(json_pack("{s:s, s:b}", "commit", hex, "merged", merged));
 }
 
 /* Detaches a mount and waits for its thread; force: lazily, even while busy. */
-static int stop_mount(daemon_state *d, workspace *w, bool force) {
+static int stop_mount(workspace *w, bool force) {
         if (umount2(w->mountpoint, force ? MNT_DETACH : 0) < 0 && errno != EINVAL && errno != ENOENT)
                 return -errno;
         pthread_join(w->thread, NULL);
-        logf_(d, "unmounted %s", w->branch);
+        log_line("unmounted %s", w->branch);
         ws_release_slot(w);
         return 0;
 }
@@ -285,7 +285,7 @@ static json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
                         "--discard to drop them",
                         branch);
         }
-        int r = stop_mount(d, w, false);
+        int r = stop_mount(w, false);
         if (r == -EBUSY)
                 return error_json(
                         LFS_BUSY,
@@ -320,7 +320,7 @@ static json_t *call_close(daemon_state *d, bool force) {
                                         d->ws[i].branch, d->number);
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active)
-                        stop_mount(d, &d->ws[i], true);
+                        stop_mount(&d->ws[i], true);
         d->closing = true;
         return ok_json(NULL);
 }
@@ -388,7 +388,7 @@ static int listen_control(const char *path) {
                 close(fd);
                 return -ENAMETOOLONG;
         }
-        strcpy(addr.sun_path, path);
+        memcpy(addr.sun_path, path, strlen(path) + 1);
         unlink(path);
         mode_t old = umask(0177);
         int r = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
@@ -475,7 +475,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "cannot listen on %s: %s\n", sock, strerror(-lfd));
                 return 1;
         }
-        logf_(&d, "sandbox %d of %s ready (pid %d)", d.number, d.project, (int)getpid());
+        log_line("sandbox %d of %s ready (pid %d)", d.number, d.project, (int)getpid());
         while (!d.closing) {
                 int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
                 if (cfd < 0) {
@@ -488,7 +488,7 @@ int main(int argc, char **argv) {
         }
         close(lfd);
         unlink(sock);
-        logf_(&d, "sandbox %d closed", d.number);
+        log_line("sandbox %d closed", d.number);
         free(d.token);
         lfs_home_close(d.home);
         return 0;

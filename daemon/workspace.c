@@ -1287,11 +1287,10 @@ static int base_gone(change_walk *cw, const lfs_entry *b, const char *path) {
 static int current_id(ws_fs *fs, uint64_t ino, lfs_id *ret, lfs_error **err) {
         ws_inode *in = inode_get(fs, ino);
         if (S_ISLNK(in->mode)) {
-                if (!in->link && in->has_blob) {
-                        *ret = in->blob;
-                        return 0;
-                }
-                lfs_sha256(in->link, strlen(in->link), ret);
+                if (in->link)
+                        lfs_sha256(in->link, strlen(in->link), ret);
+                else
+                        *ret = in->blob; /* from the Store, never changed */
                 return 0;
         }
         if (!in->upper) {

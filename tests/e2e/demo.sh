@@ -6,7 +6,12 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/layerfs-demo.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+sandbox=""
+cleanup() {
+        [ -n "$sandbox" ] && "$BUILD/layerfs" sandbox close "$sandbox" --force >/dev/null 2>&1
+        rm -rf "$WORK"
+}
+trap cleanup EXIT
 export LAYERFS_HOME="$WORK/home"
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
@@ -26,4 +31,23 @@ step layerfs branch log main --limit 2
 step layerfs branch export main "$WORK/main"
 step diff -r --no-dereference "$WORK/feature" "$WORK/main"
 step layerfs project verify
+
+# A Sandbox mounts the branch as a read-write Workspace; tools run inside; a commit
+# records what they made.
+if [ "$(id -u)" = 0 ]; then
+        sandbox=$(layerfs sandbox create)
+        printf '\n\033[1m$ layerfs sandbox create\033[0m\n%s\n' "$sandbox"
+        ws=$(layerfs workspace mount "$sandbox" main)
+        printf '\n\033[1m$ layerfs workspace mount %s main\033[0m\n%s\n' "$sandbox" "$ws"
+        mkdir "$ws/hello"
+        printf '#include <stdio.h>\nint main(void) { puts("hello from a Workspace"); return 0; }\n' >"$ws/hello/hello.c"
+        step cc -O2 -I"$ws" -o "$ws/hello/hello" "$ws/hello/hello.c"
+        step "$ws/hello/hello"
+        step layerfs workspace status "$sandbox" main
+        step layerfs workspace commit "$sandbox" main -m "Build hello"
+        step layerfs workspace unmount "$sandbox" main
+        step layerfs sandbox close "$sandbox"
+        sandbox=""
+        step layerfs branch log main --limit 1
+fi
 printf '\ndemo: ok\n'

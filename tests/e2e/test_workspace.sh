@@ -76,7 +76,8 @@ assert_eq "$(cat "$ws/git-status.txt")" " M a.txt" "git status inside"
 assert_eq "$(cat "$ws/prog/result.txt" "$ws/db-sum.txt" "$ws/venv-ok.txt")" "$(printf 'exit 7\n60\n1')" "tools ran"
 
 # Status, commit, export: the Commit holds what the tools made.
-lfs workspace status "$n" main | grep -q '^A db.sqlite$' || fail "status lists db.sqlite"
+status=$(lfs workspace status "$n" main)
+grep -qx 'A db.sqlite' <<<"$status" || fail "status lists db.sqlite: $status"
 ok
 expect_error Dirty lfs workspace unmount "$n" main
 lfs workspace commit "$n" main -m "tools" >/dev/null
