@@ -303,9 +303,9 @@ static int rpc(const sandbox_record *rec, json_t *req, json_t **ret, lfs_error *
                 json_decref(req);
                 return lfs_fail(
                         err, LFS_NO_SUCH_SANDBOX, fd < 0 ? -fd : ENOENT,
-                        "sandbox %d of project '%s' does not answer: its daemon is gone; 'layerfs runtime "
-                        "reclaim' cleans it up",
-                        rec->number, rec->project);
+                        "sandbox %d of project '%s' does not answer: its daemon is gone; 'layerfs sandbox "
+                        "close %d' cleans up after it",
+                        rec->number, rec->project, rec->number);
         }
         json_object_set_new(req, "token", json_string(token));
         char *text = json_dumps(req, JSON_COMPACT);

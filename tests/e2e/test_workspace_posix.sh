@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A Workspace behaves like a local disk (posix_checks.py), shows Store files as the
+# command identity's, and a killed daemon leaves a Store that is whole and a mount that
+# the next call detaches.
+source "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "skip: Workspaces need root"; exit 0; }
+export LAYERFS_PROJECT=px
+close_all() {
+        for n in $(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
+                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
+        done
+        cleanup_work
+}
+trap close_all EXIT
+
+make_sample_tree "$WORK/sample"
+rm "$WORK/sample/a-fifo"
+lfs project init px --from "$WORK/sample" >/dev/null
+n=$(lfs sandbox create)
+ws=$(lfs workspace mount "$n" main)
+
+# Store files appear as the command identity's (SPEC 3), with the recorded modes.
+assert_eq "$(stat -c '%u:%g %a' "$ws/README" "$ws/run.sh" "$ws/src")" "$(printf '501:20 644\n501:20 755\n501:20 755')" "owners and modes"
+
+mkdir "$ws/posix"
+python3 "$ROOT/tests/e2e/posix_checks.py" --workspace "$ws/posix" >"$WORK/posix.log" || {
+        cat "$WORK/posix.log" >&2
+        fail "POSIX checks in a Workspace"
+}
+ok
+rm -rf "$ws/posix"
+assert_eq "$(lfs workspace status "$n" main)" "" "status after removing everything the checks made"
+
+# Kill the daemon in the middle of a commit of many files: the Store stays whole and
+# the head is the old or the new commit.
+for i in $(seq 1 2000); do echo "$i" >"$ws/f$i"; done
+old=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')
+pid=$(sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$n")
+("$LAYERFS" workspace commit "$n" main -m big >/dev/null 2>&1 &)
+sleep 0.05
+kill -9 "$pid"
+sleep 0.2
+lfs project verify >/dev/null || fail "the Store after a daemon was killed during a commit"
+ok
+head=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"], j[0]["parents"]')
+case "$head" in "('$old', "*) ok ;; *"['$old']"*) ok ;; *) fail "head after the kill: $head" ;; esac
+
+# The dead daemon's mount answers ENOTCONN; calls say NoSuchSandbox; close cleans up.
+expect_error NoSuchSandbox lfs workspace status "$n" main
+lfs sandbox close "$n" --force >/dev/null
+grep -q "layerfs:" /proc/mounts && fail "a mount is left after closing a dead Sandbox"
+ok
+[ ! -e "$LAYERFS_HOME/sandboxes/px-$n" ] || fail "the dead Sandbox's directory is left"
+ok
+m=$(lfs sandbox create)
+assert_eq "$m" 1 "the number is free again"
+ws=$(lfs workspace mount "$m" main)
+[ -f "$ws/README" ] || fail "a new mount of the branch works"
+ok
+lfs sandbox close "$m" >/dev/null
+finish
