@@ -447,8 +447,15 @@ static void upper_name(uint64_t ino, char name[32]) {
         snprintf(name, 32, "%llu", (unsigned long long)ino);
 }
 
+static int copy_up_data(ws_fs *fs, uint64_t ino, bool with_data);
+
 /* Copies a file's lower data up, so that it can be changed; opens its upper fd. */
 static int copy_up(ws_fs *fs, uint64_t ino) {
+        return copy_up_data(fs, ino, true);
+}
+
+/* with_data false: the caller truncates it anyway (O_TRUNC), so nothing is copied. */
+static int copy_up_data(ws_fs *fs, uint64_t ino, bool with_data) {
         ws_inode *in = inode_get(fs, ino);
         char name[32];
         upper_name(ino, name);
@@ -460,7 +467,7 @@ static int copy_up(ws_fs *fs, uint64_t ino) {
         int fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
-        if (in->has_blob && in->size) {
+        if (with_data && in->has_blob && in->size) {
                 lfs_object_loc loc = { .fd = -1 };
                 int src = -1;
                 bool owned = false;
@@ -872,7 +879,7 @@ static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh) {
                 return -EISDIR;
         int acc = flags & O_ACCMODE;
         if (acc != O_RDONLY || (flags & O_TRUNC)) {
-                int r = copy_up(fs, ino);
+                int r = copy_up_data(fs, ino, !(flags & O_TRUNC));
                 if (r < 0)
                         return r;
                 in = inode_get(fs, ino);

@@ -5,13 +5,12 @@
 source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "skip: Workspaces need root"; exit 0; }
 export LAYERFS_PROJECT=px
-close_all() {
+close_sandboxes() {
         for n in $(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
                 "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
         done
-        cleanup_work
 }
-trap close_all EXIT
+trap 'close_sandboxes; cleanup_work' EXIT
 
 make_sample_tree "$WORK/sample"
 rm "$WORK/sample/a-fifo"
@@ -57,5 +56,26 @@ assert_eq "$m" 1 "the number is free again"
 ws=$(lfs workspace mount "$m" main)
 [ -f "$ws/README" ] || fail "a new mount of the branch works"
 ok
-lfs sandbox close "$m" >/dev/null
+# O_TRUNC of a Store file, then a disk that fills: ENOSPC reaches the writer as ENOSPC.
+printf 'short\n' >"$ws/README"
+assert_eq "$(cat "$ws/README")" "short" "O_TRUNC of a file from the Store"
+lfs sandbox close "$m" --force >/dev/null
+mkdir "$WORK/small"
+mount -t tmpfs -o size=48m layerfs-test "$WORK/small"
+trap 'close_sandboxes; umount -l "$WORK/small" 2>/dev/null || true; cleanup_work' EXIT
+export LAYERFS_HOME="$WORK/small/home"
+lfs project init full >/dev/null
+k=$(lfs --project full sandbox create)
+ws=$(lfs --project full workspace mount "$k" main)
+set +e
+out=$(dd if=/dev/zero of="$ws/big" bs=1M count=100 2>&1)
+status=$?
+set -e
+[ "$status" -ne 0 ] && grep -q "No space left on device" <<<"$out" || fail "a full disk: dd said '$out' ($status)"
+ok
+rm "$ws/big"
+echo fits >"$ws/after"
+assert_eq "$(cat "$ws/after")" "fits" "writes work again after space is freed"
+lfs --project full sandbox close "$k" --force >/dev/null
+umount "$WORK/small"
 finish

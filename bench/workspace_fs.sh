@@ -1,0 +1,570 @@
+#!/usr/bin/env bash
+# The FUSE Workspace against native ext4, kernel overlayfs and fuse-overlayfs on the
+# workload of DESIGN.md ("FUSE Workspace"): 10,000 files of 4 KiB created, stat'ed,
+# read and deleted, then 1 GiB written and read sequentially. Then the time to mount a
+# Branch of 100,000 files against one of 10, and real tools (git, make) in a Workspace
+# against a plain directory. Everything on the same disk, in one run.
+# It reports and never judges: it exits non-zero only when a command fails (or when
+# something it mounted could not be unmounted), never because of a timing. Needs root
+# (mount, /proc/sys/vm/drop_caches, FUSE with allow_other).
+set -euo pipefail
+set -o errtrace # the ERR trap below also fires inside functions
+
+# ---- the workload ----------------------------------------------------------------
+DIRS=100          # directories for the small-file rows
+FILES_PER_DIR=100 # files in each: 10,000 in all
+FILE_SIZE=4096    # bytes per file
+BIG_MIB=1024      # the sequential file: 1 GiB, written with dd bs=1M
+BIG_DIRS=1000     # the large Branch for the mount time: 1,000 directories ...
+BIG_PER_DIR=100   # ... of 100 tiny files: 100,000 in all
+SMALL_FILES=10    # the small Branch: 10 files
+TRIALS=3          # each target runs the workload this many times, interleaved; medians
+MOUNT_TRIALS=3    # each mount is timed this many times (unmounted in between); median
+C_FILES=20        # the C project: 20 generated .c files and a Makefile, make -j2
+C_FUNCS=120       # functions per .c file (sets how long each compile takes)
+
+# Reference figures (DESIGN.md, "FUSE Workspace"), ms: create/stat/read/delete, write/read.
+REF_NATIVE="1545/521/624/181, 3284/547"
+REF_OVERLAY="2687/496/594/273, 2215/357"
+REF_FUSE_OVL="5316/604/903/1290, 4562/502"
+
+# ---- where things are -------------------------------------------------------------
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+LAYERFS="$BUILD/layerfs"
+for bin in "$LAYERFS" "$BUILD/layerfs-daemon"; do
+        [ -x "$bin" ] || {
+                echo "bench: $bin is missing; run 'make' first" >&2
+                exit 1
+        }
+done
+[ "$(id -u)" = 0 ] || {
+        echo "bench: workspace_fs.sh needs root (mount, drop_caches, FUSE allow_other)" >&2
+        exit 1
+}
+
+export LC_ALL=C
+unset LAYERFS_NO_URING LAYERFS_HOME LAYERFS_PROJECT
+export LAYERFS_AUTHOR="bench <bench@localhost>"
+
+# git: stock defaults whatever the caller's configuration says. Files in a Workspace
+# appear owned by the command identity (501:20), not by root, so git's ownership check
+# would refuse the repository; safe.directory=* turns that check off (also on ext4,
+# where it costs nothing). gc.auto=0 as in store_vs_git.sh.
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
+export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+GIT=(git -c gc.auto=0 -c maintenance.auto=false -c init.defaultBranch=main -c 'safe.directory=*')
+
+# ---- the work dir and its cleanup --------------------------------------------------
+# Beside the build, on the repo's disk (never a tmpfs /tmp). Everything the script
+# mounts is recorded, and the EXIT trap unmounts it, closes every Sandbox, checks
+# /proc/mounts and only then removes the directory (--one-file-system, so that a
+# mount that would not go away is never deleted through).
+mkdir -p "$BUILD"
+WORK=$(mktemp -d "$BUILD/wsbench.XXXXXX")
+export LAYERFS_HOME="$WORK/home"
+MOUNTS=()    # overlay and fuse-overlayfs mount points still mounted
+SANDBOXES=() # "project number" of Sandboxes still open
+WORKSPACES=() # "project number branch" of Workspaces still mounted
+
+cleanup() {
+        local rc=$? entry p n b m left i
+        set +e
+        trap - ERR
+        for entry in "${WORKSPACES[@]}"; do
+                read -r p n b <<<"$entry"
+                "$LAYERFS" --project "$p" workspace unmount "$n" "$b" --discard >/dev/null
+        done
+        for entry in "${SANDBOXES[@]}"; do
+                read -r p n <<<"$entry"
+                "$LAYERFS" --project "$p" sandbox close "$n" --force >/dev/null
+        done
+        for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+                m=${MOUNTS[i]}
+                umount "$m" 2>/dev/null || fusermount3 -u "$m" 2>/dev/null || umount -l "$m"
+        done
+        left=$(grep -F -- "$WORK" /proc/mounts)
+        if [ -n "$left" ]; then
+                echo "bench: STILL MOUNTED under $WORK (left in place):" >&2
+                echo "$left" >&2
+                rc=1
+        else
+                echo "cleanup: nothing left mounted under $WORK"
+        fi
+        left=$(pgrep -a -f -- "--home $WORK/home" || true)
+        if [ -n "$left" ]; then
+                echo "bench: layerfs-daemon processes left running:" >&2
+                echo "$left" >&2
+                rc=1
+        fi
+        chmod -R u+w "$WORK" 2>/dev/null
+        rm -rf --one-file-system "$WORK"
+        exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'echo "bench: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+# ---- timing -----------------------------------------------------------------------
+now_us() { echo "${EPOCHREALTIME/./}"; }
+
+# measure CMD...: sync (untimed, so that no step pays for the writeback of the one
+# before), then run CMD with stdout discarded; ELAPSED_MS is the wall-clock time.
+ELAPSED_MS=0
+measure() {
+        local start
+        sync
+        start=$(now_us)
+        "$@" >/dev/null
+        ELAPSED_MS=$((($(now_us) - start + 500) / 1000))
+}
+
+median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
+
+# ratio A B: A/B with two decimals, "-" when either is missing.
+ratio() {
+        if [ "$1" = - ] || [ "$2" = - ] || [ "$2" = 0 ]; then
+                echo -
+        else
+                awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
+        fi
+}
+
+# ---- the small-file workload ------------------------------------------------------
+# One perl process per step, so that the figures are the filesystem's and not the
+# cost of a process per file. Each step also checks what it sees (sizes, counts).
+# shellcheck disable=SC2016 # perl code, expanded by perl
+SMALL_FILES_PL='
+use strict; use warnings;
+my ($op, $root, $dirs, $per, $size) = @ARGV;
+my $buf = "";
+if ($op eq "create") {
+        open(my $r, "<", "/dev/urandom") or die "urandom: $!";
+        sysread($r, $buf, $size) == $size or die "urandom: short read";
+        close $r;
+}
+for my $d (0 .. $dirs - 1) {
+        my $dir = sprintf("%s/d%02d", $root, $d);
+        if ($op eq "create") { mkdir $dir or die "mkdir $dir: $!"; }
+        for my $f (0 .. $per - 1) {
+                my $p = sprintf("%s/f%02d", $dir, $f);
+                if ($op eq "create") {
+                        open(my $fh, ">", $p) or die "create $p: $!";
+                        (syswrite($fh, $buf) // -1) == $size or die "write $p: $!";
+                        close $fh or die "close $p: $!";
+                } elsif ($op eq "stat") {
+                        my @st = lstat($p) or die "stat $p: $!";
+                        $st[7] == $size or die "stat $p: size $st[7]";
+                } elsif ($op eq "read") {
+                        open(my $fh, "<", $p) or die "open $p: $!";
+                        my $n = sysread($fh, my $data, $size + 1);
+                        defined $n && $n == $size or die "read $p: " . ($n // $!);
+                        close $fh;
+                } elsif ($op eq "delete") {
+                        unlink $p or die "unlink $p: $!";
+                }
+        }
+        if ($op eq "delete") { rmdir $dir or die "rmdir $dir: $!"; }
+}
+'
+small_files() { perl -e "$SMALL_FILES_PL" "$1" "$2" "$DIRS" "$FILES_PER_DIR" "$FILE_SIZE"; }
+
+big_write() { dd if=/dev/zero of="$1/big" bs=1M count="$BIG_MIB" conv=fsync status=none; }
+big_read() { dd if="$1/big" of=/dev/null bs=1M status=none; }
+
+# drop_caches: 3 when the kernel lets us, so that the 1 GiB read comes from the disk
+# (through each filesystem) and not from the page cache the write filled.
+CACHE_NOTE="cold cache (sync + drop_caches before the read)"
+drop_caches() {
+        sync
+        if ! { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
+                CACHE_NOTE="warm cache (drop_caches refused: the read may come from the page cache)"
+        fi
+}
+
+# run_workload NAME DIR: the six rows on the empty directory DIR. Each result is added
+# to R_<row>[NAME], a list of one figure per trial.
+declare -A R_create R_stat R_read R_delete R_write R_bigread
+run_workload() {
+        local name=$1 dir=$2 row size
+        local -A t=()
+        [ -z "$(ls -A "$dir")" ] || {
+                echo "bench: $dir is not empty" >&2
+                return 1
+        }
+        for row in create stat read delete; do
+                measure small_files "$row" "$dir"
+                t[$row]=$ELAPSED_MS
+        done
+        measure big_write "$dir"
+        t[write]=$ELAPSED_MS
+        size=$(stat -c %s "$dir/big")
+        [ "$size" = $((BIG_MIB * 1048576)) ] || {
+                echo "bench: $name: the 1 GiB file has $size bytes" >&2
+                return 1
+        }
+        drop_caches
+        measure big_read "$dir"
+        t[bigread]=$ELAPSED_MS
+        rm -f "$dir/big"
+        [ -z "$(ls -A "$dir")" ] || {
+                echo "bench: $name: $dir is not empty after the workload: $(find "$dir" -mindepth 1 | head -5)" >&2
+                return 1
+        }
+        R_create[$name]+=" ${t[create]}"
+        R_stat[$name]+=" ${t[stat]}"
+        R_read[$name]+=" ${t[read]}"
+        R_delete[$name]+=" ${t[delete]}"
+        R_write[$name]+=" ${t[write]}"
+        R_bigread[$name]+=" ${t[bigread]}"
+        printf '  %-15s create %6s  stat %6s  read %6s  delete %6s  write 1 GiB %6s  read 1 GiB %6s ms\n' \
+                "$name" "${t[create]}" "${t[stat]}" "${t[read]}" "${t[delete]}" "${t[write]}" "${t[bigread]}"
+}
+
+# ---- the four targets ---------------------------------------------------------------
+# target_X TRIAL: a fresh, empty directory of that kind (new dirs, new mount, new
+# Sandbox), the workload on it, then torn down. A comparison target that cannot be had
+# (no overlay in the kernel, no fuse-overlayfs) is skipped with a note in SKIP.
+declare -A SKIP=()
+
+target_native() {
+        local d="$WORK/native-$1"
+        mkdir -p "$d"
+        run_workload native "$d"
+        rm -rf "$d"
+}
+
+target_overlayfs() {
+        local d="$WORK/overlay-$1"
+        mkdir -p "$d/lower" "$d/upper" "$d/work" "$d/merged"
+        if ! mount -t overlay overlay -o "lowerdir=$d/lower,upperdir=$d/upper,workdir=$d/work" "$d/merged"; then
+                SKIP[overlayfs]="mount -t overlay failed"
+                return 0
+        fi
+        MOUNTS+=("$d/merged")
+        run_workload overlayfs "$d/merged"
+        umount "$d/merged"
+        unset 'MOUNTS[-1]'
+        rm -rf "$d"
+}
+
+# fuse-overlayfs is installed (Debian package fuse-overlayfs) when missing and we can.
+have_fuse_overlayfs() {
+        command -v fuse-overlayfs >/dev/null && return 0
+        command -v apt-get >/dev/null || return 1
+        echo "installing fuse-overlayfs (apt-get)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y -qq fuse-overlayfs >/dev/null 2>&1 ||
+                { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq fuse-overlayfs >/dev/null 2>&1; } ||
+                return 1
+        command -v fuse-overlayfs >/dev/null
+}
+
+target_fuse-overlayfs() {
+        if ! have_fuse_overlayfs; then
+                SKIP[fuse-overlayfs]="not installed, and apt-get install fuse-overlayfs failed"
+                return 0
+        fi
+        local d="$WORK/fuse-overlay-$1"
+        mkdir -p "$d/lower" "$d/upper" "$d/work" "$d/merged"
+        # It warns about mount options it ignores (lazytime); shown only if it fails.
+        if ! fuse-overlayfs -o "lowerdir=$d/lower,upperdir=$d/upper,workdir=$d/work" "$d/merged" \
+                2>"$WORK/fuse-overlayfs.log"; then
+                SKIP[fuse-overlayfs]="the mount failed: $(tr '\n' ' ' <"$WORK/fuse-overlayfs.log")"
+                return 0
+        fi
+        MOUNTS+=("$d/merged")
+        run_workload fuse-overlayfs "$d/merged"
+        umount "$d/merged"
+        unset 'MOUNTS[-1]'
+        rm -rf "$d"
+}
+
+# ---- layerfs Sandboxes and Workspaces --------------------------------------------------
+lfs() { "$LAYERFS" "$@"; }
+
+# sandbox_open PROJECT: a new Sandbox; its number in SB.
+SB=
+sandbox_open() {
+        SB=$(lfs --project "$1" sandbox create)
+        SANDBOXES+=("$1 $SB")
+}
+sandbox_close() {
+        lfs --project "$1" sandbox close "$2" --force >/dev/null
+        local e kept=()
+        for e in "${SANDBOXES[@]}"; do [ "$e" = "$1 $2" ] || kept+=("$e"); done
+        SANDBOXES=("${kept[@]}")
+}
+# ws_mount PROJECT N BRANCH: mount; its path in WS.
+WS=
+ws_mount() {
+        WS=$(lfs --project "$1" workspace mount "$2" "$3")
+        WORKSPACES+=("$1 $2 $3")
+}
+# ws_unmount PROJECT N BRANCH [--discard]
+ws_unmount() {
+        lfs --project "$1" workspace unmount "$2" "$3" "${@:4}" >/dev/null
+        local e kept=()
+        for e in "${WORKSPACES[@]}"; do [ "$e" = "$1 $2 $3" ] || kept+=("$e"); done
+        WORKSPACES=("${kept[@]}")
+}
+
+target_workspace() {
+        [ -d "$LAYERFS_HOME/projects/empty" ] || lfs project init empty >/dev/null
+        sandbox_open empty
+        ws_mount empty "$SB" main
+        run_workload workspace "$WS"
+        ws_unmount empty "$SB" main --discard
+        sandbox_close empty "$SB"
+}
+
+# Every target once per trial; the order rotates so that none always runs first.
+TARGETS=(native overlayfs fuse-overlayfs workspace)
+workload_section() {
+        local n i t
+        for ((n = 1; n <= TRIALS; n++)); do
+                echo "trial $n/$TRIALS:"
+                for ((i = 0; i < ${#TARGETS[@]}; i++)); do
+                        t=${TARGETS[(i + n - 1) % ${#TARGETS[@]}]}
+                        [ -n "${SKIP[$t]:-}" ] || "target_$t" "$n"
+                done
+        done
+}
+
+# ---- the table ---------------------------------------------------------------------
+print_table() {
+        local fmt='%-22s %9s %10s %15s %10s %12s %10s  %s\n' row label key t nat fo ws rf rn verdict
+        echo
+        echo "10,000 files of 4 KiB ($DIRS dirs x $FILES_PER_DIR), then one file of $BIG_MIB MiB; ms, median of $TRIALS trials"
+        # shellcheck disable=SC2059
+        printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs workspace "ws/fuse-ovl" "ws/native" "targets"
+        for row in create stat read delete write bigread; do
+                case $row in
+                create) label="create 10,000" ;;
+                stat) label="stat 10,000" ;;
+                read) label="read 10,000" ;;
+                delete) label="delete 10,000" ;;
+                write) label="write 1 GiB (fsync)" ;;
+                bigread) label="read 1 GiB" ;;
+                esac
+                local vals=()
+                for t in "${TARGETS[@]}"; do
+                        key="R_${row}[$t]"
+                        # shellcheck disable=SC2086 # the trials, one word each
+                        if [ -n "${!key:-}" ]; then vals+=("$(median ${!key})"); else vals+=(-); fi
+                done
+                nat=${vals[0]} fo=${vals[2]} ws=${vals[3]}
+                rf=$(ratio "$ws" "$fo")
+                rn=$(ratio "$ws" "$nat")
+                verdict=""
+                if [ "$rf" != - ]; then
+                        verdict=$(awk -v r="$rf" 'BEGIN { print (r <= 1 ? "fuse-ovl: met" : "fuse-ovl: MISSED") }')
+                else
+                        verdict="fuse-ovl: n/a"
+                fi
+                case $row in create | stat | read | delete)
+                        verdict+=$(awk -v r="$rn" 'BEGIN { print (r == "-" ? ", 2x native: n/a" : (r <= 2 ? ", 2x native: met" : ", 2x native: MISSED")) }')
+                        ;;
+                esac
+                # shellcheck disable=SC2059
+                printf "$fmt" "$label" "${vals[@]}" "$rf" "$rn" "$verdict"
+        done
+        echo
+        echo "1 GiB read: $CACHE_NOTE"
+        echo "ratios: workspace time / other time; <= 1 means the Workspace is at least as fast."
+        echo "targets (the issue): every row at least as fast as fuse-overlayfs (ws/fuse-ovl <= 1);"
+        echo "  create/stat/read/delete within 2x of native (ws/native <= 2)."
+        echo "reference machine (DESIGN.md), create/stat/read/delete, write/read:"
+        echo "  native $REF_NATIVE; overlayfs $REF_OVERLAY; fuse-overlayfs $REF_FUSE_OVL"
+        local n
+        for n in "${!SKIP[@]}"; do echo "note: $n skipped: ${SKIP[$n]}"; done
+}
+
+# ---- mount time against Branch size ---------------------------------------------------
+# shellcheck disable=SC2016 # perl code, expanded by perl
+TREE_PL='
+use strict; use warnings;
+my ($root, $dirs, $per) = @ARGV;
+mkdir $root or die "mkdir $root: $!";
+for my $d (0 .. $dirs - 1) {
+        my $dir = $dirs > 1 ? sprintf("%s/d%04d", $root, $d) : $root;
+        if ($dirs > 1) { mkdir $dir or die "mkdir $dir: $!"; }
+        for my $f (0 .. $per - 1) {
+                open(my $fh, ">", "$dir/f$f") or die "$dir/f$f: $!";
+                print $fh "file $d/$f\n";
+                close $fh or die "$dir/f$f: $!";
+        }
+}
+'
+
+MOUNT_MS=() # filled per project by time_mounts
+time_mounts() {
+        local project=$1 i times=()
+        sandbox_open "$project"
+        for ((i = 0; i < MOUNT_TRIALS; i++)); do
+                measure ws_mount "$project" "$SB" main
+                times+=("$ELAPSED_MS")
+                ws_unmount "$project" "$SB" main
+        done
+        MOUNT_MS=("${times[@]}")
+}
+
+mount_section() {
+        local big="$WORK/tree-big" small="$WORK/tree-small" import_big count find_ws find_native
+        perl -e "$TREE_PL" "$big" "$BIG_DIRS" "$BIG_PER_DIR"
+        perl -e "$TREE_PL" "$small" 1 "$SMALL_FILES"
+        measure lfs project init big --from "$big"
+        import_big=$ELAPSED_MS
+        lfs project init small --from "$small" >/dev/null
+
+        time_mounts small
+        local small_ms=("${MOUNT_MS[@]}")
+        time_mounts big
+        local big_ms=("${MOUNT_MS[@]}")
+        local ms_small ms_big
+        ms_small=$(median "${small_ms[@]}")
+        ms_big=$(median "${big_ms[@]}")
+
+        # One more mount of the big Branch, walked once: the namespace is read lazily, so
+        # the first walk is where a Branch's size is paid. Also checks every file is there.
+        sandbox_open big
+        ws_mount big "$SB" main
+        measure find "$WS" -type f
+        find_ws=$ELAPSED_MS
+        count=$(find "$WS" -type f | wc -l)
+        ws_unmount big "$SB" main
+        sandbox_close big "$SB"
+        measure find "$big" -type f
+        find_native=$ELAPSED_MS
+        [ "$count" = $((BIG_DIRS * BIG_PER_DIR)) ] || {
+                echo "bench: the big Workspace shows $count files, not $((BIG_DIRS * BIG_PER_DIR))" >&2
+                return 1
+        }
+        rm -rf "$big" "$small"
+
+        echo
+        echo "Workspace mount time against Branch size (ms; median of $MOUNT_TRIALS, 'workspace mount' wall time)"
+        printf '%-34s %10s   %s\n' "Branch" "mount" "trials"
+        printf '%-34s %10s   %s\n' "$SMALL_FILES files" "$ms_small" "${small_ms[*]}"
+        printf '%-34s %10s   %s\n' "$((BIG_DIRS * BIG_PER_DIR)) files in $BIG_DIRS dirs" "$ms_big" "${big_ms[*]}"
+        echo "big/small: $(ratio "$ms_big" "$ms_small") (target: mount time does not grow with the Branch size, so about 1)"
+        echo "for scale: import of the 100,000-file tree (project init --from) $import_big ms;" \
+                "first 'find -type f' over the mounted Branch $find_ws ms, over the ext4 tree $find_native ms"
+}
+
+# ---- real tools: git and make -----------------------------------------------------------
+# A tree of real source files (kernel uapi, C++ and multiarch headers: about 2,000 files)
+# and a generated C project of C_FILES files.
+make_src_tree() {
+        local root=$1 d multiarch
+        mkdir -p "$root/include"
+        multiarch=$(gcc -print-multiarch 2>/dev/null || true)
+        for d in linux asm-generic c++ ${multiarch:+"$multiarch"}; do
+                [ -d "/usr/include/$d" ] && cp -a "/usr/include/$d" "$root/include/"
+        done
+        local c="$root/cproj" i j
+        mkdir -p "$c"
+        printf '#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n' >"$c/common.h"
+        for ((i = 0; i < C_FILES; i++)); do
+                {
+                        echo '#include "common.h"'
+                        for ((j = 0; j < C_FUNCS; j++)); do
+                                echo "static long f${i}_$j(long x) { long s = x; for (int k = 0; k < $((j % 7 + 3)); k++) s = s * 31 + k * $j; return s ^ (s >> $((j % 13 + 1))); }"
+                        done
+                        echo "long entry$i(long x) {"
+                        for ((j = 0; j < C_FUNCS; j++)); do echo "        x = f${i}_$j(x);"; done
+                        echo "        return x;"
+                        echo "}"
+                } >"$c/f$i.c"
+        done
+        {
+                for ((i = 0; i < C_FILES; i++)); do echo "long entry$i(long x);"; done
+                echo 'int main(void) { long x = 1;'
+                for ((i = 0; i < C_FILES; i++)); do echo "        x = entry$i(x);"; done
+                # shellcheck disable=SC2028 # the \n is C source
+                echo '        printf("%ld\n", x); return 0; }'
+        } >"$c/main.c"
+        sed -i '1i #include "common.h"' "$c/main.c"
+        # shellcheck disable=SC2016 # make variables, expanded by make
+        printf 'CFLAGS = -O2\nOBJS = $(patsubst %%.c,%%.o,$(wildcard *.c))\nprog: $(OBJS)\n\t$(CC) -o $@ $^\n%%.o: %%.c common.h\n\t$(CC) $(CFLAGS) -c $< -o $@\n' >"$c/Makefile"
+}
+
+git_commit_all() {
+        "${GIT[@]}" -C "$1" init -q
+        "${GIT[@]}" -C "$1" add -A
+        "${GIT[@]}" -C "$1" commit -q -m x
+}
+git_status() { "${GIT[@]}" -C "$1" status "${@:2}"; }
+build_c() { make -s -C "$1/cproj" -j2; }
+
+declare -A T_git T_status T_make
+tools_on() {
+        local name=$1 dir=$2 out
+        measure git_commit_all "$dir"
+        T_git[$name]=$ELAPSED_MS
+        measure git_status "$dir"
+        T_status[$name]=$ELAPSED_MS
+        out=$(git_status "$dir" --porcelain)
+        [ -z "$out" ] || {
+                echo "bench: $name: git status after the commit is not clean:" >&2
+                echo "$out" | head -5 >&2
+                return 1
+        }
+        measure build_c "$dir"
+        T_make[$name]=$ELAPSED_MS
+        "$dir/cproj/prog" >"$WORK/prog.$name"
+}
+
+tools_section() {
+        local src="$WORK/src" native="$WORK/src-native" files
+        make_src_tree "$src"
+        files=$(find "$src" -type f | wc -l)
+        lfs project init src --from "$src" >/dev/null
+        cp -a "$src" "$native"
+
+        tools_on native "$native"
+        sandbox_open src
+        ws_mount src "$SB" main
+        tools_on workspace "$WS"
+        ws_unmount src "$SB" main --discard
+        sandbox_close src "$SB"
+        cmp -s "$WORK/prog.native" "$WORK/prog.workspace" || {
+                echo "bench: the program built in the Workspace prints something else than on ext4" >&2
+                return 1
+        }
+
+        echo
+        echo "Real tools on a tree of $files files ($(du -sh "$src" | cut -f1); kernel uapi, C++ and multiarch headers + a C project of $C_FILES files), ms"
+        local fmt='%-36s %10s %10s %10s\n'
+        # shellcheck disable=SC2059
+        printf "$fmt" operation ext4 workspace ws/ext4
+        # shellcheck disable=SC2059
+        printf "$fmt" "git init && add -A && commit" "${T_git[native]}" "${T_git[workspace]}" "$(ratio "${T_git[workspace]}" "${T_git[native]}")"
+        # shellcheck disable=SC2059
+        printf "$fmt" "git status" "${T_status[native]}" "${T_status[workspace]}" "$(ratio "${T_status[workspace]}" "${T_status[native]}")"
+        # shellcheck disable=SC2059
+        printf "$fmt" "make -j2 ($C_FILES + 1 .c files)" "${T_make[native]}" "${T_make[workspace]}" "$(ratio "${T_make[workspace]}" "${T_make[native]}")"
+}
+
+# ---- main -------------------------------------------------------------------------------
+main() {
+        echo "layerfs FUSE Workspace against ext4, overlayfs and fuse-overlayfs, on the same disk"
+        echo "work dir: $WORK ($(df --output=fstype "$WORK" | tail -1) on $(df --output=source "$WORK" | tail -1))"
+        local fo="not installed"
+        have_fuse_overlayfs || true
+        command -v fuse-overlayfs >/dev/null && fo=$(fuse-overlayfs --version 2>/dev/null | sed -n 's/^fuse-overlayfs: //p')
+        echo "$("$LAYERFS" --version), kernel $(uname -r), $(nproc) CPUs, $(git --version), fuse-overlayfs: $fo"
+        echo
+        echo "small files and 1 GiB, each target on a fresh empty directory:"
+        workload_section
+        print_table
+        mount_section
+        tools_section
+        echo
+}
+
+main "$@"
