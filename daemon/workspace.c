@@ -407,18 +407,26 @@ static int check_name(const char *name) {
         return 0;
 }
 
+/* The inode named name in directory parent, or a negative errno. */
+static int child_lookup(ws_fs *fs, uint64_t parent, const char *name, uint64_t *ret) {
+        ws_inode *dir;
+        int r = dir_ready(fs, parent, &dir);
+        if (r < 0)
+                return r;
+        uint64_t ino = child_get(fs, parent, name, NULL);
+        if (!ino)
+                return -ENOENT;
+        *ret = ino;
+        return 0;
+}
+
 int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret) {
         int r;
         LOCK_GUARD(fs);
         do {
-                ws_inode *dir;
-                if ((r = check_name(name)) < 0 || (r = dir_ready(fs, parent, &dir)) < 0)
+                uint64_t ino;
+                if ((r = check_name(name)) < 0 || (r = child_lookup(fs, parent, name, &ino)) < 0)
                         break;
-                uint64_t ino = child_get(fs, parent, name, NULL);
-                if (!ino) {
-                        r = -ENOENT;
-                        break;
-                }
                 stat_of(fs, ino, ret);
         } while (0);
         return r;
@@ -707,14 +715,9 @@ int ws_unlink(ws_fs *fs, uint64_t parent, const char *name) {
         int r;
         LOCK_GUARD(fs);
         do {
-                ws_inode *dir;
-                if ((r = dir_ready(fs, parent, &dir)) < 0)
+                uint64_t ino;
+                if ((r = child_lookup(fs, parent, name, &ino)) < 0)
                         break;
-                uint64_t ino = child_get(fs, parent, name, NULL);
-                if (!ino) {
-                        r = -ENOENT;
-                        break;
-                }
                 ws_inode *in = inode_get(fs, ino);
                 if (S_ISDIR(in->mode)) {
                         r = -EISDIR;
@@ -741,14 +744,9 @@ int ws_rmdir(ws_fs *fs, uint64_t parent, const char *name) {
         int r;
         LOCK_GUARD(fs);
         do {
-                ws_inode *dir;
-                if ((r = dir_ready(fs, parent, &dir)) < 0)
+                uint64_t ino;
+                if ((r = child_lookup(fs, parent, name, &ino)) < 0)
                         break;
-                uint64_t ino = child_get(fs, parent, name, NULL);
-                if (!ino) {
-                        r = -ENOENT;
-                        break;
-                }
                 if (!S_ISDIR(inode_get(fs, ino)->mode)) {
                         r = -ENOTDIR;
                         break;

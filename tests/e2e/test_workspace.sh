@@ -10,7 +10,7 @@ FSOPS="$ROOT/tests/e2e/fsops.py"
 manifest() { python3 "$FSOPS" manifest "$1" 2>/dev/null | grep -v -P '\t(.*/)?\.git/index\t|\tvenv(/|\t|$)'; }
 
 sandboxes_cleaned() {
-        grep -q "layerfs:" /proc/mounts && fail "a layerfs mount is left: $(grep layerfs: /proc/mounts)"
+        grep -q " $LAYERFS_HOME/" /proc/mounts && fail "a mount is left: $(grep " $LAYERFS_HOME/" /proc/mounts)"
         pgrep -f "layerfs-daemon .*--home $LAYERFS_HOME" >/dev/null && fail "a daemon is left"
         [ -z "$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null)" ] || fail "sandbox directories left: $(ls "$LAYERFS_HOME/sandboxes")"
         assert_eq "$(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT count(*) FROM sandboxes')" 0 "records left"

@@ -75,25 +75,9 @@ static int mkdir_p(const char *path, mode_t mode) {
         return 0;
 }
 
-/* Removes what inits killed part-way left: .init-<name>-<pid> of dead pids. */
-static void remove_stale_inits(int projects_fd) {
-        int fd = dup(projects_fd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (strncmp(de->d_name, ".init-", 6))
-                        continue;
-                const char *dash = strrchr(de->d_name, '-');
-                long pid = dash ? strtol(dash + 1, NULL, 10) : 0;
-                if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
-                        rm_rf_at(projects_fd, de->d_name);
-        }
-        closedir(d);
+static void remove_stale_init(void *userdata, int dirfd, const char *name) {
+        (void)userdata;
+        rm_rf_at(dirfd, name);
 }
 
 static char *projects_dir(const lfs_home *home) {
@@ -127,10 +111,11 @@ int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs
         _cleanup_close_ int projects_fd = open(projects, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (projects_fd < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", projects, strerror(errno));
-        remove_stale_inits(projects_fd);
+        /* What inits killed part-way left behind. */
+        for_each_dead_writer(projects_fd, ".init-", remove_stale_init, NULL);
 
         /* Built under a temporary name and renamed: a failed init leaves no project. */
-        _cleanup_free_ char *tmp_name = xasprintf(".init-%s-%d", name, (int)getpid());
+        _cleanup_free_ char *tmp_name = xasprintf(".init-%d-%s", (int)getpid(), name);
         _cleanup_free_ char *tmp = xasprintf("%s/%s", projects, tmp_name);
         rm_rf_at(projects_fd, tmp_name);
         if (mkdir(tmp, 0755) < 0)

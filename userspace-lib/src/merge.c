@@ -117,8 +117,8 @@ int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const 
         return 0;
 }
 
-/* Every ancestor of start (itself included) into set. */
-static int mark_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *set, lfs_error **err) {
+int lfs_for_each_ancestor(lfs_store *s, const lfs_id *start, lfs_idset *seen, lfs_commit_visit_fn visit,
+                          void *userdata, lfs_error **err) {
         lfs_id *stack = NULL;
         size_t n = 0, cap = 0;
         int r = 0;
@@ -126,12 +126,13 @@ static int mark_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *set, lfs
         stack[n++] = *start;
         while (n && r == 0) {
                 lfs_id id = stack[--n];
-                if (!lfs_idset_add(set, &id))
+                if (!lfs_idset_add(seen, &id))
                         continue;
                 lfs_commit_info c;
-                r = lfs_db_get_commit(s, &id, &c, err);
-                if (r < 0)
+                if ((r = lfs_db_get_commit(s, &id, &c, err)) < 0)
                         break;
+                if (visit)
+                        r = visit(userdata, &c, err);
                 GROW(stack, cap, n + 2);
                 for (size_t i = 0; i < c.n_parents; i++)
                         stack[n++] = c.parents[i];
@@ -139,6 +140,10 @@ static int mark_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *set, lfs
         }
         free(stack);
         return r;
+}
+
+static int mark_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *set, lfs_error **err) {
+        return lfs_for_each_ancestor(s, start, set, NULL, NULL, err);
 }
 
 int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err) {

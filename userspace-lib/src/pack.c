@@ -52,13 +52,6 @@ void lfs_pack_writer_free(lfs_pack_writer *pw) {
         free(pw);
 }
 
-/* "<pid>-..." names of an interrupted writer: is that writer gone? */
-static bool writer_is_gone(const char *name) {
-        char *end;
-        long pid = strtol(name, &end, 10);
-        return pid > 0 && *end == '-' && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
-}
-
 static bool pack_is_recorded(lfs_store *s, const char *name) {
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM packs WHERE name=?", -1, &st, NULL) != SQLITE_OK)
@@ -69,28 +62,21 @@ static bool pack_is_recorded(lfs_store *s, const char *name) {
         return rc != SQLITE_DONE;
 }
 
-/* Removes what interrupted writers left in dirfd: unrecorded packs or tmp objects. */
-static void remove_leftovers(lfs_store *s, int dirfd, bool packs) {
-        int fd = dup(dirfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (de->d_name[0] != '.' && writer_is_gone(de->d_name) &&
-                    (!packs || !pack_is_recorded(s, de->d_name)))
-                        unlinkat(dirfd, de->d_name, 0);
-        closedir(d);
+static void remove_tmp_object(void *userdata, int dirfd, const char *name) {
+        (void)userdata;
+        unlinkat(dirfd, name, 0);
+}
+
+static void remove_unrecorded_pack(void *userdata, int dirfd, const char *name) {
+        if (!pack_is_recorded(userdata, name))
+                unlinkat(dirfd, name, 0);
 }
 
 void lfs_store_remove_leftovers(lfs_store *s) {
         _cleanup_close_ int tmp_fd = openat(s->objects_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (tmp_fd >= 0)
-                remove_leftovers(s, tmp_fd, false);
-        remove_leftovers(s, s->packs_fd, true);
+                for_each_dead_writer(tmp_fd, "", remove_tmp_object, NULL);
+        for_each_dead_writer(s->packs_fd, "", remove_unrecorded_pack, s);
 }
 
 static int pack_failed(lfs_pack_writer *pw, int r, lfs_error **err) {

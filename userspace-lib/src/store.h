@@ -265,6 +265,10 @@ int lfs_merge_base(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_id *ret, 
 /* 3-way merge of trees; conflicts end as LFS_CONFLICT listing every path. */
 int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const lfs_id *theirs,
                     lfs_tree_rows *rows, lfs_id *ret_tree, lfs_error **err);
+/* Calls visit once for start and each of its ancestors not yet in seen (adding them). */
+typedef int (*lfs_commit_visit_fn)(void *userdata, const lfs_commit_info *c, lfs_error **err);
+int lfs_for_each_ancestor(lfs_store *s, const lfs_id *start, lfs_idset *seen, lfs_commit_visit_fn visit,
+                          void *userdata, lfs_error **err);
 /* Is a an ancestor of (or equal to) b? */
 int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err);
 

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 static void out_of_memory(void) {
@@ -99,4 +100,29 @@ int rm_rf_at(int dirfd, const char *name) {
         if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
                 return r < 0 ? r : -errno;
         return r;
+}
+
+/* "<prefix><pid>-...": is that writer's process gone? */
+static bool writer_is_gone(const char *name, const char *prefix) {
+        size_t len = strlen(prefix);
+        if (strncmp(name, prefix, len))
+                return false;
+        char *end;
+        long pid = strtol(name + len, &end, 10);
+        return pid > 0 && *end == '-' && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void *userdata) {
+        int fd = dup(dirfd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (writer_is_gone(de->d_name, prefix))
+                        fn(userdata, dirfd, de->d_name);
+        closedir(d);
 }

@@ -76,6 +76,11 @@ void grow_array(void **array, size_t *cap, size_t need, size_t elem);
 /* Joins a relative path: "" + "x" = "x", "a" + "x" = "a/x". */
 char *path_join(const char *dir, const char *name);
 
+/* Leftovers of killed writers are named "<prefix><pid>-...": calls fn for each entry of
+ * dirfd so named whose process is gone. */
+typedef void (*dead_writer_fn)(void *userdata, int dirfd, const char *name);
+void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void *userdata);
+
 /* rm -rf below dirfd/name; missing is fine. */
 int rm_rf_at(int dirfd, const char *name);
 

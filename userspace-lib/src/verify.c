@@ -74,32 +74,14 @@ static int verify_tree(verify_walk *vw, const lfs_id *id, lfs_error **err) {
         return r;
 }
 
-static int verify_commit(verify_walk *vw, const lfs_id *id, lfs_error **err) {
-        lfs_id *stack = NULL;
-        size_t n = 0, cap = 0;
-        int r = 0;
-        GROW(stack, cap, 1);
-        stack[n++] = *id;
-        while (n && r == 0) {
-                lfs_id cur = stack[--n];
-                if (!lfs_idset_add(&vw->seen, &cur))
-                        continue;
-                lfs_commit_info c;
-                if ((r = lfs_db_get_commit(vw->s, &cur, &c, err)) < 0)
-                        break;
-                lfs_commit_compute_id(&c);
-                if (!lfs_id_eq(&c.id, &cur))
-                        r = bad_object(vw->s, "commit", &cur, "does not hash to its name", err);
-                vw->checked++;
-                if (r == 0)
-                        r = verify_tree(vw, &c.tree, err);
-                GROW(stack, cap, n + 2);
-                for (size_t i = 0; i < c.n_parents; i++)
-                        stack[n++] = c.parents[i];
-                lfs_commit_info_done(&c);
-        }
-        free(stack);
-        return r;
+static int verify_commit(void *userdata, const lfs_commit_info *c, lfs_error **err) {
+        verify_walk *vw = userdata;
+        lfs_commit_info copy = *c;
+        lfs_commit_compute_id(&copy);
+        vw->checked++;
+        if (!lfs_id_eq(&copy.id, &c->id))
+                return bad_object(vw->s, "commit", &c->id, "does not hash to its name", err);
+        return verify_tree(vw, &c->tree, err);
 }
 
 static int integrity_check(lfs_store *s, lfs_error **err) {
@@ -126,7 +108,7 @@ int lfs_store_verify(lfs_store *s, uint64_t *ret_objects_checked, lfs_error **er
                 return r;
         verify_walk vw = { .s = s };
         for (size_t i = 0; i < n && r == 0; i++)
-                r = verify_commit(&vw, &branches[i].commit, err);
+                r = lfs_for_each_ancestor(s, &branches[i].commit, &vw.seen, verify_commit, &vw, err);
         lfs_branch_list_free(branches, n);
         lfs_idset_done(&vw.seen);
         if (r == 0 && ret_objects_checked)
