@@ -118,6 +118,7 @@ format:
 
 bench: deps all
 	BUILD=$(BUILD) bench/store_vs_git.sh
+	BUILD=$(BUILD) bench/workspace_fs.sh
 
 install: all
 	install -Dm755 $(BUILD)/layerfs $(DESTDIR)$(PREFIX)/bin/layerfs

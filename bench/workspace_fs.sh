@@ -74,6 +74,7 @@ cleanup() {
         local rc=$? entry p n b m left i
         set +e
         trap - ERR
+        exec 1>&2 # a signal may land inside 'measure', whose stdout is /dev/null
         for entry in "${WORKSPACES[@]}"; do
                 read -r p n b <<<"$entry"
                 "$LAYERFS" --project "$p" workspace unmount "$n" "$b" --discard >/dev/null
@@ -94,9 +95,9 @@ cleanup() {
         else
                 echo "cleanup: nothing left mounted under $WORK"
         fi
-        left=$(pgrep -a -f -- "--home $WORK/home" || true)
+        left=$(pgrep -a -f -- "$WORK" || true)
         if [ -n "$left" ]; then
-                echo "bench: layerfs-daemon processes left running:" >&2
+                echo "bench: processes left running (layerfs-daemon, fuse-overlayfs):" >&2
                 echo "$left" >&2
                 rc=1
         fi
@@ -444,7 +445,6 @@ mount_section() {
                 echo "bench: the big Workspace shows $count files, not $((BIG_DIRS * BIG_PER_DIR))" >&2
                 return 1
         }
-        rm -rf "$big" "$small"
 
         echo
         echo "Workspace mount time against Branch size (ms; median of $MOUNT_TRIALS, 'workspace mount' wall time)"
@@ -501,13 +501,16 @@ git_commit_all() {
 git_status() { "${GIT[@]}" -C "$1" status "${@:2}"; }
 build_c() { make -s -C "$1/cproj" -j2; }
 
+# tools_on NAME DIR: the three timings on a fresh copy DIR of the tree; each is added
+# to T_<what>[NAME], one figure per trial. Checks git's status is clean after the
+# commit and the built program's output against the other target's.
 declare -A T_git T_status T_make
 tools_on() {
         local name=$1 dir=$2 out
         measure git_commit_all "$dir"
-        T_git[$name]=$ELAPSED_MS
+        T_git[$name]+=" $ELAPSED_MS"
         measure git_status "$dir"
-        T_status[$name]=$ELAPSED_MS
+        T_status[$name]+=" $ELAPSED_MS"
         out=$(git_status "$dir" --porcelain)
         [ -z "$out" ] || {
                 echo "bench: $name: git status after the commit is not clean:" >&2
@@ -515,39 +518,63 @@ tools_on() {
                 return 1
         }
         measure build_c "$dir"
-        T_make[$name]=$ELAPSED_MS
+        T_make[$name]+=" $ELAPSED_MS"
         "$dir/cproj/prog" >"$WORK/prog.$name"
+        printf '  %-10s git init+add+commit %6s  git status %4s  make -j2 %6s ms\n' \
+                "$name" "${T_git[$name]##* }" "${T_status[$name]##* }" "${T_make[$name]##* }"
 }
 
+# Each trial gets a fresh cp -a of the tree and a fresh Sandbox with the Branch
+# mounted; the order alternates. Trees are left in place until the end.
 tools_section() {
-        local src="$WORK/src" native="$WORK/src-native" files
+        local src="$WORK/src" files n order t
         make_src_tree "$src"
         files=$(find "$src" -type f | wc -l)
         lfs project init src --from "$src" >/dev/null
-        cp -a "$src" "$native"
-
-        tools_on native "$native"
-        sandbox_open src
-        ws_mount src "$SB" main
-        tools_on workspace "$WS"
-        ws_unmount src "$SB" main --discard
-        sandbox_close src "$SB"
-        cmp -s "$WORK/prog.native" "$WORK/prog.workspace" || {
-                echo "bench: the program built in the Workspace prints something else than on ext4" >&2
-                return 1
-        }
 
         echo
-        echo "Real tools on a tree of $files files ($(du -sh "$src" | cut -f1); kernel uapi, C++ and multiarch headers + a C project of $C_FILES files), ms"
+        echo "real tools, each on a fresh copy of the tree:"
+        for ((n = 1; n <= TRIALS; n++)); do
+                echo "trial $n/$TRIALS:"
+                order=(native workspace)
+                ((n % 2)) || order=(workspace native)
+                for t in "${order[@]}"; do
+                        if [ "$t" = native ]; then
+                                cp -a "$src" "$WORK/src-native-$n"
+                                tools_on native "$WORK/src-native-$n"
+                        else
+                                sandbox_open src
+                                ws_mount src "$SB" main
+                                tools_on workspace "$WS"
+                                ws_unmount src "$SB" main --discard
+                                sandbox_close src "$SB"
+                        fi
+                done
+                cmp -s "$WORK/prog.native" "$WORK/prog.workspace" || {
+                        echo "bench: the program built in the Workspace prints something else than on ext4" >&2
+                        return 1
+                }
+        done
+
+        local g_n g_w s_n s_w m_n m_w
+        # shellcheck disable=SC2086 # the trials, one word each
+        {
+                g_n=$(median ${T_git[native]}) g_w=$(median ${T_git[workspace]})
+                s_n=$(median ${T_status[native]}) s_w=$(median ${T_status[workspace]})
+                m_n=$(median ${T_make[native]}) m_w=$(median ${T_make[workspace]})
+        }
+        echo
+        echo "Real tools on a tree of $files files ($(du -sh "$src" | cut -f1): kernel uapi, C++ and multiarch headers" \
+                "+ a C project of $((C_FILES + 1)) .c files); ms, median of $TRIALS trials"
         local fmt='%-36s %10s %10s %10s\n'
         # shellcheck disable=SC2059
         printf "$fmt" operation ext4 workspace ws/ext4
         # shellcheck disable=SC2059
-        printf "$fmt" "git init && add -A && commit" "${T_git[native]}" "${T_git[workspace]}" "$(ratio "${T_git[workspace]}" "${T_git[native]}")"
+        printf "$fmt" "git init && add -A && commit" "$g_n" "$g_w" "$(ratio "$g_w" "$g_n")"
         # shellcheck disable=SC2059
-        printf "$fmt" "git status" "${T_status[native]}" "${T_status[workspace]}" "$(ratio "${T_status[workspace]}" "${T_status[native]}")"
+        printf "$fmt" "git status (after the commit)" "$s_n" "$s_w" "$(ratio "$s_w" "$s_n")"
         # shellcheck disable=SC2059
-        printf "$fmt" "make -j2 ($C_FILES + 1 .c files)" "${T_make[native]}" "${T_make[workspace]}" "$(ratio "${T_make[workspace]}" "${T_make[native]}")"
+        printf "$fmt" "make -j2" "$m_n" "$m_w" "$(ratio "$m_w" "$m_n")"
 }
 
 # ---- main -------------------------------------------------------------------------------

@@ -49,8 +49,12 @@ static void reply_attr(fuse_req_t req, int r, const struct stat *st) {
 
 static void op_init(void *userdata, struct fuse_conn_info *conn) {
         (void)userdata;
-        /* Locks stay in the kernel: this mount is the only view of its files. */
-        conn->want &= ~(unsigned)(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+        /* Locks stay in the kernel: this mount is the only view of its files. For the
+         * same reason the kernel need not drop cached pages when mtime changes (it made
+         * the change), and it may gather small writes in its page cache. */
+        conn->want &= ~(unsigned)(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_AUTO_INVAL_DATA);
+        if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+                conn->want |= FUSE_CAP_WRITEBACK_CACHE;
         if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
                 conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 }

@@ -233,10 +233,22 @@ static json_t *changes_json(const lfs_change *changes, size_t n) {
         return out;
 }
 
+/* Data written through the kernel's page cache (writeback cache, shared mmap) reaches
+ * us only on writeback: ask for it before looking at what changed. Without the
+ * workspace's lock held, since the mount's thread serves the writes this causes. */
+static void flush_kernel_cache(workspace *w) {
+        int fd = open(w->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+                syncfs(fd);
+                close(fd);
+        }
+}
+
 static json_t *call_status(daemon_state *d, const char *branch) {
         workspace *w = branch ? find_ws(d, branch) : NULL;
         if (!w)
                 return not_mounted(d, branch);
+        flush_kernel_cache(w);
         lfs_change *changes = NULL;
         size_t n = 0;
         lfs_error *err = NULL;
@@ -251,6 +263,7 @@ static json_t *call_commit(daemon_state *d, const char *branch, const char *mess
         workspace *w = branch ? find_ws(d, branch) : NULL;
         if (!w)
                 return not_mounted(d, branch);
+        flush_kernel_cache(w);
         lfs_error *err = NULL;
         lfs_id commit;
         int merged = 0;
@@ -277,6 +290,7 @@ static json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
         if (!w)
                 return not_mounted(d, branch);
         lfs_error *err = NULL;
+        flush_kernel_cache(w);
         if (!discard && ws_is_dirty(w->fs, &err)) {
                 lfs_error_free(err);
                 return error_json(
@@ -303,6 +317,7 @@ static json_t *call_list(daemon_state *d) {
                 workspace *w = &d->ws[i];
                 if (!w->active)
                         continue;
+                flush_kernel_cache(w);
                 json_array_append_new(out, json_pack("{s:s, s:s, s:b}", "branch", w->branch, "path",
                                                      w->mountpoint, "dirty", ws_is_dirty(w->fs, NULL)));
         }
@@ -310,6 +325,9 @@ static json_t *call_list(daemon_state *d) {
 }
 
 static json_t *call_close(daemon_state *d, bool force) {
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (d->ws[i].active)
+                        flush_kernel_cache(&d->ws[i]);
         if (!force)
                 for (int i = 0; i < MAX_WORKSPACES; i++)
                         if (d->ws[i].active && ws_is_dirty(d->ws[i].fs, NULL))

@@ -30,6 +30,21 @@ ok
 rm -rf "$ws/posix"
 assert_eq "$(lfs workspace status "$n" main)" "" "status after removing everything the checks made"
 
+# Data still in the kernel's page cache (a shared mmap never synced, by a process that
+# has exited) is in the commit: the daemon has the kernel write it back first.
+python3 - "$ws/mapped" <<'PY'
+import mmap, os, sys
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\0" * 8192)
+fd = os.open(sys.argv[1], os.O_RDWR)
+m = mmap.mmap(fd, 8192)
+m[0:5] = b"dirty"
+os._exit(0)
+PY
+lfs workspace commit "$n" main -m mapped >/dev/null
+lfs branch export main "$WORK/mapped-out" >/dev/null
+assert_eq "$(head -c 5 "$WORK/mapped-out/mapped")" "dirty" "an unsynced shared mmap write in the commit"
+
 # Kill the daemon in the middle of a commit of many files: the Store stays whole and
 # the head is the old or the new commit.
 for i in $(seq 1 2000); do echo "$i" >"$ws/f$i"; done

@@ -232,14 +232,17 @@ static int spawn_daemon(lfs_home *home, const char *project, int number, const c
                         (void)!write(pipefd[1], &grandchild, sizeof(grandchild));
                         _exit(grandchild > 0 ? 0 : 1);
                 }
-                int null = open("/dev/null", O_RDWR);
-                int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
                 if (null >= 0)
                         dup2(null, 0);
                 if (out >= 0) {
                         dup2(out, 1);
                         dup2(out, 2);
                 }
+                /* Nothing of the caller's reaches the daemon: a pipe it held open would keep
+                 * the caller's reader waiting until the Sandbox closes. */
+                close_range(3, ~0U, 0);
                 execl(exe, "layerfs-daemon", "--home", home->path, "--project", project, "--sandbox", num,
                       "--dir", dir, (char *)NULL);
                 dprintf(2, "cannot run %s: %s\n", exe, strerror(errno));
