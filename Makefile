@@ -2,7 +2,7 @@
 
 DEBIAN_PACKAGES := build-essential pkg-config clang clang-format clang-tidy cppcheck \
 	libsqlite3-dev sqlite3 liburing-dev libssl-dev libjansson-dev libcmocka-dev \
-	libfuse3-dev fuse3 libbpf-dev bpftool libelf-dev libmnl-dev git rsync
+	libfuse3-dev fuse3 fuse-overlayfs libbpf-dev bpftool libelf-dev libmnl-dev git rsync
 # Build-time libraries, through pkg-config.
 PKGS := sqlite3 liburing libcrypto jansson
 
@@ -44,7 +44,7 @@ help:
 	@echo "make check     deps + build + every test (unit, end-to-end, sanitizers) + lint"
 	@echo "make sanitize  the tests again, built with ASan + UBSan"
 	@echo "make lint      clang-format (check), cppcheck and clang-tidy"
-	@echo "make bench     the Store against git, as ratios"
+	@echo "make bench     the Store against git, and Workspaces against ext4, overlayfs, fuse-overlayfs"
 
 # Installs only what is missing, so it costs nothing on a ready machine.
 deps:
