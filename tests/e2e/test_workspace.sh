@@ -97,6 +97,9 @@ assert_eq "$(manifest "$WORK/exported")" "$(manifest "$WORK/plain")" "export aft
 
 # A second Sandbox mounts the same branch: two views; the later commit merges.
 m=$(lfs sandbox create)
+assert_eq "$(lfs --json project list | json_get 'j[0]["sandboxes"]')" 2 "project list counts the Sandboxes"
+assert_eq "$(lfs --json project list_sandboxes | json_get '[(s["sandbox"], s["platform"], s["image"]) for s in j]')" \
+        "[(1, 'linux', None), (2, 'linux', None)]" "project list_sandboxes"
 ws2=$(lfs workspace mount "$m" main)
 echo one >"$ws/only-in-first"
 echo two >"$ws2/only-in-second"

@@ -222,6 +222,7 @@ int lfs_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *re
                         for (size_t j = 0; j < nb; j++)
                                 out[k].branches[j] = TAKE_PTR(branches[j].name);
                         out[k].n_branches = nb;
+                        out[k].sandboxes = lfs_count_sandboxes(home, names[i]);
                         k++;
                         lfs_branch_list_free(branches, nb);
                 }

@@ -554,6 +554,24 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
         return r;
 }
 
+size_t lfs_count_sandboxes(lfs_home *home, const char *project) {
+        _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
+        sqlite3 *db = NULL;
+        size_t n = 0;
+        if (access(path, F_OK) < 0 || home_db_open(home, &db, NULL) < 0)
+                return 0;
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sandboxes WHERE project=? AND state='running'", -1,
+                               &st, NULL) == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+                if (sqlite3_step(st) == SQLITE_ROW)
+                        n = (size_t)sqlite3_column_int64(st, 0);
+                sqlite3_finalize(st);
+        }
+        sqlite3_close(db);
+        return n;
+}
+
 int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_error **err) {
         sqlite3 *db = NULL;
         _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);

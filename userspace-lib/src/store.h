@@ -272,6 +272,10 @@ int lfs_for_each_ancestor(lfs_store *s, const lfs_id *start, lfs_idset *seen, lf
 /* Is a an ancestor of (or equal to) b? */
 int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err);
 
+/* ---- Sandboxes (sandbox.c) ---- */
+/* Running Sandboxes of project, from the home's records (0 when there are none). */
+size_t lfs_count_sandboxes(lfs_home *home, const char *project);
+
 /* ---- names (names.c) ---- */
 int lfs_check_project_name(const char *name, lfs_error **err);
 int lfs_check_branch_name(const char *name, lfs_error **err);
