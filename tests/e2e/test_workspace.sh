@@ -132,6 +132,12 @@ assert_eq "$(lfs --json sandbox list_workspaces "$m")" "[]" "workspaces after un
 echo change >"$ws/dirty"
 expect_error Dirty lfs sandbox close "$n"
 lfs sandbox close "$n" --force >/dev/null
+
+# Sixteen Workspaces in one Sandbox; the 17th is LimitReached.
+for i in $(seq 1 17); do lfs branch create "b$i" >/dev/null; done
+for i in $(seq 1 16); do lfs workspace mount "$m" "b$i" >/dev/null; done
+expect_error LimitReached lfs workspace mount "$m" b17
+assert_eq "$(lfs --json sandbox list_workspaces "$m" | json_get 'len(j)')" 16 "sixteen Workspaces"
 lfs sandbox close "$m" >/dev/null
 sandboxes_cleaned
 finish
