@@ -71,6 +71,17 @@ assert_eq "$m" 1 "the number is free again"
 ws=$(lfs workspace mount "$m" main)
 [ -f "$ws/README" ] || fail "a new mount of the branch works"
 ok
+# A record that points anywhere but where this home puts Sandboxes is refused and
+# nothing there is touched.
+mkdir -p "$WORK/precious" && echo keep >"$WORK/precious/file"
+for bad in "$WORK/precious" "sandboxes/px-$m" "$LAYERFS_HOME/sandboxes/px-$m/.." "$LAYERFS_HOME/sandboxes/px-9"; do
+        sqlite3 "$LAYERFS_HOME/home.db" "UPDATE sandboxes SET dir='$bad' WHERE number=$m"
+        expect_error InvalidInput lfs sandbox close "$m" --force
+        expect_error InvalidInput lfs workspace status "$m" main
+done
+assert_eq "$(cat "$WORK/precious/file")" "keep" "a record pointing elsewhere touched nothing"
+sqlite3 "$LAYERFS_HOME/home.db" "UPDATE sandboxes SET dir='$LAYERFS_HOME/sandboxes/px-$m' WHERE number=$m"
+
 # O_TRUNC of a Store file, then a disk that fills: ENOSPC reaches the writer as ENOSPC.
 printf 'short\n' >"$ws/README"
 assert_eq "$(cat "$ws/README")" "short" "O_TRUNC of a file from the Store"

@@ -500,6 +500,20 @@ static int sandbox_open(lfs_home *home, const char *project, int number, sandbox
                 return r;
         r = read_record(db, name, number, ret, err);
         sqlite3_close(db);
+        if (r < 0)
+                return r;
+        /* A record is trusted only if it names exactly the directory this home computes
+         * for it: anything else is never used, signalled or deleted (SPEC 4). */
+        _cleanup_free_ char *base = sandboxes_dir(home);
+        _cleanup_free_ char *expected = xasprintf("%s/%s-%d", base, name, number);
+        if (strcmp(ret->dir, expected)) {
+                r = lfs_fail(
+                        err, LFS_INVALID_INPUT, 0,
+                        "the record of sandbox %d of project '%s' points at '%s', but it should be '%s'; "
+                        "nothing was touched; fix or remove the record in %s/home.db",
+                        number, name, ret->dir, expected, home->path);
+                record_done(ret);
+        }
         return r;
 }
 
