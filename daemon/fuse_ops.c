@@ -333,8 +333,10 @@ struct fuse_session *ws_fuse_mount(ws_fs *fs, const char *mountpoint, const char
         char *opts = NULL;
         if (asprintf(&opts, "allow_other,default_permissions,fsname=%s,subtype=layerfs", fsname) < 0)
                 return NULL;
-        char *argv[] = { "layerfs-daemon", "-o", opts, NULL };
-        struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+        /* LAYERFS_FUSE_DEBUG=1 logs every request to the daemon's log. */
+        const char *debug = getenv("LAYERFS_FUSE_DEBUG");
+        char *argv[] = { "layerfs-daemon", "-o", opts, "-d", NULL };
+        struct fuse_args args = FUSE_ARGS_INIT(debug && *debug == '1' ? 4 : 3, argv);
         struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), fs);
         free(opts);
         if (!se)
