@@ -181,8 +181,13 @@ static json_t *call_mount(daemon_state *d, const char *branch) {
                 return error_from(err);
         }
         rm_rf_at(AT_FDCWD, w->upper);
-        if (mkdir(w->mountpoint, 0755) < 0 && errno != EEXIST) {
-                json_t *j = error_json(LFS_FAILED, "cannot make %s: %s", w->mountpoint, strerror(errno));
+        struct stat st;
+        if (mkdir(w->mountpoint, 0755) < 0 &&
+            (errno != EEXIST || lstat(w->mountpoint, &st) < 0 || !S_ISDIR(st.st_mode))) {
+                json_t *j = error_json(LFS_FAILED, "cannot mount at %s: %s; remove what is in the way",
+                                       w->mountpoint,
+                                       errno == EEXIST ? "it is not a directory" : strerror(errno));
+                free(TAKE_PTR(w->mountpoint)); /* not ours to remove */
                 ws_release_slot(w);
                 return j;
         }

@@ -45,6 +45,14 @@ lfs workspace commit "$n" main -m mapped >/dev/null
 lfs branch export main "$WORK/mapped-out" >/dev/null
 assert_eq "$(head -c 5 "$WORK/mapped-out/mapped")" "dirty" "an unsynced shared mmap write in the commit"
 
+# A mount point that is in the way (a file where the Workspace would go) is a clear
+# error, and the Sandbox stays usable.
+touch "$LAYERFS_HOME/sandboxes/px-$n/mnt/blocked"
+lfs branch create blocked >/dev/null
+expect_error Failed lfs workspace mount "$n" blocked
+assert_eq "$(lfs --json sandbox list_workspaces "$n" | json_get 'len(j)')" 1 "the failed mount left no Workspace"
+rm "$LAYERFS_HOME/sandboxes/px-$n/mnt/blocked"
+
 # Kill the daemon in the middle of a commit of many files: the Store stays whole and
 # the head is the old or the new commit.
 for i in $(seq 1 2000); do echo "$i" >"$ws/f$i"; done
@@ -60,6 +68,11 @@ head=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"], j[0]["pa
 case "$head" in "('$old', "*) ok ;; *"['$old']"*) ok ;; *) fail "head after the kill: $head" ;; esac
 
 # The dead daemon's mount answers ENOTCONN; calls say NoSuchSandbox; close cleans up.
+set +e
+out=$(ls "$ws" 2>&1)
+set -e
+grep -q "Transport endpoint is not connected" <<<"$out" || fail "the dead mount said '$out'"
+ok
 expect_error NoSuchSandbox lfs workspace status "$n" main
 lfs sandbox close "$n" --force >/dev/null
 grep -q " $LAYERFS_HOME/" /proc/mounts && fail "a mount is left after closing a dead Sandbox"
