@@ -44,6 +44,8 @@ typedef struct ws_inode {
         bool has_blob;
         lfs_id blob;
         int upper_fd; /* open while the file is open or being written; -1 otherwise */
+        bool hashed; /* upper_hash is the upper file's id (reset by every change) */
+        lfs_id upper_hash;
         char *link; /* a symlink's target, once read or made */
         /* Directories: children from the lower tree once loaded, then the live namespace. */
         bool loaded;
@@ -508,6 +510,7 @@ static int copy_up_data(ws_fs *fs, uint64_t ino, bool with_data) {
         }
         in->upper = true;
         in->upper_fd = fd;
+        in->hashed = false;
         return 0;
 }
 
@@ -553,6 +556,7 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                                 break;
                         }
                         in->size = (uint64_t)attr->st_size;
+                        in->hashed = false;
                         if (may_close_upper(in)) {
                                 close(in->upper_fd);
                                 in->upper_fd = -1;
@@ -885,6 +889,7 @@ static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh) {
                         if (ftruncate(in->upper_fd, 0) < 0)
                                 return -errno;
                         in->size = 0;
+                        in->hashed = false;
                         touch(in, true);
                 }
         }
@@ -989,6 +994,7 @@ ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off
                 }
                 if ((uint64_t)off + (uint64_t)r > in->size)
                         in->size = (uint64_t)off + (uint64_t)r;
+                in->hashed = false;
                 touch(in, true);
         } while (0);
         return r;
@@ -1029,6 +1035,7 @@ int ws_fallocate(ws_fs *fs, uint64_t fh, int mode, off_t off, off_t len) {
                 struct stat st;
                 if (fstat(in->upper_fd, &st) == 0)
                         in->size = (uint64_t)st.st_size;
+                in->hashed = false;
                 touch(in, true);
         } while (0);
         return r;
@@ -1305,6 +1312,10 @@ static int current_id(ws_fs *fs, uint64_t ino, lfs_id *ret, lfs_error **err) {
                         lfs_sha256("", 0, ret);
                 return 0;
         }
+        if (in->hashed) {
+                *ret = in->upper_hash;
+                return 0;
+        }
         char name[32];
         upper_name(ino, name);
         _cleanup_close_ int fd = openat(fs->upper_fd, name, O_RDONLY | O_CLOEXEC);
@@ -1317,7 +1328,12 @@ static int current_id(ws_fs *fs, uint64_t ino, lfs_id *ret, lfs_error **err) {
         while ((k = read(fd, buf, 1u << 20)) > 0)
                 lfs_hasher_update(h, buf, (size_t)k);
         lfs_hasher_finish(h, ret);
-        return k < 0 ? lfs_fail(err, LFS_FAILED, errno, "cannot read the Workspace's copy of a file") : 0;
+        if (k < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot read the Workspace's copy of a file");
+        /* Hashed once until the next change: status stays cheap for large files. */
+        in->hashed = true;
+        in->upper_hash = *ret;
+        return 0;
 }
 
 static uint32_t store_mode(uint32_t mode) {
