@@ -101,9 +101,15 @@ check: deps
 	$(MAKE) e2e
 	$(MAKE) sanitize
 
+# Reports of detached daemons (whose stderr is a log removed at close) go to files
+# beside the build; any report fails the run.
+SAN_LOGS := $(CURDIR)/build-san/sanitizer
 sanitize: deps
+	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
+	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan \
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 unit e2e
+	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 lint:

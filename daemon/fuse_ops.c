@@ -338,6 +338,7 @@ struct fuse_session *ws_fuse_mount(ws_fs *fs, const char *mountpoint, const char
         char *argv[] = { "layerfs-daemon", "-o", opts, "-d", NULL };
         struct fuse_args args = FUSE_ARGS_INIT(debug && *debug == '1' ? 4 : 3, argv);
         struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), fs);
+        fuse_opt_free_args(&args); /* libfuse may have copied them */
         free(opts);
         if (!se)
                 return NULL;
