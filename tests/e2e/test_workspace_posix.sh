@@ -58,9 +58,19 @@ rm "$LAYERFS_HOME/sandboxes/px-$n/mnt/blocked"
 for i in $(seq 1 2000); do echo "$i" >"$ws/f$i"; done
 old=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')
 pid=$(sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$n")
+# ... and while a writer streams into the Workspace.
+dd if=/dev/zero of="$ws/stream" bs=64k count=200000 2>/dev/null &
+writer=$!
+sleep 0.2
 ("$LAYERFS" workspace commit "$n" main -m big >/dev/null 2>&1 &)
 sleep 0.05
 kill -9 "$pid"
+set +e
+wait "$writer"
+writer_status=$?
+set -e
+[ "$writer_status" -ne 0 ] || fail "the writer did not notice its Workspace's daemon died"
+ok
 sleep 0.2
 lfs project verify >/dev/null || fail "the Store after a daemon was killed during a commit"
 ok
