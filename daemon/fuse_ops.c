@@ -271,27 +271,27 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
         fuse_reply_err(req, -ws_setxattr(fs_of(req), ino, name, value, size, flags));
 }
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
-        char *buf = size ? malloc(size) : NULL;
-        ssize_t k = ws_getxattr(fs_of(req), ino, name, buf, size);
+/* size 0 asks how much room the value needs; otherwise the value itself. */
+static void reply_xattr(fuse_req_t req, ssize_t k, size_t size, const char *buf) {
         if (k < 0)
                 fuse_reply_err(req, (int)-k);
         else if (size == 0)
                 fuse_reply_xattr(req, (size_t)k);
         else
                 fuse_reply_buf(req, buf, (size_t)k);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+        char *buf = size ? malloc(size) : NULL;
+        ssize_t k = ws_getxattr(fs_of(req), ino, name, buf, size);
+        reply_xattr(req, k, size, buf);
         free(buf);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
         char *buf = size ? malloc(size) : NULL;
         ssize_t k = ws_listxattr(fs_of(req), ino, buf, size);
-        if (k < 0)
-                fuse_reply_err(req, (int)-k);
-        else if (size == 0)
-                fuse_reply_xattr(req, (size_t)k);
-        else
-                fuse_reply_buf(req, buf, (size_t)k);
+        reply_xattr(req, k, size, buf);
         free(buf);
 }
 

@@ -975,18 +975,25 @@ ssize_t ws_read(ws_fs *fs, uint64_t fh, char *buf, size_t size, off_t off) {
         return r;
 }
 
+/* The inode behind handle fh, copied up so that it can be changed. */
+static int writable_inode(ws_fs *fs, uint64_t fh, ws_inode **ret) {
+        ws_handle *h = handle_get(fs, fh);
+        if (!h)
+                return -EBADF;
+        int r = copy_up(fs, h->ino);
+        if (r < 0)
+                return r;
+        *ret = inode_get(fs, h->ino);
+        return 0;
+}
+
 ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off) {
         ssize_t r = 0;
         LOCK_GUARD(fs);
         do {
-                ws_handle *h = handle_get(fs, fh);
-                if (!h) {
-                        r = -EBADF;
+                ws_inode *in;
+                if ((r = writable_inode(fs, fh, &in)) < 0)
                         break;
-                }
-                if ((r = copy_up(fs, h->ino)) < 0)
-                        break;
-                ws_inode *in = inode_get(fs, h->ino);
                 r = pwrite(in->upper_fd, buf, size, off);
                 if (r < 0) {
                         r = -errno;
@@ -1020,14 +1027,9 @@ int ws_fallocate(ws_fs *fs, uint64_t fh, int mode, off_t off, off_t len) {
         int r = 0;
         LOCK_GUARD(fs);
         do {
-                ws_handle *h = handle_get(fs, fh);
-                if (!h) {
-                        r = -EBADF;
+                ws_inode *in;
+                if ((r = writable_inode(fs, fh, &in)) < 0)
                         break;
-                }
-                if ((r = copy_up(fs, h->ino)) < 0)
-                        break;
-                ws_inode *in = inode_get(fs, h->ino);
                 if (fallocate(in->upper_fd, mode, off, len) < 0) {
                         r = -errno;
                         break;
