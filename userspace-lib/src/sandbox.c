@@ -506,7 +506,7 @@ static int sandbox_open(lfs_home *home, const char *project, int number, sandbox
          * for it: anything else is never used, signalled or deleted (SPEC 4). */
         _cleanup_free_ char *base = sandboxes_dir(home);
         _cleanup_free_ char *expected = xasprintf("%s/%s-%d", base, name, number);
-        if (strcmp(ret->dir, expected)) {
+        if (!ret->dir || strcmp(ret->dir, expected)) {
                 r = lfs_fail(
                         err, LFS_INVALID_INPUT, 0,
                         "the record of sandbox %d of project '%s' points at '%s', but it should be '%s'; "
