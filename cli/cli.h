@@ -58,6 +58,7 @@ int cmd_project_list_sandboxes(cli_ctx *ctx);
 int cmd_sandbox_create(cli_ctx *ctx);
 int cmd_sandbox_close(cli_ctx *ctx);
 int cmd_sandbox_list_workspaces(cli_ctx *ctx);
+int cmd_sandbox_log(cli_ctx *ctx);
 int cmd_workspace_mount(cli_ctx *ctx);
 int cmd_workspace_status(cli_ctx *ctx);
 int cmd_workspace_commit(cli_ctx *ctx);

@@ -47,6 +47,7 @@ static const char main_help[] =
         "    sandbox create [--image T] [--platform NAME]   a new Sandbox; prints its number\n"
         "    sandbox close N [--force]          unmount all, end the daemon, remove it all\n"
         "    sandbox list_workspaces N          mounted branches, clean or dirty\n"
+        "    sandbox log N [--lines K]          the tail of the Sandbox daemon's log\n"
         "    workspace mount N BRANCH           mount BRANCH read-write; prints the path\n"
         "    workspace status N BRANCH          changed paths against the mount's base\n"
         "    workspace commit N BRANCH -m MESSAGE   record the changes (merging if needed)\n"
@@ -168,6 +169,12 @@ static const command commands[] = {
           "force" },
         { "sandbox", "list_workspaces", cmd_sandbox_list_workspaces, 1, 1, "",
           "layerfs sandbox list_workspaces N\n\nThe Workspaces of Sandbox N: branch, clean or dirty, path.\n",
+          NULL },
+        { "sandbox", "log", cmd_sandbox_log, 1, 1, "lines",
+          "layerfs sandbox log N [--lines K]\n\n"
+          "The last K lines (default 100) of Sandbox N's daemon log: mounts, commits, errors.\n"
+          "It stays readable after the daemon died. The log is bounded: past 1 MiB it moves\n"
+          "to daemon.log.1 and a new one starts.\n",
           NULL },
         { "workspace", "mount", cmd_workspace_mount, 2, 2, "",
           "layerfs workspace mount N BRANCH\n\n"

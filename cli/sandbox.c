@@ -155,3 +155,34 @@ int cmd_workspace_unmount(cli_ctx *ctx) {
                 printf("unmounted %s from sandbox %d\n", ctx->args[1], n);
         return 0;
 }
+
+int cmd_sandbox_log(cli_ctx *ctx) {
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
+        const char *lines_text = cli_option(ctx, "lines");
+        unsigned long lines = 100;
+        if (r == 0 && lines_text) {
+                char *end;
+                errno = 0;
+                lines = strtoul(lines_text, &end, 10);
+                if (errno || !*lines_text || *end || lines == 0 || lines_text[0] == '-')
+                        r = lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0,
+                                     "--lines '%s' is not a positive whole number", lines_text);
+        }
+        char *text = NULL;
+        if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_sandbox_log(ctx->home, project_arg(ctx), n, lines, &text, &ctx->err)) < 0)
+                return r;
+        if (ctx->json) {
+                json_t *out = json_array();
+                for (char *line = text; *line;) {
+                        size_t len = strcspn(line, "\n");
+                        json_array_append_new(out, json_stringn(line, len));
+                        line += len + (line[len] == '\n');
+                }
+                cli_print_json(json_pack("{s:i, s:o}", "sandbox", n, "lines", out));
+        } else {
+                fputs(text, stdout);
+        }
+        free(text);
+        return 0;
+}

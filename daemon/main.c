@@ -52,8 +52,32 @@ typedef struct daemon_state {
 } daemon_state;
 
 /* One line of the daemon's log (stderr, which the library points at daemon.log). */
+#define LOG_MAX_BYTES (1 << 20)
+static const char *log_dir; /* the Sandbox's directory, where daemon.log is */
+
+/* Keeps the log bounded: past LOG_MAX_BYTES it becomes daemon.log.1 (replacing the
+ * previous one) and a new daemon.log starts. */
+static void rotate_log(void) {
+        struct stat st;
+        if (!log_dir || fstat(STDERR_FILENO, &st) < 0 || st.st_size < LOG_MAX_BYTES)
+                return;
+        _cleanup_free_ char *path = xasprintf("%s/daemon.log", log_dir);
+        _cleanup_free_ char *old = xasprintf("%s/daemon.log.1", log_dir);
+        if (rename(path, old) < 0)
+                return;
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return;
+        fflush(stdout);
+        fflush(stderr);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+}
+
 static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void log_line(const char *fmt, ...) {
+        rotate_log();
         char when[32];
         time_t now = time(NULL);
         struct tm tm;
@@ -484,6 +508,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
                 return 1;
         }
+        log_dir = d.dir;
         d.token = read_token(d.dir);
         if (!d.token) {
                 fprintf(stderr, "no token in %s/token\n", d.dir);

@@ -36,6 +36,10 @@ ok
 # Reads show the branch as imported.
 assert_eq "$(manifest "$ws")" "$(manifest "$WORK/sample")" "the mounted branch"
 expect_error AlreadyMounted lfs workspace mount "$n" main
+lfs sandbox log "$n" | grep -q "mounted main at $ws" || fail "sandbox log shows the mount"
+ok
+assert_eq "$(lfs --json sandbox log "$n" --lines 1 | json_get 'len(j["lines"])')" 1 "sandbox log --lines 1"
+expect_error InvalidInput lfs sandbox log "$n" --lines 0
 expect_error NoSuchBranch lfs workspace mount "$n" nope
 expect_error NoSuchSandbox lfs workspace status 9 main
 expect_error NotMounted lfs workspace status "$n" other

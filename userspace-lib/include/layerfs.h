@@ -219,6 +219,10 @@ typedef struct lfs_sandbox_info {
 int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_error **err);
 void lfs_sandbox_info_free(lfs_sandbox_info *items, size_t n);
 
+/* The last lines (0: 100) of the Sandbox daemon's log, also after the daemon died. */
+int lfs_sandbox_log(lfs_home *home, const char *project, int sandbox, size_t lines, char **ret_text,
+                    lfs_error **err);
+
 /* Mounts branch in the Sandbox; *ret_path is the Workspace's path (free it). */
 int lfs_workspace_mount(lfs_home *home, const char *project, int sandbox, const char *branch,
                         char **ret_path, lfs_error **err);

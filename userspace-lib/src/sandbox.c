@@ -743,3 +743,51 @@ int lfs_workspace_unmount(lfs_home *home, const char *project, int sandbox, cons
                                       "discard", discard),
                             NULL, err);
 }
+
+/* Appends the file's contents to *buf (missing is fine). */
+static void append_file(const char *path, char **buf, size_t *len) {
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return;
+        char chunk[65536];
+        size_t k;
+        while ((k = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+                *buf = xrealloc(*buf, *len + k + 1);
+                memcpy(*buf + *len, chunk, k);
+                *len += k;
+                (*buf)[*len] = 0;
+        }
+        fclose(f);
+}
+
+int lfs_sandbox_log(lfs_home *home, const char *project, int sandbox, size_t lines, char **ret_text,
+                    lfs_error **err) {
+        sandbox_record rec = { 0 };
+        int r = sandbox_open(home, project, sandbox, &rec, err);
+        if (r < 0)
+                return r;
+        /* The rotated part first: the tail may start there. */
+        _cleanup_free_ char *old = xasprintf("%s/daemon.log.1", rec.dir);
+        _cleanup_free_ char *cur = xasprintf("%s/daemon.log", rec.dir);
+        char *text = xstrdup("");
+        size_t len = 0;
+        append_file(old, &text, &len);
+        append_file(cur, &text, &len);
+        record_done(&rec);
+        if (!lines)
+                lines = 100;
+        size_t seen = 0;
+        char *start = text + len;
+        if (len && text[len - 1] == '\n')
+                start--;
+        while (start > text && seen < lines) {
+                start--;
+                if (*start == '\n' && ++seen == lines) {
+                        start++;
+                        break;
+                }
+        }
+        *ret_text = xstrdup(start);
+        free(text);
+        return 0;
+}
