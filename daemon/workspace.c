@@ -873,6 +873,15 @@ static ws_handle *handle_get(ws_fs *fs, uint64_t fh) {
         return &fs->handles[fh - 1];
 }
 
+/* The open handle fh, or -EBADF. */
+static int handle_of(ws_fs *fs, uint64_t fh, ws_handle **ret) {
+        ws_handle *h = handle_get(fs, fh);
+        if (!h)
+                return -EBADF;
+        *ret = h;
+        return 0;
+}
+
 static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh) {
         ws_inode *in = inode_get(fs, ino);
         if (!in)
@@ -948,11 +957,9 @@ ssize_t ws_read(ws_fs *fs, uint64_t fh, char *buf, size_t size, off_t off) {
         ssize_t r = 0;
         LOCK_GUARD(fs);
         do {
-                ws_handle *h = handle_get(fs, fh);
-                if (!h) {
-                        r = -EBADF;
+                ws_handle *h;
+                if ((r = handle_of(fs, fh, &h)) < 0)
                         break;
-                }
                 ws_inode *in = inode_get(fs, h->ino);
                 if (in->upper) {
                         if (in->upper_fd < 0 && (r = copy_up(fs, h->ino)) < 0)
@@ -977,10 +984,11 @@ ssize_t ws_read(ws_fs *fs, uint64_t fh, char *buf, size_t size, off_t off) {
 
 /* The inode behind handle fh, copied up so that it can be changed. */
 static int writable_inode(ws_fs *fs, uint64_t fh, ws_inode **ret) {
-        ws_handle *h = handle_get(fs, fh);
-        if (!h)
-                return -EBADF;
-        int r = copy_up(fs, h->ino);
+        ws_handle *h;
+        int r = handle_of(fs, fh, &h);
+        if (r < 0)
+                return r;
+        r = copy_up(fs, h->ino);
         if (r < 0)
                 return r;
         *ret = inode_get(fs, h->ino);
@@ -1011,11 +1019,9 @@ int ws_fsync(ws_fs *fs, uint64_t fh, bool datasync) {
         int r = 0;
         LOCK_GUARD(fs);
         do {
-                ws_handle *h = handle_get(fs, fh);
-                if (!h) {
-                        r = -EBADF;
+                ws_handle *h;
+                if ((r = handle_of(fs, fh, &h)) < 0)
                         break;
-                }
                 ws_inode *in = inode_get(fs, h->ino);
                 if (in->upper_fd >= 0 && (datasync ? fdatasync(in->upper_fd) : fsync(in->upper_fd)) < 0)
                         r = -errno;
@@ -1047,11 +1053,9 @@ int ws_release(ws_fs *fs, uint64_t fh) {
         int r = 0;
         LOCK_GUARD(fs);
         do {
-                ws_handle *h = handle_get(fs, fh);
-                if (!h) {
-                        r = -EBADF;
+                ws_handle *h;
+                if ((r = handle_of(fs, fh, &h)) < 0)
                         break;
-                }
                 uint64_t ino = h->ino;
                 if (h->lower_owned)
                         close(h->lower_fd);
