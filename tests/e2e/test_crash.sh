@@ -35,7 +35,7 @@ run_killed() {
 
 store_is_sound() {
         local project=$1
-        sqlite3 "$LAYERFS_HOME/projects/$project/store.db" 'PRAGMA integrity_check' | grep -qx ok ||
+        sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/$project/store.db" 'PRAGMA integrity_check' | grep -qx ok ||
                 fail "integrity_check of $project"
         lfs --project "$project" project verify >/dev/null || fail "verify of $project after a kill"
         ok
@@ -88,7 +88,7 @@ lfs branch create sweep --from "$old" >/dev/null
 lfs branch commit sweep --from "$WORK/src" -m sweep >/dev/null
 packs_dir="$LAYERFS_HOME/projects/work/objects/packs"
 on_disk=$(ls "$packs_dir" | sort)
-recorded=$(sqlite3 "$LAYERFS_HOME/projects/work/store.db" 'SELECT name FROM packs ORDER BY name')
+recorded=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/work/store.db" 'SELECT name FROM packs ORDER BY name')
 assert_eq "$on_disk" "$recorded" "pack files on disk against the packs table"
 assert_eq "$(ls -A "$LAYERFS_HOME/projects/work/objects/tmp")" "" "objects/tmp after the next writer"
 

@@ -13,11 +13,11 @@ sandboxes_cleaned() {
         grep -q " $LAYERFS_HOME/" /proc/mounts && fail "a mount is left: $(grep " $LAYERFS_HOME/" /proc/mounts)"
         pgrep -f "layerfs-daemon .*--home $LAYERFS_HOME" >/dev/null && fail "a daemon is left"
         [ -z "$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null)" ] || fail "sandbox directories left: $(ls "$LAYERFS_HOME/sandboxes")"
-        assert_eq "$(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT count(*) FROM sandboxes')" 0 "records left"
+        assert_eq "$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" 'SELECT count(*) FROM sandboxes')" 0 "records left"
 }
 # Close every Sandbox even when the test fails part-way.
 close_all() {
-        for n in $(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
+        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
                 "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
         done
         cleanup_work

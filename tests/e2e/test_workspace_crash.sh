@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 export LAYERFS_PROJECT=crash
 ROUNDS=${CRASH_ROUNDS:-8}
 close_sandboxes() {
-        for n in $(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
+        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
                 "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
         done
 }
@@ -25,7 +25,7 @@ for round in $(seq 1 "$ROUNDS"); do
         writer=$!
         "$LAYERFS" workspace commit "$n" main -m "round $round" >/dev/null 2>&1 &
         committer=$!
-        pid=$(sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$n")
+        pid=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$n")
         sleep "$(printf '0.%03d' $((RANDOM % 400)))"
         kill -9 "$pid"
         wait "$writer" 2>/dev/null || true

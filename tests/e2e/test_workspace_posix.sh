@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "skip: Workspaces need root"; exit 0; }
 export LAYERFS_PROJECT=px
 close_sandboxes() {
-        for n in $(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
+        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
                 "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
         done
 }
@@ -57,7 +57,7 @@ rm "$LAYERFS_HOME/sandboxes/px-$n/mnt/blocked"
 # the head is the old or the new commit.
 for i in $(seq 1 2000); do echo "$i" >"$ws/f$i"; done
 old=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')
-pid=$(sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$n")
+pid=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$n")
 # ... and while a writer streams into the Workspace.
 dd if=/dev/zero of="$ws/stream" bs=64k count=200000 2>/dev/null &
 writer=$!
@@ -98,12 +98,12 @@ ok
 # nothing there is touched.
 mkdir -p "$WORK/precious" && echo keep >"$WORK/precious/file"
 for bad in "$WORK/precious" "sandboxes/px-$m" "$LAYERFS_HOME/sandboxes/px-$m/.." "$LAYERFS_HOME/sandboxes/px-9"; do
-        sqlite3 "$LAYERFS_HOME/home.db" "UPDATE sandboxes SET dir='$bad' WHERE number=$m"
+        sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "UPDATE sandboxes SET dir='$bad' WHERE number=$m"
         expect_error InvalidInput lfs sandbox close "$m" --force
         expect_error InvalidInput lfs workspace status "$m" main
 done
 assert_eq "$(cat "$WORK/precious/file")" "keep" "a record pointing elsewhere touched nothing"
-sqlite3 "$LAYERFS_HOME/home.db" "UPDATE sandboxes SET dir='$LAYERFS_HOME/sandboxes/px-$m' WHERE number=$m"
+sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "UPDATE sandboxes SET dir='$LAYERFS_HOME/sandboxes/px-$m' WHERE number=$m"
 
 # O_TRUNC of a Store file, then a disk that fills: ENOSPC reaches the writer as ENOSPC.
 printf 'short\n' >"$ws/README"
