@@ -124,7 +124,7 @@ format:
 
 bench: deps all
 	BUILD=$(BUILD) bench/store_vs_git.sh
-	BUILD=$(BUILD) bench/workspace_fs.sh
+	BENCH_BIG_MIB=1024 BUILD=$(BUILD) bench/workspace_fs.sh
 
 install: all
 	install -Dm755 $(BUILD)/layerfs $(DESTDIR)$(PREFIX)/bin/layerfs

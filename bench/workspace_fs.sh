@@ -7,6 +7,9 @@
 # It reports and never judges: it exits non-zero only when a command fails (or when
 # something it mounted could not be unmounted), never because of a timing. Needs root
 # (mount, /proc/sys/vm/drop_caches, FUSE with allow_other).
+# Usage: workspace_fs.sh [workload|mount|tools]... (all three by default). For quick
+# looks while developing, BENCH_BIG_MIB=64 shrinks the sequential file (the table
+# still says "1 GiB"; `make bench` always runs the full size).
 set -euo pipefail
 set -o errtrace # the ERR trap below also fires inside functions
 
@@ -14,7 +17,7 @@ set -o errtrace # the ERR trap below also fires inside functions
 DIRS=100          # directories for the small-file rows
 FILES_PER_DIR=100 # files in each: 10,000 in all
 FILE_SIZE=4096    # bytes per file
-BIG_MIB=1024      # the sequential file: 1 GiB, written with dd bs=1M
+BIG_MIB=${BENCH_BIG_MIB:-1024} # the sequential file: 1 GiB, written with dd bs=1M
 BIG_DIRS=1000     # the large Branch for the mount time: 1,000 directories ...
 BIG_PER_DIR=100   # ... of 100 tiny files: 100,000 in all
 SMALL_FILES=10    # the small Branch: 10 files
@@ -586,11 +589,22 @@ main() {
         command -v fuse-overlayfs >/dev/null && fo=$(fuse-overlayfs --version 2>/dev/null | sed -n 's/^fuse-overlayfs: //p')
         echo "$("$LAYERFS" --version), kernel $(uname -r), $(nproc) CPUs, $(git --version), fuse-overlayfs: $fo"
         echo
-        echo "small files and 1 GiB, each target on a fresh empty directory:"
-        workload_section
-        print_table
-        mount_section
-        tools_section
+        local sections=("$@")
+        [ ${#sections[@]} -gt 0 ] || sections=(workload mount tools)
+        for section in "${sections[@]}"; do
+                case "$section" in
+                workload)
+                        echo "small files and $BIG_MIB MiB, each target on a fresh empty directory:"
+                        workload_section && print_table
+                        ;;
+                mount) mount_section ;;
+                tools) tools_section ;;
+                *)
+                        echo "bench: unknown section '$section' (workload, mount, tools)" >&2
+                        return 1
+                        ;;
+                esac
+        done
         echo
 }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/xattr.h>
 #include <time.h>
 
@@ -44,6 +45,7 @@ typedef struct ws_inode {
         bool has_blob;
         lfs_id blob;
         int upper_fd; /* open while the file is open or being written; -1 otherwise */
+        blkcnt_t upper_blocks; /* the upper file's st_blocks when its fd was last closed */
         bool hashed; /* upper_hash is the upper file's id (reset by every change) */
         lfs_id upper_hash;
         char *link; /* a symlink's target, once read or made */
@@ -268,6 +270,39 @@ static int load_dir(ws_fs *fs, uint64_t ino) {
 
 /* ---- attributes ---- */
 
+/* ---- the upper directory ----
+ * A copied-up or new file lives at upper/<xx>/<ino>, xx the inode number's low byte in
+ * hex. One flat directory would put every new file's inode into the same ext4 block group,
+ * and ext4 without a journal skips inodes freed in the last minute one by one: after a
+ * mass delete, each create in that group scanned thousands of them (10,000 creates took
+ * 1.1 s in one directory, 0.13 s spread over 64). The fan-out directories are made on
+ * first use, and the upper directory is marked TOPDIR so that ext4 spreads them. */
+enum { UPPER_NAME_MAX = 32 };
+
+static void upper_name(uint64_t ino, char name[UPPER_NAME_MAX]) {
+        snprintf(name, UPPER_NAME_MAX, "%02x/%llu", (unsigned)(ino & 0xff), (unsigned long long)ino);
+}
+
+static int upper_create(ws_fs *fs, const char *name) {
+        int fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == ENOENT) {
+                char dir[3] = { name[0], name[1], 0 };
+                if (mkdirat(fs->upper_fd, dir, 0700) < 0 && errno != EEXIST)
+                        return -errno;
+                fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        }
+        return fd < 0 ? -errno : fd;
+}
+
+/* Best effort: only ext2/3/4 know the flag; elsewhere the layout works the same. */
+static void mark_top_directory(int dir_fd) {
+        int flags = 0;
+        if (ioctl(dir_fd, FS_IOC_GETFLAGS, &flags) == 0 && !(flags & FS_TOPDIR_FL)) {
+                flags |= FS_TOPDIR_FL;
+                (void)ioctl(dir_fd, FS_IOC_SETFLAGS, &flags);
+        }
+}
+
 static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         ws_inode *in = inode_get(fs, ino);
         /* A directory's link count needs its subdirectories: load it (one tree read). */
@@ -288,10 +323,10 @@ static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         st->st_ctim = in->ctime;
         if (in->upper && S_ISREG(in->mode)) {
                 /* Sparse files: report what the upper file really holds. */
-                char name[32];
                 struct stat up;
-                snprintf(name, sizeof(name), "%llu", (unsigned long long)ino);
-                if (fstatat(fs->upper_fd, name, &up, 0) == 0)
+                if (in->upper_fd < 0)
+                        st->st_blocks = in->upper_blocks;
+                else if (fstat(in->upper_fd, &up) == 0)
                         st->st_blocks = up.st_blocks;
         }
 }
@@ -327,6 +362,7 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
         fs->base_tree = c.tree;
         fs->upper = xstrdup(upper_dir);
         fs->upper_fd = upper_fd;
+        mark_top_directory(upper_fd);
         fs->owner = owner;
         fs->group = group;
         fs->base_time = (struct timespec){ .tv_sec = (time_t)c.time };
@@ -453,10 +489,6 @@ int ws_getattr(ws_fs *fs, uint64_t ino, struct stat *ret) {
         return r;
 }
 
-static void upper_name(uint64_t ino, char name[32]) {
-        snprintf(name, 32, "%llu", (unsigned long long)ino);
-}
-
 static int copy_up_data(ws_fs *fs, uint64_t ino, bool with_data);
 
 /* Copies a file's lower data up, so that it can be changed; opens its upper fd. */
@@ -467,16 +499,16 @@ static int copy_up(ws_fs *fs, uint64_t ino) {
 /* with_data false: the caller truncates it anyway (O_TRUNC), so nothing is copied. */
 static int copy_up_data(ws_fs *fs, uint64_t ino, bool with_data) {
         ws_inode *in = inode_get(fs, ino);
-        char name[32];
+        char name[UPPER_NAME_MAX];
         upper_name(ino, name);
         if (in->upper) {
                 if (in->upper_fd < 0)
                         in->upper_fd = openat(fs->upper_fd, name, O_RDWR | O_CLOEXEC);
                 return in->upper_fd < 0 ? -errno : 0;
         }
-        int fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int fd = upper_create(fs, name);
         if (fd < 0)
-                return -errno;
+                return fd;
         if (with_data && in->has_blob && in->size) {
                 lfs_object_loc loc = { .fd = -1 };
                 int src = -1;
@@ -514,6 +546,16 @@ static int copy_up_data(ws_fs *fs, uint64_t ino, bool with_data) {
         return 0;
 }
 
+/* Every change of an upper file's data goes through its open fd, so the block count
+ * taken here stays true until it is opened again: a stat needs no syscall. */
+static void close_upper(ws_inode *in) {
+        struct stat st;
+        if (fstat(in->upper_fd, &st) == 0)
+                in->upper_blocks = st.st_blocks;
+        close(in->upper_fd);
+        in->upper_fd = -1;
+}
+
 static bool may_close_upper(ws_inode *in) {
         return in->open_count == 0;
 }
@@ -527,7 +569,7 @@ static void drop_if_gone(ws_fs *fs, uint64_t ino) {
                 in->upper_fd = -1;
         }
         if (in->upper) {
-                char name[32];
+                char name[UPPER_NAME_MAX];
                 upper_name(ino, name);
                 unlinkat(fs->upper_fd, name, 0);
                 in->upper = false;
@@ -557,10 +599,8 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                         }
                         in->size = (uint64_t)attr->st_size;
                         in->hashed = false;
-                        if (may_close_upper(in)) {
-                                close(in->upper_fd);
-                                in->upper_fd = -1;
-                        }
+                        if (may_close_upper(in))
+                                close_upper(in);
                         touch(in, true);
                 }
                 if (to_set & WS_SET_MODE)
@@ -1063,10 +1103,8 @@ int ws_release(ws_fs *fs, uint64_t fh) {
                 fs->open_files--;
                 ws_inode *in = inode_get(fs, ino);
                 in->open_count--;
-                if (in->open_count == 0 && in->upper_fd >= 0) {
-                        close(in->upper_fd);
-                        in->upper_fd = -1;
-                }
+                if (in->open_count == 0 && in->upper_fd >= 0)
+                        close_upper(in);
                 drop_if_gone(fs, ino);
         } while (0);
         return r;
@@ -1322,7 +1360,7 @@ static int current_id(ws_fs *fs, uint64_t ino, lfs_id *ret, lfs_error **err) {
                 *ret = in->upper_hash;
                 return 0;
         }
-        char name[32];
+        char name[UPPER_NAME_MAX];
         upper_name(ino, name);
         _cleanup_close_ int fd = openat(fs->upper_fd, name, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
@@ -1382,7 +1420,9 @@ static int leaf_changes(change_walk *cw, uint64_t ino, const lfs_entry *b, const
         *c = (lfs_path_change){ .path = keep(cw, xstrdup(path)),
                                 .type = mode == LFS_MODE_EXEC ? LFS_ENTRY_EXEC : LFS_ENTRY_FILE };
         if (in->upper) {
-                c->source = keep(cw, xasprintf("%s/%llu", fs->upper, (unsigned long long)ino));
+                char name[UPPER_NAME_MAX];
+                upper_name(ino, name);
+                c->source = keep(cw, xasprintf("%s/%s", fs->upper, name));
         } else {
                 lfs_id *blob = xmalloc(sizeof(*blob));
                 *blob = id;

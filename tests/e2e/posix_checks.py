@@ -134,6 +134,13 @@ def check_sparse_large(d):
     st = os.stat(f"{d}/sparse")
     assert st.st_size == size
     assert st.st_blocks * 512 < (64 << 20), "a sparse file stays sparse"
+    # The block count of a closed file: what its data holds, after a write and a truncate.
+    with open(f"{d}/dense", "wb") as f:
+        f.write(b"x" * (1 << 20))
+    assert os.stat(f"{d}/dense").st_blocks * 512 >= 1 << 20
+    os.truncate(f"{d}/dense", 0)
+    assert os.stat(f"{d}/dense").st_blocks == 0
+    os.unlink(f"{d}/dense")
     with open(f"{d}/sparse", "rb") as f:
         f.seek(size - 3)
         assert f.read() == b"end"
