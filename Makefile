@@ -13,13 +13,13 @@ PREFIX ?= /usr/local
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icli -Idaemon
+INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Icli -Idaemon
 ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS) $(EXTRA_CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDFLAGS += $(EXTRA_LDFLAGS)
 
-LIB_SRC := $(wildcard userspace-lib/src/*.c)
+LIB_SRC := $(wildcard userspace-lib/src/*.c cgroup/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -57,7 +57,7 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-$(BUILD)/%.o: %.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cli/*.h tests/unit/*.h)
+$(BUILD)/%.o: %.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cgroup/*.h cli/*.h tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -74,7 +74,7 @@ $(BUILD)/layerfs.pc: userspace-lib/layerfs.pc.in
 $(BUILD)/layerfs: $(CLI_OBJ) $(BUILD)/liblayerfs.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS)
 
-$(BUILD)/daemon/%.o: daemon/%.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h daemon/*.h)
+$(BUILD)/daemon/%.o: daemon/%.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cgroup/*.h daemon/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
 
@@ -115,7 +115,7 @@ FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 lint:
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) userspace-lib cli daemon tests
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) userspace-lib cgroup cli daemon tests
 	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) \
 		$(shell pkg-config --cflags $(PKGS)) $(FUSE_CFLAGS)
 

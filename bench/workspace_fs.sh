@@ -68,6 +68,9 @@ GIT=(git -c gc.auto=0 -c maintenance.auto=false -c init.defaultBranch=main -c 's
 # mount that would not go away is never deleted through).
 mkdir -p "$BUILD"
 WORK=$(mktemp -d "$BUILD/wsbench.XXXXXX")
+# Commands run as the command identity (501:20) in Workspaces below the home: it must
+# be able to pass through (mktemp makes 0700).
+chmod 711 "$WORK"
 export LAYERFS_HOME="$WORK/home"
 MOUNTS=()    # overlay and fuse-overlayfs mount points still mounted
 SANDBOXES=() # "project number" of Sandboxes still open

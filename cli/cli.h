@@ -28,6 +28,7 @@ typedef struct cli_ctx {
         lfs_error *err;
         uint64_t last_progress_ms;
         bool progress_shown;
+        int exit_status; /* of a successful run: 0, or an exec'd command's own */
 } cli_ctx;
 
 int cli_open_home(cli_ctx *ctx);
@@ -63,5 +64,7 @@ int cmd_workspace_mount(cli_ctx *ctx);
 int cmd_workspace_status(cli_ctx *ctx);
 int cmd_workspace_commit(cli_ctx *ctx);
 int cmd_workspace_unmount(cli_ctx *ctx);
+int cmd_workspace_exec(cli_ctx *ctx);
+int cmd_runtime_reclaim(cli_ctx *ctx);
 
 #endif

@@ -27,8 +27,9 @@ static const char main_help[] =
         "    A home holds projects; each project has a Store of content-addressed objects\n"
         "    with Commits and Branches. A Sandbox (one daemon each) mounts Branches as\n"
         "    read-write Workspaces (FUSE); a Workspace's changes become a Commit with\n"
-        "    'workspace commit'. The groups 'process' and 'runtime' come in a later release\n"
-        "    and are refused with Unsupported until then.\n"
+        "    'workspace commit'. Commands run in a Workspace each in a cgroup of their own;\n"
+        "    closing a Sandbox ends every process it started. 'process' and 'runtime status'\n"
+        "    come in a later release and are refused with Unsupported until then.\n"
         "\n"
         "COMMANDS\n"
         "    project init NAME [--from DIR]     make a project; branch main holds DIR or nothing\n"
@@ -52,6 +53,9 @@ static const char main_help[] =
         "    workspace status N BRANCH          changed paths against the mount's base\n"
         "    workspace commit N BRANCH -m MESSAGE   record the changes (merging if needed)\n"
         "    workspace unmount N BRANCH [--discard] refused Busy while in use, Dirty if changed\n"
+        "    workspace exec N BRANCH [--cwd DIR] [--env K=V]... [--timeout S] -- COMMAND...\n"
+        "                                       run COMMAND in the Workspace, in its own cgroup\n"
+        "    runtime reclaim                    clean up after Sandboxes whose daemon died\n"
         "\n"
         "GLOBAL OPTIONS\n"
         "    --home DIR       the home (else $LAYERFS_HOME; /var/lib/layerfs for root;\n"
@@ -69,7 +73,10 @@ static const char main_help[] =
         "    instead of io_uring. LAYERFS_COMMAND_UID/_GID: who files from the Store\n"
         "    appear to belong to in a Workspace (default 501:20). LAYERFS_DAEMON: the\n"
         "    layerfs-daemon to start (default: beside layerfs). LAYERFS_FUSE_DEBUG=1 logs\n"
-        "    every FUSE request to the Sandbox's log.\n"
+        "    every FUSE request to the Sandbox's log. LAYERFS_CGROUP_ROOT: where the\n"
+        "    Sandboxes' cgroups go (default <cgroup2 mount>/layerfs). LAYERFS_IDLE_SECONDS:\n"
+        "    a Sandbox with no Workspace mounted and no request closes itself after this\n"
+        "    long (default 120). LAYERFS_SANDBOX: the default runtime (native).\n"
         "\n"
         "EXIT STATUS\n"
         "    0 on success. 125 when LayerFS refuses or fails; stderr then says\n"
@@ -197,6 +204,34 @@ static const command commands[] = {
           "Unmounts the Workspace. Refused with Busy while a process has its cwd or a file\n"
           "open in it, and with Dirty when it has uncommitted changes, unless --discard.\n",
           "discard" },
+        { "workspace", "exec", cmd_workspace_exec, 3, 1 << 20, "cwd,env,timeout",
+          "layerfs workspace exec N BRANCH [--cwd DIR] [--env K=V]... [--timeout SECONDS] -- COMMAND [ARG...]\n\n"
+          "Runs COMMAND in the Workspace of BRANCH in sandbox N, in a cgroup of its own, as the\n"
+          "command identity (uid 501, gid 20, no supplementary groups; LAYERFS_COMMAND_UID and\n"
+          "_GID change it). COMMAND is looked up in PATH unless it has a '/'. It starts in the\n"
+          "Workspace, or in DIR below it (relative to the Workspace, or an absolute path inside\n"
+          "it). Its environment is PATH, HOME and TMPDIR (the Sandbox's private tmp), plus\n"
+          "each --env K=V. stdin is passed to it as it is; stdout and stderr stream while it\n"
+          "runs, of any size. There is no timeout unless --timeout: then, when it expires, the\n"
+          "command and everything it started are killed (its whole cgroup).\n\n"
+          "Processes it leaves in the background (nohup, setsid, a double fork) keep running\n"
+          "until the Sandbox closes; what they write after the command ended is not shown.\n\n"
+          "Exit status: the command's own; 124 its --timeout expired, 126 it could not be run,\n"
+          "127 it was not found, 128+N it was killed by signal N; 125 LayerFS refused or failed\n"
+          "(stderr says 'CODE: message'). With --json, {sandbox, branch, exit} is printed after\n"
+          "the command's output.\n\n"
+          "Example: layerfs workspace exec 1 main --cwd src -- make -j2\n",
+          NULL },
+        { "runtime", "reclaim", cmd_runtime_reclaim, 0, 0, "",
+          "layerfs runtime reclaim\n\n"
+          "Cleans up after every Sandbox of the home whose daemon is gone (killed, crashed, or\n"
+          "from before a reboot): ends every process left in its cgroup however it detached,\n"
+          "detaches its mounts (also those that answer ENOTCONN), removes its cgroups, its\n"
+          "directory and its record, and prints what it removed ([{project, sandbox, dir}] with\n"
+          "--json). A record that names another directory or cgroup than this home computes\n"
+          "for it is left alone, and nothing it points at is touched. Running Sandboxes are\n"
+          "not affected. 'project list_sandboxes' and 'sandbox create' reclaim too.\n",
+          NULL },
 };
 
 static const char *const later_groups[] = { "process", "runtime" };
@@ -392,8 +427,8 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
                         if (!strcmp(words[0], later_groups[i])) {
                                 lfs_fail(&ctx->err, LFS_UNSUPPORTED, 0,
                                          "'%s%s%s' is not in this build yet: it offers the Store, "
-                                         "Sandboxes and Workspaces; processes and the runtime calls come "
-                                         "in a later release",
+                                         "Sandboxes, Workspaces, exec and runtime reclaim; the rest of "
+                                         "the process and runtime calls come in a later release",
                                          words[0], words[1] ? " " : "", words[1] ? words[1] : "");
                                 return -EOPNOTSUPP;
                         }
@@ -463,7 +498,7 @@ int main(int argc, char **argv) {
         } else {
                 r = cmd->run(&ctx);
                 cli_end_progress(&ctx);
-                status = cli_report(&ctx, r);
+                status = r < 0 ? cli_report(&ctx, r) : ctx.exit_status;
         }
         ctx_done(&ctx);
         return status;

@@ -186,3 +186,64 @@ int cmd_sandbox_log(cli_ctx *ctx) {
         free(text);
         return 0;
 }
+
+int cmd_workspace_exec(cli_ctx *ctx) {
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
+        if (r < 0)
+                return r;
+        lfs_exec_options o = {
+                .cwd = cli_option(ctx, "cwd"), .stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2
+        };
+        _cleanup_free_ const char **env = xcalloc(ctx->n_opts + 1, sizeof(char *));
+        for (size_t i = 0; i < ctx->n_opts; i++)
+                if (!strcmp(ctx->opts[i].name, "env"))
+                        env[o.n_env++] = ctx->opts[i].value;
+        o.env = env;
+        const char *timeout = cli_option(ctx, "timeout");
+        if (timeout) {
+                char *end;
+                errno = 0;
+                o.timeout = strtod(timeout, &end);
+                if (errno || !*timeout || *end || !(o.timeout >= 0))
+                        return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0,
+                                        "--timeout '%s' is not a number of seconds (0 or more)", timeout);
+        }
+        int status = 0;
+        if ((r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_workspace_exec(ctx->home, project_arg(ctx), n, ctx->args[1],
+                                    (const char *const *)ctx->args + 2, ctx->n_args - 2, &o, &status,
+                                    &ctx->err)) < 0)
+                return r;
+        if (ctx->json)
+                cli_print_json(
+                        json_pack("{s:i, s:s, s:i}", "sandbox", n, "branch", ctx->args[1], "exit", status));
+        ctx->exit_status = status;
+        return 0;
+}
+
+int cmd_runtime_reclaim(cli_ctx *ctx) {
+        lfs_reclaimed *gone = NULL;
+        size_t k = 0;
+        int r = cli_open_home(ctx);
+        if (r < 0 || (r = lfs_runtime_reclaim(ctx->home, &gone, &k, &ctx->err)) < 0)
+                return r;
+        json_t *out = json_array();
+        for (size_t i = 0; i < k; i++) {
+                if (ctx->json)
+                        json_array_append_new(out,
+                                              json_pack("{s:s, s:i, s:s}", "project", gone[i].project,
+                                                        "sandbox", gone[i].sandbox, "dir", gone[i].dir));
+                else
+                        printf("reclaimed sandbox %d of %s (%s)\n", gone[i].sandbox, gone[i].project,
+                               gone[i].dir);
+        }
+        if (ctx->json)
+                cli_print_json(out);
+        else {
+                json_decref(out);
+                if (!k)
+                        printf("nothing to reclaim\n");
+        }
+        lfs_reclaimed_free(gone, k);
+        return 0;
+}

@@ -9,13 +9,13 @@
  * SANDBOX_DIR (0700) holds `token` (0600, written by the library before the start),
  * `control.sock`, `daemon.log`, and per Workspace `mnt/<branch>` and `upper/<branch>`.
  */
-#define FUSE_USE_VERSION 35
+#include <dirent.h>
 #include <fcntl.h>
-#include <fuse_lowlevel.h>
 #include <getopt.h>
-#include <jansson.h>
-#include <pthread.h>
+#include <libgen.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -23,33 +23,9 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "cgroup.h"
+#include "daemon.h"
 #include "fuse_ops.h"
-#include "store.h"
-#include "workspace.h"
-
-#define MAX_WORKSPACES 16
-
-typedef struct workspace {
-        bool active;
-        char *branch;
-        char *key; /* the branch as one path component */
-        char *mountpoint;
-        char *upper;
-        lfs_store *store;
-        ws_fs *fs;
-        struct fuse_session *se;
-        pthread_t thread;
-} workspace;
-
-typedef struct daemon_state {
-        lfs_home *home;
-        char *project;
-        char *dir;
-        char *token;
-        int number;
-        workspace ws[MAX_WORKSPACES];
-        bool closing;
-} daemon_state;
 
 /* One line of the daemon's log (stderr, which the library points at daemon.log). */
 #define LOG_MAX_BYTES (1 << 20)
@@ -75,8 +51,7 @@ static void rotate_log(void) {
         close(fd);
 }
 
-static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void log_line(const char *fmt, ...) {
+void log_line(const char *fmt, ...) {
         rotate_log();
         char when[32];
         time_t now = time(NULL);
@@ -91,8 +66,7 @@ static void log_line(const char *fmt, ...) {
         fflush(stderr);
 }
 
-static json_t *error_json(lfs_code code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static json_t *error_json(lfs_code code, const char *fmt, ...) {
+json_t *error_json(lfs_code code, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         char *msg = NULL;
@@ -105,7 +79,7 @@ static json_t *error_json(lfs_code code, const char *fmt, ...) {
         return j;
 }
 
-static json_t *error_from(lfs_error *err) {
+json_t *error_from(lfs_error *err) {
         json_t *e = json_pack("{s:s, s:s}", "code", lfs_code_name(err ? err->code : LFS_FAILED), "message",
                               err && err->message ? err->message : "failed");
         if (err && err->n_paths) {
@@ -118,7 +92,7 @@ static json_t *error_from(lfs_error *err) {
         return json_pack("{s:o}", "error", e);
 }
 
-static json_t *ok_json(json_t *result) {
+json_t *ok_json(json_t *result) {
         return json_pack("{s:o}", "ok", result ? result : json_object());
 }
 
@@ -136,7 +110,7 @@ static char *branch_key(const char *branch) {
         return key;
 }
 
-static workspace *find_ws(daemon_state *d, const char *branch) {
+workspace *find_ws(daemon_state *d, const char *branch) {
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active && !strcmp(d->ws[i].branch, branch))
                         return &d->ws[i];
@@ -220,10 +194,7 @@ static json_t *call_mount(daemon_state *d, const char *branch) {
                 ws_release_slot(w);
                 return j;
         }
-        const char *owner = getenv("LAYERFS_COMMAND_UID"), *group = getenv("LAYERFS_COMMAND_GID");
-        uid_t uid = owner && *owner ? (uid_t)strtoul(owner, NULL, 10) : 501;
-        gid_t gid = group && *group ? (gid_t)strtoul(group, NULL, 10) : 20;
-        if (ws_open(w->store, branch, w->upper, uid, gid, &w->fs, &err) < 0) {
+        if (ws_open(w->store, branch, w->upper, d->uid, d->gid, &w->fs, &err) < 0) {
                 ws_release_slot(w);
                 return error_from(err);
         }
@@ -246,7 +217,7 @@ static json_t *call_mount(daemon_state *d, const char *branch) {
                                  "image", "platform", "linux"));
 }
 
-static json_t *not_mounted(daemon_state *d, const char *branch) {
+json_t *not_mounted(daemon_state *d, const char *branch) {
         return error_json(
                 LFS_NOT_MOUNTED,
                 "branch '%s' is not mounted in sandbox %d; 'layerfs sandbox list_workspaces %d' shows "
@@ -353,6 +324,48 @@ static json_t *call_list(daemon_state *d) {
         return ok_json(out);
 }
 
+/* Ends every process the Sandbox started, however it detached: the daemon steps out of
+ * the Sandbox's cgroup into LayerFS's root and kills the Sandbox's whole subtree. Where
+ * the daemon cannot step out (a delegated root with controllers), each command leaf is
+ * killed instead and the library removes the rest after the daemon exits. */
+static void end_commands(daemon_state *d) {
+        _cleanup_free_ char *root = xstrdup(d->cgroup);
+        int r = lfs_cgroup_enter(dirname(root), 0);
+        if (r == 0) {
+                r = lfs_cgroup_kill_wait(d->cgroup, 10000);
+                if (r < 0)
+                        log_line("cannot end the processes of %s: %s", d->cgroup, strerror(-r));
+                return;
+        }
+        log_line("cannot leave %s (%s): ending each command's cgroup instead", d->cgroup, strerror(-r));
+        DIR *dir = opendir(d->cgroup);
+        struct dirent *de;
+        while (dir && (de = readdir(dir)))
+                if (!strncmp(de->d_name, "cmd-", 4)) {
+                        _cleanup_free_ char *leaf = xasprintf("%s/%s", d->cgroup, de->d_name);
+                        lfs_cgroup_kill_wait(leaf, 10000);
+                }
+        if (dir)
+                closedir(dir);
+}
+
+/* Everything the Sandbox made goes: processes, mounts, cgroups, directory, record. The
+ * same for `sandbox close` and for the idle close. With d->lock held. */
+static void teardown(daemon_state *d, const char *why) {
+        log_line("closing sandbox %d (%s)", d->number, why);
+        d->closing = true;
+        end_commands(d);
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (d->ws[i].active)
+                        stop_mount(&d->ws[i], true);
+        int r = lfs_cgroup_remove_tree(d->cgroup, 5000);
+        if (r < 0)
+                log_line("cannot remove %s: %s", d->cgroup, strerror(-r));
+        rm_rf_at(AT_FDCWD, d->dir);
+        lfs_sandbox_record_delete(d->home, d->project, d->number, getpid());
+        wake_main_loop(d);
+}
+
 static json_t *call_close(daemon_state *d, bool force) {
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active)
@@ -365,14 +378,11 @@ static json_t *call_close(daemon_state *d, bool force) {
                                         "the Workspace of '%s' in sandbox %d has uncommitted changes; "
                                         "commit them, or close with --force to drop them",
                                         d->ws[i].branch, d->number);
-        for (int i = 0; i < MAX_WORKSPACES; i++)
-                if (d->ws[i].active)
-                        stop_mount(&d->ws[i], true);
-        d->closing = true;
+        teardown(d, force ? "sandbox close --force" : "sandbox close");
         return ok_json(NULL);
 }
 
-static json_t *dispatch(daemon_state *d, json_t *req) {
+static json_t *dispatch(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         const char *token = json_string_value(json_object_get(req, "token"));
         const char *call = json_string_value(json_object_get(req, "call"));
         const char *branch = json_string_value(json_object_get(req, "branch"));
@@ -380,6 +390,12 @@ static json_t *dispatch(daemon_state *d, json_t *req) {
                 return error_json(LFS_PERMISSION_DENIED, "the request did not carry this Sandbox's token");
         if (!call)
                 return error_json(LFS_INVALID_INPUT, "the request names no call");
+        if (!strcmp(call, "workspace.exec"))
+                return call_exec(d, req, TAKE_PTR(fds), n_fds);
+        for (size_t i = 0; i < n_fds; i++)
+                close(fds[i]);
+        if (d->closing)
+                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         if (!strcmp(call, "workspace.mount"))
                 return call_mount(d, branch);
         if (!strcmp(call, "workspace.status"))
@@ -399,31 +415,98 @@ static json_t *dispatch(daemon_state *d, json_t *req) {
         return error_json(LFS_INVALID_INPUT, "unknown call '%s'", call);
 }
 
-static void serve_client(daemon_state *d, int fd) {
-        FILE *in = fdopen(dup(fd), "r");
-        if (!in)
-                return;
-        char *line = NULL;
-        size_t cap = 0;
-        while (getline(&line, &cap, in) > 0) {
-                json_error_t jerr;
-                json_t *req = json_loads(line, 0, &jerr);
-                json_t *resp =
-                        req ? dispatch(d, req) : error_json(LFS_INVALID_INPUT, "bad request: %s", jerr.text);
-                json_decref(req);
-                char *text = json_dumps(resp, JSON_COMPACT);
-                json_decref(resp);
-                if (text) {
-                        size_t len = strlen(text);
-                        text[len] = '\n';
-                        (void)!write(fd, text, len + 1);
-                        free(text);
+#define MAX_REQUEST (1 << 20)
+#define MAX_FDS 3
+
+/* One request line, with the fds passed along with it (SCM_RIGHTS). */
+static json_t *read_request(int fd, int fds[MAX_FDS], size_t *ret_n_fds, json_t **ret_refusal) {
+        _cleanup_free_ char *buf = xmalloc(MAX_REQUEST + 1);
+        size_t len = 0;
+        *ret_n_fds = 0;
+        while (!memchr(buf, '\n', len)) {
+                if (len == MAX_REQUEST) {
+                        *ret_refusal = error_json(LFS_INVALID_INPUT, "the request is longer than %d bytes",
+                                                  MAX_REQUEST);
+                        return NULL;
                 }
-                if (d->closing)
-                        break;
+                union {
+                        char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+                        struct cmsghdr align;
+                } control;
+                struct iovec iov = { .iov_base = buf + len, .iov_len = MAX_REQUEST - len };
+                struct msghdr msg = { .msg_iov = &iov,
+                                      .msg_iovlen = 1,
+                                      .msg_control = control.buf,
+                                      .msg_controllen = sizeof(control.buf) };
+                ssize_t k = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return NULL;
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                                size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                                int *passed = (int *)(void *)CMSG_DATA(c);
+                                for (size_t i = 0; i < n; i++) {
+                                        if (*ret_n_fds < MAX_FDS)
+                                                fds[(*ret_n_fds)++] = passed[i];
+                                        else
+                                                close(passed[i]);
+                                }
+                        }
+                len += (size_t)k;
         }
-        free(line);
-        fclose(in);
+        buf[len] = 0;
+        json_error_t jerr;
+        json_t *req = json_loads(buf, JSON_DISABLE_EOF_CHECK, &jerr);
+        if (!req)
+                *ret_refusal = error_json(LFS_INVALID_INPUT, "bad request: %s", jerr.text);
+        return req;
+}
+
+typedef struct client {
+        daemon_state *d;
+        int fd;
+} client;
+
+/* One request per connection; exec holds its connection until the command ends, so
+ * each connection has its own thread. Calls other than exec run under d->lock. */
+static void *serve_client(void *arg) {
+        client *c = arg;
+        daemon_state *d = c->d;
+        int fds[MAX_FDS];
+        size_t n_fds = 0;
+        json_t *resp = NULL;
+        json_t *req = read_request(c->fd, fds, &n_fds, &resp);
+        if (req) {
+                bool exec = !strcmp(json_string_value(json_object_get(req, "call")) ?: "", "workspace.exec");
+                if (!exec)
+                        pthread_mutex_lock(&d->lock);
+                resp = dispatch(d, req, fds, n_fds);
+                if (!exec)
+                        pthread_mutex_unlock(&d->lock);
+                json_decref(req);
+        } else {
+                for (size_t i = 0; i < n_fds; i++)
+                        close(fds[i]);
+        }
+        char *text = resp ? json_dumps(resp, JSON_COMPACT) : NULL;
+        json_decref(resp);
+        if (text) {
+                size_t len = strlen(text);
+                text[len] = '\n';
+                (void)!write(c->fd, text, len + 1);
+                free(text);
+        }
+        close(c->fd);
+        free(c);
+        wake_main_loop(d);
+        return NULL;
+}
+
+void wake_main_loop(daemon_state *d) {
+        uint64_t one = 1;
+        (void)!write(d->wake_fd, &one, sizeof(one));
 }
 
 static int listen_control(const char *path) {
@@ -440,7 +523,7 @@ static int listen_control(const char *path) {
         mode_t old = umask(0177);
         int r = bind(fd, (struct sockaddr *)&addr, sizeof(addr));
         umask(old);
-        if (r < 0 || listen(fd, 16) < 0) {
+        if (r < 0 || listen(fd, 64) < 0) {
                 r = -errno;
                 close(fd);
                 return r;
@@ -461,15 +544,101 @@ static char *read_token(const char *dir) {
         return buf[0] ? xstrdup(buf) : NULL;
 }
 
+static long long now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool mounted_any(daemon_state *d) {
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (d->ws[i].active)
+                        return true;
+        return false;
+}
+
+/* Accepts clients until the Sandbox closes. With no Workspace mounted, no command
+ * running and no request for idle_ms, the daemon closes the Sandbox itself. The only
+ * timer is that one deadline: an idle daemon sleeps in poll. */
+static void serve(daemon_state *d, int lfd, long long idle_ms) {
+        long long last_activity = now_ms();
+        for (;;) {
+                pthread_mutex_lock(&d->lock);
+                bool closing = d->closing;
+                bool idle = !mounted_any(d) && d->running_execs == 0;
+                pthread_mutex_unlock(&d->lock);
+                if (closing)
+                        return;
+                int timeout = -1;
+                if (idle) {
+                        long long left = last_activity + idle_ms - now_ms();
+                        if (left <= 0) {
+                                pthread_mutex_lock(&d->lock);
+                                if (!d->closing && !mounted_any(d) && d->running_execs == 0)
+                                        teardown(d, "idle");
+                                pthread_mutex_unlock(&d->lock);
+                                continue;
+                        }
+                        timeout = (int)(left > INT32_MAX ? INT32_MAX : left);
+                }
+                struct pollfd p[2] = { { .fd = lfd, .events = POLLIN },
+                                       { .fd = d->wake_fd, .events = POLLIN } };
+                if (poll(p, 2, timeout) < 0 && errno != EINTR)
+                        return;
+                if (p[1].revents & POLLIN) {
+                        uint64_t n;
+                        (void)!read(d->wake_fd, &n, sizeof(n));
+                        last_activity = now_ms();
+                }
+                if (!(p[0].revents & POLLIN))
+                        continue;
+                last_activity = now_ms();
+                int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+                if (cfd < 0)
+                        continue;
+                client *c = xmalloc(sizeof(*c));
+                *c = (client){ .d = d, .fd = cfd };
+                pthread_t t;
+                pthread_attr_t attr;
+                pthread_attr_init(&attr);
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                if (pthread_create(&t, &attr, serve_client, c) != 0) {
+                        close(cfd);
+                        free(c);
+                }
+                pthread_attr_destroy(&attr);
+        }
+}
+
+static long long idle_ms_from_env(void) {
+        const char *s = getenv("LAYERFS_IDLE_SECONDS");
+        char *end = NULL;
+        double v = s && *s ? strtod(s, &end) : 0;
+        if (!s || !*s || *end || v <= 0)
+                return 120 * 1000LL;
+        return (long long)(v * 1000);
+}
+
+/* The commands' HOME and TMPDIR: private to the Sandbox, owned by the command identity. */
+static int make_private_tmp(daemon_state *d) {
+        d->tmp = xasprintf("%s/tmp", d->dir);
+        if (mkdir(d->tmp, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        if (chown(d->tmp, d->uid, d->gid) < 0)
+                return -errno;
+        return 0;
+}
+
+static const char usage[] =
+        "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP\n";
+
 int main(int argc, char **argv) {
-        daemon_state d = { 0 };
+        daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
         const char *home_dir = NULL;
         static const struct option options[] = {
-                { "home", required_argument, NULL, 'h' },
-                { "project", required_argument, NULL, 'p' },
-                { "sandbox", required_argument, NULL, 'n' },
-                { "dir", required_argument, NULL, 'd' },
-                { NULL, 0, NULL, 0 },
+                { "home", required_argument, NULL, 'h' },    { "project", required_argument, NULL, 'p' },
+                { "sandbox", required_argument, NULL, 'n' }, { "dir", required_argument, NULL, 'd' },
+                { "cgroup", required_argument, NULL, 'c' },  { NULL, 0, NULL, 0 },
         };
         int c;
         while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -486,14 +655,16 @@ int main(int argc, char **argv) {
                 case 'd':
                         d.dir = optarg;
                         break;
+                case 'c':
+                        d.cgroup = optarg;
+                        break;
                 default:
-                        fprintf(stderr,
-                                "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR\n");
+                        fputs(usage, stderr);
                         return 2;
                 }
         }
-        if (!home_dir || !d.project || !d.dir || d.number <= 0) {
-                fprintf(stderr, "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR\n");
+        if (!home_dir || !d.project || !d.dir || !d.cgroup || d.number <= 0) {
+                fputs(usage, stderr);
                 return 2;
         }
         signal(SIGPIPE, SIG_IGN);
@@ -509,35 +680,50 @@ int main(int argc, char **argv) {
                 return 1;
         }
         log_dir = d.dir;
+        lfs_command_identity(&d.uid, &d.gid);
         d.token = read_token(d.dir);
         if (!d.token) {
                 fprintf(stderr, "no token in %s/token\n", d.dir);
                 return 1;
         }
+        int r = make_private_tmp(&d);
+        if (r < 0) {
+                fprintf(stderr, "cannot make %s: %s\n", d.tmp, strerror(-r));
+                return 1;
+        }
         _cleanup_free_ char *mnt = xasprintf("%s/mnt", d.dir), *upper = xasprintf("%s/upper", d.dir);
         mkdir(mnt, 0755);
         mkdir(upper, 0700);
+        const char *inject = getenv("LAYERFS_INJECT_FAILURE");
+        if (inject && !strcmp(inject, "daemon-no-socket")) {
+                /* For the tests: a daemon that starts but never answers. */
+                log_line("LAYERFS_INJECT_FAILURE=daemon-no-socket: not listening");
+                for (;;)
+                        pause();
+        }
+        d.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         _cleanup_free_ char *sock = xasprintf("%s/control.sock", d.dir);
         int lfd = listen_control(sock);
-        if (lfd < 0) {
-                fprintf(stderr, "cannot listen on %s: %s\n", sock, strerror(-lfd));
+        if (lfd < 0 || d.wake_fd < 0) {
+                fprintf(stderr, "cannot listen on %s: %s\n", sock, strerror(lfd < 0 ? -lfd : errno));
                 return 1;
         }
-        log_line("sandbox %d of %s ready (pid %d)", d.number, d.project, (int)getpid());
-        while (!d.closing) {
-                int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-                if (cfd < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        break;
-                }
-                serve_client(&d, cfd);
-                close(cfd);
-        }
+        log_line("sandbox %d of %s ready (pid %d, cgroup %s)", d.number, d.project, (int)getpid(), d.cgroup);
+        serve(&d, lfd, idle_ms_from_env());
         close(lfd);
-        unlink(sock);
+        /* Commands ended by the close answer their callers with their exit status first. */
+        for (int i = 0; i < 200; i++) {
+                pthread_mutex_lock(&d.lock);
+                unsigned running = d.running_execs;
+                pthread_mutex_unlock(&d.lock);
+                if (!running)
+                        break;
+                struct timespec ts = { .tv_nsec = 10 * 1000 * 1000 };
+                nanosleep(&ts, NULL);
+        }
         log_line("sandbox %d closed", d.number);
         free(d.token);
+        free(d.tmp);
         lfs_home_close(d.home);
         return 0;
 }

@@ -6,6 +6,9 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/layerfs-demo.XXXXXX")
+# Commands run as the command identity (501:20) in Workspaces below the home: it must
+# be able to pass through (mktemp makes 0700).
+chmod 711 "$WORK"
 sandbox=""
 cleanup() {
         [ -n "$sandbox" ] && "$BUILD/layerfs" sandbox close "$sandbox" --force >/dev/null 2>&1

@@ -13,6 +13,9 @@ case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 LAYERFS="$BUILD/layerfs"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/layerfs-e2e.XXXXXX")
+# Commands run as the command identity (501:20) in Workspaces below the home: it must
+# be able to pass through (mktemp makes 0700).
+chmod 711 "$WORK"
 export LAYERFS_HOME="$WORK/home"
 unset LAYERFS_PROJECT
 cleanup_work() {

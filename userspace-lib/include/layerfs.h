@@ -233,6 +233,37 @@ int lfs_workspace_commit(lfs_home *home, const char *project, int sandbox, const
 int lfs_workspace_unmount(lfs_home *home, const char *project, int sandbox, const char *branch, int discard,
                           lfs_error **err);
 
+typedef struct lfs_exec_options {
+        const char *cwd; /* below the Workspace (relative, or absolute inside it) */
+        const char *const *env; /* KEY=VALUE entries added to PATH, HOME and TMPDIR */
+        size_t n_env;
+        double timeout; /* seconds; 0: none. At the end, the whole command's
+                           cgroup is killed and the exit status is 124 */
+        int stdin_fd; /* given to the command as it is; -1: /dev/null */
+        int stdout_fd, stderr_fd; /* where its output is copied while it runs; -1: dropped */
+} lfs_exec_options;
+
+/* Runs argv (n_argv words) in the Workspace of branch, as the command identity, in a
+ * cgroup of its own below the Sandbox's. Output streams while it runs; *ret_exit is its
+ * status as docker run gives it (126 could not run, 127 not found, 124 timeout, 128+N
+ * signal N). Output that processes it left in the background write after it ended is
+ * not copied. */
+int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const char *branch,
+                       const char *const *argv, size_t n_argv, const lfs_exec_options *options,
+                       int *ret_exit, lfs_error **err);
+
+typedef struct lfs_reclaimed {
+        char *project;
+        int sandbox;
+        char *dir;
+} lfs_reclaimed;
+
+/* Cleans up after every Sandbox of the home whose daemon is gone: kills what is left in
+ * its cgroup, detaches its mounts, removes its cgroups, directory and record. Records
+ * that point elsewhere than this home computes are left alone. */
+int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err);
+void lfs_reclaimed_free(lfs_reclaimed *items, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Sandboxes: numbered per project, one layerfs-daemon each, recorded in <home>/home.db.
- * The library claims the number in one transaction, starts the daemon, waits until its
- * control socket answers, and then records the daemon's pid, start time and boot id.
- * Every later call goes to the daemon over its socket with the Sandbox's token.
+ * The library claims the number in one transaction, makes the Sandbox's cgroup, starts
+ * the daemon in its leaf, waits until its control socket answers, and then records the
+ * daemon's pid, start time and boot id. Every later call goes to the daemon over its
+ * socket with the Sandbox's token. A Sandbox whose daemon is gone is reclaimed: its
+ * cgroup killed and removed, its mounts detached, its directory and record removed.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -17,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "cgroup.h"
 #include "store.h"
 
 static const char *const platform_names[] = { "linux", "docker", "podman", "firecracker",
@@ -25,18 +30,22 @@ static const char *const platform_names[] = { "linux", "docker", "podman", "fire
 typedef struct sandbox_record {
         char *project;
         int number;
-        pid_t pid;
+        pid_t pid; /* the daemon; while 'starting', the process creating the Sandbox */
         unsigned long long start_time;
         char *boot_id;
         char *dir;
+        char *cgroup;
         char *platform;
+        char *state;
 } sandbox_record;
 
 static void record_done(sandbox_record *rec) {
         free(rec->project);
         free(rec->boot_id);
         free(rec->dir);
+        free(rec->cgroup);
         free(rec->platform);
+        free(rec->state);
         *rec = (sandbox_record){ 0 };
 }
 
@@ -59,13 +68,22 @@ static int home_db_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                     "CREATE TABLE IF NOT EXISTS sandboxes(project TEXT NOT NULL, number INTEGER NOT NULL,"
                     " platform TEXT NOT NULL, runtime TEXT NOT NULL, image TEXT, pid INTEGER,"
                     " start_time INTEGER, boot_id TEXT, dir TEXT NOT NULL, state TEXT NOT NULL,"
-                    " PRIMARY KEY(project, number)) WITHOUT ROWID;",
+                    " cgroup TEXT, socket TEXT, PRIMARY KEY(project, number)) WITHOUT ROWID;",
                     NULL, NULL, &msg) != SQLITE_OK) {
                 int r = lfs_fail(err, LFS_FAILED, EIO, "cannot use %s: %s", path, msg ? msg : "?");
                 sqlite3_free(msg);
                 sqlite3_close(db);
                 return r;
         }
+        /* Homes made before Sandboxes had cgroups lack the last two columns. */
+        sqlite3_stmt *probe = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT cgroup, socket FROM sandboxes LIMIT 0", -1, &probe, NULL) !=
+            SQLITE_OK)
+                sqlite3_exec(db,
+                             "ALTER TABLE sandboxes ADD COLUMN cgroup TEXT;"
+                             "ALTER TABLE sandboxes ADD COLUMN socket TEXT;",
+                             NULL, NULL, NULL);
+        sqlite3_finalize(probe);
         *ret = db;
         return 0;
 }
@@ -78,88 +96,19 @@ static int db_step_done(sqlite3 *db, sqlite3_stmt *st, lfs_error **err) {
         return 0;
 }
 
-/* The smallest free number of project, claimed by a 'starting' row. */
-static int claim_number(sqlite3 *db, const char *project, const char *dir_base, int *ret, lfs_error **err) {
-        if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-                return lfs_fail(err, LFS_BUSY, EBUSY, "the home's records are locked; try again");
-        sqlite3_stmt *st;
-        int number = 1;
-        if (sqlite3_prepare_v2(db, "SELECT number FROM sandboxes WHERE project=? ORDER BY number", -1, &st,
-                               NULL) == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-                while (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == number)
-                        number++;
-                sqlite3_finalize(st);
-        }
-        _cleanup_free_ char *dir = xasprintf("%s/%s-%d", dir_base, project, number);
-        int r = 0;
-        if (sqlite3_prepare_v2(db,
-                               "INSERT INTO sandboxes(project, number, platform, runtime, dir, state) "
-                               "VALUES(?, ?, 'linux', 'native', ?, 'starting')",
-                               -1, &st, NULL) != SQLITE_OK)
-                r = lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
-        else {
-                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-                sqlite3_bind_int(st, 2, number);
-                sqlite3_bind_text(st, 3, dir, -1, SQLITE_STATIC);
-                r = db_step_done(db, st, err);
-        }
-        if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-                r = lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
-        if (r < 0)
-                sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-        else
-                *ret = number;
-        return r;
-}
-
-static void delete_record(sqlite3 *db, const char *project, int number) {
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(db, "DELETE FROM sandboxes WHERE project=? AND number=?", -1, &st, NULL) !=
-            SQLITE_OK)
-                return;
-        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 2, number);
-        db_step_done(db, st, NULL);
-}
-
 static char *sandboxes_dir(const lfs_home *home) {
         return xasprintf("%s/sandboxes", home->path);
 }
 
-static int read_record(sqlite3 *db, const char *project, int number, sandbox_record *ret, lfs_error **err) {
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(db,
-                               "SELECT pid, start_time, boot_id, dir, platform, state FROM sandboxes "
-                               "WHERE project=? AND number=?",
-                               -1, &st, NULL) != SQLITE_OK)
-                return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
-        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 2, number);
-        int r = 0;
-        if (sqlite3_step(st) != SQLITE_ROW) {
-                r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ENOENT,
-                             "project '%s' has no sandbox %d; 'layerfs project list_sandboxes' shows them",
-                             project, number);
-        } else {
-                const char *boot = (const char *)sqlite3_column_text(st, 2);
-                *ret = (sandbox_record){
-                        .project = xstrdup(project),
-                        .number = number,
-                        .pid = (pid_t)sqlite3_column_int(st, 0),
-                        .start_time = (unsigned long long)sqlite3_column_int64(st, 1),
-                        .boot_id = boot ? xstrdup(boot) : NULL,
-                        .dir = xstrdup((const char *)sqlite3_column_text(st, 3)),
-                        .platform = xstrdup((const char *)sqlite3_column_text(st, 4)),
-                };
-        }
-        sqlite3_finalize(st);
-        return r;
+static char *sandbox_dir(const lfs_home *home, const char *project, int number) {
+        return xasprintf("%s/sandboxes/%s-%d", home->path, project, number);
 }
 
-/* ---- the daemon process ---- */
+/* ---- who is alive ---- */
 
-/* Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot. */
+/* Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot.
+ * -ESRCH for a process that has exited but is not reaped yet (a zombie): a daemon whose
+ * parent is an init that reaps slowly must count as dead as soon as it is. */
 static int process_start_time(pid_t pid, unsigned long long *ret) {
         char path[64], buf[1024];
         snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -173,6 +122,8 @@ static int process_start_time(pid_t pid, unsigned long long *ret) {
         const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
         if (!p)
                 return -EIO;
+        if (p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+                return -ESRCH;
         unsigned long long v = 0;
         for (int field = 2; *p && field < 22; p++)
                 if (*p == ' ')
@@ -195,6 +146,213 @@ static char *boot_id(void) {
         return xstrdup(buf);
 }
 
+/* A record's process is alive only if pid, start time and boot id all match: a pid
+ * reused by another process, or one from before a reboot, is not it (SPEC 4). */
+static bool record_alive(const sandbox_record *rec) {
+        unsigned long long start = 0;
+        _cleanup_free_ char *boot = boot_id();
+        return rec->pid > 0 && rec->start_time > 0 && rec->boot_id && *boot && !strcmp(rec->boot_id, boot) &&
+               process_start_time(rec->pid, &start) == 0 && start == rec->start_time;
+}
+
+/* ---- records ---- */
+
+/* Writes who owns the row now: pid with its start time and boot id. */
+static int record_owner(sqlite3 *db, const char *project, int number, pid_t pid, const char *state,
+                        lfs_error **err) {
+        unsigned long long start = 0;
+        _cleanup_free_ char *boot = boot_id();
+        sqlite3_stmt *st;
+        if (process_start_time(pid, &start) < 0)
+                return lfs_fail(err, LFS_FAILED, ESRCH, "process %d is gone", (int)pid);
+        if (sqlite3_prepare_v2(db,
+                               "UPDATE sandboxes SET pid=?, start_time=?, boot_id=?, state=? "
+                               "WHERE project=? AND number=?",
+                               -1, &st, NULL) != SQLITE_OK)
+                return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
+        sqlite3_bind_int(st, 1, (int)pid);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)start);
+        sqlite3_bind_text(st, 3, boot, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, state, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, project, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 6, number);
+        return db_step_done(db, st, err);
+}
+
+/* The smallest free number of project, claimed in one transaction by a 'starting' row
+ * that names the creating process (so that reclaim can tell a create in progress from
+ * one that died). */
+static int claim_number(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root, int *ret,
+                        lfs_error **err) {
+        if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+                return lfs_fail(err, LFS_BUSY, EBUSY, "the home's records are locked; try again");
+        sqlite3_stmt *st;
+        int number = 1;
+        if (sqlite3_prepare_v2(db, "SELECT number FROM sandboxes WHERE project=? ORDER BY number", -1, &st,
+                               NULL) == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+                while (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == number)
+                        number++;
+                sqlite3_finalize(st);
+        }
+        _cleanup_free_ char *dir = sandbox_dir(home, project, number);
+        _cleanup_free_ char *cgroup = lfs_cgroup_sandbox_path(cgroup_root, project, number);
+        _cleanup_free_ char *socket = xasprintf("%s/control.sock", dir);
+        int r = 0;
+        if (sqlite3_prepare_v2(
+                    db,
+                    "INSERT INTO sandboxes(project, number, platform, runtime, dir, cgroup, socket, "
+                    "state) VALUES(?, ?, 'linux', 'native', ?, ?, ?, 'starting')",
+                    -1, &st, NULL) != SQLITE_OK)
+                r = lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
+        else {
+                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+                sqlite3_bind_int(st, 2, number);
+                sqlite3_bind_text(st, 3, dir, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 4, cgroup, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 5, socket, -1, SQLITE_STATIC);
+                r = db_step_done(db, st, err);
+        }
+        if (r == 0)
+                r = record_owner(db, project, number, getpid(), "starting", err);
+        if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+                r = lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
+        if (r < 0)
+                sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        else
+                *ret = number;
+        return r;
+}
+
+static void delete_record(sqlite3 *db, const char *project, int number) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, "DELETE FROM sandboxes WHERE project=? AND number=?", -1, &st, NULL) !=
+            SQLITE_OK)
+                return;
+        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, number);
+        db_step_done(db, st, NULL);
+}
+
+void lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, pid_t pid) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st;
+        if (home_db_open(home, &db, NULL) < 0)
+                return;
+        if (sqlite3_prepare_v2(db, "DELETE FROM sandboxes WHERE project=? AND number=? AND pid=?", -1, &st,
+                               NULL) == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+                sqlite3_bind_int(st, 2, number);
+                sqlite3_bind_int(st, 3, (int)pid);
+                db_step_done(db, st, NULL);
+        }
+        sqlite3_close(db);
+}
+
+static char *column_text(sqlite3_stmt *st, int i) {
+        const char *t = (const char *)sqlite3_column_text(st, i);
+        return t ? xstrdup(t) : NULL;
+}
+
+#define RECORD_COLUMNS "project, number, pid, start_time, boot_id, dir, cgroup, platform, state"
+
+static void record_from_row(sqlite3_stmt *st, sandbox_record *ret) {
+        *ret = (sandbox_record){
+                .project = column_text(st, 0),
+                .number = sqlite3_column_int(st, 1),
+                .pid = (pid_t)sqlite3_column_int(st, 2),
+                .start_time = (unsigned long long)sqlite3_column_int64(st, 3),
+                .boot_id = column_text(st, 4),
+                .dir = column_text(st, 5),
+                .cgroup = column_text(st, 6),
+                .platform = column_text(st, 7),
+                .state = column_text(st, 8),
+        };
+}
+
+static int read_record(sqlite3 *db, const char *project, int number, sandbox_record *ret, lfs_error **err) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, "SELECT " RECORD_COLUMNS " FROM sandboxes WHERE project=? AND number=?",
+                               -1, &st, NULL) != SQLITE_OK)
+                return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
+        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, number);
+        int r = 0;
+        if (sqlite3_step(st) != SQLITE_ROW)
+                r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ENOENT,
+                             "project '%s' has no sandbox %d; 'layerfs project list_sandboxes' shows them",
+                             project, number);
+        else
+                record_from_row(st, ret);
+        sqlite3_finalize(st);
+        return r;
+}
+
+/* A record is used, signalled or deleted only if it names exactly the directory (and
+ * cgroup) this home computes for it: a record pointing anywhere else is refused and
+ * nothing there is touched (SPEC 4). */
+static int record_trusted(lfs_home *home, const sandbox_record *rec, lfs_error **err) {
+        _cleanup_free_ char *dir = sandbox_dir(home, rec->project, rec->number);
+        if (!rec->dir || strcmp(rec->dir, dir))
+                return lfs_fail(
+                        err, LFS_INVALID_INPUT, 0,
+                        "the record of sandbox %d of project '%s' points at '%s', but it should be '%s'; "
+                        "nothing was touched; fix or remove the record in %s/home.db",
+                        rec->number, rec->project, rec->dir ? rec->dir : "(nothing)", dir, home->path);
+        if (rec->cgroup) {
+                _cleanup_free_ char *root = NULL;
+                lfs_error *ignored = NULL;
+                if (lfs_cgroup_root(&root, &ignored) < 0) {
+                        lfs_error_free(ignored);
+                        return lfs_fail(err, LFS_UNSUPPORTED, ENOTSUP,
+                                        "sandbox %d of project '%s' has a cgroup (%s) but this host has "
+                                        "no cgroup2 to check it against; nothing was touched",
+                                        rec->number, rec->project, rec->cgroup);
+                }
+                _cleanup_free_ char *cgroup = lfs_cgroup_sandbox_path(root, rec->project, rec->number);
+                if (strcmp(rec->cgroup, cgroup))
+                        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                        "the record of sandbox %d of project '%s' names cgroup '%s', but it "
+                                        "should be '%s' (is LAYERFS_CGROUP_ROOT the one it was made with?); "
+                                        "nothing was touched",
+                                        rec->number, rec->project, rec->cgroup, cgroup);
+        }
+        return 0;
+}
+
+/* Detaches every mount below <dir>/mnt, also those whose daemon died (ENOTCONN). */
+static void detach_mounts(const char *dir) {
+        _cleanup_free_ char *mnt = xasprintf("%s/mnt", dir);
+        DIR *d = opendir(mnt);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+                        _cleanup_free_ char *p = xasprintf("%s/%s", mnt, de->d_name);
+                        umount2(p, MNT_DETACH | UMOUNT_NOFOLLOW);
+                }
+        closedir(d);
+}
+
+/* Everything a Sandbox whose daemon is gone left: processes in its cgroup (however
+ * they detached), its mounts, its cgroups, its directory and its record. The record
+ * must be trusted (record_trusted) and not alive. */
+static int remove_remains(sqlite3 *db, const sandbox_record *rec, lfs_error **err) {
+        int r = 0;
+        if (rec->cgroup && (r = lfs_cgroup_destroy(rec->cgroup, 10000)) < 0)
+                return lfs_fail(err, LFS_FAILED, -r,
+                                "cannot end the processes of sandbox %d of project '%s' in %s: %s; its "
+                                "record stays so that 'layerfs runtime reclaim' can try again",
+                                rec->number, rec->project, rec->cgroup, strerror(-r));
+        detach_mounts(rec->dir);
+        rm_rf_at(AT_FDCWD, rec->dir);
+        delete_record(db, rec->project, rec->number);
+        return 0;
+}
+
+/* ---- the daemon process ---- */
+
 static char *daemon_path(void) {
         const char *env = getenv("LAYERFS_DAEMON");
         if (env && *env)
@@ -211,11 +369,15 @@ static char *daemon_path(void) {
         return xstrdup("layerfs-daemon");
 }
 
-/* Starts the daemon detached (its own session, not our child); returns its pid. */
-static int spawn_daemon(lfs_home *home, const char *project, int number, const char *dir, pid_t *ret_pid,
-                        lfs_error **err) {
-        _cleanup_free_ char *exe = daemon_path(), *log = xasprintf("%s/daemon.log", dir),
-                            *num = xasprintf("%d", number);
+/* Starts the daemon detached (its own session, not our child) in the leaf
+ * <cgroup>/daemon; returns its pid. The intermediate child is reaped here. */
+static int spawn_daemon(lfs_home *home, const sandbox_record *rec, pid_t *ret_pid, lfs_error **err) {
+        _cleanup_free_ char *exe = daemon_path(), *log = xasprintf("%s/daemon.log", rec->dir),
+                            *num = xasprintf("%d", rec->number),
+                            *procs = xasprintf("%s/daemon/cgroup.procs", rec->cgroup);
+        _cleanup_close_ int procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
+        if (procs_fd < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", procs, strerror(errno));
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
@@ -226,12 +388,17 @@ static int spawn_daemon(lfs_home *home, const char *project, int number, const c
                 return lfs_fail(err, LFS_FAILED, errno, "fork: %s", strerror(errno));
         }
         if (child == 0) {
+                /* Only async-signal-safe calls: the caller may have threads. */
                 setsid();
                 pid_t grandchild = fork();
                 if (grandchild != 0) {
                         (void)!write(pipefd[1], &grandchild, sizeof(grandchild));
                         _exit(grandchild > 0 ? 0 : 1);
                 }
+                /* Into the Sandbox's cgroup before anything else, so that ending the
+                 * cgroup always ends the daemon too. */
+                if (write(procs_fd, "0", 1) != 1)
+                        _exit(126);
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);
                 int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
                 if (null >= 0)
@@ -243,8 +410,8 @@ static int spawn_daemon(lfs_home *home, const char *project, int number, const c
                 /* Nothing of the caller's reaches the daemon: a pipe it held open would keep
                  * the caller's reader waiting until the Sandbox closes. */
                 close_range(3, ~0U, 0);
-                execl(exe, "layerfs-daemon", "--home", home->path, "--project", project, "--sandbox", num,
-                      "--dir", dir, (char *)NULL);
+                execl(exe, "layerfs-daemon", "--home", home->path, "--project", rec->project, "--sandbox",
+                      num, "--dir", rec->dir, "--cgroup", rec->cgroup, (char *)NULL);
                 dprintf(2, "cannot run %s: %s\n", exe, strerror(errno));
                 _exit(127);
         }
@@ -253,7 +420,7 @@ static int spawn_daemon(lfs_home *home, const char *project, int number, const c
         ssize_t k = read(pipefd[0], &pid, sizeof(pid));
         close(pipefd[0]);
         int status;
-        waitpid(child, &status, 0); /* the intermediate child: no zombie left behind */
+        waitpid(child, &status, 0);
         if (k != sizeof(pid) || pid <= 0)
                 return lfs_fail(err, LFS_FAILED, ECHILD, "could not start %s", exe);
         *ret_pid = pid;
@@ -298,35 +465,60 @@ static lfs_code code_from_name(const char *name) {
         return LFS_FAILED;
 }
 
-/* Sends req (token added) and returns the "ok" result, or the daemon's error. */
-static int rpc(const sandbox_record *rec, json_t *req, json_t **ret, lfs_error **err) {
+static int daemon_gone(const sandbox_record *rec, int errnum, lfs_error **err) {
+        return lfs_fail(err, LFS_NO_SUCH_SANDBOX, errnum,
+                        "sandbox %d of project '%s' is gone: its daemon died; 'layerfs runtime reclaim' "
+                        "(or 'layerfs project list_sandboxes') cleans up after it",
+                        rec->number, rec->project);
+}
+
+/* Connects and sends req (token added) with fds passed along (SCM_RIGHTS); returns the
+ * connected socket. */
+static int send_request(const sandbox_record *rec, json_t *req, const int *fds, size_t n_fds,
+                        lfs_error **err) {
         _cleanup_free_ char *token = read_token(rec->dir);
         _cleanup_close_ int fd = connect_control(rec->dir);
         if (fd < 0 || !token) {
                 json_decref(req);
-                return lfs_fail(
-                        err, LFS_NO_SUCH_SANDBOX, fd < 0 ? -fd : ENOENT,
-                        "sandbox %d of project '%s' does not answer: its daemon is gone; 'layerfs sandbox "
-                        "close %d' cleans up after it",
-                        rec->number, rec->project, rec->number);
+                return daemon_gone(rec, fd < 0 ? -fd : ENOENT, err);
         }
         json_object_set_new(req, "token", json_string(token));
-        char *text = json_dumps(req, JSON_COMPACT);
+        _cleanup_free_ char *text = json_dumps(req, JSON_COMPACT);
         json_decref(req);
         size_t len = strlen(text);
         text[len] = '\n';
-        bool sent = write(fd, text, len + 1) == (ssize_t)(len + 1);
-        free(text);
-        if (!sent)
-                return lfs_fail(err, LFS_FAILED, EIO, "cannot talk to sandbox %d", rec->number);
-        FILE *in = fdopen(TAKE_FD(fd), "r");
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t k = in ? getline(&line, &cap, in) : -1;
-        if (in)
-                fclose(in);
-        json_t *resp = k > 0 ? json_loads(line, 0, NULL) : NULL;
-        free(line);
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * 3)];
+                struct cmsghdr align;
+        } control = { 0 };
+        struct iovec iov = { .iov_base = text, .iov_len = len + 1 };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+        if (n_fds) {
+                msg.msg_control = control.buf;
+                msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+        }
+        ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (sent < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot talk to sandbox %d: %s", rec->number,
+                                strerror(errno));
+        /* The fds went with the first bytes; the rest of a long request follows. */
+        for (size_t off = (size_t)sent; off < len + 1;) {
+                ssize_t k = send(fd, text + off, len + 1 - off, MSG_NOSIGNAL);
+                if (k <= 0)
+                        return lfs_fail(err, LFS_FAILED, EIO, "cannot talk to sandbox %d", rec->number);
+                off += (size_t)k;
+        }
+        return TAKE_FD(fd);
+}
+
+/* The daemon's answer line: its "ok" result, or its error as ours. */
+static int parse_response(const sandbox_record *rec, const char *line, json_t **ret, lfs_error **err) {
+        json_t *resp = line ? json_loads(line, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
         if (!resp)
                 return lfs_fail(err, LFS_FAILED, EIO,
                                 "sandbox %d's daemon gave no answer; see 'layerfs sandbox log %d'",
@@ -353,6 +545,25 @@ static int rpc(const sandbox_record *rec, json_t *req, json_t **ret, lfs_error *
         return r;
 }
 
+/* Sends req and returns the "ok" result, or the daemon's error. */
+static int rpc(const sandbox_record *rec, json_t *req, json_t **ret, lfs_error **err) {
+        int fd = send_request(rec, req, NULL, 0, err);
+        if (fd < 0)
+                return fd;
+        FILE *in = fdopen(fd, "r");
+        if (!in) {
+                close(fd);
+                return lfs_fail(err, LFS_FAILED, errno, "fdopen: %s", strerror(errno));
+        }
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t k = getline(&line, &cap, in);
+        fclose(in);
+        int r = parse_response(rec, k > 0 ? line : NULL, ret, err);
+        free(line);
+        return r;
+}
+
 static int wait_ready(const sandbox_record *rec, pid_t pid) {
         for (int i = 0; i < 200; i++) {
                 json_t *resp = NULL;
@@ -368,7 +579,7 @@ static int wait_ready(const sandbox_record *rec, pid_t pid) {
         return -ETIMEDOUT;
 }
 
-/* ---- the public calls ---- */
+/* ---- checks before anything is made ---- */
 
 static int check_platform(lfs_home *home, const char *platform, lfs_error **err) {
         if (!platform || !strcmp(platform, "linux"))
@@ -386,6 +597,46 @@ static int check_platform(lfs_home *home, const char *platform, lfs_error **err)
                 platform);
 }
 
+/* LAYERFS_SANDBOX, the home's default runtime: native (the default) is built. */
+static int check_default_runtime(lfs_error **err) {
+        const char *v = getenv("LAYERFS_SANDBOX");
+        if (!v || !strcmp(v, "native"))
+                return 0;
+        if (!strcmp(v, "namespaces") || !strcmp(v, "docker"))
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, 0,
+                        "LAYERFS_SANDBOX=%s is not available in this build; use native (or unset it)", v);
+        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_SANDBOX='%s' is not a runtime; give docker, native or namespaces", v);
+}
+
+/* Commands run as the command identity in a Workspace below the sandboxes directory, so
+ * every directory on the way there must let that identity through. */
+static int check_traversable(const char *path, uid_t uid, gid_t gid, lfs_error **err) {
+        _cleanup_free_ char *walk = xstrdup(path);
+        size_t len = strlen(walk);
+        for (size_t i = 1; i <= len; i++) {
+                if (walk[i] != '/' && walk[i] != 0)
+                        continue;
+                char saved = walk[i];
+                walk[i] = 0;
+                struct stat st;
+                if (stat(walk, &st) == 0) {
+                        mode_t bit = st.st_uid == uid ? S_IXUSR : st.st_gid == gid ? S_IXGRP : S_IXOTH;
+                        if (!(st.st_mode & bit))
+                                return lfs_fail(err, LFS_PERMISSION_DENIED, EACCES,
+                                                "the command identity %u:%u cannot pass through %s (mode "
+                                                "%04o, owner %u:%u), which holds the Sandboxes; "
+                                                "'chmod o+x %s' lets it through",
+                                                (unsigned)uid, (unsigned)gid, walk,
+                                                (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+                                                (unsigned)st.st_gid, walk);
+                }
+                walk[i] = saved;
+        }
+        return 0;
+}
+
 static int open_project(lfs_home *home, const char *project, char **ret_name, lfs_error **err) {
         lfs_store *s = NULL;
         int r = lfs_store_open(home, project, &s, err);
@@ -396,10 +647,14 @@ static int open_project(lfs_home *home, const char *project, char **ret_name, lf
         return 0;
 }
 
-/* The Sandbox's directory with its token, and the daemon answering on its socket. */
+/* ---- create ---- */
+
+/* The Sandbox's directory (0711: the command identity passes through to mnt/ and tmp/;
+ * token and socket are root's) with its token, its cgroup with the leaf "daemon", and the
+ * daemon answering on its socket. */
 static int start_daemon(lfs_home *home, const sandbox_record *rec, pid_t *ret_pid, lfs_error **err) {
         rm_rf_at(AT_FDCWD, rec->dir);
-        if (mkdir(rec->dir, 0700) < 0)
+        if (mkdir(rec->dir, 0711) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", rec->dir, strerror(errno));
         unsigned char raw[16];
         char token[33];
@@ -412,8 +667,12 @@ static int start_daemon(lfs_home *home, const sandbox_record *rec, pid_t *ret_pi
         _cleanup_close_ int tfd = open(token_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (tfd < 0 || write(tfd, token, 32) != 32)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot write %s", token_path);
-        int r = spawn_daemon(home, rec->project, rec->number, rec->dir, ret_pid, err);
-        if (r < 0)
+        _cleanup_free_ char *root = xstrdup(rec->cgroup), *leaf = xasprintf("%s/daemon", rec->cgroup);
+        int r;
+        if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(rec->cgroup)) < 0 ||
+            (r = lfs_cgroup_make(leaf)) < 0)
+                return lfs_fail(err, LFS_FAILED, -r, "cannot make the cgroup %s: %s", leaf, strerror(-r));
+        if ((r = spawn_daemon(home, rec, ret_pid, err)) < 0)
                 return r;
         if ((r = wait_ready(rec, *ret_pid)) < 0)
                 return lfs_fail(err, LFS_FAILED, -r,
@@ -422,59 +681,63 @@ static int start_daemon(lfs_home *home, const sandbox_record *rec, pid_t *ret_pi
         return 0;
 }
 
-/* Records who the daemon is: liveness later needs pid, start time and boot id to match. */
-static int record_running(sqlite3 *db, const sandbox_record *rec, pid_t pid, lfs_error **err) {
-        unsigned long long start = 0;
-        _cleanup_free_ char *boot = boot_id();
-        sqlite3_stmt *st;
-        if (process_start_time(pid, &start) < 0 ||
-            sqlite3_prepare_v2(db,
-                               "UPDATE sandboxes SET pid=?, start_time=?, boot_id=?, state='running' "
-                               "WHERE project=? AND number=?",
-                               -1, &st, NULL) != SQLITE_OK)
-                return lfs_fail(err, LFS_FAILED, EIO, "cannot record sandbox %d", rec->number);
-        sqlite3_bind_int(st, 1, (int)pid);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)start);
-        sqlite3_bind_text(st, 3, boot, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 4, rec->project, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 5, rec->number);
-        return db_step_done(db, st, err);
+/* LAYERFS_INJECT_FAILURE=record makes recording the running daemon fail, for the tests
+ * of a create that must undo everything. */
+static bool injected(const char *what) {
+        const char *v = getenv("LAYERFS_INJECT_FAILURE");
+        return v && !strcmp(v, what);
 }
 
 int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, const char *platform,
                        int *ret_sandbox, lfs_error **err) {
         (void)image; /* ignored for linux Sandboxes (SPEC 5) */
         int r = check_platform(home, platform, err);
-        if (r < 0)
+        if (r < 0 || (r = check_default_runtime(err)) < 0)
                 return r;
         if (geteuid() != 0)
                 return lfs_fail(
                         err, LFS_UNSUPPORTED, EPERM,
                         "the linux platform needs root (it mounts FUSE and makes cgroups); run as root");
-        _cleanup_free_ char *name = NULL, *base = sandboxes_dir(home);
-        if ((r = open_project(home, project, &name, err)) < 0)
+        _cleanup_free_ char *name = NULL, *base = sandboxes_dir(home), *cgroup_root = NULL;
+        if ((r = open_project(home, project, &name, err)) < 0 ||
+            (r = lfs_cgroup_root(&cgroup_root, err)) < 0)
                 return r;
+        uid_t uid;
+        gid_t gid;
+        lfs_command_identity(&uid, &gid);
+        if ((r = check_traversable(home->path, uid, gid, err)) < 0)
+                return r;
+        /* Numbers held by dead Sandboxes become free again. */
+        lfs_reclaimed *gone = NULL;
+        size_t n_gone = 0;
+        if (lfs_runtime_reclaim(home, &gone, &n_gone, NULL) == 0)
+                lfs_reclaimed_free(gone, n_gone);
         if (mkdir(base, 0711) < 0 && errno != EEXIST)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", base, strerror(errno));
         sqlite3 *db = NULL;
         if ((r = home_db_open(home, &db, err)) < 0)
                 return r;
         int number = 0;
-        if ((r = claim_number(db, name, base, &number, err)) < 0) {
+        if ((r = claim_number(home, db, name, cgroup_root, &number, err)) < 0) {
                 sqlite3_close(db);
                 return r;
         }
         sandbox_record rec = { .project = xstrdup(name),
                                .number = number,
-                               .dir = xasprintf("%s/%s-%d", base, name, number) };
+                               .dir = sandbox_dir(home, name, number),
+                               .cgroup = lfs_cgroup_sandbox_path(cgroup_root, name, number) };
         pid_t pid = -1;
         r = start_daemon(home, &rec, &pid, err);
         if (r == 0)
-                r = record_running(db, &rec, pid, err);
+                r = injected("record")
+                            ? lfs_fail(err, LFS_FAILED, EIO,
+                                       "cannot record sandbox %d (LAYERFS_INJECT_FAILURE=record)", number)
+                            : record_owner(db, name, number, pid, "running", err);
         if (r < 0) {
-                /* Nothing of a failed create stays: no daemon, no directory, no record. */
-                if (pid > 0)
-                        kill(pid, SIGKILL);
+                /* Nothing of a failed create stays: ending the cgroup ends the daemon (it
+                 * started in it); then the directory and the record go. */
+                lfs_cgroup_destroy(rec.cgroup, 10000);
+                detach_mounts(rec.dir);
                 rm_rf_at(AT_FDCWD, rec.dir);
                 delete_record(db, name, number);
         } else {
@@ -485,7 +748,9 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         return r;
 }
 
-/* Opens the record of project's Sandbox number. */
+/* ---- opening, closing, reclaiming ---- */
+
+/* Opens the trusted record of project's Sandbox number. */
 static int sandbox_open(lfs_home *home, const char *project, int number, sandbox_record *ret,
                         lfs_error **err) {
         _cleanup_free_ char *name = NULL;
@@ -500,28 +765,22 @@ static int sandbox_open(lfs_home *home, const char *project, int number, sandbox
                 return r;
         r = read_record(db, name, number, ret, err);
         sqlite3_close(db);
-        if (r < 0)
-                return r;
-        /* A record is trusted only if it names exactly the directory this home computes
-         * for it: anything else is never used, signalled or deleted (SPEC 4). */
-        _cleanup_free_ char *base = sandboxes_dir(home);
-        _cleanup_free_ char *expected = xasprintf("%s/%s-%d", base, name, number);
-        if (!ret->dir || strcmp(ret->dir, expected)) {
-                r = lfs_fail(
-                        err, LFS_INVALID_INPUT, 0,
-                        "the record of sandbox %d of project '%s' points at '%s', but it should be '%s'; "
-                        "nothing was touched; fix or remove the record in %s/home.db",
-                        number, name, ret->dir, expected, home->path);
+        if (r == 0 && (r = record_trusted(home, ret, err)) < 0)
                 record_done(ret);
-        }
         return r;
 }
 
-static bool daemon_alive(const sandbox_record *rec) {
-        unsigned long long start = 0;
-        _cleanup_free_ char *boot = boot_id();
-        return rec->pid > 0 && rec->boot_id && !strcmp(rec->boot_id, boot) &&
-               process_start_time(rec->pid, &start) == 0 && start == rec->start_time;
+/* Opens the record of a Sandbox whose daemon must be alive to answer. */
+static int sandbox_open_live(lfs_home *home, const char *project, int number, sandbox_record *ret,
+                             lfs_error **err) {
+        int r = sandbox_open(home, project, number, ret, err);
+        if (r < 0)
+                return r;
+        if (!strcmp(ret->state ? ret->state : "", "starting") || !record_alive(ret)) {
+                r = daemon_gone(ret, ESRCH, err);
+                record_done(ret);
+        }
+        return r;
 }
 
 int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force, lfs_error **err) {
@@ -529,43 +788,94 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
         int r = sandbox_open(home, project, sandbox, &rec, err);
         if (r < 0)
                 return r;
-        json_t *req = json_pack("{s:s, s:b}", "call", "sandbox.close", "force", force);
-        r = rpc(&rec, req, NULL, err);
-        if (r < 0 && (*err)->code != LFS_NO_SUCH_SANDBOX) {
+        if (record_alive(&rec) && !strcmp(rec.state ? rec.state : "", "running")) {
+                json_t *req = json_pack("{s:s, s:b}", "call", "sandbox.close", "force", force);
+                lfs_error *refusal = NULL;
+                r = rpc(&rec, req, NULL, &refusal);
+                if (r < 0 && refusal->code != LFS_NO_SUCH_SANDBOX) {
+                        /* Dirty, or the daemon could not: nothing was removed. */
+                        if (err)
+                                *err = refusal;
+                        else
+                                lfs_error_free(refusal);
+                        record_done(&rec);
+                        return r;
+                }
+                lfs_error_free(refusal);
+                /* The daemon removed everything and exits; wait for that, then make sure. */
+                for (int i = 0; i < 500 && record_alive(&rec); i++) {
+                        struct timespec ts = { .tv_nsec = 10 * 1000 * 1000 };
+                        nanosleep(&ts, NULL);
+                }
+        } else if (!strcmp(rec.state ? rec.state : "", "starting") && record_alive(&rec)) {
                 record_done(&rec);
-                return r;
+                return lfs_fail(err, LFS_BUSY, EBUSY,
+                                "sandbox %d of project '%s' is still being created; try again in a moment",
+                                sandbox, project ? project : "");
         }
-        if (r < 0) {
-                /* The daemon is gone: clean up after it (its mounts may be stale). */
-                lfs_error_free(*err);
-                *err = NULL;
-                r = 0;
-        }
-        for (int i = 0; i < 200 && daemon_alive(&rec); i++) {
-                struct timespec ts = { .tv_nsec = 10 * 1000 * 1000 };
-                nanosleep(&ts, NULL);
-        }
-        if (daemon_alive(&rec))
-                kill(rec.pid, SIGKILL);
-        _cleanup_free_ char *mnt = xasprintf("%s/mnt", rec.dir);
-        DIR *d = opendir(mnt);
-        if (d) {
-                struct dirent *de;
-                while ((de = readdir(d)))
-                        if (de->d_name[0] != '.') {
-                                _cleanup_free_ char *p = xasprintf("%s/%s", mnt, de->d_name);
-                                umount2(p, MNT_DETACH);
-                        }
-                closedir(d);
-        }
-        rm_rf_at(AT_FDCWD, rec.dir);
         sqlite3 *db = NULL;
-        if (home_db_open(home, &db, err) == 0) {
-                delete_record(db, rec.project, rec.number);
+        if ((r = home_db_open(home, &db, err)) == 0) {
+                /* Whatever the daemon left (or all of it, if it was gone) goes now. */
+                r = remove_remains(db, &rec, err);
                 sqlite3_close(db);
         }
         record_done(&rec);
         return r;
+}
+
+void lfs_reclaimed_free(lfs_reclaimed *items, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(items[i].project);
+                free(items[i].dir);
+        }
+        free(items);
+}
+
+int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err) {
+        _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
+        *ret = NULL;
+        *ret_n = 0;
+        if (access(path, F_OK) < 0)
+                return 0;
+        sqlite3 *db = NULL;
+        int r = home_db_open(home, &db, err);
+        if (r < 0)
+                return r;
+        sandbox_record *recs = NULL;
+        size_t n = 0, cap = 0;
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, "SELECT " RECORD_COLUMNS " FROM sandboxes ORDER BY project, number", -1,
+                               &st, NULL) == SQLITE_OK) {
+                while (sqlite3_step(st) == SQLITE_ROW) {
+                        GROW(recs, cap, n + 1);
+                        record_from_row(st, &recs[n++]);
+                }
+                sqlite3_finalize(st);
+        }
+        lfs_reclaimed *out = NULL;
+        size_t n_out = 0, cap_out = 0;
+        for (size_t i = 0; i < n; i++) {
+                sandbox_record *rec = &recs[i];
+                lfs_error *why = NULL;
+                /* Alive (also a create in progress), or not ours to touch: left alone. */
+                if (!rec->project || record_alive(rec) || record_trusted(home, rec, &why) < 0 ||
+                    remove_remains(db, rec, &why) < 0) {
+                        lfs_error_free(why);
+                        record_done(rec);
+                        continue;
+                }
+                GROW(out, cap_out, n_out + 1);
+                lfs_reclaimed *item = &out[n_out++];
+                item->project = xstrdup(rec->project);
+                item->sandbox = rec->number;
+                item->dir = xstrdup(rec->dir);
+                record_done(rec);
+        }
+        free(recs);
+        sqlite3_close(db);
+        *ret = out;
+        *ret_n = n_out;
+        return 0;
 }
 
 size_t lfs_count_sandboxes(lfs_home *home, const char *project) {
@@ -591,6 +901,11 @@ int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_
         _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
         lfs_sandbox_info *out = NULL;
         size_t n = 0, cap = 0;
+        /* What is listed is alive: Sandboxes whose daemon died are reclaimed first. */
+        lfs_reclaimed *gone = NULL;
+        size_t n_gone = 0;
+        if (lfs_runtime_reclaim(home, &gone, &n_gone, NULL) == 0)
+                lfs_reclaimed_free(gone, n_gone);
         if (access(path, F_OK) == 0) {
                 int r = home_db_open(home, &db, err);
                 if (r < 0)
@@ -649,7 +964,7 @@ void lfs_workspace_info_free(lfs_workspace_info *items, size_t n) {
 static int sandbox_call(lfs_home *home, const char *project, int sandbox, json_t *req, json_t **ret,
                         lfs_error **err) {
         sandbox_record rec = { 0 };
-        int r = sandbox_open(home, project, sandbox, &rec, err);
+        int r = sandbox_open_live(home, project, sandbox, &rec, err);
         if (r < 0) {
                 json_decref(req);
                 return r;
@@ -790,4 +1105,161 @@ int lfs_sandbox_log(lfs_home *home, const char *project, int sandbox, size_t lin
         *ret_text = xstrdup(start);
         free(text);
         return 0;
+}
+
+/* ---- exec ---- */
+
+/* Copies what is in from to to (-1: dropped); max: at most that many bytes (SIZE_MAX:
+ * until it would block). Returns 0 at the end of input, 1 if more may come. A failed
+ * write to `to` (a closed reader) drops the rest rather than failing the command. */
+static int pump(int from, int *to, size_t max) {
+        char buf[65536];
+        while (max) {
+                ssize_t k = read(from, buf, max < sizeof(buf) ? max : sizeof(buf));
+                if (k == 0)
+                        return 0;
+                if (k < 0)
+                        return errno == EINTR ? 1 : errno == EAGAIN ? 1 : 0;
+                max -= (size_t)k;
+                for (ssize_t off = 0; *to >= 0 && off < k;) {
+                        ssize_t w = write(*to, buf + off, (size_t)(k - off));
+                        if (w < 0 && errno == EINTR)
+                                continue;
+                        if (w <= 0) {
+                                *to = -1;
+                                break;
+                        }
+                        off += w;
+                }
+        }
+        return 1;
+}
+
+static json_t *exec_request(const char *branch, const char *const *argv, size_t n_argv,
+                            const lfs_exec_options *o) {
+        json_t *command = json_array(), *env = json_array();
+        for (size_t i = 0; i < n_argv; i++)
+                json_array_append_new(command, json_string(argv[i]));
+        for (size_t i = 0; o && i < o->n_env; i++)
+                json_array_append_new(env, json_string(o->env[i]));
+        json_t *req = json_pack("{s:s, s:s, s:o, s:o}", "call", "workspace.exec", "branch", branch,
+                                "command", command, "env", env);
+        if (o && o->cwd)
+                json_object_set_new(req, "cwd", json_string(o->cwd));
+        if (o && o->timeout > 0)
+                json_object_set_new(req, "timeout", json_real(o->timeout));
+        return req;
+}
+
+static int check_exec_input(const char *const *argv, size_t n_argv, const lfs_exec_options *o,
+                            lfs_error **err) {
+        if (!n_argv || !argv[0] || !*argv[0])
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "give the command to run after '--'");
+        for (size_t i = 0; i < n_argv; i++) {
+                json_t *word = argv[i] ? json_string(argv[i]) : NULL;
+                if (!word)
+                        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                        "word %zu of the command is not UTF-8 text", i + 1);
+                json_decref(word);
+        }
+        for (size_t i = 0; o && i < o->n_env; i++) {
+                const char *e = o->env[i];
+                if (!e || !*e || *e == '=' || !strchr(e, '='))
+                        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                        "environment entry '%s' is not KEY=VALUE; give --env KEY=VALUE",
+                                        e ? e : "");
+        }
+        if (o && (o->timeout < 0 || o->timeout != o->timeout))
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "timeout must be a number of seconds, 0 or more");
+        return 0;
+}
+
+int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const char *branch,
+                       const char *const *argv, size_t n_argv, const lfs_exec_options *options,
+                       int *ret_exit, lfs_error **err) {
+        int r = lfs_check_branch_name(branch, err);
+        if (r < 0 || (r = check_exec_input(argv, n_argv, options, err)) < 0)
+                return r;
+        sandbox_record rec = { 0 };
+        if ((r = sandbox_open_live(home, project, sandbox, &rec, err)) < 0)
+                return r;
+        /* The command writes into pipes of ours; we copy while it runs. When it ends we take
+         * what it wrote and stop: processes it left in the background may hold the pipes
+         * for as long as the Sandbox lives, and must not keep the caller waiting. */
+        int out[2] = { -1, -1 }, errp[2] = { -1, -1 };
+        _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+                r = lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
+                goto done;
+        }
+        /* Our ends only: the command's ends stay blocking, as a program expects. */
+        fcntl(out[0], F_SETFL, O_NONBLOCK);
+        fcntl(errp[0], F_SETFL, O_NONBLOCK);
+        int in = options && options->stdin_fd >= 0 ? options->stdin_fd : null;
+        int passed[3] = { in, out[1], errp[1] };
+        int sock = send_request(&rec, exec_request(branch, argv, n_argv, options), passed, 3, err);
+        close(TAKE_FD(out[1]));
+        close(TAKE_FD(errp[1]));
+        if (sock < 0) {
+                r = sock;
+                goto done;
+        }
+        int to_out = options ? options->stdout_fd : -1, to_err = options ? options->stderr_fd : -1;
+        char *line = NULL;
+        size_t len = 0;
+        bool out_open = true, err_open = true;
+        for (;;) {
+                struct pollfd p[3] = { { .fd = sock, .events = POLLIN },
+                                       { .fd = out_open ? out[0] : -1, .events = POLLIN },
+                                       { .fd = err_open ? errp[0] : -1, .events = POLLIN } };
+                if (poll(p, 3, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break;
+                }
+                if (p[1].revents)
+                        out_open = pump(out[0], &to_out, 65536) == 1;
+                if (p[2].revents)
+                        err_open = pump(errp[0], &to_err, 65536) == 1;
+                if (p[0].revents) {
+                        char buf[4096];
+                        ssize_t k = read(sock, buf, sizeof(buf));
+                        if (k <= 0)
+                                break;
+                        line = xrealloc(line, len + (size_t)k + 1);
+                        memcpy(line + len, buf, (size_t)k);
+                        len += (size_t)k;
+                        line[len] = 0;
+                        if (memchr(line, '\n', len))
+                                break;
+                }
+        }
+        close(sock);
+        /* The command has ended: all it wrote is in the pipes now. */
+        int pending = 0;
+        if (out_open && ioctl(out[0], FIONREAD, &pending) == 0)
+                pump(out[0], &to_out, (size_t)pending);
+        if (err_open && ioctl(errp[0], FIONREAD, &pending) == 0)
+                pump(errp[0], &to_err, (size_t)pending);
+        json_t *result = NULL;
+        r = parse_response(&rec, line, &result, err);
+        free(line);
+        if (r == 0) {
+                json_t *code = json_object_get(result, "exit");
+                if (!json_is_integer(code))
+                        r = lfs_fail(err, LFS_FAILED, EIO, "sandbox %d's answer had no exit status",
+                                     sandbox);
+                else
+                        *ret_exit = (int)json_integer_value(code);
+        }
+        json_decref(result);
+done:
+        for (int i = 0; i < 2; i++) {
+                if (out[i] >= 0)
+                        close(out[i]);
+                if (errp[i] >= 0)
+                        close(errp[i]);
+        }
+        record_done(&rec);
+        return r;
 }

@@ -280,4 +280,8 @@ size_t lfs_count_sandboxes(lfs_home *home, const char *project);
 int lfs_check_project_name(const char *name, lfs_error **err);
 int lfs_check_branch_name(const char *name, lfs_error **err);
 
+/* ---- Sandbox records (sandbox.c), for the daemon's own idle close ---- */
+/* Deletes the record of project's Sandbox number if its daemon pid is pid. */
+void lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, pid_t pid);
+
 #endif

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cgroup v2 for the Linux runtime: where the tree is, a cgroup per Sandbox with a leaf
+ * per command, spawning straight into a leaf, and ending a subtree so that nothing of
+ * it remains. Functions return 0 (or a value) on success and a negative errno on failure.
+ */
+#ifndef LFS_CGROUP_H
+#define LFS_CGROUP_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "layerfs.h"
+
+/* The root of LayerFS's cgroups: $LAYERFS_CGROUP_ROOT, or "<cgroup2 mount>/layerfs"
+ * with the mount found in /proc/self/mountinfo (pure v2 at /sys/fs/cgroup, or the
+ * "unified" hierarchy of a hybrid host). Unsupported, naming what was looked at,
+ * when there is no cgroup2 or the override is not on one. Makes nothing. */
+int lfs_cgroup_root(char **ret_root, lfs_error **err);
+
+/* "<root>/<project>-<number>": a Sandbox's cgroup. */
+char *lfs_cgroup_sandbox_path(const char *root, const char *project, int number);
+
+/* mkdir; an existing cgroup is fine. */
+int lfs_cgroup_make(const char *path);
+
+/* Moves pid (0: the caller, with all its threads) into the cgroup. */
+int lfs_cgroup_enter(const char *path, pid_t pid);
+
+/* 1 if a process lives in the cgroup or below, 0 if not, -ENOENT if it is gone. */
+int lfs_cgroup_populated(const char *path);
+
+/* Ends every process of the subtree (cgroup.kill), waits until it is empty (inotify on
+ * cgroup.events, at most timeout_ms), then removes the subtree, leaves first, retrying
+ * while the kernel still says EBUSY. A cgroup that is already gone is success. */
+int lfs_cgroup_destroy(const char *path, int timeout_ms);
+
+/* Kills and waits, without removing: the subtree stays, empty. */
+int lfs_cgroup_kill_wait(const char *path, int timeout_ms);
+
+/* Removes the empty cgroups of the subtree, path itself too; leaves populated ones. */
+int lfs_cgroup_remove_tree(const char *path, int timeout_ms);
+
+/* ---- spawning (spawn.c) ---- */
+
+typedef struct lfs_spawn_args {
+        const char *cgroup; /* the leaf the child starts in */
+        const char *const *paths; /* the program: each candidate tried in turn (PATH) */
+        size_t n_paths;
+        char *const *argv; /* argv[0] as given */
+        char *const *envp;
+        const char *cwd;
+        uid_t uid; /* (uid_t)-1: keep */
+        gid_t gid;
+        int fd_in, fd_out, fd_err; /* become 0, 1, 2 */
+        bool new_session; /* setsid(): no controlling terminal of ours */
+} lfs_spawn_args;
+
+/* Starts the child in its leaf with clone3(CLONE_INTO_CGROUP | CLONE_PIDFD), or with
+ * fork + a write to cgroup.procs where the kernel refuses that (ENOSYS, E2BIG,
+ * EOPNOTSUPP, EBUSY, EACCES) or LAYERFS_NO_CLONE3=1 asks for it. The child makes only
+ * async-signal-safe calls before execve (the daemon has threads); if no candidate can
+ * be executed it exits 127 (not found) or 126 (found but not executable). */
+int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd);
+
+#endif

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/* Starting a command straight into its cgroup leaf (cgroup.h). */
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cgroup.h"
+#include "util.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/* What the child reports through the error pipe when it cannot get to execve. */
+typedef struct child_failure {
+        int stage; /* 1 joining the cgroup, 2 identity, 3 cwd */
+        int errnum;
+} child_failure;
+
+static _Noreturn void child_fail(int pipe_fd, int stage, int errnum) {
+        child_failure f = { .stage = stage, .errnum = errnum };
+        (void)!write(pipe_fd, &f, sizeof(f));
+        _exit(126);
+}
+
+/* Runs in the child: async-signal-safe calls only. */
+static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_fd) {
+        if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1)
+                child_fail(pipe_fd, 1, errno);
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        for (int sig = 1; sig < NSIG; sig++)
+                (void)sigaction(sig, &dfl, NULL); /* the daemon ignores SIGPIPE; commands must not */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        if (a->new_session)
+                (void)setsid();
+        if (dup2(a->fd_in, 0) < 0 || dup2(a->fd_out, 1) < 0 || dup2(a->fd_err, 2) < 0)
+                child_fail(pipe_fd, 2, errno);
+        if (a->uid != (uid_t)-1) {
+                if (setgroups(0, NULL) < 0 || setresgid(a->gid, a->gid, a->gid) < 0 ||
+                    setresuid(a->uid, a->uid, a->uid) < 0)
+                        child_fail(pipe_fd, 2, errno);
+        }
+        if (a->cwd && chdir(a->cwd) < 0)
+                child_fail(pipe_fd, 3, errno);
+        /* Nothing of the daemon's reaches the command; the error pipe closes at execve. */
+        syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+        bool denied = false;
+        for (size_t i = 0; i < a->n_paths; i++) {
+                execve(a->paths[i], a->argv, a->envp);
+                if (errno == EACCES || errno == ENOEXEC || errno == EISDIR || errno == EPERM)
+                        denied = true;
+        }
+        _exit(denied ? 126 : 127);
+}
+
+static bool clone3_refused(int errnum) {
+        return errnum == ENOSYS || errnum == E2BIG || errnum == EOPNOTSUPP || errnum == EBUSY ||
+               errnum == EACCES;
+}
+
+int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd) {
+        _cleanup_close_ int cgroup_fd = open(a->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (cgroup_fd < 0)
+                return -errno;
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        _cleanup_close_ int err_read = pipefd[0], err_write = pipefd[1];
+        pid_t pid = -1;
+        int pidfd = -1;
+        const char *no_clone3 = getenv("LAYERFS_NO_CLONE3");
+        if (!(no_clone3 && !strcmp(no_clone3, "1"))) {
+                struct clone_args args = {
+                        .flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
+                        .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                        .exit_signal = SIGCHLD,
+                        .cgroup = (uint64_t)cgroup_fd,
+                };
+                pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+                if (pid == 0)
+                        child_run(a, -1, err_write);
+                if (pid < 0 && !clone3_refused(errno))
+                        return -errno;
+        }
+        if (pid < 0) {
+                /* The fallback: the child joins its leaf itself, before anything else. */
+                _cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", a->cgroup);
+                _cleanup_close_ int procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
+                if (procs_fd < 0)
+                        return -errno;
+                pid = fork();
+                if (pid < 0)
+                        return -errno;
+                if (pid == 0)
+                        child_run(a, procs_fd, err_write);
+                pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        }
+        close(TAKE_FD(err_write));
+        child_failure f;
+        ssize_t k = read(err_read, &f, sizeof(f));
+        if (k == (ssize_t)sizeof(f)) {
+                /* It never ran the command: reap it here, and say why. */
+                int status;
+                waitpid(pid, &status, 0);
+                if (pidfd >= 0)
+                        close(pidfd);
+                return f.errnum ? -f.errnum : -EIO;
+        }
+        if (pidfd < 0) {
+                int e = errno;
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                return -e;
+        }
+        *ret_pid = pid;
+        *ret_pidfd = pidfd;
+        return 0;
+}

@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# The Linux Sandbox runtime against the real kernel: exec in a cgroup per command, exit
+# codes and streams, background processes that detach, teardown by close, idle close and
+# reclaim, records that lie, and creates that fail half-way. After each part: no
+# process, mount, cgroup, directory or record of it is left.
+source "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || fail "needs root (cgroups, FUSE)"
+CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
+[ -n "$CG_MOUNT" ] || fail "no cgroup2 mount on this host"
+# A cgroup root of this test's own, so that "nothing left" can be checked exactly.
+export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-test-$$"
+export LAYERFS_AUTHOR="test <test@localhost>"
+CGR=$LAYERFS_CGROUP_ROOT
+
+teardown_all() {
+        local n
+        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes" 2>/dev/null); do
+                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
+        done
+        "$LAYERFS" runtime reclaim >/dev/null 2>&1 || true
+        if [ -d "$CGR" ]; then
+                echo 1 >"$CGR/cgroup.kill" 2>/dev/null || true
+                sleep 0.2
+                find "$CGR" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        fi
+        { grep -F "$WORK" /proc/mounts || true; } | awk '{print $2}' | while read -r m; do umount -l "$m"; done
+        if [ -n "${DECOY_PID:-}" ]; then kill "$DECOY_PID" 2>/dev/null || true; fi
+        return 0
+}
+trap 'teardown_all; cleanup_work' EXIT
+
+records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
+
+# Nothing of any Sandbox is left: no process in our cgroups, no cgroup below the root,
+# no mount, no Sandbox directory, no record.
+assert_nothing_left() {
+        local what=$1 left
+        if [ -d "$CGR" ]; then
+                left=$(find "$CGR" -mindepth 1 -type d)
+                [ -z "$left" ] || fail "$what: cgroups left: $left"
+                left=$(cat "$CGR/cgroup.procs")
+                [ -z "$left" ] || fail "$what: processes left in the root: $left"
+        fi
+        left=$(grep -F "$WORK" /proc/mounts || true)
+        [ -z "$left" ] || fail "$what: mounts left: $left"
+        left=$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null || true)
+        [ -z "$left" ] || fail "$what: sandbox directories left: $left"
+        assert_eq "$(records)" 0 "$what: records left"
+        left=$(pgrep -f "layerfs-daemon --home $LAYERFS_HOME" || true)
+        [ -z "$left" ] || fail "$what: daemons left: $left"
+}
+
+# alive PID...: all of them still run (and are not zombies).
+alive() {
+        local p
+        local state
+        for p in "$@"; do
+                # A zombie has ended; a process reaped between two reads too.
+                state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || true)
+                [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ] || return 1
+        done
+}
+none_alive() {
+        local p
+        for p in "$@"; do
+                if alive "$p"; then return 1; fi
+        done
+}
+
+mkdir -p "$WORK/src/sub"
+printf 'hello\n' >"$WORK/src/hello.txt"
+lfs project init p --from "$WORK/src" >/dev/null
+
+# ---- 1. exec: identity, exit codes, streams, stdin, env, cwd, timeout ----------------
+SB=$(lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+x() { lfs workspace exec "$SB" main "$@"; }
+assert_eq "$(x -- id -u):$(x -- id -g):$(x -- id -G)" "501:20:20" "command identity"
+assert_eq "$(x -- sh -c 'echo $HOME $TMPDIR')" "$LAYERFS_HOME/sandboxes/p-$SB/tmp $LAYERFS_HOME/sandboxes/p-$SB/tmp" "HOME and TMPDIR"
+assert_eq "$(x -- sh -c 'touch $TMPDIR/t && stat -c %u:%g $TMPDIR/t')" "501:20" "the private tmp is the command's"
+assert_eq "$(x -- pwd)" "$WS" "starts in the Workspace"
+assert_eq "$(x --cwd sub -- pwd)" "$WS/sub" "--cwd relative"
+assert_eq "$(x --cwd "$WS/sub" -- pwd)" "$WS/sub" "--cwd absolute inside"
+expect_error InvalidInput x --cwd ../.. -- pwd
+expect_error InvalidInput x --cwd /etc -- pwd
+expect_error InvalidInput x --cwd nowhere -- pwd
+expect_error InvalidInput x --env NOEQUALS -- true
+expect_error InvalidInput x --timeout -1 -- true
+expect_error NotMounted lfs workspace exec "$SB" other -- true
+assert_eq "$(x --env A=1 --env B='two words' -- sh -c 'echo "$A|$B"')" "1|two words" "env"
+assert_eq "$(x -- cat hello.txt)" "hello" "reads the Branch"
+assert_eq "$(printf 'in put' | x -- cat)" "in put" "stdin"
+code() {
+        set +e
+        x "$@" >/dev/null 2>&1
+        echo $?
+        set -e
+}
+assert_eq "$(code -- true)" 0 "exit 0"
+assert_eq "$(code -- false)" 1 "exit 1"
+assert_eq "$(code -- sh -c 'exit 42')" 42 "exit 42"
+assert_eq "$(code -- no-such-command-here)" 127 "not found"
+assert_eq "$(code -- ./hello.txt)" 126 "not executable"
+assert_eq "$(code -- sh -c 'kill -9 $$')" 137 "SIGKILL"
+assert_eq "$(code -- sh -c 'kill -15 $$')" 143 "SIGTERM"
+# 3 MiB on each stream at once, byte for byte.
+head -c 3145728 /dev/urandom >"$WORK/blob"
+cp "$WORK/blob" "$WS/blob"
+x -- sh -c 'cat blob; cat blob >&2' >"$WORK/out" 2>"$WORK/err"
+cmp "$WORK/blob" "$WORK/out" || fail "3 MiB stdout differs"
+cmp "$WORK/blob" "$WORK/err" || fail "3 MiB stderr differs"
+ok
+x -- cat <"$WORK/blob" >"$WORK/echoed"
+cmp "$WORK/blob" "$WORK/echoed" || fail "3 MiB through stdin differs"
+ok
+# The user's timeout ends the command's whole cgroup: its children too, setsid or not.
+set +e
+x --timeout 1 -- sh -c 'sleep 300 & echo $! > kids; setsid sleep 301 & echo $! >> kids; wait'
+status=$?
+set -e
+assert_eq "$status" 124 "timeout"
+for k in $(cat "$WS/kids"); do none_alive "$k" || fail "child $k of a timed-out command lives on"; done
+ok
+assert_eq "$(x --json -- true | json_get 'j["exit"]')" 0 "--json exit"
+# The fallback spawn (fork + cgroup.procs) puts the command in its own leaf too.
+lfs workspace unmount "$SB" main --discard >/dev/null
+lfs sandbox close "$SB" >/dev/null
+LAYERFS_NO_CLONE3=1 lfs sandbox create >/dev/null
+SB=1
+WS=$(lfs workspace mount "$SB" main)
+case "$(x -- cat /proc/self/cgroup)" in
+*"/layerfs-test-$$/p-1/cmd-"*) ok ;;
+*) fail "with LAYERFS_NO_CLONE3=1 the command is not in its leaf: $(x -- cat /proc/self/cgroup)" ;;
+esac
+lfs workspace unmount "$SB" main --discard >/dev/null
+lfs sandbox close "$SB" >/dev/null
+assert_nothing_left "exec"
+
+# ---- 2. background processes: close, idle close, reclaim -------------------------------
+# start_background: a nohup writer, a setsid sleeper and a double-forked daemon; their
+# pids in BG.
+start_background() {
+        x -- sh -c '
+                nohup sh -c "while :; do echo x >> w.log; sleep 0.1; done" >/dev/null 2>&1 &
+                echo $! > bg
+                setsid sleep 1000 >/dev/null 2>&1 &
+                echo $! >> bg
+                sh -c "sleep 1001 >/dev/null 2>&1 & echo \$! >> bg" &
+                sleep 0.3'
+        BG=$(cat "$WS/bg")
+        [ "$(echo "$BG" | wc -w)" = 3 ] || fail "expected 3 background pids, got: $BG"
+        # shellcheck disable=SC2086
+        alive $BG || fail "the background processes did not start: $BG"
+}
+
+SB=$(lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+start_background
+# shellcheck disable=SC2086
+expect_error Busy lfs workspace unmount "$SB" main --discard
+# shellcheck disable=SC2086
+alive $BG || fail "a refused unmount ended background processes"
+lfs sandbox close "$SB" --force >/dev/null
+# shellcheck disable=SC2086
+none_alive $BG || fail "close left background processes: $BG"
+assert_nothing_left "close with background processes"
+
+SB=$(LAYERFS_IDLE_SECONDS=2 lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+x -- sh -c 'cd $TMPDIR && nohup sh -c "while :; do echo x >> w.log; sleep 0.1; done" >/dev/null 2>&1 & echo $! > $TMPDIR/bg; setsid sh -c "cd /; sleep 1000" >/dev/null 2>&1 & echo $! >> $TMPDIR/bg; (sh -c "cd /; sleep 1001 >/dev/null 2>&1 & echo \$! >> $TMPDIR/bg" &); sleep 0.2'
+BG=$(cat "$LAYERFS_HOME/sandboxes/p-$SB/tmp/bg")
+lfs workspace unmount "$SB" main --discard >/dev/null
+for _ in $(seq 100); do
+        [ "$(records)" = 0 ] && break
+        sleep 0.1
+done
+assert_eq "$(records)" 0 "idle close removed the record"
+# shellcheck disable=SC2086
+none_alive $BG || fail "idle close left background processes: $BG"
+assert_nothing_left "idle close"
+
+SB=$(lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+start_background
+daemon=$(records "SELECT pid FROM sandboxes WHERE number=$SB")
+kill -9 "$daemon"
+grep -qF "$WS" /proc/mounts || fail "the dead daemon's mount should still be there before reclaim"
+out=$(lfs runtime reclaim)
+case "$out" in *"reclaimed sandbox $SB of p"*) ok ;; *) fail "reclaim said: $out" ;; esac
+# shellcheck disable=SC2086
+none_alive $BG || fail "reclaim left background processes: $BG"
+assert_nothing_left "reclaim"
+
+# ---- 3. a thousand processes, half of them detached ------------------------------------
+SB=$(lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+x -- sh -c 'i=0; while [ $i -lt 500 ]; do sleep 1000 & setsid sh -c "sleep 1000 &" ; i=$((i+1)); done'
+procs=$(cat "$CGR"/p-"$SB"/cmd-*/cgroup.procs | wc -l)
+[ "$procs" -ge 1000 ] || fail "expected 1000 processes in the command's cgroup, found $procs"
+ok
+pids=$(cat "$CGR"/p-"$SB"/cmd-*/cgroup.procs)
+lfs sandbox close "$SB" --force >/dev/null
+# shellcheck disable=SC2086
+none_alive $pids || fail "close left some of the 1000 processes: $(for p in $pids; do alive $p && echo "$p $(tr '\0' ' ' </proc/$p/cmdline) $(cat /proc/$p/cgroup | tail -1)"; done | head -5)"
+assert_nothing_left "1000 processes"
+
+# ---- 4. the daemon SIGKILLed: refused, reclaimed by list_sandboxes, data intact -------
+SB=$(lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+x -- sh -c 'echo committed > kept.txt'
+lfs workspace commit "$SB" main -m "keep this" >/dev/null
+x -- sh -c 'echo lost > uncommitted.txt'
+kill -9 "$(records "SELECT pid FROM sandboxes WHERE number=$SB")"
+for _ in $(seq 50); do
+        set +e
+        msg=$(lfs workspace status "$SB" main 2>&1 >/dev/null)
+        set -e
+        case "$msg" in NoSuchSandbox:*) break ;; esac
+        sleep 0.1
+done
+expect_error NoSuchSandbox lfs workspace status "$SB" main
+expect_error NoSuchSandbox x -- true
+case "$msg" in *"runtime reclaim"*) ok ;; *) fail "the refusal does not name the reclaim: $msg" ;; esac
+lfs project list_sandboxes >/dev/null
+assert_nothing_left "list_sandboxes reclaims"
+SB=$(lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+assert_eq "$(x -- cat kept.txt)" "committed" "committed data after the kill"
+[ ! -e "$WS/uncommitted.txt" ] || fail "an uncommitted file came back"
+lfs project verify >/dev/null
+lfs workspace unmount "$SB" main >/dev/null
+lfs sandbox close "$SB" >/dev/null
+assert_nothing_left "after the kill"
+
+# ---- 5. a record that points elsewhere is refused; nothing there is touched -----------
+SB=$(lfs sandbox create)
+mkdir -p "$WORK/srv/data"
+echo precious >"$WORK/srv/data/file"
+real_dir="$LAYERFS_HOME/sandboxes/p-$SB"
+for bad in "$WORK/srv/data" "$WORK/old-home/sandboxes/p-$SB" "$LAYERFS_HOME/sandboxes/p-99" \
+        "sandboxes/p-$SB" "$LAYERFS_HOME/sandboxes/p-$SB/../../../srv/data"; do
+        records "UPDATE sandboxes SET dir='$bad' WHERE number=$SB"
+        expect_error InvalidInput lfs workspace mount "$SB" main
+        expect_error InvalidInput lfs sandbox close "$SB" --force
+        lfs runtime reclaim >/dev/null
+        assert_eq "$(records)" 1 "a refused record stays"
+        assert_eq "$(cat "$WORK/srv/data/file")" precious "nothing at $bad was touched"
+done
+records "UPDATE sandboxes SET cgroup='$CG_MOUNT' WHERE number=$SB"
+expect_error InvalidInput lfs sandbox close "$SB" --force
+records "UPDATE sandboxes SET dir='$real_dir', cgroup='$CGR/p-$SB' WHERE number=$SB"
+lfs sandbox close "$SB" >/dev/null
+assert_nothing_left "records pointing elsewhere"
+
+# ---- 6. a record whose pid is now someone else's is dead; that process is untouched ----
+sleep 1000 &
+DECOY_PID=$!
+decoy_start=$(awk '{print $22}' "/proc/$DECOY_PID/stat")
+sleep 0.05 # start times are in clock ticks: the daemon's must differ from the decoy's
+SB=$(lfs sandbox create)
+[ "$(records "SELECT start_time FROM sandboxes WHERE number=$SB")" != "$decoy_start" ] ||
+        fail "the decoy and the daemon started in the same clock tick"
+records "UPDATE sandboxes SET pid=$DECOY_PID WHERE number=$SB" # start time stays the daemon's
+expect_error NoSuchSandbox lfs workspace mount "$SB" main
+lfs runtime reclaim >/dev/null
+alive "$DECOY_PID" || fail "a process with the record's pid (other start time) was signalled"
+assert_nothing_left "pid reused, other start time"
+SB=$(lfs sandbox create)
+records "UPDATE sandboxes SET pid=$DECOY_PID, start_time=$decoy_start, boot_id='00000000-0000-0000-0000-000000000000' WHERE number=$SB"
+expect_error NoSuchSandbox lfs workspace mount "$SB" main
+lfs sandbox close "$SB" --force >/dev/null
+alive "$DECOY_PID" || fail "a process with the record's pid and start time (other boot) was signalled"
+assert_nothing_left "pid reused, other boot"
+kill "$DECOY_PID"
+DECOY_PID=
+
+# ---- 7. refusals before anything is made; failures after the daemon started -----------
+LAYERFS_SANDBOX=bogus expect_error InvalidInput lfs sandbox create
+LAYERFS_SANDBOX=namespaces expect_error Unsupported lfs sandbox create
+expect_error Unsupported setpriv --reuid=65534 --regid=65534 --clear-groups "$LAYERFS" sandbox create
+chmod 700 "$WORK"
+set +e
+msg=$(lfs sandbox create 2>&1)
+set -e
+chmod 711 "$WORK"
+case "$msg" in "PermissionDenied: "*"$WORK "*) ok ;; *) fail "an untraversable home said: $msg" ;; esac
+assert_nothing_left "refusals"
+for failure in record daemon-no-socket; do
+        LAYERFS_INJECT_FAILURE=$failure expect_error Failed lfs sandbox create
+        assert_nothing_left "create failing at $failure"
+        pgrep -f "layerfs-daemon --home $LAYERFS_HOME" >/dev/null && fail "$failure: a daemon is left"
+        assert_eq "$(lfs sandbox create)" 1 "$failure: the number is free again"
+        lfs sandbox close 1 >/dev/null
+done
+assert_nothing_left "the end"
+echo "ok: $(basename "$0") ($CHECKS checks)"
