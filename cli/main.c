@@ -28,8 +28,8 @@ static const char main_help[] =
         "    with Commits and Branches. A Sandbox (one daemon each) mounts Branches as\n"
         "    read-write Workspaces (FUSE); a Workspace's changes become a Commit with\n"
         "    'workspace commit'. Commands run in a Workspace each in a cgroup of their own;\n"
-        "    closing a Sandbox ends every process it started. 'process' and 'runtime status'\n"
-        "    come in a later release and are refused with Unsupported until then.\n"
+        "    closing a Sandbox ends every process it started. 'runtime status' comes in a\n"
+        "    later release and is refused with Unsupported until then.\n"
         "\n"
         "COMMANDS\n"
         "    project init NAME [--from DIR]     make a project; branch main holds DIR or nothing\n"
@@ -55,6 +55,9 @@ static const char main_help[] =
         "    workspace unmount N BRANCH [--discard] refused Busy while in use, Dirty if changed\n"
         "    workspace exec N BRANCH [--cwd DIR] [--env K=V]... [--timeout S] -- COMMAND...\n"
         "                                       run COMMAND in the Workspace, in its own cgroup\n"
+        "    process start N BRANCH -- COMMAND...   run COMMAND in the background; prints its pid\n"
+        "    process list N                     the Sandbox's processes, also detached ones\n"
+        "    process kill N PID                 end one of them\n"
         "    runtime reclaim                    clean up after Sandboxes whose daemon died\n"
         "\n"
         "GLOBAL OPTIONS\n"
@@ -222,6 +225,26 @@ static const command commands[] = {
           "the command's output.\n\n"
           "Example: layerfs workspace exec 1 main --cwd src -- make -j2\n",
           NULL },
+        { "process", "start", cmd_process_start, 3, 1 << 20, "cwd,env",
+          "layerfs process start N BRANCH [--cwd DIR] [--env K=V]... -- COMMAND [ARG...]\n\n"
+          "Starts COMMAND in the background in the Workspace of BRANCH in sandbox N, in a cgroup\n"
+          "of its own, as the command identity, with the environment and --cwd of 'workspace\n"
+          "exec'. Its stdin is /dev/null; its stdout and stderr go to a log in the Sandbox's\n"
+          "directory. It runs until it ends, 'process kill' ends it, or the Sandbox closes; a\n"
+          "Workspace it holds refuses unmount with Busy. Prints its pid ({sandbox, pid, log}\n"
+          "with --json).\n",
+          NULL },
+        { "process", "list", cmd_process_list, 1, 1, "",
+          "layerfs process list N\n\n"
+          "Every process living in sandbox N's command cgroups, also those that detached (setsid,\n"
+          "double fork): pid, cgroup leaf, 'running', command line. Then the processes started\n"
+          "with 'process start' that have ended, with 'exited' and their exit status.\n",
+          NULL },
+        { "process", "kill", cmd_process_kill, 2, 2, "",
+          "layerfs process kill N PID\n\n"
+          "Ends process PID of sandbox N with SIGKILL. A PID that is not a process of the Sandbox\n"
+          "is refused with InvalidInput and nothing is signalled.\n",
+          NULL },
         { "runtime", "reclaim", cmd_runtime_reclaim, 0, 0, "",
           "layerfs runtime reclaim\n\n"
           "Cleans up after every Sandbox of the home whose daemon is gone (killed, crashed, or\n"
@@ -234,7 +257,7 @@ static const command commands[] = {
           NULL },
 };
 
-static const char *const later_groups[] = { "process", "runtime" };
+static const char *const later_groups[] = { "runtime" };
 
 static void usage_error(cli_ctx *ctx, const char *fmt, ...) _cli_printf_(2, 3);
 

@@ -247,3 +247,80 @@ int cmd_runtime_reclaim(cli_ctx *ctx) {
         lfs_reclaimed_free(gone, k);
         return 0;
 }
+
+int cmd_process_start(cli_ctx *ctx) {
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
+        if (r < 0)
+                return r;
+        lfs_exec_options o = {
+                .cwd = cli_option(ctx, "cwd"), .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1
+        };
+        _cleanup_free_ const char **env = xcalloc(ctx->n_opts + 1, sizeof(char *));
+        for (size_t i = 0; i < ctx->n_opts; i++)
+                if (!strcmp(ctx->opts[i].name, "env"))
+                        env[o.n_env++] = ctx->opts[i].value;
+        o.env = env;
+        int pid = 0;
+        _cleanup_free_ char *log = NULL;
+        if ((r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_process_start(ctx->home, project_arg(ctx), n, ctx->args[1],
+                                   (const char *const *)ctx->args + 2, ctx->n_args - 2, &o, &pid, &log,
+                                   &ctx->err)) < 0)
+                return r;
+        if (ctx->json)
+                cli_print_json(json_pack("{s:i, s:i, s:s}", "sandbox", n, "pid", pid, "log", log));
+        else
+                printf("%d\n", pid);
+        return 0;
+}
+
+int cmd_process_list(cli_ctx *ctx) {
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
+        lfs_process_info *ps = NULL;
+        size_t k = 0;
+        if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_process_list(ctx->home, project_arg(ctx), n, &ps, &k, &ctx->err)) < 0)
+                return r;
+        json_t *out = json_array();
+        for (size_t i = 0; i < k; i++) {
+                if (ctx->json) {
+                        json_t *p = json_pack("{s:i, s:s, s:s, s:s}", "pid", ps[i].pid, "cgroup",
+                                              ps[i].cgroup, "state", ps[i].running ? "running" : "exited",
+                                              "command", ps[i].command);
+                        if (!ps[i].running)
+                                json_object_set_new(p, "exit", json_integer(ps[i].exit));
+                        json_array_append_new(out, p);
+                } else if (ps[i].running) {
+                        printf("%-8d %-10s running    %s\n", ps[i].pid, ps[i].cgroup, ps[i].command);
+                } else {
+                        printf("%-8d %-10s exited %-3d %s\n", ps[i].pid, ps[i].cgroup, ps[i].exit,
+                               ps[i].command);
+                }
+        }
+        if (ctx->json)
+                cli_print_json(out);
+        else
+                json_decref(out);
+        lfs_process_info_free(ps, k);
+        return 0;
+}
+
+int cmd_process_kill(cli_ctx *ctx) {
+        int n = 0, pid = 0, r = sandbox_number(ctx, ctx->args[0], &n);
+        if (r < 0)
+                return r;
+        char *end;
+        errno = 0;
+        long v = strtol(ctx->args[1], &end, 10);
+        if (errno || !*ctx->args[1] || *end || v <= 0 || v > INT32_MAX)
+                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0, "'%s' is not a process id", ctx->args[1]);
+        pid = (int)v;
+        if ((r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_process_kill(ctx->home, project_arg(ctx), n, pid, &ctx->err)) < 0)
+                return r;
+        if (ctx->json)
+                cli_print_json(json_pack("{s:i, s:i, s:b}", "sandbox", n, "pid", pid, "killed", 1));
+        else
+                printf("killed %d\n", pid);
+        return 0;
+}

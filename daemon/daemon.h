@@ -25,6 +25,16 @@ typedef struct workspace {
         pthread_t thread;
 } workspace;
 
+/* A command started with process.start, until the daemon exits. */
+typedef struct started_process {
+        pid_t pid;
+        char *leaf;
+        char *command;
+        char *log;
+        bool ended;
+        int exit;
+} started_process;
+
 typedef struct daemon_state {
         lfs_home *home;
         char *project;
@@ -40,6 +50,9 @@ typedef struct daemon_state {
         workspace ws[MAX_WORKSPACES];
         unsigned next_command; /* names the leaves cmd-<k> */
         unsigned running_execs;
+        unsigned waiters; /* threads reaping started processes */
+        started_process **started;
+        size_t n_started, cap_started;
         bool closing;
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
 } daemon_state;
@@ -56,5 +69,10 @@ void wake_main_loop(daemon_state *d);
  * client's stdin, stdout and stderr (fds, passed with the request), waits for it and
  * answers {exit}. Takes ownership of the fds. */
 json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds);
+/* process.start: the command in a new leaf, in the background, output to a log of its
+ * own; answers {pid, cgroup, log}. process.list and process.kill: with d->lock held. */
+json_t *call_process_start(daemon_state *d, json_t *req);
+json_t *call_process_list(daemon_state *d);
+json_t *call_process_kill(daemon_state *d, json_t *req);
 
 #endif

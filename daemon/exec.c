@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* workspace.exec: a command in its own cgroup leaf, as the command identity (SPEC 3). */
+#include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -155,91 +158,292 @@ static void close_fds(int *fds, size_t n) {
                         close(fds[i]);
 }
 
-json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
+/* A command as the request gives it, checked and resolved. */
+typedef struct command {
+        str_list argv, env, paths;
+        char *dir; /* where it starts */
+        char *leaf; /* its cgroup */
+} command;
+
+static void command_done(command *c) {
+        str_list_done(&c->argv);
+        str_list_done(&c->env);
+        str_list_done(&c->paths);
+        free(c->dir);
+        free(c->leaf);
+        *c = (command){ 0 };
+}
+
+/* Checks the request's branch, command, env and cwd and names the command's leaf. Every
+ * refusal comes from here, before anything is made. */
+static json_t *prepare_command(daemon_state *d, json_t *req, command *c) {
         const char *branch = json_string_value(json_object_get(req, "branch"));
-        const char *cwd = json_string_value(json_object_get(req, "cwd"));
-        json_t *command = json_object_get(req, "command"), *timeout_j = json_object_get(req, "timeout");
-        double timeout = timeout_j ? json_number_value(timeout_j) : 0;
-        str_list argv = { 0 }, env = { 0 }, paths = { 0 };
-        _cleanup_free_ char *dir = NULL, *leaf = NULL;
+        json_t *words = json_object_get(req, "command");
         json_t *refusal = NULL;
         size_t i;
         json_t *v;
-        if (n_fds != 3)
-                refusal = error_json(LFS_INVALID_INPUT, "exec needs the caller's stdin, stdout and stderr");
-        else if (!json_is_array(command) || json_array_size(command) == 0)
-                refusal = error_json(LFS_INVALID_INPUT, "give the command to run after '--'");
-        else if ((timeout_j && !json_is_number(timeout_j)) || timeout < 0)
-                refusal = error_json(LFS_INVALID_INPUT, "timeout must be a number of seconds, 0 or more");
-        json_array_foreach(command, i, v) {
-                if (!refusal && !json_string_value(v))
-                        refusal = error_json(LFS_INVALID_INPUT, "the command's words must be strings");
-                str_list_add(&argv, xstrdup(json_string_value(v) ?: ""));
+        if (!json_is_array(words) || json_array_size(words) == 0)
+                return error_json(LFS_INVALID_INPUT, "give the command to run after '--'");
+        json_array_foreach(words, i, v) {
+                if (!json_string_value(v))
+                        return error_json(LFS_INVALID_INPUT, "the command's words must be strings");
+                str_list_add(&c->argv, xstrdup(json_string_value(v)));
         }
-        if (!refusal)
-                refusal = build_env(d, json_object_get(req, "env"), &env);
+        if ((refusal = build_env(d, json_object_get(req, "env"), &c->env)))
+                return refusal;
         pthread_mutex_lock(&d->lock);
         workspace *w = branch ? find_ws(d, branch) : NULL;
-        if (refusal)
-                ;
-        else if (d->closing)
+        if (d->closing)
                 refusal = error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         else if (!w)
                 refusal = not_mounted(d, branch);
         else
-                refusal = resolve_cwd(w, cwd, &dir);
-        if (!refusal) {
-                leaf = xasprintf("%s/cmd-%u", d->cgroup, ++d->next_command);
-                d->running_execs++;
-        }
+                refusal = resolve_cwd(w, json_string_value(json_object_get(req, "cwd")), &c->dir);
+        if (!refusal)
+                c->leaf = xasprintf("%s/cmd-%u", d->cgroup, ++d->next_command);
         pthread_mutex_unlock(&d->lock);
-        if (refusal || argv.n == 0) {
-                close_fds(fds, n_fds);
-                str_list_done(&argv);
-                str_list_done(&env);
-                return refusal;
-        }
-        program_paths(argv.items[0], env_get(&env, "PATH"), &paths);
+        if (!refusal)
+                program_paths(c->argv.items[0], env_get(&c->env, "PATH"), &c->paths);
+        return refusal;
+}
+
+/* Makes the command's leaf and starts it there with fds as 0, 1, 2. */
+static int start_command(daemon_state *d, const command *c, const int fds[3], pid_t *ret_pid,
+                         int *ret_pidfd) {
         lfs_spawn_args a = {
-                .cgroup = leaf,
-                .paths = (const char *const *)paths.items,
-                .n_paths = paths.n,
-                .argv = argv.items,
-                .envp = env.items,
-                .cwd = dir,
+                .cgroup = c->leaf,
+                .paths = (const char *const *)c->paths.items,
+                .n_paths = c->paths.n,
+                .argv = c->argv.items,
+                .envp = c->env.items,
+                .cwd = c->dir,
                 .uid = d->uid,
                 .gid = d->gid,
                 .fd_in = fds[0],
                 .fd_out = fds[1],
                 .fd_err = fds[2],
         };
-        pid_t pid = -1;
-        int pidfd = -1, r = lfs_cgroup_make(leaf);
+        int r = lfs_cgroup_make(c->leaf);
         if (r == 0)
-                r = lfs_cgroup_spawn(&a, &pid, &pidfd);
+                r = lfs_cgroup_spawn(&a, ret_pid, ret_pidfd);
+        if (r < 0) {
+                log_line("%s: cannot start '%s': %s", c->leaf, c->argv.items[0], strerror(-r));
+                lfs_cgroup_remove_tree(c->leaf, 0);
+        }
+        return r;
+}
+
+json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
+        json_t *timeout_j = json_object_get(req, "timeout");
+        double timeout = timeout_j ? json_number_value(timeout_j) : 0;
+        command c = { 0 };
+        json_t *refusal = NULL;
+        if (n_fds != 3)
+                refusal = error_json(LFS_INVALID_INPUT, "exec needs the caller's stdin, stdout and stderr");
+        else if ((timeout_j && !json_is_number(timeout_j)) || timeout < 0)
+                refusal = error_json(LFS_INVALID_INPUT, "timeout must be a number of seconds, 0 or more");
+        else
+                refusal = prepare_command(d, req, &c);
+        if (refusal) {
+                close_fds(fds, n_fds);
+                command_done(&c);
+                return refusal;
+        }
+        pthread_mutex_lock(&d->lock);
+        d->running_execs++;
+        pthread_mutex_unlock(&d->lock);
+        pid_t pid = -1;
+        int pidfd = -1, r = start_command(d, &c, fds, &pid, &pidfd);
         close_fds(fds, n_fds); /* the command has them now */
         json_t *result;
         if (r < 0) {
-                log_line("exec %s: cannot start '%s': %s", leaf, argv.items[0], strerror(-r));
-                result = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", argv.items[0],
+                result = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", c.argv.items[0],
                                     d->number, strerror(-r));
         } else {
                 bool timed_out;
-                int code = wait_command(leaf, pidfd, timeout, &timed_out);
+                int code = wait_command(c.leaf, pidfd, timeout, &timed_out);
                 close(pidfd);
-                log_line("exec %s: '%s' (pid %d) exited %d%s", leaf, argv.items[0], (int)pid, code,
+                log_line("exec %s: '%s' (pid %d) exited %d%s", c.leaf, c.argv.items[0], (int)pid, code,
                          timed_out ? " (its timeout ended it)" : "");
                 result = ok_json(json_pack("{s:i}", "exit", code));
+                /* Empty once the command and its children are gone; background processes
+                 * keep it until the Sandbox closes. */
+                lfs_cgroup_remove_tree(c.leaf, 0);
         }
-        /* Empty once the command and its children are gone; background processes keep it
-         * until the Sandbox closes. */
-        lfs_cgroup_remove_tree(leaf, 0);
-        str_list_done(&argv);
-        str_list_done(&env);
-        str_list_done(&paths);
+        command_done(&c);
         pthread_mutex_lock(&d->lock);
         d->running_execs--;
         pthread_mutex_unlock(&d->lock);
         wake_main_loop(d);
         return result;
+}
+
+/* ---- process.start, process.list, process.kill ---- */
+
+typedef struct waiter {
+        daemon_state *d;
+        started_process *p; /* stays in d->started until the daemon exits */
+        int pidfd;
+} waiter;
+
+/* Reaps a started process and records how it ended, for process.list. */
+static void *wait_started(void *arg) {
+        waiter *w = arg;
+        bool timed_out;
+        int code = wait_command(w->p->leaf, w->pidfd, 0, &timed_out);
+        close(w->pidfd);
+        pthread_mutex_lock(&w->d->lock);
+        w->p->ended = true;
+        w->p->exit = code;
+        pthread_mutex_unlock(&w->d->lock);
+        log_line("process %d (%s) exited %d", (int)w->p->pid, w->p->leaf, code);
+        lfs_cgroup_remove_tree(w->p->leaf, 0);
+        pthread_mutex_lock(&w->d->lock);
+        w->d->waiters--;
+        pthread_mutex_unlock(&w->d->lock);
+        free(w);
+        return NULL;
+}
+
+json_t *call_process_start(daemon_state *d, json_t *req) {
+        command c = { 0 };
+        json_t *refusal = prepare_command(d, req, &c);
+        if (refusal) {
+                command_done(&c);
+                return refusal;
+        }
+        /* Output goes to a log of its own in the Sandbox's directory. */
+        _cleanup_free_ char *logs = xasprintf("%s/processes", d->dir);
+        _cleanup_free_ char *log = xasprintf("%s/%s.log", logs, strrchr(c.leaf, '/') + 1);
+        mkdir(logs, 0700);
+        int fds[3] = { open("/dev/null", O_RDONLY | O_CLOEXEC),
+                       open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600), -1 };
+        fds[2] = fds[1] >= 0 ? dup(fds[1]) : -1;
+        pid_t pid = -1;
+        int pidfd = -1,
+            r = fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ? -errno : start_command(d, &c, fds, &pid, &pidfd);
+        close_fds(fds, 3);
+        if (r < 0) {
+                json_t *j = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", c.argv.items[0],
+                                       d->number, strerror(-r));
+                command_done(&c);
+                return j;
+        }
+        started_process *p = xcalloc(1, sizeof(*p));
+        *p = (started_process){
+                .pid = pid, .leaf = xstrdup(c.leaf), .command = xstrdup(c.argv.items[0]), .log = xstrdup(log)
+        };
+        pthread_mutex_lock(&d->lock);
+        GROW(d->started, d->cap_started, d->n_started + 1);
+        d->started[d->n_started++] = p;
+        d->waiters++;
+        pthread_mutex_unlock(&d->lock);
+        waiter *w = xmalloc(sizeof(*w));
+        *w = (waiter){ .d = d, .p = p, .pidfd = pidfd };
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, wait_started, w) != 0) {
+                close(pidfd);
+                free(w);
+                pthread_mutex_lock(&d->lock);
+                d->waiters--;
+                pthread_mutex_unlock(&d->lock);
+        }
+        pthread_attr_destroy(&attr);
+        log_line("process %d started in %s: '%s'", (int)pid, c.leaf, c.argv.items[0]);
+        json_t *j = ok_json(json_pack("{s:i, s:s, s:s}", "pid", (int)pid, "cgroup", strrchr(c.leaf, '/') + 1,
+                                      "log", log));
+        command_done(&c);
+        return j;
+}
+
+/* The command line of pid, its words joined by spaces. */
+static char *process_command_line(pid_t pid) {
+        char path[64], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t k = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (k <= 0)
+                return xstrdup("");
+        for (ssize_t i = 0; i < k - 1; i++)
+                if (!buf[i])
+                        buf[i] = ' ';
+        buf[k] = 0;
+        return xstrdup(buf);
+}
+
+/* Every process living in the Sandbox's command leaves (however it detached), then the
+ * processes started with process.start that have ended, with their exit status. */
+json_t *call_process_list(daemon_state *d) {
+        json_t *out = json_array();
+        DIR *dir = opendir(d->cgroup);
+        struct dirent *de;
+        while (dir && (de = readdir(dir))) {
+                if (strncmp(de->d_name, "cmd-", 4))
+                        continue;
+                _cleanup_free_ char *procs = xasprintf("%s/%s/cgroup.procs", d->cgroup, de->d_name);
+                FILE *f = fopen(procs, "re");
+                int pid;
+                while (f && fscanf(f, "%d", &pid) == 1) {
+                        _cleanup_free_ char *cmdline = process_command_line(pid);
+                        json_array_append_new(out,
+                                              json_pack("{s:i, s:s, s:s, s:s}", "pid", pid, "cgroup",
+                                                        de->d_name, "state", "running", "command", cmdline));
+                }
+                if (f)
+                        fclose(f);
+        }
+        if (dir)
+                closedir(dir);
+        for (size_t i = 0; i < d->n_started; i++) {
+                const started_process *p = d->started[i];
+                if (p->ended)
+                        json_array_append_new(out,
+                                              json_pack("{s:i, s:s, s:s, s:s, s:i}", "pid", (int)p->pid,
+                                                        "cgroup", strrchr(p->leaf, '/') + 1, "state",
+                                                        "exited", "command", p->command, "exit", p->exit));
+        }
+        return ok_json(out);
+}
+
+/* Whether pid lives in one of the Sandbox's command leaves. */
+static bool in_command_leaf(daemon_state *d, pid_t pid) {
+        bool found = false;
+        DIR *dir = opendir(d->cgroup);
+        struct dirent *de;
+        while (dir && !found && (de = readdir(dir))) {
+                if (strncmp(de->d_name, "cmd-", 4))
+                        continue;
+                _cleanup_free_ char *procs = xasprintf("%s/%s/cgroup.procs", d->cgroup, de->d_name);
+                _cleanup_fclose_ FILE *f = fopen(procs, "re");
+                int p;
+                while (f && !found && fscanf(f, "%d", &p) == 1)
+                        found = p == pid;
+        }
+        if (dir)
+                closedir(dir);
+        return found;
+}
+
+/* Ends pid only if it lives in one of this Sandbox's command leaves. The pidfd is taken
+ * first: if the process ends and its pid is reused before the signal, the signal fails
+ * instead of reaching the newcomer. */
+json_t *call_process_kill(daemon_state *d, json_t *req) {
+        json_t *pid_j = json_object_get(req, "pid");
+        pid_t pid = json_is_integer(pid_j) ? (pid_t)json_integer_value(pid_j) : 0;
+        if (pid <= 0)
+                return error_json(LFS_INVALID_INPUT, "give the pid of a process of sandbox %d", d->number);
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0 || !in_command_leaf(d, pid))
+                return error_json(
+                        LFS_INVALID_INPUT,
+                        "process %d is not a process of sandbox %d; 'layerfs process list %d' shows "
+                        "them",
+                        (int)pid, d->number, d->number);
+        if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0)
+                return error_json(LFS_FAILED, "cannot end process %d: %s", (int)pid, strerror(errno));
+        log_line("process %d killed", (int)pid);
+        return ok_json(NULL);
 }

@@ -394,6 +394,8 @@ static json_t *dispatch(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                 return call_exec(d, req, TAKE_PTR(fds), n_fds);
         for (size_t i = 0; i < n_fds; i++)
                 close(fds[i]);
+        if (!strcmp(call, "process.start"))
+                return call_process_start(d, req);
         if (d->closing)
                 return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         if (!strcmp(call, "workspace.mount"))
@@ -410,6 +412,10 @@ static json_t *dispatch(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                 return call_list(d);
         if (!strcmp(call, "sandbox.close"))
                 return call_close(d, json_is_true(json_object_get(req, "force")));
+        if (!strcmp(call, "process.list"))
+                return call_process_list(d);
+        if (!strcmp(call, "process.kill"))
+                return call_process_kill(d, req);
         if (!strcmp(call, "sandbox.ping"))
                 return ok_json(json_pack("{s:i}", "pid", (int)getpid()));
         return error_json(LFS_INVALID_INPUT, "unknown call '%s'", call);
@@ -479,7 +485,9 @@ static void *serve_client(void *arg) {
         json_t *resp = NULL;
         json_t *req = read_request(c->fd, fds, &n_fds, &resp);
         if (req) {
-                bool exec = !strcmp(json_string_value(json_object_get(req, "call")) ?: "", "workspace.exec");
+                const char *call = json_string_value(json_object_get(req, "call")) ?: "";
+                /* These take the lock themselves, only while they look at the state. */
+                bool exec = !strcmp(call, "workspace.exec") || !strcmp(call, "process.start");
                 if (!exec)
                         pthread_mutex_lock(&d->lock);
                 resp = dispatch(d, req, fds, n_fds);
@@ -712,9 +720,10 @@ int main(int argc, char **argv) {
         serve(&d, lfd, idle_ms_from_env());
         close(lfd);
         /* Commands ended by the close answer their callers with their exit status first. */
+        unsigned running = 0;
         for (int i = 0; i < 200; i++) {
                 pthread_mutex_lock(&d.lock);
-                unsigned running = d.running_execs;
+                running = d.running_execs + d.waiters;
                 pthread_mutex_unlock(&d.lock);
                 if (!running)
                         break;
@@ -722,6 +731,14 @@ int main(int argc, char **argv) {
                 nanosleep(&ts, NULL);
         }
         log_line("sandbox %d closed", d.number);
+        for (size_t i = 0; !running && i < d.n_started; i++) {
+                free(d.started[i]->leaf);
+                free(d.started[i]->command);
+                free(d.started[i]->log);
+                free(d.started[i]);
+        }
+        if (!running) /* else a thread still reads them: the exit frees them */
+                free(d.started);
         free(d.token);
         free(d.tmp);
         lfs_home_close(d.home);

@@ -275,7 +275,43 @@ assert_nothing_left "pid reused, other boot"
 kill "$DECOY_PID"
 DECOY_PID=
 
-# ---- 7. refusals before anything is made; failures after the daemon started -----------
+# ---- 7. process start, list, kill ------------------------------------------------------
+SB=$(lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+sleep 1000 &
+DECOY_PID=$!
+p1=$(lfs process start "$SB" main -- sh -c 'echo to-the-log; setsid sleep 1000 >/dev/null 2>&1 & exec sleep 999')
+p2=$(lfs process start "$SB" main --env CODE=7 -- sh -c 'exit $CODE')
+for _ in $(seq 50); do
+        lfs --json process list "$SB" >"$WORK/ps.json"
+        [ "$(json_get 'len([p for p in j if p["state"] == "exited"])' <"$WORK/ps.json")" = 1 ] && break
+        sleep 0.1
+done
+assert_eq "$(json_get '[p["exit"] for p in j if p["pid"] == '"$p2"'][0]' <"$WORK/ps.json")" 7 "exit status of a started process"
+assert_eq "$(json_get 'len([p for p in j if p["state"] == "running"])' <"$WORK/ps.json")" 2 "two processes of the first start live (one detached)"
+assert_eq "$(json_get '[p["command"] for p in j if p["pid"] == '"$p1"'][0]' <"$WORK/ps.json")" "sleep 999" "command line"
+detached=$(json_get '[p["pid"] for p in j if p["state"] == "running" and p["pid"] != '"$p1"'][0]' <"$WORK/ps.json")
+grep -q to-the-log "$LAYERFS_HOME/sandboxes/p-$SB/processes/cmd-"*.log || fail "the started process's output is not in its log"
+ok
+expect_error InvalidInput lfs process kill "$SB" "$DECOY_PID"
+expect_error InvalidInput lfs process kill "$SB" 1
+alive "$DECOY_PID" || fail "process kill signalled a process outside the Sandbox"
+lfs process kill "$SB" "$p1" >/dev/null
+for _ in $(seq 50); do
+        none_alive "$p1" && break
+        sleep 0.1
+done
+none_alive "$p1" || fail "process kill did not end $p1"
+alive "$detached" || fail "process kill of one process ended another"
+expect_error Busy lfs workspace unmount "$SB" main # the detached sleeper's cwd is in it
+lfs sandbox close "$SB" >/dev/null
+none_alive "$detached" || fail "close left a started process's child"
+alive "$DECOY_PID" || fail "close signalled a process outside the Sandbox"
+kill "$DECOY_PID"
+DECOY_PID=
+assert_nothing_left "process start"
+
+# ---- 8. refusals before anything is made; failures after the daemon started -----------
 LAYERFS_SANDBOX=bogus expect_error InvalidInput lfs sandbox create
 LAYERFS_SANDBOX=namespaces expect_error Unsupported lfs sandbox create
 expect_error Unsupported setpriv --reuid=65534 --regid=65534 --clear-groups "$LAYERFS" sandbox create

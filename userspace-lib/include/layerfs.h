@@ -252,6 +252,29 @@ int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const c
                        const char *const *argv, size_t n_argv, const lfs_exec_options *options,
                        int *ret_exit, lfs_error **err);
 
+/* Starts argv in the Workspace of branch in the background, in a cgroup of its own; its
+ * stdin is /dev/null and its output goes to *ret_log (a file in the Sandbox's directory;
+ * NULL: not returned). It lives until it ends, is killed, or the Sandbox closes. */
+int lfs_process_start(lfs_home *home, const char *project, int sandbox, const char *branch,
+                      const char *const *argv, size_t n_argv, const lfs_exec_options *options, int *ret_pid,
+                      char **ret_log, lfs_error **err);
+
+typedef struct lfs_process_info {
+        int pid;
+        char *cgroup;  /* the command's leaf: cmd-<k> */
+        char *command; /* its command line (running) or program (exited) */
+        int running;   /* 0: it was started with process start and has exited with exit */
+        int exit;
+} lfs_process_info;
+
+/* Every live process of the Sandbox (also those that detached), then the processes
+ * started with lfs_process_start that have ended, with their exit status. */
+int lfs_process_list(lfs_home *home, const char *project, int sandbox, lfs_process_info **ret, size_t *ret_n,
+                     lfs_error **err);
+void lfs_process_info_free(lfs_process_info *items, size_t n);
+/* SIGKILLs pid if it is a process of the Sandbox; InvalidInput otherwise. */
+int lfs_process_kill(lfs_home *home, const char *project, int sandbox, int pid, lfs_error **err);
+
 typedef struct lfs_reclaimed {
         char *project;
         int sandbox;

@@ -1263,3 +1263,64 @@ done:
         record_done(&rec);
         return r;
 }
+
+/* ---- background processes ---- */
+
+int lfs_process_start(lfs_home *home, const char *project, int sandbox, const char *branch,
+                      const char *const *argv, size_t n_argv, const lfs_exec_options *options, int *ret_pid,
+                      char **ret_log, lfs_error **err) {
+        int r = lfs_check_branch_name(branch, err);
+        if (r < 0 || (r = check_exec_input(argv, n_argv, options, err)) < 0)
+                return r;
+        json_t *req = exec_request(branch, argv, n_argv, options);
+        json_object_set_new(req, "call", json_string("process.start"));
+        json_object_del(req, "timeout");
+        json_t *result = NULL;
+        if ((r = sandbox_call(home, project, sandbox, req, &result, err)) < 0)
+                return r;
+        *ret_pid = (int)json_integer_value(json_object_get(result, "pid"));
+        if (ret_log)
+                *ret_log = xstrdup(json_string_value(json_object_get(result, "log")) ?: "");
+        json_decref(result);
+        return 0;
+}
+
+int lfs_process_list(lfs_home *home, const char *project, int sandbox, lfs_process_info **ret, size_t *ret_n,
+                     lfs_error **err) {
+        json_t *result = NULL;
+        int r = sandbox_call(home, project, sandbox, json_pack("{s:s}", "call", "process.list"), &result,
+                             err);
+        if (r < 0)
+                return r;
+        size_t n = json_array_size(result);
+        lfs_process_info *out = xcalloc(n ? n : 1, sizeof(*out));
+        for (size_t i = 0; i < n; i++) {
+                json_t *p = json_array_get(result, i);
+                out[i] = (lfs_process_info){
+                        .pid = (int)json_integer_value(json_object_get(p, "pid")),
+                        .cgroup = xstrdup(json_string_value(json_object_get(p, "cgroup")) ?: ""),
+                        .command = xstrdup(json_string_value(json_object_get(p, "command")) ?: ""),
+                        .running = !strcmp(json_string_value(json_object_get(p, "state")) ?: "", "running"),
+                        .exit = (int)json_integer_value(json_object_get(p, "exit")),
+                };
+        }
+        json_decref(result);
+        *ret = out;
+        *ret_n = n;
+        return 0;
+}
+
+void lfs_process_info_free(lfs_process_info *items, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(items[i].cgroup);
+                free(items[i].command);
+        }
+        free(items);
+}
+
+int lfs_process_kill(lfs_home *home, const char *project, int sandbox, int pid, lfs_error **err) {
+        if (pid <= 0)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "pid %d is not a process id", pid);
+        return sandbox_call(home, project, sandbox,
+                            json_pack("{s:s, s:i}", "call", "process.kill", "pid", pid), NULL, err);
+}
