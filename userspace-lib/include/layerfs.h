@@ -261,9 +261,9 @@ int lfs_process_start(lfs_home *home, const char *project, int sandbox, const ch
 
 typedef struct lfs_process_info {
         int pid;
-        char *cgroup;  /* the command's leaf: cmd-<k> */
+        char *cgroup; /* the command's leaf: cmd-<k> */
         char *command; /* its command line (running) or program (exited) */
-        int running;   /* 0: it was started with process start and has exited with exit */
+        int running; /* 0: it was started with process start and has exited with exit */
         int exit;
 } lfs_process_info;
 
