@@ -165,6 +165,16 @@ typedef struct command {
         char *leaf; /* its cgroup */
 } command;
 
+static const char *program_of(const command *c) {
+        return c->argv.n ? c->argv.items[0] : "";
+}
+
+/* "cmd-<k>" */
+static const char *leaf_name(const command *c) {
+        const char *slash = c->leaf ? strrchr(c->leaf, '/') : NULL;
+        return slash ? slash + 1 : "";
+}
+
 static void command_done(command *c) {
         str_list_done(&c->argv);
         str_list_done(&c->env);
@@ -203,7 +213,7 @@ static json_t *prepare_command(daemon_state *d, json_t *req, command *c) {
                 c->leaf = xasprintf("%s/cmd-%u", d->cgroup, ++d->next_command);
         pthread_mutex_unlock(&d->lock);
         if (!refusal)
-                program_paths(c->argv.items[0], env_get(&c->env, "PATH"), &c->paths);
+                program_paths(program_of(c), env_get(&c->env, "PATH"), &c->paths);
         return refusal;
 }
 
@@ -227,7 +237,7 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
         if (r == 0)
                 r = lfs_cgroup_spawn(&a, ret_pid, ret_pidfd);
         if (r < 0) {
-                log_line("%s: cannot start '%s': %s", c->leaf, c->argv.items[0], strerror(-r));
+                log_line("%s: cannot start '%s': %s", c->leaf, program_of(c), strerror(-r));
                 lfs_cgroup_remove_tree(c->leaf, 0);
         }
         return r;
@@ -257,13 +267,13 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         close_fds(fds, n_fds); /* the command has them now */
         json_t *result;
         if (r < 0) {
-                result = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", c.argv.items[0],
+                result = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", program_of(&c),
                                     d->number, strerror(-r));
         } else {
                 bool timed_out;
                 int code = wait_command(c.leaf, pidfd, timeout, &timed_out);
                 close(pidfd);
-                log_line("exec %s: '%s' (pid %d) exited %d%s", c.leaf, c.argv.items[0], (int)pid, code,
+                log_line("exec %s: '%s' (pid %d) exited %d%s", c.leaf, program_of(&c), (int)pid, code,
                          timed_out ? " (its timeout ended it)" : "");
                 result = ok_json(json_pack("{s:i}", "exit", code));
                 /* Empty once the command and its children are gone; background processes
@@ -314,7 +324,7 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
         }
         /* Output goes to a log of its own in the Sandbox's directory. */
         _cleanup_free_ char *logs = xasprintf("%s/processes", d->dir);
-        _cleanup_free_ char *log = xasprintf("%s/%s.log", logs, strrchr(c.leaf, '/') + 1);
+        _cleanup_free_ char *log = xasprintf("%s/%s.log", logs, leaf_name(&c));
         mkdir(logs, 0700);
         int fds[3] = { open("/dev/null", O_RDONLY | O_CLOEXEC),
                        open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600), -1 };
@@ -324,14 +334,14 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
             r = fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ? -errno : start_command(d, &c, fds, &pid, &pidfd);
         close_fds(fds, 3);
         if (r < 0) {
-                json_t *j = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", c.argv.items[0],
+                json_t *j = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", program_of(&c),
                                        d->number, strerror(-r));
                 command_done(&c);
                 return j;
         }
         started_process *p = xcalloc(1, sizeof(*p));
         *p = (started_process){
-                .pid = pid, .leaf = xstrdup(c.leaf), .command = xstrdup(c.argv.items[0]), .log = xstrdup(log)
+                .pid = pid, .leaf = xstrdup(c.leaf), .command = xstrdup(program_of(&c)), .log = xstrdup(log)
         };
         pthread_mutex_lock(&d->lock);
         GROW(d->started, d->cap_started, d->n_started + 1);
@@ -352,9 +362,9 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
                 pthread_mutex_unlock(&d->lock);
         }
         pthread_attr_destroy(&attr);
-        log_line("process %d started in %s: '%s'", (int)pid, c.leaf, c.argv.items[0]);
-        json_t *j = ok_json(json_pack("{s:i, s:s, s:s}", "pid", (int)pid, "cgroup", strrchr(c.leaf, '/') + 1,
-                                      "log", log));
+        log_line("process %d started in %s: '%s'", (int)pid, c.leaf, program_of(&c));
+        json_t *j =
+                ok_json(json_pack("{s:i, s:s, s:s}", "pid", (int)pid, "cgroup", leaf_name(&c), "log", log));
         command_done(&c);
         return j;
 }
