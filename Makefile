@@ -44,7 +44,8 @@ help:
 	@echo "make check     deps + build + every test (unit, end-to-end, sanitizers) + lint"
 	@echo "make sanitize  the tests again, built with ASan + UBSan"
 	@echo "make lint      clang-format (check), cppcheck and clang-tidy"
-	@echo "make bench     the Store against git, and Workspaces against ext4, overlayfs, fuse-overlayfs"
+	@echo "make bench     the Store against git, Workspaces against ext4, overlayfs, fuse-overlayfs,"
+	@echo "               and Sandbox teardown against the cgroup.kill floor"
 
 # Installs only what is missing, so it costs nothing on a ready machine.
 deps:
@@ -125,6 +126,7 @@ format:
 bench: deps all
 	BUILD=$(BUILD) bench/store_vs_git.sh
 	BENCH_BIG_MIB=1024 BUILD=$(BUILD) bench/workspace_fs.sh
+	BUILD=$(BUILD) bench/runtime.sh
 
 install: all
 	install -Dm755 $(BUILD)/layerfs $(DESTDIR)$(PREFIX)/bin/layerfs

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# The Linux runtime's teardown and exec costs against the kernel's floor, in one run:
+# - close: a command forks 1,000 processes (half setsid + double-forked) in a Sandbox;
+#   'sandbox close --force' is timed until everything is gone. The floor (DESIGN.md,
+#   "Teardown") is the same tree in a bare cgroup ended with cgroup.kill and waited for
+#   until cgroup.events says populated 0.
+# - exec: 'workspace exec -- true' (CLI start, socket, cgroup leaf, clone3, wait, rmdir)
+#   against the same command started by a shell on the host.
+# It reports and never judges: it exits non-zero only when something fails or is left.
+# Needs root (cgroups, FUSE).
+set -euo pipefail
+set -o errtrace
+
+PROCS=1000 # processes in the tree: half plain children, half setsid + double-forked
+TRIALS=3
+EXECS=50
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+LAYERFS="$BUILD/layerfs"
+[ -x "$LAYERFS" ] || {
+        echo "bench: $LAYERFS is missing; run 'make' first" >&2
+        exit 1
+}
+[ "$(id -u)" = 0 ] || {
+        echo "bench: runtime.sh needs root (cgroups, FUSE)" >&2
+        exit 1
+}
+CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
+[ -n "$CG_MOUNT" ] || {
+        echo "bench: no cgroup2 mount" >&2
+        exit 1
+}
+
+mkdir -p "$BUILD"
+WORK=$(mktemp -d "$BUILD/rtbench.XXXXXX")
+chmod 711 "$WORK" # the command identity passes through to the Workspaces
+export LAYERFS_HOME="$WORK/home" LAYERFS_AUTHOR="bench <bench@localhost>"
+export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-bench-$$"
+unset LAYERFS_PROJECT LAYERFS_SANDBOX
+FLOOR="$CG_MOUNT/layerfs-floor-$$"
+
+cleanup() {
+        local rc=$? n
+        set +e
+        trap - ERR
+        for n in $(sqlite3 "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes" 2>/dev/null); do
+                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1
+        done
+        for cg in "$LAYERFS_CGROUP_ROOT" "$FLOOR"; do
+                [ -d "$cg" ] || continue
+                echo 1 >"$cg/cgroup.kill"
+                sleep 0.3
+                find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+                [ -d "$cg" ] && echo "bench: $cg is left" >&2 && rc=1
+        done
+        if grep -qF "$WORK" /proc/mounts; then
+                echo "bench: mounts left under $WORK" >&2
+                rc=1
+        else
+                rm -rf --one-file-system "$WORK"
+        fi
+        exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'echo "bench: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+now_us() { echo "${EPOCHREALTIME/./}"; }
+median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
+
+# The tree: PROCS/2 children and PROCS/2 setsid'd grandchildren whose parents exited.
+TREE="i=0; while [ \$i -lt $((PROCS / 2)) ]; do sleep 1000 & setsid sh -c 'sleep 1000 &'; i=\$((i+1)); done"
+
+count_procs() { find "$1" -name cgroup.procs -exec cat {} + | wc -l; }
+
+wait_empty() {
+        local cg=$1
+        while grep -q 'populated 1' "$cg/cgroup.events"; do sleep 0.001; done
+}
+
+floor_trial() {
+        mkdir "$FLOOR"
+        sh -c "echo \$\$ > $FLOOR/cgroup.procs; $TREE" </dev/null >/dev/null 2>&1
+        local n
+        n=$(count_procs "$FLOOR")
+        [ "$n" -ge "$PROCS" ] || {
+                echo "bench: only $n processes in the floor's cgroup" >&2
+                return 1
+        }
+        local start
+        start=$(now_us)
+        echo 1 >"$FLOOR/cgroup.kill"
+        wait_empty "$FLOOR"
+        FLOOR_MS=$((($(now_us) - start) / 1000))
+        rmdir "$FLOOR"
+}
+
+close_trial() {
+        local sb n start
+        sb=$("$LAYERFS" sandbox create)
+        "$LAYERFS" workspace mount "$sb" main >/dev/null
+        "$LAYERFS" workspace exec "$sb" main -- sh -c "$TREE" </dev/null >/dev/null 2>&1
+        n=$(count_procs "$LAYERFS_CGROUP_ROOT/p-$sb")
+        [ "$n" -ge "$PROCS" ] || {
+                echo "bench: only $n processes in the Sandbox" >&2
+                return 1
+        }
+        start=$(now_us)
+        "$LAYERFS" sandbox close "$sb" --force >/dev/null
+        CLOSE_MS=$((($(now_us) - start) / 1000))
+        [ ! -d "$LAYERFS_CGROUP_ROOT/p-$sb" ] || {
+                echo "bench: the Sandbox's cgroup is left after close" >&2
+                return 1
+        }
+}
+
+"$LAYERFS" project init p >/dev/null
+echo "layerfs runtime: teardown and exec, kernel $(uname -r), $(nproc) CPUs, cgroup2 at $CG_MOUNT"
+echo
+floors=() closes=()
+for ((t = 1; t <= TRIALS; t++)); do
+        floor_trial
+        close_trial
+        floors+=("$FLOOR_MS")
+        closes+=("$CLOSE_MS")
+        echo "  trial $t/$TRIALS: cgroup.kill floor $FLOOR_MS ms, sandbox close $CLOSE_MS ms"
+done
+f=$(median "${floors[@]}")
+c=$(median "${closes[@]}")
+
+# exec: the CLI end to end, against the same command from a host shell.
+sb=$("$LAYERFS" sandbox create)
+"$LAYERFS" workspace mount "$sb" main >/dev/null
+start=$(now_us)
+for ((i = 0; i < EXECS; i++)); do "$LAYERFS" workspace exec "$sb" main -- true; done
+exec_us=$((($(now_us) - start) / EXECS))
+start=$(now_us)
+for ((i = 0; i < EXECS; i++)); do /bin/true; done
+host_us=$((($(now_us) - start) / EXECS))
+"$LAYERFS" workspace unmount "$sb" main >/dev/null
+"$LAYERFS" sandbox close "$sb" >/dev/null
+
+echo
+printf '%-52s %10s %10s %8s\n' "operation" "layerfs" "baseline" "ratio"
+printf '%-52s %8s ms %8s ms %8s\n' "end $PROCS processes (sandbox close vs cgroup.kill)" "$c" "$f" \
+        "$(awk -v a="$c" -v b="$f" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+printf '%-52s %8s us %8s us %8s\n' "exec of 'true' (workspace exec vs fork+exec)" "$exec_us" "$host_us" \
+        "$(awk -v a="$exec_us" -v b="$host_us" 'BEGIN { printf "%.1f", b ? a / b : 0 }')"
+echo
+echo "medians of $TRIALS trials (exec: mean of $EXECS). The close includes the CLI, the daemon's"
+echo "unmount, cgroup.kill of the Sandbox's subtree, waiting for populated 0, removing the"
+echo "cgroups, the directory and the record. DESIGN.md's floor: 754 processes in 0.37 s."

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cgroup/: finding the tree, spawning into a leaf (clone3 and the fork fallback), exit
+ * codes of programs that cannot run, and ending a subtree with detached processes.
+ * Against the real kernel: each test works below a root of its own,
+ * <cgroup2 mount>/layerfs-unit-<pid>, which the teardown kills and removes even when
+ * an assertion failed. Needs root; skipped otherwise.
+ */
+#include <sys/syscall.h>
+
+#include "cgroup.h"
+#include "helpers.h"
+#include "util.h"
+
+static char *test_root; /* <cgroup2 mount>/layerfs-unit-<pid> */
+
+static int cgroup_setup(void **state) {
+        (void)state;
+        if (geteuid() != 0)
+                return 0;
+        unsetenv("LAYERFS_CGROUP_ROOT");
+        unsetenv("LAYERFS_NO_CLONE3");
+        char *root = NULL;
+        lfs_error *err = NULL;
+        if (lfs_cgroup_root(&root, &err) < 0) {
+                lfs_error_free(err);
+                return 0;
+        }
+        *strrchr(root, '/') = 0; /* the mount itself */
+        if (asprintf(&test_root, "%s/layerfs-unit-%d", root, (int)getpid()) < 0)
+                test_root = NULL;
+        free(root);
+        return test_root && lfs_cgroup_make(test_root) == 0 ? 0 : -1;
+}
+
+static int cgroup_teardown(void **state) {
+        (void)state;
+        unsetenv("LAYERFS_CGROUP_ROOT");
+        unsetenv("LAYERFS_NO_CLONE3");
+        if (test_root)
+                lfs_cgroup_destroy(test_root, 5000);
+        free(test_root);
+        test_root = NULL;
+        return 0;
+}
+
+#define NEED_CGROUPS()                                                                                      \
+        do {                                                                                                \
+                if (!test_root) {                                                                           \
+                        print_message("skipped: needs root and cgroup2\n");                                 \
+                        skip();                                                                             \
+                }                                                                                           \
+        } while (0)
+
+static char *leaf_path(const char *name) {
+        char *p = NULL;
+        assert_true(asprintf(&p, "%s/%s", test_root, name) > 0);
+        assert_int_equal(lfs_cgroup_make(p), 0);
+        return p;
+}
+
+/* Runs argv in leaf with stdout into a pipe; returns the exit code, output in out. */
+static int run_in(const char *leaf, const char *const *paths, size_t n_paths, char *const *argv, char *out,
+                  size_t cap) {
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        lfs_spawn_args a = { .cgroup = leaf,
+                             .paths = paths,
+                             .n_paths = n_paths,
+                             .argv = argv,
+                             .envp = envp,
+                             .cwd = "/",
+                             .uid = (uid_t)-1,
+                             .gid = (gid_t)-1,
+                             .fd_in = null,
+                             .fd_out = p[1],
+                             .fd_err = null };
+        pid_t pid = -1;
+        int pidfd = -1;
+        int r = lfs_cgroup_spawn(&a, &pid, &pidfd);
+        close(p[1]);
+        close(null);
+        assert_msg(r == 0, "spawn into %s: %s", leaf, strerror(-r));
+        size_t len = 0;
+        ssize_t k;
+        while (len + 1 < cap && (k = read(p[0], out + len, cap - 1 - len)) > 0)
+                len += (size_t)k;
+        out[len] = 0;
+        close(p[0]);
+        siginfo_t si = { 0 };
+        assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED), 0);
+        close(pidfd);
+        assert_int_equal(si.si_code, CLD_EXITED);
+        return si.si_status;
+}
+
+static void assert_lands_in_leaf(void) {
+        _cleanup_free_ char *leaf = leaf_path("cmd-1");
+        const char *paths[] = { "/bin/cat" };
+        char *argv[] = { "cat", "/proc/self/cgroup", NULL };
+        char out[4096];
+        assert_int_equal(run_in(leaf, paths, 1, argv, out, sizeof(out)), 0);
+        char want[256];
+        snprintf(want, sizeof(want), "/layerfs-unit-%d/cmd-1\n", (int)getpid());
+        assert_msg(strstr(out, want), "the child is not in its leaf: %s", out);
+        assert_int_equal(lfs_cgroup_populated(leaf), 0);
+        assert_int_equal(lfs_cgroup_remove_tree(leaf, 1000), 0);
+}
+
+static void test_spawn_clone3_lands_in_leaf(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        assert_lands_in_leaf();
+}
+
+static void test_spawn_fallback_lands_in_leaf(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        setenv("LAYERFS_NO_CLONE3", "1", 1);
+        assert_lands_in_leaf();
+}
+
+static void test_spawn_tries_each_candidate(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        _cleanup_free_ char *leaf = leaf_path("cmd-2");
+        const char *paths[] = { "/nonexistent/echo", "/bin/echo" };
+        char *argv[] = { "echo", "found", NULL };
+        char out[64];
+        assert_int_equal(run_in(leaf, paths, 2, argv, out, sizeof(out)), 0);
+        assert_string_equal(out, "found\n");
+}
+
+static void test_spawn_not_found_is_127_not_executable_126(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        _cleanup_free_ char *leaf = leaf_path("cmd-3");
+        const char *missing[] = { "/nonexistent/a", "/nonexistent/b" };
+        const char *not_exec[] = { "/etc/hostname" };
+        char *argv[] = { "x", NULL };
+        char out[64];
+        assert_int_equal(run_in(leaf, missing, 2, argv, out, sizeof(out)), 127);
+        assert_int_equal(run_in(leaf, not_exec, 1, argv, out, sizeof(out)), 126);
+}
+
+static void test_spawn_into_missing_leaf_fails(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        _cleanup_free_ char *leaf = NULL;
+        assert_true(asprintf(&leaf, "%s/never-made", test_root) > 0);
+        const char *paths[] = { "/bin/true" };
+        char *argv[] = { "true", NULL };
+        char *envp[] = { NULL };
+        lfs_spawn_args a = { .cgroup = leaf,
+                             .paths = paths,
+                             .n_paths = 1,
+                             .argv = argv,
+                             .envp = envp,
+                             .uid = (uid_t)-1,
+                             .gid = (gid_t)-1,
+                             .fd_in = 0,
+                             .fd_out = 1,
+                             .fd_err = 2 };
+        pid_t pid;
+        int pidfd;
+        assert_int_equal(lfs_cgroup_spawn(&a, &pid, &pidfd), -ENOENT);
+}
+
+/* A detached process (own session, parent gone) in a nested leaf: destroy ends it and
+ * removes the whole subtree. */
+static void test_destroy_ends_detached_processes(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        _cleanup_free_ char *sandbox = leaf_path("sb"), *leaf = leaf_path("sb/cmd-1");
+        const char *paths[] = { "/bin/sh" };
+        char *argv[] = { "sh", "-c", "setsid sleep 1000 >/dev/null 2>&1 & echo $!", NULL };
+        char out[64];
+        assert_int_equal(run_in(leaf, paths, 1, argv, out, sizeof(out)), 0);
+        pid_t detached = (pid_t)atoi(out);
+        assert_true(detached > 0);
+        assert_int_equal(kill(detached, 0), 0);
+        assert_int_equal(lfs_cgroup_populated(sandbox), 1);
+        /* A populated cgroup is not removed without the kill. */
+        assert_int_equal(lfs_cgroup_remove_tree(sandbox, 0), -EBUSY);
+        assert_int_equal(lfs_cgroup_destroy(sandbox, 5000), 0);
+        struct stat st;
+        assert_int_equal(stat(sandbox, &st), -1);
+        assert_int_equal(errno, ENOENT);
+        /* Gone, or a zombie waiting for its reaper: either way it runs no more. */
+        char path[64], buf[512] = "";
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)detached);
+        FILE *f = fopen(path, "re");
+        if (f) {
+                if (!fgets(buf, sizeof(buf), f))
+                        buf[0] = 0;
+                fclose(f);
+                const char *p = strrchr(buf, ')');
+                assert_msg(p && (p[2] == 'Z' || p[2] == 'X'), "the detached process still runs: %s", buf);
+        }
+        /* Destroying what is gone is fine. */
+        assert_int_equal(lfs_cgroup_destroy(sandbox, 1000), 0);
+}
+
+static void test_root_override(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        char *root = NULL;
+        lfs_error *err = NULL;
+        setenv("LAYERFS_CGROUP_ROOT", "relative/path", 1);
+        assert_true(lfs_cgroup_root(&root, &err) < 0);
+        assert_int_equal(err->code, LFS_INVALID_INPUT);
+        lfs_error_free(TAKE_PTR(err));
+        setenv("LAYERFS_CGROUP_ROOT", "/tmp/not-a-cgroup/layerfs", 1);
+        assert_true(lfs_cgroup_root(&root, &err) < 0);
+        assert_int_equal(err->code, LFS_UNSUPPORTED);
+        assert_msg(strstr(err->message, "/tmp/not-a-cgroup/layerfs"), "the message names the root: %s",
+                   err->message);
+        lfs_error_free(TAKE_PTR(err));
+        /* A root that does not exist yet, in a cgroup2 filesystem, is fine. */
+        _cleanup_free_ char *fresh = NULL;
+        assert_true(asprintf(&fresh, "%s/not-yet", test_root) > 0);
+        setenv("LAYERFS_CGROUP_ROOT", fresh, 1);
+        assert_int_equal(lfs_cgroup_root(&root, &err), 0);
+        assert_string_equal(root, fresh);
+        free(root);
+        _cleanup_free_ char *sb = lfs_cgroup_sandbox_path(fresh, "web", 3);
+        char want[512];
+        snprintf(want, sizeof(want), "%s/web-3", fresh);
+        assert_string_equal(sb, want);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_spawn_clone3_lands_in_leaf, cgroup_setup,
+                                                cgroup_teardown),
+                cmocka_unit_test_setup_teardown(test_spawn_fallback_lands_in_leaf, cgroup_setup,
+                                                cgroup_teardown),
+                cmocka_unit_test_setup_teardown(test_spawn_tries_each_candidate, cgroup_setup,
+                                                cgroup_teardown),
+                cmocka_unit_test_setup_teardown(test_spawn_not_found_is_127_not_executable_126, cgroup_setup,
+                                                cgroup_teardown),
+                cmocka_unit_test_setup_teardown(test_spawn_into_missing_leaf_fails, cgroup_setup,
+                                                cgroup_teardown),
+                cmocka_unit_test_setup_teardown(test_destroy_ends_detached_processes, cgroup_setup,
+                                                cgroup_teardown),
+                cmocka_unit_test_setup_teardown(test_root_override, cgroup_setup, cgroup_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
