@@ -51,6 +51,7 @@ typedef struct daemon_state {
         unsigned next_command; /* names the leaves cmd-<k> */
         unsigned running_execs;
         unsigned waiters; /* threads reaping started processes */
+        unsigned clients; /* connections being served */
         started_process **started;
         size_t n_started, cap_started;
         bool closing;

@@ -508,6 +508,9 @@ static void *serve_client(void *arg) {
         }
         close(c->fd);
         free(c);
+        pthread_mutex_lock(&d->lock);
+        d->clients--;
+        pthread_mutex_unlock(&d->lock);
         wake_main_loop(d);
         return NULL;
 }
@@ -606,6 +609,9 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                         continue;
                 client *c = xmalloc(sizeof(*c));
                 *c = (client){ .d = d, .fd = cfd };
+                pthread_mutex_lock(&d->lock);
+                d->clients++;
+                pthread_mutex_unlock(&d->lock);
                 pthread_t t;
                 pthread_attr_t attr;
                 pthread_attr_init(&attr);
@@ -613,6 +619,9 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                 if (pthread_create(&t, &attr, serve_client, c) != 0) {
                         close(cfd);
                         free(c);
+                        pthread_mutex_lock(&d->lock);
+                        d->clients--;
+                        pthread_mutex_unlock(&d->lock);
                 }
                 pthread_attr_destroy(&attr);
         }
@@ -719,11 +728,12 @@ int main(int argc, char **argv) {
         log_line("sandbox %d of %s ready (pid %d, cgroup %s)", d.number, d.project, (int)getpid(), d.cgroup);
         serve(&d, lfd, idle_ms_from_env());
         close(lfd);
-        /* Commands ended by the close answer their callers with their exit status first. */
+        /* Every caller gets its answer first: the close its ok, commands ended by the
+         * close their exit status. */
         unsigned running = 0;
         for (int i = 0; i < 200; i++) {
                 pthread_mutex_lock(&d.lock);
-                running = d.running_execs + d.waiters;
+                running = d.running_execs + d.waiters + d.clients;
                 pthread_mutex_unlock(&d.lock);
                 if (!running)
                         break;

@@ -42,14 +42,18 @@ if [ "$(id -u)" = 0 ]; then
         printf '\n\033[1m$ layerfs sandbox create\033[0m\n%s\n' "$sandbox"
         ws=$(layerfs workspace mount "$sandbox" main)
         printf '\n\033[1m$ layerfs workspace mount %s main\033[0m\n%s\n' "$sandbox" "$ws"
-        mkdir "$ws/hello"
-        printf '#include <stdio.h>\nint main(void) { puts("hello from a Workspace"); return 0; }\n' >"$ws/hello/hello.c"
-        step cc -O2 -I"$ws" -o "$ws/hello/hello" "$ws/hello/hello.c"
-        step "$ws/hello/hello"
+        # Commands run in the Workspace, each in a cgroup of its own, as uid 501.
+        step layerfs workspace exec "$sandbox" main -- mkdir hello
+        printf '#include <stdio.h>\nint main(void) { puts("hello from a Workspace"); return 0; }\n' |
+                layerfs workspace exec "$sandbox" main -- sh -c 'cat > hello/hello.c'
+        step layerfs workspace exec "$sandbox" main --cwd hello -- cc -O2 -o hello hello.c
+        step layerfs workspace exec "$sandbox" main -- sh -c 'hello/hello; id -u; cat /proc/self/cgroup | tail -1'
+        step layerfs process start "$sandbox" main -- sh -c 'cd "$TMPDIR" && exec setsid sleep 600'
+        step layerfs process list "$sandbox"
         step layerfs workspace status "$sandbox" main
         step layerfs workspace commit "$sandbox" main -m "Build hello"
         step layerfs workspace unmount "$sandbox" main
-        step layerfs sandbox close "$sandbox"
+        step layerfs sandbox close "$sandbox" # ends the detached sleeper too
         sandbox=""
         step layerfs branch log main --limit 1
 fi
