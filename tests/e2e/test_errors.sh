@@ -58,7 +58,7 @@ rm "$LAYERFS_HOME/projects/broken/store.db"
 expect_error InvalidInput lfs --project broken branch list
 expect_error InvalidInput lfs project list
 
-# Usage errors are InvalidInput too; unbuilt groups are Unsupported.
+# Usage errors are InvalidInput too; unbuilt calls are Unsupported.
 expect_error InvalidInput lfs
 expect_error InvalidInput lfs nonsense list
 expect_error InvalidInput lfs --project one branch
@@ -67,7 +67,9 @@ expect_error InvalidInput lfs --project one branch create
 expect_error InvalidInput lfs --project one branch create a b
 expect_error InvalidInput lfs --project one branch list --bogus
 expect_error InvalidInput lfs --project one branch create x --from
-expect_error Unsupported lfs --project one process list 1
+expect_error NoSuchSandbox lfs --project one process list 1
+expect_error InvalidInput lfs --project one process kill 1 not-a-pid
+expect_error InvalidInput lfs --project one workspace exec 1 main
 expect_error Unsupported lfs runtime status
 
 # --json errors go to stdout as an object.
