@@ -80,9 +80,12 @@ set -e
 assert_eq "$status" 125 "json error exit status"
 assert_eq "$(echo "$out" | json_get 'j["error"]["code"]')" "NoSuchBranch" "json error code"
 
-# Help is there for every level.
-lfs --help | grep -q '^SYNOPSIS' || fail "layerfs --help"
+# Help is there for every level. (Read whole: grep -q would stop reading early, and
+# the writer's SIGPIPE would fail the pipeline.)
+grep -q '^SYNOPSIS' <<<"$(lfs --help)" || fail "layerfs --help"
 ok
-lfs branch merge --help | grep -q 'three-way' || fail "branch merge --help"
+grep -q 'three-way' <<<"$(lfs branch merge --help)" || fail "branch merge --help"
+ok
+grep -q -- '--timeout SECONDS' <<<"$(lfs workspace exec --help)" || fail "workspace exec --help"
 ok
 finish
