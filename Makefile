@@ -13,7 +13,7 @@ PREFIX ?= /usr/local
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Icli -Idaemon
+INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Ibpf -Icli -Idaemon
 ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS) $(EXTRA_CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -24,7 +24,13 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC := $(wildcard daemon/*.c)
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/bpf/watcher.o
+# The BPF watcher: clang builds the program, bpftool its skeleton (Debian 12's bpftool
+# 7.1 and libbpf 1.1: the program and loader use nothing newer).
+BPF_CLANG ?= clang
+BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(shell $(CC) -dumpmachine) -Ibpf
+BPF_LIBS := -lbpf -lelf -lz
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -80,7 +86,17 @@ $(BUILD)/daemon/%.o: daemon/%.c $(wildcard userspace-lib/include/*.h userspace-l
 	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
 
 $(BUILD)/layerfs-daemon: $(DAEMON_OBJ) $(BUILD)/liblayerfs.a
-	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) -lpthread
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) $(BPF_LIBS) -lpthread
+
+$(BUILD)/bpf/watcher.bpf.o: bpf/watcher.bpf.c bpf/watcher.h
+	@mkdir -p $(dir $@)
+	$(BPF_CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/bpf/watcher.skel.h: $(BUILD)/bpf/watcher.bpf.o
+	bpftool gen skeleton $< name watcher_bpf > $@
+
+$(BUILD)/bpf/watcher.o: bpf/watcher.c bpf/watcher.h bpf/bpf_watcher.h $(BUILD)/bpf/watcher.skel.h
+	$(CC) $(ALL_CFLAGS) -I$(BUILD)/bpf -c $< -o $@
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(BUILD)/liblayerfs.a
 	@mkdir -p $(dir $@)
@@ -113,11 +129,11 @@ sanitize: deps
 	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
-lint:
+lint: $(BUILD)/bpf/watcher.skel.h
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) userspace-lib cgroup cli daemon tests
-	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) \
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf userspace-lib cgroup bpf/watcher.c cli daemon tests
+	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf \
 		$(shell pkg-config --cflags $(PKGS)) $(FUSE_CFLAGS)
 
 format:

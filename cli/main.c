@@ -49,6 +49,7 @@ static const char main_help[] =
         "    sandbox close N [--force]          unmount all, end the daemon, remove it all\n"
         "    sandbox list_workspaces N          mounted branches, clean or dirty\n"
         "    sandbox log N [--lines K]          the tail of the Sandbox daemon's log\n"
+        "    sandbox events N [--follow]        process starts and exits, as JSON lines\n"
         "    workspace mount N BRANCH           mount BRANCH read-write; prints the path\n"
         "    workspace status N BRANCH          changed paths against the mount's base\n"
         "    workspace commit N BRANCH -m MESSAGE   record the changes (merging if needed)\n"
@@ -80,6 +81,8 @@ static const char main_help[] =
         "    Sandboxes' cgroups go (default <cgroup2 mount>/layerfs). LAYERFS_IDLE_SECONDS:\n"
         "    a Sandbox with no Workspace mounted and no request closes itself after this\n"
         "    long (default 120). LAYERFS_SANDBOX: the default runtime (native).\n"
+        "    LAYERFS_WATCHER=bpf|cgroup: how a new Sandbox watches its processes (default:\n"
+        "    bpf where it loads, else cgroup).\n"
         "\n"
         "EXIT STATUS\n"
         "    0 on success. 125 when LayerFS refuses or fails; stderr then says\n"
@@ -245,6 +248,17 @@ static const command commands[] = {
           "Ends process PID of sandbox N with SIGKILL. A PID that is not a process of the Sandbox\n"
           "is refused with InvalidInput and nothing is signalled.\n",
           NULL },
+        { "sandbox", "events", cmd_sandbox_events, 1, 1, "",
+          "layerfs sandbox events N [--follow]\n\n"
+          "Process starts and ends in sandbox N, one JSON object per line, oldest first:\n"
+          "{\"event\": \"start\"|\"exit\", \"pid\", \"ppid\", \"cgroup\" (the command's leaf),\n"
+          "\"comm\", \"time\" (seconds since the epoch), and for an exit \"exit\" (its code) or\n"
+          "\"signal\"}. With the BPF watcher every process of the Sandbox is reported, also those\n"
+          "that detached (a multithreaded process once, when its last thread ends); without it\n"
+          "(LAYERFS_WATCHER=cgroup, or no BPF) the commands the Sandbox started. The daemon\n"
+          "keeps the last 4,096. With --follow, each new event is printed as it happens, until\n"
+          "the Sandbox closes or the reader goes away.\n",
+          "follow" },
         { "runtime", "reclaim", cmd_runtime_reclaim, 0, 0, "",
           "layerfs runtime reclaim\n\n"
           "Cleans up after every Sandbox of the home whose daemon is gone (killed, crashed, or\n"

@@ -324,3 +324,18 @@ int cmd_process_kill(cli_ctx *ctx) {
                 printf("killed %d\n", pid);
         return 0;
 }
+
+static int print_event(void *userdata, const char *json) {
+        (void)userdata;
+        puts(json);
+        /* A reader that went away (| head) ends the stream. */
+        return fflush(stdout) != 0 || ferror(stdout);
+}
+
+int cmd_sandbox_events(cli_ctx *ctx) {
+        int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
+        if (r < 0 || (r = cli_open_home(ctx)) < 0)
+                return r;
+        return lfs_sandbox_events(ctx->home, project_arg(ctx), n, cli_flag(ctx, "follow"), print_event, NULL,
+                                  NULL, &ctx->err);
+}

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <pthread.h>
 
+#include "bpf_watcher.h"
 #include "store.h"
 #include "workspace.h"
 
@@ -25,15 +26,24 @@ typedef struct workspace {
         pthread_t thread;
 } workspace;
 
-/* A command started with process.start, until the daemon exits. */
-typedef struct started_process {
-        pid_t pid;
-        char *leaf;
-        char *command;
-        char *log;
-        bool ended;
-        int exit;
-} started_process;
+enum { EVENT_START = 1, EVENT_EXIT = 2 };
+#define EVENT_RING 4096
+
+/* A process of the Sandbox starting or ending. */
+typedef struct sandbox_event {
+        uint64_t seq;
+        int kind;
+        pid_t pid, ppid;
+        int status; /* exit: the wait status */
+        char cgroup[32]; /* its command's leaf: cmd-<k> */
+        char comm[16];
+        double time; /* seconds since the epoch */
+} sandbox_event;
+
+typedef struct leaf_id {
+        uint64_t id; /* the cgroup id (the directory's inode number) */
+        char name[32];
+} leaf_id;
 
 typedef struct daemon_state {
         lfs_home *home;
@@ -52,8 +62,14 @@ typedef struct daemon_state {
         unsigned running_execs;
         unsigned waiters; /* threads reaping started processes */
         unsigned clients; /* connections being served */
-        started_process **started;
-        size_t n_started, cap_started;
+        /* Process starts and ends, the last EVENT_RING of them (events.c). */
+        const char *watcher_kind; /* "bpf" or "cgroup" */
+        lfs_watcher *watcher;
+        sandbox_event events[EVENT_RING];
+        uint64_t n_events;
+        pthread_cond_t events_cond;
+        leaf_id *leaves;
+        size_t n_leaves, cap_leaves;
         bool closing;
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
 } daemon_state;
@@ -75,5 +91,19 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds);
 json_t *call_process_start(daemon_state *d, json_t *req);
 json_t *call_process_list(daemon_state *d);
 json_t *call_process_kill(daemon_state *d, json_t *req);
+
+/* events.c. The watcher: LAYERFS_WATCHER=bpf|cgroup forces one; by default BPF where it
+ * loads, else cgroup (the daemon records the starts and ends of what it started). */
+int start_watcher(daemon_state *d);
+/* Remembers leaf's cgroup id, so that events name their command's leaf. */
+void register_leaf(daemon_state *d, const char *leaf);
+/* Without d->lock held. */
+void record_event(daemon_state *d, int kind, pid_t pid, pid_t ppid, int status, const char *leaf,
+                  const char *comm);
+/* sandbox.events: the events kept; follow: each later one as a JSON line on fd, until
+ * the Sandbox closes (then NULL: nothing more to answer). */
+json_t *call_events(daemon_state *d, int fd, bool follow);
+/* Appends the last max exits to out, newest first; with d->lock held. */
+void recent_exits_json(daemon_state *d, json_t *out, size_t max);
 
 #endif

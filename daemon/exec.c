@@ -158,6 +158,11 @@ static void close_fds(int *fds, size_t n) {
                         close(fds[i]);
 }
 
+/* With BPF the watcher sees every exit; without it the daemon records its own. */
+static bool watching_bpf(daemon_state *d) {
+        return d->watcher != NULL;
+}
+
 /* A command as the request gives it, checked and resolved. */
 typedef struct command {
         str_list argv, env, paths;
@@ -234,12 +239,17 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
                 .fd_err = fds[2],
         };
         int r = lfs_cgroup_make(c->leaf);
-        if (r == 0)
+        if (r == 0) {
+                register_leaf(d, c->leaf);
                 r = lfs_cgroup_spawn(&a, ret_pid, ret_pidfd);
+        }
         if (r < 0) {
                 log_line("%s: cannot start '%s': %s", c->leaf, program_of(c), strerror(-r));
                 lfs_cgroup_remove_tree(c->leaf, 0);
+                return r;
         }
+        /* The daemon's own forks are not the watcher's to see: it records them. */
+        record_event(d, EVENT_START, *ret_pid, getpid(), 0, c->leaf, program_of(c));
         return r;
 }
 
@@ -275,6 +285,9 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                 close(pidfd);
                 log_line("exec %s: '%s' (pid %d) exited %d%s", c.leaf, program_of(&c), (int)pid, code,
                          timed_out ? " (its timeout ended it)" : "");
+                if (!watching_bpf(d))
+                        record_event(d, EVENT_EXIT, pid, getpid(), code >= 128 ? code - 128 : code << 8,
+                                     c.leaf, program_of(&c));
                 result = ok_json(json_pack("{s:i}", "exit", code));
                 /* Empty once the command and its children are gone; background processes
                  * keep it until the Sandbox closes. */
@@ -292,25 +305,28 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
 
 typedef struct waiter {
         daemon_state *d;
-        started_process *p; /* stays in d->started until the daemon exits */
+        pid_t pid;
         int pidfd;
+        char *leaf;
+        char *program;
 } waiter;
 
-/* Reaps a started process and records how it ended, for process.list. */
+/* Reaps a started process; without BPF, records how it ended. */
 static void *wait_started(void *arg) {
         waiter *w = arg;
         bool timed_out;
-        int code = wait_command(w->p->leaf, w->pidfd, 0, &timed_out);
+        int code = wait_command(w->leaf, w->pidfd, 0, &timed_out);
         close(w->pidfd);
-        pthread_mutex_lock(&w->d->lock);
-        w->p->ended = true;
-        w->p->exit = code;
-        pthread_mutex_unlock(&w->d->lock);
-        log_line("process %d (%s) exited %d", (int)w->p->pid, w->p->leaf, code);
-        lfs_cgroup_remove_tree(w->p->leaf, 0);
+        log_line("process %d (%s) exited %d", (int)w->pid, w->leaf, code);
+        if (!watching_bpf(w->d))
+                record_event(w->d, EVENT_EXIT, w->pid, getpid(), code >= 128 ? code - 128 : code << 8,
+                             w->leaf, w->program);
+        lfs_cgroup_remove_tree(w->leaf, 0);
         pthread_mutex_lock(&w->d->lock);
         w->d->waiters--;
         pthread_mutex_unlock(&w->d->lock);
+        free(w->leaf);
+        free(w->program);
         free(w);
         return NULL;
 }
@@ -339,23 +355,23 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
                 command_done(&c);
                 return j;
         }
-        started_process *p = xcalloc(1, sizeof(*p));
-        *p = (started_process){
-                .pid = pid, .leaf = xstrdup(c.leaf), .command = xstrdup(program_of(&c)), .log = xstrdup(log)
-        };
+        waiter *w = xmalloc(sizeof(*w));
+        *w = (waiter){ .d = d,
+                       .pid = pid,
+                       .pidfd = pidfd,
+                       .leaf = xstrdup(c.leaf),
+                       .program = xstrdup(program_of(&c)) };
         pthread_mutex_lock(&d->lock);
-        GROW(d->started, d->cap_started, d->n_started + 1);
-        d->started[d->n_started++] = p;
         d->waiters++;
         pthread_mutex_unlock(&d->lock);
-        waiter *w = xmalloc(sizeof(*w));
-        *w = (waiter){ .d = d, .p = p, .pidfd = pidfd };
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         if (pthread_create(&t, &attr, wait_started, w) != 0) {
                 close(pidfd);
+                free(w->leaf);
+                free(w->program);
                 free(w);
                 pthread_mutex_lock(&d->lock);
                 d->waiters--;
@@ -385,7 +401,8 @@ static char *process_command_line(pid_t pid) {
 }
 
 /* Every process living in the Sandbox's command leaves (however it detached), then the
- * processes started with process.start that have ended, with their exit status. */
+ * last 64 that ended, with their exit status: with BPF every process of the Sandbox,
+ * without it the commands the daemon started. */
 json_t *call_process_list(daemon_state *d) {
         json_t *out = json_array();
         DIR *dir = opendir(d->cgroup);
@@ -407,14 +424,7 @@ json_t *call_process_list(daemon_state *d) {
         }
         if (dir)
                 closedir(dir);
-        for (size_t i = 0; i < d->n_started; i++) {
-                const started_process *p = d->started[i];
-                if (p->ended)
-                        json_array_append_new(out,
-                                              json_pack("{s:i, s:s, s:s, s:s, s:i}", "pid", (int)p->pid,
-                                                        "cgroup", strrchr(p->leaf, '/') + 1, "state",
-                                                        "exited", "command", p->command, "exit", p->exit));
-        }
+        recent_exits_json(d, out, 64);
         return ok_json(out);
 }
 

@@ -354,6 +354,7 @@ static void end_commands(daemon_state *d) {
 static void teardown(daemon_state *d, const char *why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
+        pthread_cond_broadcast(&d->events_cond); /* followers of sandbox events end */
         end_commands(d);
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active)
@@ -382,7 +383,7 @@ static json_t *call_close(daemon_state *d, bool force) {
         return ok_json(NULL);
 }
 
-static json_t *dispatch(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
+static json_t *dispatch(daemon_state *d, int client_fd, json_t *req, int *fds, size_t n_fds) {
         const char *token = json_string_value(json_object_get(req, "token"));
         const char *call = json_string_value(json_object_get(req, "call"));
         const char *branch = json_string_value(json_object_get(req, "branch"));
@@ -396,6 +397,8 @@ static json_t *dispatch(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                 close(fds[i]);
         if (!strcmp(call, "process.start"))
                 return call_process_start(d, req);
+        if (!strcmp(call, "sandbox.events"))
+                return call_events(d, client_fd, json_is_true(json_object_get(req, "follow")));
         if (d->closing)
                 return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         if (!strcmp(call, "workspace.mount"))
@@ -487,10 +490,11 @@ static void *serve_client(void *arg) {
         if (req) {
                 const char *call = json_string_value(json_object_get(req, "call")) ?: "";
                 /* These take the lock themselves, only while they look at the state. */
-                bool exec = !strcmp(call, "workspace.exec") || !strcmp(call, "process.start");
+                bool exec = !strcmp(call, "workspace.exec") || !strcmp(call, "process.start") ||
+                            !strcmp(call, "sandbox.events");
                 if (!exec)
                         pthread_mutex_lock(&d->lock);
-                resp = dispatch(d, req, fds, n_fds);
+                resp = dispatch(d, c->fd, req, fds, n_fds);
                 if (!exec)
                         pthread_mutex_unlock(&d->lock);
                 json_decref(req);
@@ -592,10 +596,14 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                         }
                         timeout = (int)(left > INT32_MAX ? INT32_MAX : left);
                 }
-                struct pollfd p[2] = { { .fd = lfd, .events = POLLIN },
-                                       { .fd = d->wake_fd, .events = POLLIN } };
-                if (poll(p, 2, timeout) < 0 && errno != EINTR)
+                struct pollfd p[3] = { { .fd = lfd, .events = POLLIN },
+                                       { .fd = d->wake_fd, .events = POLLIN },
+                                       { .fd = d->watcher ? lfs_watcher_fd(d->watcher) : -1,
+                                         .events = POLLIN } };
+                if (poll(p, 3, timeout) < 0 && errno != EINTR)
                         return;
+                if (p[2].revents & POLLIN)
+                        lfs_watcher_consume(d->watcher);
                 if (p[1].revents & POLLIN) {
                         uint64_t n;
                         (void)!read(d->wake_fd, &n, sizeof(n));
@@ -725,7 +733,11 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "cannot listen on %s: %s\n", sock, strerror(lfd < 0 ? -lfd : errno));
                 return 1;
         }
-        log_line("sandbox %d of %s ready (pid %d, cgroup %s)", d.number, d.project, (int)getpid(), d.cgroup);
+        pthread_cond_init(&d.events_cond, NULL);
+        if (start_watcher(&d) < 0)
+                return 1;
+        log_line("sandbox %d of %s ready (pid %d, cgroup %s, watcher %s)", d.number, d.project,
+                 (int)getpid(), d.cgroup, d.watcher_kind);
         serve(&d, lfd, idle_ms_from_env());
         close(lfd);
         /* Every caller gets its answer first: the close its ok, commands ended by the
@@ -741,14 +753,10 @@ int main(int argc, char **argv) {
                 nanosleep(&ts, NULL);
         }
         log_line("sandbox %d closed", d.number);
-        for (size_t i = 0; !running && i < d.n_started; i++) {
-                free(d.started[i]->leaf);
-                free(d.started[i]->command);
-                free(d.started[i]->log);
-                free(d.started[i]);
+        if (!running) { /* else a thread may still be reading them: the exit frees them */
+                lfs_watcher_close(d.watcher);
+                free(d.leaves);
         }
-        if (!running) /* else a thread still reads them: the exit frees them */
-                free(d.started);
         free(d.token);
         free(d.tmp);
         lfs_home_close(d.home);

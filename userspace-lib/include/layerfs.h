@@ -275,6 +275,17 @@ void lfs_process_info_free(lfs_process_info *items, size_t n);
 /* SIGKILLs pid if it is a process of the Sandbox; InvalidInput otherwise. */
 int lfs_process_kill(lfs_home *home, const char *project, int sandbox, int pid, lfs_error **err);
 
+/* Called with each process event of a Sandbox, one JSON object as text:
+ * {"event": "start"|"exit", "pid", "ppid", "cgroup", "comm", "time", "exit"|"signal"}.
+ * A non-zero return stops the stream. */
+typedef int (*lfs_event_fn)(void *userdata, const char *json);
+
+/* The Sandbox's recent process events (the daemon keeps the last 4,096), then, with
+ * follow, each new one as it happens until the Sandbox closes or fn returns non-zero.
+ * *ret_watcher (if not NULL, without follow): "bpf" or "cgroup". */
+int lfs_sandbox_events(lfs_home *home, const char *project, int sandbox, int follow, lfs_event_fn fn,
+                       void *userdata, char **ret_watcher, lfs_error **err);
+
 typedef struct lfs_reclaimed {
         char *project;
         int sandbox;

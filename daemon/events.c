@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the daemon knows of its Sandbox's processes: starts and ends, from the BPF
+ * watcher (every process of the command leaves, also those that detached) or, without
+ * BPF, from the daemon itself (the commands it started, through their pidfds). The last
+ * EVENT_RING events are kept for `sandbox events` and `process list`.
+ */
+#include <sys/stat.h>
+#include <time.h>
+
+#include "daemon.h"
+
+static double realtime_of(uint64_t monotonic_ns) {
+        struct timespec mono, real;
+        clock_gettime(CLOCK_MONOTONIC, &mono);
+        clock_gettime(CLOCK_REALTIME, &real);
+        double now_mono = (double)mono.tv_sec + (double)mono.tv_nsec / 1e9;
+        double now_real = (double)real.tv_sec + (double)real.tv_nsec / 1e9;
+        return now_real - (now_mono - (double)monotonic_ns / 1e9);
+}
+
+void register_leaf(daemon_state *d, const char *leaf) {
+        struct stat st;
+        const char *name = strrchr(leaf, '/');
+        if (!name || stat(leaf, &st) < 0)
+                return;
+        pthread_mutex_lock(&d->lock);
+        GROW(d->leaves, d->cap_leaves, d->n_leaves + 1);
+        d->leaves[d->n_leaves].id = (uint64_t)st.st_ino;
+        snprintf(d->leaves[d->n_leaves].name, sizeof(d->leaves[d->n_leaves].name), "%s", name + 1);
+        d->n_leaves++;
+        pthread_mutex_unlock(&d->lock);
+}
+
+/* With d->lock held. */
+static const char *leaf_name_of(daemon_state *d, uint64_t cgroup_id) {
+        for (size_t i = d->n_leaves; i-- > 0;)
+                if (d->leaves[i].id == cgroup_id)
+                        return d->leaves[i].name;
+        return "";
+}
+
+/* With d->lock held. */
+static void store_event(daemon_state *d, const sandbox_event *e) {
+        sandbox_event *slot = &d->events[d->n_events % EVENT_RING];
+        *slot = *e;
+        slot->seq = d->n_events++;
+        pthread_cond_broadcast(&d->events_cond);
+}
+
+void record_event(daemon_state *d, int kind, pid_t pid, pid_t ppid, int status, const char *leaf,
+                  const char *comm) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        sandbox_event e = { .kind = kind,
+                            .pid = pid,
+                            .ppid = ppid,
+                            .status = status,
+                            .time = (double)now.tv_sec + (double)now.tv_nsec / 1e9 };
+        const char *name = leaf ? strrchr(leaf, '/') : NULL;
+        snprintf(e.cgroup, sizeof(e.cgroup), "%s", name ? name + 1 : "");
+        snprintf(e.comm, sizeof(e.comm), "%s", comm ? comm : "");
+        pthread_mutex_lock(&d->lock);
+        store_event(d, &e);
+        pthread_mutex_unlock(&d->lock);
+}
+
+/* The BPF watcher's callback, from the main loop. */
+static void on_watch_event(void *userdata, const struct watch_event *w) {
+        daemon_state *d = userdata;
+        sandbox_event e = { .kind = w->kind == WATCH_EXIT ? EVENT_EXIT : EVENT_START,
+                            .pid = (pid_t)w->pid,
+                            .ppid = (pid_t)w->ppid,
+                            .status = w->status,
+                            .time = realtime_of(w->time_ns) };
+        memcpy(e.comm, w->comm, sizeof(w->comm));
+        e.comm[sizeof(e.comm) - 1] = 0;
+        pthread_mutex_lock(&d->lock);
+        snprintf(e.cgroup, sizeof(e.cgroup), "%s", leaf_name_of(d, w->cgroup_id));
+        store_event(d, &e);
+        pthread_mutex_unlock(&d->lock);
+}
+
+int start_watcher(daemon_state *d) {
+        const char *want = getenv("LAYERFS_WATCHER");
+        if (want && *want && strcmp(want, "bpf") && strcmp(want, "cgroup")) {
+                log_line("LAYERFS_WATCHER=%s is not a watcher: give bpf or cgroup", want);
+                return -EINVAL;
+        }
+        d->watcher_kind = "cgroup";
+        if (want && !strcmp(want, "cgroup"))
+                return 0;
+        _cleanup_free_ char *leaf = xasprintf("%s/daemon", d->cgroup);
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        int r = lfs_watcher_open(d->cgroup, leaf, on_watch_event, d, &d->watcher);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (r < 0) {
+                log_line("the BPF watcher did not load (%s)%s", strerror(-r),
+                         want ? "" : "; watching with cgroup.events and pidfds");
+                return want ? r : 0;
+        }
+        d->watcher_kind = "bpf";
+        log_line("BPF watcher loaded in %.2f ms",
+                 (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+        return 0;
+}
+
+static json_t *event_json(const sandbox_event *e) {
+        json_t *j = json_pack("{s:s, s:i, s:i, s:s, s:s, s:f}", "event",
+                              e->kind == EVENT_EXIT ? "exit" : "start", "pid", (int)e->pid, "ppid",
+                              (int)e->ppid, "cgroup", e->cgroup, "comm", e->comm, "time", e->time);
+        if (e->kind == EVENT_EXIT) {
+                if (e->status & 0x7f)
+                        json_object_set_new(j, "signal", json_integer(e->status & 0x7f));
+                else
+                        json_object_set_new(j, "exit", json_integer((e->status >> 8) & 0xff));
+        }
+        return j;
+}
+
+/* Events from seq on (the oldest kept if seq is older), with d->lock held. */
+static json_t *events_since(daemon_state *d, uint64_t *seq) {
+        json_t *out = json_array();
+        uint64_t first = d->n_events > EVENT_RING ? d->n_events - EVENT_RING : 0;
+        for (uint64_t s = *seq < first ? first : *seq; s < d->n_events; s++)
+                json_array_append_new(out, event_json(&d->events[s % EVENT_RING]));
+        *seq = d->n_events;
+        return out;
+}
+
+json_t *call_events(daemon_state *d, int fd, bool follow) {
+        uint64_t seq = 0;
+        pthread_mutex_lock(&d->lock);
+        json_t *out = events_since(d, &seq);
+        if (!follow) {
+                pthread_mutex_unlock(&d->lock);
+                return ok_json(json_pack("{s:s, s:o}", "watcher", d->watcher_kind, "events", out));
+        }
+        /* Following: each event is one line, until the Sandbox closes or the reader goes. */
+        for (;;) {
+                pthread_mutex_unlock(&d->lock);
+                size_t i;
+                json_t *e;
+                bool gone = false;
+                json_array_foreach(out, i, e) {
+                        char *text = json_dumps(e, JSON_COMPACT);
+                        size_t len = strlen(text);
+                        text[len] = '\n';
+                        gone = gone || write(fd, text, len + 1) != (ssize_t)(len + 1);
+                        free(text);
+                }
+                json_decref(out);
+                pthread_mutex_lock(&d->lock);
+                if (gone || d->closing)
+                        break;
+                while (seq == d->n_events && !d->closing)
+                        pthread_cond_wait(&d->events_cond, &d->lock);
+                out = events_since(d, &seq);
+        }
+        pthread_mutex_unlock(&d->lock);
+        return NULL;
+}
+
+/* The last exits the daemon knows of, for process.list; with d->lock held. */
+void recent_exits_json(daemon_state *d, json_t *out, size_t max) {
+        uint64_t first = d->n_events > EVENT_RING ? d->n_events - EVENT_RING : 0;
+        size_t n = 0;
+        for (uint64_t s = d->n_events; s-- > first && n < max;) {
+                const sandbox_event *e = &d->events[s % EVENT_RING];
+                if (e->kind != EVENT_EXIT)
+                        continue;
+                json_t *j = json_pack("{s:i, s:s, s:s, s:s}", "pid", (int)e->pid, "cgroup", e->cgroup,
+                                      "state", "exited", "command", e->comm);
+                json_object_set_new(
+                        j, "exit",
+                        json_integer(e->status & 0x7f ? 128 + (e->status & 0x7f) : (e->status >> 8) & 0xff));
+                json_array_append_new(out, j);
+                n++;
+        }
+}
