@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# The exit watcher against the real kernel: with BPF, every process of a Sandbox is
+# reported once when it ends, with its exit code, also grandchildren that setsid away, and
+# a multithreaded process whose main thread exits first is reported once, when its last
+# thread ends; the events agree with the leader's pidfd status; without BPF
+# (LAYERFS_WATCHER=cgroup) the commands the daemon started are reported; an idle daemon
+# uses no CPU.
+source "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || fail "needs root (cgroups, FUSE, BPF)"
+CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
+export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-test-$$"
+export LAYERFS_AUTHOR="test <test@localhost>"
+unset LAYERFS_WATCHER
+
+teardown_all() {
+        local n
+        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes" 2>/dev/null); do
+                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
+        done
+        if [ -d "$LAYERFS_CGROUP_ROOT" ]; then
+                echo 1 >"$LAYERFS_CGROUP_ROOT/cgroup.kill" 2>/dev/null || true
+                sleep 0.2
+                find "$LAYERFS_CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        fi
+        return 0
+}
+trap 'teardown_all; cleanup_work' EXIT
+
+lfs project init p >/dev/null
+
+# events N: the Sandbox's events, one JSON object per line, into $WORK/events.
+events() { lfs sandbox events "$1" >"$WORK/events"; }
+# py EXPR: evaluates EXPR with ev = the list of events in $WORK/events.
+py() {
+        python3 -c 'import json,sys; ev=[json.loads(l) for l in open(sys.argv[1])]; print(eval(sys.argv[2]))' \
+                "$WORK/events" "$1"
+}
+
+# ---- BPF: 1,000 processes with known exit codes, half of them detached -----------------
+SB=$(LAYERFS_WATCHER=bpf lfs sandbox create)
+grep -q "watcher bpf" "$LAYERFS_HOME/sandboxes/p-$SB/daemon.log" || fail "the BPF watcher did not load"
+ok
+lfs workspace mount "$SB" main >/dev/null
+# Process i exits with i % 200. The even ones are children of the leader; each odd one is
+# started by a subshell that exits at once, then setsids and ends later as an orphan. The
+# leader waits for them all, then exits 250.
+lfs workspace exec "$SB" main -- sh -c '
+        i=0
+        while [ $i -lt 1000 ]; do
+                if [ $((i % 2)) = 0 ]; then
+                        (exit $((i % 200))) &
+                else
+                        (setsid sh -c "sleep 0.2; exit $((i % 200))" &)
+                fi
+                i=$((i + 1))
+        done
+        sleep 1
+        exit 250' || status=$?
+assert_eq "${status:-0}" 250 "the leader's exit code (pidfd)"
+sleep 0.5
+events "$SB"
+leader=$(py '[e["pid"] for e in ev if e["event"] == "exit" and e.get("exit") == 250][0]')
+assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["pid"] == '"$leader"')')" 1 "the leader reported once"
+assert_eq "$(py 'len([e["pid"] for e in ev if e["event"] == "exit"]) - len(set(e["pid"] for e in ev if e["event"] == "exit"))')" 0 \
+        "no exit reported twice"
+# The leader's children: 500 "(exit N)" with the even codes, 500 subshells exiting 0.
+assert_eq "$(py 'sorted(__import__("collections").Counter(e["exit"] for e in ev if e["event"] == "exit" and e["ppid"] == '"$leader"' and e["comm"] == "sh").items())[:3]')" \
+        "[(0, 505), (2, 5), (4, 5)]" "the children's exit codes"
+assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["ppid"] == '"$leader"' and e["comm"] == "sh")')" 1000 \
+        "1,000 children of the leader, once each"
+# The orphans: 500, each odd code 1..199 five times, none with the leader as parent.
+assert_eq "$(py 'sorted(set(__import__("collections").Counter(e["exit"] for e in ev if e["event"] == "exit" and e["comm"] == "sh" and e["ppid"] != '"$leader"' and e["pid"] != '"$leader"').items()))[:2]')" \
+        "[(1, 5), (3, 5)]" "the orphans' exit codes"
+assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["comm"] == "sh" and e["ppid"] != '"$leader"' and e["pid"] != '"$leader"' and e["exit"] % 2 == 1)')" 500 \
+        "500 orphans that setsid away, once each"
+assert_eq "$(py 'all(e["cgroup"].startswith("cmd-") for e in ev)')" True "every event names its command's leaf"
+
+# ---- BPF: a multithreaded process whose main thread exits first -----------------------
+cat >"$WORK/threads.c" <<'EOF'
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void *late(void *arg) {
+        (void)arg;
+        usleep(500 * 1000);
+        exit(7); /* the last thread ends the process with 7 */
+}
+int main(void) {
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++)
+                pthread_create(&t[i], NULL, late, NULL);
+        pthread_exit(NULL); /* the main thread goes first */
+}
+EOF
+cc -O2 -pthread -o "$WORK/threads" "$WORK/threads.c"
+chmod 755 "$WORK/threads"
+before=$(date +%s.%N)
+lfs process start "$SB" main -- "$WORK/threads" >"$WORK/threads.pid"
+tpid=$(cat "$WORK/threads.pid")
+sleep 1
+events "$SB"
+assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["pid"] == '"$tpid"')')" 1 "a multithreaded process is reported once"
+assert_eq "$(py '[e["exit"] for e in ev if e["event"] == "exit" and e["pid"] == '"$tpid"'][0]')" 7 "with the last thread's exit code"
+assert_eq "$(py '[e["time"] for e in ev if e["event"] == "exit" and e["pid"] == '"$tpid"'][0] >= '"$before"' + 0.45')" True \
+        "when its last thread ended, not its main thread"
+
+# ---- process list: live detached processes and the last exits -------------------------
+lfs workspace exec "$SB" main -- sh -c 'setsid sh -c "exec sleep 1000" >/dev/null 2>&1 </dev/null & (exit 9)' || true
+lfs --json process list "$SB" >"$WORK/ps.json"
+assert_eq "$(json_get 'sum(1 for p in j if p["state"] == "running" and p["command"] == "sleep 1000")' <"$WORK/ps.json")" 1 \
+        "a detached live process is listed"
+assert_eq "$(json_get 'any(p["state"] == "exited" and p["exit"] == 9 for p in j)' <"$WORK/ps.json")" True \
+        "an ended grandchild is listed with its exit status"
+
+# ---- sandbox events --follow streams until the Sandbox closes --------------------------
+lfs sandbox events "$SB" --follow >"$WORK/follow" &
+follower=$!
+sleep 0.3
+lfs workspace exec "$SB" main -- sh -c 'exit 42' || true
+sleep 0.3
+lfs sandbox close "$SB" --force >/dev/null
+for _ in $(seq 50); do
+        kill -0 "$follower" 2>/dev/null || break
+        sleep 0.1
+done
+kill -0 "$follower" 2>/dev/null && fail "sandbox events --follow did not end when the Sandbox closed"
+wait "$follower" || true
+grep -q '"exit":42' "$WORK/follow" || fail "the follower did not see the exit 42: $(tail -3 "$WORK/follow")"
+ok
+
+# ---- without BPF: the daemon reports what it started ----------------------------------
+SB=$(LAYERFS_WATCHER=cgroup lfs sandbox create)
+grep -q "watcher cgroup" "$LAYERFS_HOME/sandboxes/p-$SB/daemon.log" || fail "LAYERFS_WATCHER=cgroup was not used"
+ok
+lfs workspace mount "$SB" main >/dev/null
+lfs workspace exec "$SB" main -- sh -c 'exit 3' || true
+p=$(lfs process start "$SB" main -- sh -c 'kill -TERM $$')
+sleep 0.3
+events "$SB"
+assert_eq "$(py '[e.get("exit") for e in ev if e["event"] == "exit" and e["comm"] == "sh" and e.get("exit") is not None]')" "[3]" "exec's exit without BPF"
+assert_eq "$(py '[e.get("signal") for e in ev if e["event"] == "exit" and e["pid"] == '"$p"']')" "[15]" "a started process's signal without BPF"
+assert_eq "$(py 'sum(1 for e in ev if e["event"] == "start")')" 2 "the two starts"
+
+# ---- an idle daemon uses no CPU --------------------------------------------------------
+lfs workspace unmount "$SB" main >/dev/null
+daemon=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$SB")
+SB2=$(LAYERFS_WATCHER=bpf lfs sandbox create)
+daemon2=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$SB2")
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+a=$(ticks "$daemon") b=$(ticks "$daemon2")
+sleep 30
+assert_eq "$(($(ticks "$daemon") - a))" 0 "CPU ticks of an idle daemon (cgroup watcher) over 30 s"
+assert_eq "$(($(ticks "$daemon2") - b))" 0 "CPU ticks of an idle daemon (BPF watcher) over 30 s"
+lfs sandbox close "$SB" >/dev/null
+lfs sandbox close "$SB2" >/dev/null
+[ -z "$(find "$LAYERFS_CGROUP_ROOT" -mindepth 1 -type d)" ] || fail "cgroups left"
+ok
+echo "ok: $(basename "$0") ($CHECKS checks)"
