@@ -6,6 +6,9 @@
 #   until cgroup.events says populated 0.
 # - exec: 'workspace exec -- true' (CLI start, socket, cgroup leaf, clone3, wait, rmdir)
 #   against the same command started by a shell on the host.
+# - the watcher: 'sandbox create' with LAYERFS_WATCHER=bpf against =cgroup (median of 10),
+#   the BPF program's load time, and the latency from a process's exit in the kernel to
+#   its event in the daemon (median and p99 of 500 exits).
 # It reports and never judges: it exits non-zero only when something fails or is left.
 # Needs root (cgroups, FUSE).
 set -euo pipefail
@@ -143,12 +146,46 @@ host_us=$((($(now_us) - start) / EXECS))
 "$LAYERFS" workspace unmount "$sb" main >/dev/null
 "$LAYERFS" sandbox close "$sb" >/dev/null
 
+# Sandbox create with each watcher (the BPF load is part of it), and the BPF program's
+# own load time as the daemon logs it.
+create_ms() {
+        local w=$1 times=() i start sb
+        for ((i = 0; i < 10; i++)); do
+                start=$(now_us)
+                sb=$(LAYERFS_WATCHER=$w "$LAYERFS" sandbox create)
+                times+=($((($(now_us) - start) / 1000)))
+                [ "$w" = bpf ] && sed -n 's/.*BPF watcher loaded in \([0-9.]*\) ms.*/\1/p' \
+                        "$LAYERFS_HOME/sandboxes/p-$sb/daemon.log" >>"$WORK/bpf-load"
+                "$LAYERFS" sandbox close "$sb" >/dev/null
+        done
+        median "${times[@]}"
+}
+create_bpf=$(create_ms bpf)
+create_cgroup=$(create_ms cgroup)
+bpf_load=$(sort -n "$WORK/bpf-load" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+
+# Event latency: from a process's exit in the kernel to its event in the daemon.
+sb=$(LAYERFS_WATCHER=bpf "$LAYERFS" sandbox create)
+"$LAYERFS" workspace mount "$sb" main >/dev/null
+"$LAYERFS" workspace exec "$sb" main -- sh -c 'i=0; while [ $i -lt 500 ]; do (exit 1) & i=$((i+1)); sleep 0.002; done; wait'
+"$LAYERFS" sandbox events "$sb" >"$WORK/events"
+read -r lat_n lat_med lat_p99 < <(python3 -c '
+import json, sys
+lat = sorted((e["received"] - e["time"]) * 1e6 for e in map(json.loads, open(sys.argv[1])) if e["event"] == "exit")
+print(len(lat), round(lat[len(lat) // 2]), round(lat[min(len(lat) - 1, int(len(lat) * 0.99))]))' "$WORK/events")
+"$LAYERFS" workspace unmount "$sb" main >/dev/null
+"$LAYERFS" sandbox close "$sb" >/dev/null
+
 echo
 printf '%-52s %10s %10s %8s\n' "operation" "layerfs" "baseline" "ratio"
 printf '%-52s %8s ms %8s ms %8s\n' "end $PROCS processes (sandbox close vs cgroup.kill)" "$c" "$f" \
         "$(awk -v a="$c" -v b="$f" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
 printf '%-52s %8s us %8s us %8s\n' "exec of 'true' (workspace exec vs fork+exec)" "$exec_us" "$host_us" \
         "$(awk -v a="$exec_us" -v b="$host_us" 'BEGIN { printf "%.1f", b ? a / b : 0 }')"
+printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, BPF watcher vs cgroup watcher" "$create_bpf" "$create_cgroup" \
+        "$(awk -v a="$create_bpf" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+printf '%-52s %8s ms\n' "  of which the BPF program's load (median of 10)" "$bpf_load"
+printf '%-52s %8s us %8s us (p99)\n' "exit-to-event latency, BPF ($lat_n exits): median" "$lat_med" "$lat_p99"
 echo
 echo "medians of $TRIALS trials (exec: mean of $EXECS). The close includes the CLI, the daemon's"
 echo "unmount, cgroup.kill of the Sandbox's subtree, waiting for populated 0, removing the"

@@ -252,9 +252,10 @@ static const command commands[] = {
           "layerfs sandbox events N [--follow]\n\n"
           "Process starts and ends in sandbox N, one JSON object per line, oldest first:\n"
           "{\"event\": \"start\"|\"exit\", \"pid\", \"ppid\", \"cgroup\" (the command's leaf),\n"
-          "\"comm\", \"time\" (seconds since the epoch), and for an exit \"exit\" (its code) or\n"
-          "\"signal\"}. With the BPF watcher every process of the Sandbox is reported, also those\n"
-          "that detached (a multithreaded process once, when its last thread ends); without it\n"
+          "\"comm\", \"time\" (seconds since the epoch), \"received\" (when the daemon learnt of\n"
+          "it), and for an exit \"exit\" (its code) or \"signal\"}.\n\n"
+          "With the BPF watcher every process of the Sandbox is reported, also those that\n"
+          "detached (a multithreaded process once, when its last thread ends); without it\n"
           "(LAYERFS_WATCHER=cgroup, or no BPF) the commands the Sandbox started. The daemon\n"
           "keeps the last 4,096. With --follow, each new event is printed as it happens, until\n"
           "the Sandbox closes or the reader goes away.\n",

@@ -38,6 +38,7 @@ typedef struct sandbox_event {
         char cgroup[32]; /* its command's leaf: cmd-<k> */
         char comm[16];
         double time; /* seconds since the epoch */
+        double received; /* when the daemon learnt of it: time + the watcher's latency */
 } sandbox_event;
 
 typedef struct leaf_id {

@@ -10,13 +10,14 @@
 
 #include "daemon.h"
 
+/* A CLOCK_MONOTONIC time (0: now) as seconds since the epoch. */
 static double realtime_of(uint64_t monotonic_ns) {
         struct timespec mono, real;
         clock_gettime(CLOCK_MONOTONIC, &mono);
         clock_gettime(CLOCK_REALTIME, &real);
         double now_mono = (double)mono.tv_sec + (double)mono.tv_nsec / 1e9;
         double now_real = (double)real.tv_sec + (double)real.tv_nsec / 1e9;
-        return now_real - (now_mono - (double)monotonic_ns / 1e9);
+        return monotonic_ns ? now_real - (now_mono - (double)monotonic_ns / 1e9) : now_real;
 }
 
 void register_leaf(daemon_state *d, const char *leaf) {
@@ -57,6 +58,7 @@ void record_event(daemon_state *d, int kind, pid_t pid, pid_t ppid, int status, 
                             .ppid = ppid,
                             .status = status,
                             .time = (double)now.tv_sec + (double)now.tv_nsec / 1e9 };
+        e.received = e.time;
         const char *name = leaf ? strrchr(leaf, '/') : NULL;
         snprintf(e.cgroup, sizeof(e.cgroup), "%s", name ? name + 1 : "");
         snprintf(e.comm, sizeof(e.comm), "%s", comm ? comm : "");
@@ -72,7 +74,8 @@ static void on_watch_event(void *userdata, const struct watch_event *w) {
                             .pid = (pid_t)w->pid,
                             .ppid = (pid_t)w->ppid,
                             .status = w->status,
-                            .time = realtime_of(w->time_ns) };
+                            .time = realtime_of(w->time_ns),
+                            .received = realtime_of(0) };
         memcpy(e.comm, w->comm, sizeof(w->comm));
         e.comm[sizeof(e.comm) - 1] = 0;
         pthread_mutex_lock(&d->lock);
@@ -110,6 +113,7 @@ static json_t *event_json(const sandbox_event *e) {
         json_t *j = json_pack("{s:s, s:i, s:i, s:s, s:s, s:f}", "event",
                               e->kind == EVENT_EXIT ? "exit" : "start", "pid", (int)e->pid, "ppid",
                               (int)e->ppid, "cgroup", e->cgroup, "comm", e->comm, "time", e->time);
+        json_object_set_new(j, "received", json_real(e->received));
         if (e->kind == EVENT_EXIT) {
                 if (e->status & 0x7f)
                         json_object_set_new(j, "signal", json_integer(e->status & 0x7f));
