@@ -67,6 +67,7 @@ int cmd_workspace_unmount(cli_ctx *ctx);
 int cmd_workspace_exec(cli_ctx *ctx);
 int cmd_runtime_reclaim(cli_ctx *ctx);
 int cmd_sandbox_events(cli_ctx *ctx);
+int cmd_runtime_status(cli_ctx *ctx);
 int cmd_process_start(cli_ctx *ctx);
 int cmd_process_list(cli_ctx *ctx);
 int cmd_process_kill(cli_ctx *ctx);

@@ -28,8 +28,7 @@ static const char main_help[] =
         "    with Commits and Branches. A Sandbox (one daemon each) mounts Branches as\n"
         "    read-write Workspaces (FUSE); a Workspace's changes become a Commit with\n"
         "    'workspace commit'. Commands run in a Workspace each in a cgroup of their own;\n"
-        "    closing a Sandbox ends every process it started. 'runtime status' comes in a\n"
-        "    later release and is refused with Unsupported until then.\n"
+        "    closing a Sandbox ends every process it started.\n"
         "\n"
         "COMMANDS\n"
         "    project init NAME [--from DIR]     make a project; branch main holds DIR or nothing\n"
@@ -59,6 +58,7 @@ static const char main_help[] =
         "    process start N BRANCH -- COMMAND...   run COMMAND in the background; prints its pid\n"
         "    process list N                     the Sandbox's processes, also detached ones\n"
         "    process kill N PID                 end one of them\n"
+        "    runtime status                     what the kernel offers; which watcher runs\n"
         "    runtime reclaim                    clean up after Sandboxes whose daemon died\n"
         "\n"
         "GLOBAL OPTIONS\n"
@@ -260,6 +260,18 @@ static const command commands[] = {
           "keeps the last 4,096. With --follow, each new event is printed as it happens, until\n"
           "the Sandbox closes or the reader goes away.\n",
           "follow" },
+        { "runtime", "status", cmd_runtime_status, 0, 0, "",
+          "layerfs runtime status\n\n"
+          "What this host offers the runtime: the home, its placement, the default runtime\n"
+          "(LAYERFS_SANDBOX), the watcher a new Sandbox would use (bpf or cgroup), and each\n"
+          "kernel feature the project uses, found by trying it (kernel:cgroup2,\n"
+          "kernel:cgroup.kill, kernel:clone-into-cgroup, kernel:pidfd, kernel:bpf,\n"
+          "kernel:bpf-ringbuf, kernel:btf, kernel:fuse, kernel:fuse-passthrough,\n"
+          "kernel:fuse-io-uring, kernel:io_uring, kernel:proc-connector, and the user, pid,\n"
+          "mount and net namespaces); 'missing' lists those it lacks. kconfig-notes/ in the\n"
+          "source says what each needs and what degrades without it. As root it makes\n"
+          "LayerFS's cgroup root if missing (two probes use it).\n",
+          NULL },
         { "runtime", "reclaim", cmd_runtime_reclaim, 0, 0, "",
           "layerfs runtime reclaim\n\n"
           "Cleans up after every Sandbox of the home whose daemon is gone (killed, crashed, or\n"
@@ -271,8 +283,6 @@ static const command commands[] = {
           "not affected. 'project list_sandboxes' and 'sandbox create' reclaim too.\n",
           NULL },
 };
-
-static const char *const later_groups[] = { "runtime" };
 
 static void usage_error(cli_ctx *ctx, const char *fmt, ...) _cli_printf_(2, 3);
 
@@ -461,19 +471,10 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
                 return -EINVAL;
         }
         if (!cmd) {
-                for (size_t i = 0; i < sizeof(later_groups) / sizeof(later_groups[0]); i++)
-                        if (!strcmp(words[0], later_groups[i])) {
-                                lfs_fail(&ctx->err, LFS_UNSUPPORTED, 0,
-                                         "'%s%s%s' is not in this build yet: it offers the Store, "
-                                         "Sandboxes, Workspaces, exec and runtime reclaim; the rest of "
-                                         "the process and runtime calls come in a later release",
-                                         words[0], words[1] ? " " : "", words[1] ? words[1] : "");
-                                return -EOPNOTSUPP;
-                        }
                 if (!group_known(words[0]))
                         usage_error(
                                 ctx,
-                                "unknown command group '%s'; the groups are project, branch, sandbox and workspace; see 'layerfs --help'",
+                                "unknown command group '%s'; the groups are project, branch, sandbox, workspace, process and runtime; see 'layerfs --help'",
                                 words[0]);
                 else if (!words[1])
                         usage_error(ctx, "'layerfs %s' needs a method; see 'layerfs --help'", words[0]);

@@ -339,3 +339,37 @@ int cmd_sandbox_events(cli_ctx *ctx) {
         return lfs_sandbox_events(ctx->home, project_arg(ctx), n, cli_flag(ctx, "follow"), print_event, NULL,
                                   NULL, &ctx->err);
 }
+
+int cmd_runtime_status(cli_ctx *ctx) {
+        lfs_runtime_info *s = NULL;
+        int r = cli_open_home(ctx);
+        if (r < 0 || (r = lfs_runtime_status(ctx->home, &s, &ctx->err)) < 0)
+                return r;
+        json_t *kernel = json_object(), *missing = json_array();
+        for (size_t i = 0; i < s->n_features; i++) {
+                json_object_set_new(kernel, s->features[i].name, json_boolean(s->features[i].present));
+                if (!s->features[i].present)
+                        json_array_append_new(missing, json_string(s->features[i].name));
+        }
+        if (ctx->json) {
+                cli_print_json(json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "home", s->home, "placement",
+                                         s->placement, "default", s->default_runtime, "watcher", s->watcher,
+                                         "kernel", kernel, "missing", missing));
+        } else {
+                printf("home        %s\nplacement   %s\ndefault     %s\nwatcher     %s\n", s->home,
+                       s->placement, s->default_runtime, s->watcher);
+                for (size_t i = 0; i < s->n_features; i++)
+                        printf("%-28s %s%s%s\n", s->features[i].name, s->features[i].present ? "yes" : "no ",
+                               s->features[i].note ? "   " : "",
+                               s->features[i].note ? s->features[i].note : "");
+                size_t n = json_array_size(missing);
+                printf("missing     ");
+                for (size_t i = 0; i < n; i++)
+                        printf("%s%s", i ? " " : "", json_string_value(json_array_get(missing, i)));
+                printf("%s\n", n ? "" : "nothing");
+                json_decref(kernel);
+                json_decref(missing);
+        }
+        lfs_runtime_info_free(s);
+        return 0;
+}

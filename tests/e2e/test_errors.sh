@@ -70,7 +70,6 @@ expect_error InvalidInput lfs --project one branch create x --from
 expect_error NoSuchSandbox lfs --project one process list 1
 expect_error InvalidInput lfs --project one process kill 1 not-a-pid
 expect_error InvalidInput lfs --project one workspace exec 1 main
-expect_error Unsupported lfs runtime status
 
 # --json errors go to stdout as an object.
 set +e

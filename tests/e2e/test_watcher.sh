@@ -29,6 +29,21 @@ trap 'teardown_all; cleanup_work' EXIT
 
 lfs project init p >/dev/null
 
+# ---- runtime status: probes that a test can reproduce ----------------------------------
+lfs --json runtime status >"$WORK/status.json"
+assert_eq "$(json_get 'j["watcher"]' <"$WORK/status.json")" bpf "the default watcher here"
+assert_eq "$(json_get 'j["kernel"]["kernel:cgroup2"] and j["kernel"]["kernel:cgroup.kill"] and j["kernel"]["kernel:bpf"]' <"$WORK/status.json")" \
+        True "cgroup2, cgroup.kill and bpf are here"
+assert_eq "$(json_get 'j["missing"] == [k for k, v in j["kernel"].items() if not v]' <"$WORK/status.json")" True \
+        "missing lists exactly the absent features"
+assert_eq "$(LAYERFS_WATCHER=cgroup lfs --json runtime status | json_get 'j["watcher"]')" cgroup "LAYERFS_WATCHER"
+mkdir -p "$WORK/not-cgroup"
+LAYERFS_CGROUP_ROOT="$WORK/not-cgroup/layerfs" lfs --json runtime status >"$WORK/status2.json"
+assert_eq "$(json_get '"kernel:cgroup2" in j["missing"] and "kernel:cgroup.kill" in j["missing"]' <"$WORK/status2.json")" True \
+        "a cgroup root outside cgroup2 is reported missing"
+[ -z "$(ls -A "$WORK/not-cgroup")" ] || fail "runtime status made something outside cgroup2"
+ok
+
 # events N: the Sandbox's events, one JSON object per line, into $WORK/events.
 events() { lfs sandbox events "$1" >"$WORK/events"; }
 # py EXPR: evaluates EXPR with ev = the list of events in $WORK/events.

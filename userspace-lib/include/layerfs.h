@@ -286,6 +286,26 @@ typedef int (*lfs_event_fn)(void *userdata, const char *json);
 int lfs_sandbox_events(lfs_home *home, const char *project, int sandbox, int follow, lfs_event_fn fn,
                        void *userdata, char **ret_watcher, lfs_error **err);
 
+typedef struct lfs_feature {
+        char *name; /* "kernel:cgroup.kill", ... (kconfig-notes/ says what each needs) */
+        int present;
+        char *note; /* NULL, or what else the probe found */
+} lfs_feature;
+
+typedef struct lfs_runtime_info {
+        char *home;
+        char *placement; /* "host" */
+        char *default_runtime; /* LAYERFS_SANDBOX, or "native" */
+        char *watcher; /* what a new Sandbox would watch its processes with */
+        lfs_feature *features;
+        size_t n_features, cap_features;
+} lfs_runtime_info;
+
+/* Probes what this host's kernel offers (by trying it, not by its version). As root it
+ * makes LayerFS's cgroup root if missing (the cgroup.kill and clone3 probes use it). */
+int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err);
+void lfs_runtime_info_free(lfs_runtime_info *s);
+
 typedef struct lfs_reclaimed {
         char *project;
         int sandbox;

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime.status: what this host's kernel offers the runtime, found by trying it (probes,
+ * never version numbers), and which watcher a new Sandbox would use. kconfig-notes/
+ * explains each probe: the kernel version and CONFIG options behind it, and what
+ * degrades without it.
+ */
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/fuse.h>
+#include <linux/sched.h>
+#include <liburing.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <linux/netlink.h>
+
+#include "cgroup.h"
+#include "store.h"
+
+#ifndef FUSE_DEV_IOC_BACKING_OPEN /* protocol 7.40; Debian 12's header is 7.38 */
+struct fuse_backing_map {
+        int32_t fd;
+        uint32_t flags;
+        uint64_t padding;
+};
+#define FUSE_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct fuse_backing_map)
+#endif
+
+static bool probe_cgroup2(char **ret_root) {
+        return lfs_cgroup_root(ret_root, NULL) == 0;
+}
+
+/* cgroup.kill exists in every non-root cgroup of a kernel that has it: look in LayerFS's
+ * root, made if need be (it is where every Sandbox goes anyway). */
+static bool probe_cgroup_kill(const char *root) {
+        if (!root || lfs_cgroup_make(root) < 0)
+                return false;
+        _cleanup_free_ char *kill_file = xasprintf("%s/cgroup.kill", root);
+        return access(kill_file, W_OK) == 0;
+}
+
+/* A real clone3(CLONE_INTO_CGROUP | CLONE_PIDFD) of a child that exits at once. */
+static bool probe_clone_into_cgroup(const char *root) {
+        if (!root)
+                return false;
+        _cleanup_close_ int cgroup_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (cgroup_fd < 0)
+                return false;
+        int pidfd = -1;
+        struct clone_args args = { .flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
+                                   .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                                   .exit_signal = SIGCHLD,
+                                   .cgroup = (uint64_t)cgroup_fd };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid == 0)
+                _exit(0);
+        if (pid < 0)
+                return false;
+        waitpid(pid, NULL, 0);
+        if (pidfd >= 0)
+                close(pidfd);
+        return true;
+}
+
+static bool probe_pidfd(void) {
+        int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+        if (fd < 0)
+                return false;
+        close(fd);
+        return true;
+}
+
+static bool probe_bpf_map(uint32_t type, uint32_t key_size, uint32_t value_size, uint32_t max_entries) {
+        union bpf_attr attr = { 0 };
+        attr.map_type = type;
+        attr.key_size = key_size;
+        attr.value_size = value_size;
+        attr.max_entries = max_entries;
+        int fd = (int)syscall(SYS_bpf, BPF_MAP_CREATE, &attr, sizeof(attr));
+        if (fd < 0)
+                return false;
+        close(fd);
+        return true;
+}
+
+static bool probe_fuse(void) {
+        int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        close(fd);
+        return true;
+}
+
+/* Without a connection the kernel answers EPERM when it knows the ioctl, ENOTTY (too old)
+ * or EOPNOTSUPP (CONFIG_FUSE_PASSTHROUGH off) when it does not. */
+static bool probe_fuse_passthrough(void) {
+        _cleanup_close_ int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+        struct fuse_backing_map map = { .fd = -1 };
+        return fd >= 0 && ioctl(fd, FUSE_DEV_IOC_BACKING_OPEN, &map) < 0 && errno != ENOTTY &&
+               errno != EOPNOTSUPP;
+}
+
+static bool probe_io_uring(void) {
+        struct io_uring ring;
+        if (io_uring_queue_init(2, &ring, 0) < 0)
+                return false;
+        io_uring_queue_exit(&ring);
+        return true;
+}
+
+static bool probe_proc_connector(void) {
+        int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_CONNECTOR);
+        if (fd < 0)
+                return false;
+        close(fd);
+        return true;
+}
+
+static bool probe_file(const char *path) {
+        return access(path, F_OK) == 0;
+}
+
+static void add(lfs_runtime_info *s, const char *name, bool present, const char *note) {
+        GROW(s->features, s->cap_features, s->n_features + 1);
+        s->features[s->n_features++] = (lfs_feature){ .name = xstrdup(name),
+                                                      .present = present,
+                                                      .note = note ? xstrdup(note) : NULL };
+}
+
+int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) {
+        (void)err;
+        lfs_runtime_info *s = xcalloc(1, sizeof(*s));
+        s->home = xstrdup(home->path);
+        s->placement = xstrdup("host");
+        const char *runtime = getenv("LAYERFS_SANDBOX");
+        s->default_runtime = xstrdup(runtime && *runtime ? runtime : "native");
+        _cleanup_free_ char *root = NULL;
+        bool cgroup2 = probe_cgroup2(&root);
+        bool root_user = geteuid() == 0;
+        add(s, "kernel:cgroup2", cgroup2, root);
+        add(s, "kernel:cgroup.kill", root_user && probe_cgroup_kill(root),
+            root_user ? NULL : "needs root to probe");
+        add(s, "kernel:clone-into-cgroup", root_user && probe_clone_into_cgroup(root),
+            root_user ? NULL : "needs root to probe");
+        add(s, "kernel:pidfd", probe_pidfd(), NULL);
+        bool bpf = probe_bpf_map(BPF_MAP_TYPE_ARRAY, 4, 8, 1);
+        add(s, "kernel:bpf", bpf, NULL);
+        bool ringbuf = probe_bpf_map(BPF_MAP_TYPE_RINGBUF, 0, 0, 4096);
+        add(s, "kernel:bpf-ringbuf", ringbuf, NULL);
+        bool btf = probe_file("/sys/kernel/btf/vmlinux");
+        add(s, "kernel:btf", btf, NULL);
+        add(s, "kernel:fuse", probe_fuse(), NULL);
+        add(s, "kernel:fuse-passthrough", probe_fuse_passthrough(), NULL);
+        bool uring_param = probe_file("/sys/module/fuse/parameters/enable_uring");
+        char enabled = 'N';
+        FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "re");
+        if (f) {
+                enabled = (char)fgetc(f);
+                fclose(f);
+        }
+        add(s, "kernel:fuse-io-uring", uring_param,
+            uring_param ? (enabled == 'Y' ? "enabled" : "built, off (fuse.enable_uring=N)") : NULL);
+        add(s, "kernel:io_uring", probe_io_uring(), NULL);
+        add(s, "kernel:proc-connector", probe_proc_connector(), NULL);
+        add(s, "kernel:userns", probe_file("/proc/self/ns/user"), NULL);
+        add(s, "kernel:pidns", probe_file("/proc/self/ns/pid"), NULL);
+        add(s, "kernel:mntns", probe_file("/proc/self/ns/mnt"), NULL);
+        add(s, "kernel:netns", probe_file("/proc/self/ns/net"), NULL);
+        const char *want = getenv("LAYERFS_WATCHER");
+        bool bpf_ok = bpf && ringbuf && btf;
+        s->watcher = xstrdup(want && *want ? want : bpf_ok ? "bpf" : "cgroup");
+        *ret = s;
+        return 0;
+}
+
+void lfs_runtime_info_free(lfs_runtime_info *s) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_features; i++) {
+                free(s->features[i].name);
+                free(s->features[i].note);
+        }
+        free(s->features);
+        free(s->home);
+        free(s->placement);
+        free(s->default_runtime);
+        free(s->watcher);
+        free(s);
+}
