@@ -99,6 +99,24 @@ char *lfs_cgroup_sandbox_path(const char *root, const char *project, int number)
         return xasprintf("%s/%s-%d", root, project, number);
 }
 
+char *lfs_cgroup_relative(const char *path) {
+        struct stat here, up;
+        if (stat(path, &here) < 0)
+                return NULL;
+        _cleanup_free_ char *walk = xstrdup(path);
+        size_t mount_len = strlen(walk);
+        for (;;) {
+                char *slash = strrchr(walk, '/');
+                if (!slash || slash == walk)
+                        break;
+                *slash = 0;
+                if (stat(walk, &up) < 0 || up.st_dev != here.st_dev)
+                        break;
+                mount_len = strlen(walk);
+        }
+        return xstrdup(path[mount_len] ? path + mount_len : "/");
+}
+
 int lfs_cgroup_make(const char *path) {
         if (mkdir(path, 0755) < 0 && errno != EEXIST)
                 return -errno;

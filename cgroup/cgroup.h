@@ -21,6 +21,10 @@ int lfs_cgroup_root(char **ret_root, lfs_error **err);
 /* "<root>/<project>-<number>": a Sandbox's cgroup. */
 char *lfs_cgroup_sandbox_path(const char *root, const char *project, int number);
 
+/* "/layerfs/p-1" for "/sys/fs/cgroup/unified/layerfs/p-1": the path below the cgroup2
+ * mount, as /proc/PID/cgroup shows it. NULL if path does not exist. */
+char *lfs_cgroup_relative(const char *path);
+
 /* mkdir; an existing cgroup is fine. */
 int lfs_cgroup_make(const char *path);
 

@@ -81,8 +81,8 @@ static const char main_help[] =
         "    Sandboxes' cgroups go (default <cgroup2 mount>/layerfs). LAYERFS_IDLE_SECONDS:\n"
         "    a Sandbox with no Workspace mounted and no request closes itself after this\n"
         "    long (default 120). LAYERFS_SANDBOX: the default runtime (native).\n"
-        "    LAYERFS_WATCHER=bpf|cgroup: how a new Sandbox watches its processes (default:\n"
-        "    bpf where it loads, else cgroup).\n"
+        "    LAYERFS_WATCHER=bpf|proc|cgroup: how a new Sandbox watches its processes\n"
+        "    (default: bpf where it loads, else cgroup).\n"
         "\n"
         "EXIT STATUS\n"
         "    0 on success. 125 when LayerFS refuses or fails; stderr then says\n"
@@ -255,9 +255,10 @@ static const command commands[] = {
           "\"comm\", \"time\" (seconds since the epoch), \"received\" (when the daemon learnt of\n"
           "it), and for an exit \"exit\" (its code) or \"signal\"}.\n\n"
           "With the BPF watcher every process of the Sandbox is reported, also those that\n"
-          "detached (a multithreaded process once, when its last thread ends); without it\n"
-          "(LAYERFS_WATCHER=cgroup, or no BPF) the commands the Sandbox started. The daemon\n"
-          "keeps the last 4,096. With --follow, each new event is printed as it happens, until\n"
+          "detached (a multithreaded process once, when its last thread ends); the proc\n"
+          "connector watcher (LAYERFS_WATCHER=proc) reports the same; the cgroup watcher\n"
+          "(LAYERFS_WATCHER=cgroup, or no BPF) only the commands the Sandbox started.\n"
+          "The daemon keeps the last 4,096. With --follow, each new event is printed as it happens, until\n"
           "the Sandbox closes or the reader goes away.\n",
           "follow" },
         { "runtime", "status", cmd_runtime_status, 0, 0, "",

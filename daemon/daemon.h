@@ -65,7 +65,8 @@ typedef struct daemon_state {
         unsigned clients; /* connections being served */
         /* Process starts and ends, the last EVENT_RING of them (events.c). */
         const char *watcher_kind; /* "bpf" or "cgroup" */
-        lfs_watcher *watcher;
+        lfs_watcher *watcher; /* the BPF tier */
+        struct proc_watch *proc; /* the proc connector tier */
         sandbox_event events[EVENT_RING];
         uint64_t n_events;
         pthread_cond_t events_cond;
@@ -93,8 +94,18 @@ json_t *call_process_start(daemon_state *d, json_t *req);
 json_t *call_process_list(daemon_state *d);
 json_t *call_process_kill(daemon_state *d, json_t *req);
 
-/* events.c. The watcher: LAYERFS_WATCHER=bpf|cgroup forces one; by default BPF where it
- * loads, else cgroup (the daemon records the starts and ends of what it started). */
+/* proc_watch.c: the proc connector tier. fn gets each start and end of a process of the
+ * Sandbox that the daemon did not start itself (those it reports from their pidfds). */
+typedef struct proc_watch proc_watch;
+typedef void (*proc_event_fn)(void *userdata, int kind, pid_t pid, pid_t ppid, int status, const char *leaf,
+                              const char *comm);
+int proc_watch_open(const char *sandbox_cgroup, proc_event_fn fn, void *userdata, proc_watch **ret);
+int proc_watch_fd(proc_watch *w);
+void proc_watch_consume(proc_watch *w);
+void proc_watch_close(proc_watch *w);
+
+/* events.c. The watcher: LAYERFS_WATCHER=bpf|proc|cgroup forces one; by default BPF where
+ * it loads, else cgroup (the daemon records the starts and ends of what it started). */
 int start_watcher(daemon_state *d);
 /* Remembers leaf's cgroup id, so that events name their command's leaf. */
 void register_leaf(daemon_state *d, const char *leaf);

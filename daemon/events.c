@@ -59,8 +59,8 @@ void record_event(daemon_state *d, int kind, pid_t pid, pid_t ppid, int status, 
                             .status = status,
                             .time = (double)now.tv_sec + (double)now.tv_nsec / 1e9 };
         e.received = e.time;
-        const char *name = leaf ? strrchr(leaf, '/') : NULL;
-        snprintf(e.cgroup, sizeof(e.cgroup), "%s", name ? name + 1 : "");
+        const char *name = leaf ? strrchr(leaf, '/') : NULL; /* a path, or the leaf's name */
+        snprintf(e.cgroup, sizeof(e.cgroup), "%s", name ? name + 1 : leaf ? leaf : "");
         snprintf(e.comm, sizeof(e.comm), "%s", comm ? comm : "");
         pthread_mutex_lock(&d->lock);
         store_event(d, &e);
@@ -84,15 +84,29 @@ static void on_watch_event(void *userdata, const struct watch_event *w) {
         pthread_mutex_unlock(&d->lock);
 }
 
+static void on_proc_event(void *userdata, int kind, pid_t pid, pid_t ppid, int status, const char *leaf,
+                          const char *comm) {
+        record_event(userdata, kind, pid, ppid, status, leaf, comm);
+}
+
 int start_watcher(daemon_state *d) {
         const char *want = getenv("LAYERFS_WATCHER");
-        if (want && *want && strcmp(want, "bpf") && strcmp(want, "cgroup")) {
-                log_line("LAYERFS_WATCHER=%s is not a watcher: give bpf or cgroup", want);
+        if (want && *want && strcmp(want, "bpf") && strcmp(want, "proc") && strcmp(want, "cgroup")) {
+                log_line("LAYERFS_WATCHER=%s is not a watcher: give bpf, proc or cgroup", want);
                 return -EINVAL;
         }
         d->watcher_kind = "cgroup";
         if (want && !strcmp(want, "cgroup"))
                 return 0;
+        if (want && !strcmp(want, "proc")) {
+                int r = proc_watch_open(d->cgroup, on_proc_event, d, &d->proc);
+                if (r < 0) {
+                        log_line("the proc connector did not open: %s", strerror(-r));
+                        return r;
+                }
+                d->watcher_kind = "proc";
+                return 0;
+        }
         _cleanup_free_ char *leaf = xasprintf("%s/daemon", d->cgroup);
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);

@@ -122,9 +122,11 @@ static int exit_code(const siginfo_t *si) {
         return 128 + si->si_status; /* killed or dumped by signal N */
 }
 
-/* Waits for the command; at the timeout ends its whole leaf. Returns its exit code. */
-static int wait_command(const char *leaf, int pidfd, double timeout, bool *ret_timed_out) {
+/* Waits for the command; at the timeout ends its whole leaf. Returns its exit code as
+ * docker run gives it; *ret_status is the wait status (exit code << 8, or the signal). */
+static int wait_command(const char *leaf, int pidfd, double timeout, bool *ret_timed_out, int *ret_status) {
         *ret_timed_out = false;
+        *ret_status = 0;
         if (timeout > 0) {
                 struct pollfd p = { .fd = pidfd, .events = POLLIN };
                 struct timespec start, now;
@@ -149,6 +151,7 @@ static int wait_command(const char *leaf, int pidfd, double timeout, bool *ret_t
         while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0)
                 if (errno != EINTR)
                         return 126;
+        *ret_status = si.si_code == CLD_EXITED ? si.si_status << 8 : si.si_status;
         return *ret_timed_out ? 124 : exit_code(&si);
 }
 
@@ -281,13 +284,13 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                                     d->number, strerror(-r));
         } else {
                 bool timed_out;
-                int code = wait_command(c.leaf, pidfd, timeout, &timed_out);
+                int status;
+                int code = wait_command(c.leaf, pidfd, timeout, &timed_out, &status);
                 close(pidfd);
                 log_line("exec %s: '%s' (pid %d) exited %d%s", c.leaf, program_of(&c), (int)pid, code,
                          timed_out ? " (its timeout ended it)" : "");
                 if (!watching_bpf(d))
-                        record_event(d, EVENT_EXIT, pid, getpid(), code >= 128 ? code - 128 : code << 8,
-                                     c.leaf, program_of(&c));
+                        record_event(d, EVENT_EXIT, pid, getpid(), status, c.leaf, program_of(&c));
                 result = ok_json(json_pack("{s:i}", "exit", code));
                 /* Empty once the command and its children are gone; background processes
                  * keep it until the Sandbox closes. */
@@ -315,12 +318,12 @@ typedef struct waiter {
 static void *wait_started(void *arg) {
         waiter *w = arg;
         bool timed_out;
-        int code = wait_command(w->leaf, w->pidfd, 0, &timed_out);
+        int status;
+        int code = wait_command(w->leaf, w->pidfd, 0, &timed_out, &status);
         close(w->pidfd);
         log_line("process %d (%s) exited %d", (int)w->pid, w->leaf, code);
         if (!watching_bpf(w->d))
-                record_event(w->d, EVENT_EXIT, w->pid, getpid(), code >= 128 ? code - 128 : code << 8,
-                             w->leaf, w->program);
+                record_event(w->d, EVENT_EXIT, w->pid, getpid(), status, w->leaf, w->program);
         lfs_cgroup_remove_tree(w->leaf, 0);
         pthread_mutex_lock(&w->d->lock);
         w->d->waiters--;

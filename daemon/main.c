@@ -596,14 +596,17 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                         }
                         timeout = (int)(left > INT32_MAX ? INT32_MAX : left);
                 }
-                struct pollfd p[3] = { { .fd = lfd, .events = POLLIN },
+                struct pollfd p[4] = { { .fd = lfd, .events = POLLIN },
                                        { .fd = d->wake_fd, .events = POLLIN },
                                        { .fd = d->watcher ? lfs_watcher_fd(d->watcher) : -1,
-                                         .events = POLLIN } };
-                if (poll(p, 3, timeout) < 0 && errno != EINTR)
+                                         .events = POLLIN },
+                                       { .fd = d->proc ? proc_watch_fd(d->proc) : -1, .events = POLLIN } };
+                if (poll(p, 4, timeout) < 0 && errno != EINTR)
                         return;
                 if (p[2].revents & POLLIN)
                         lfs_watcher_consume(d->watcher);
+                if (p[3].revents & POLLIN)
+                        proc_watch_consume(d->proc);
                 if (p[1].revents & POLLIN) {
                         uint64_t n;
                         (void)!read(d->wake_fd, &n, sizeof(n));
@@ -755,6 +758,7 @@ int main(int argc, char **argv) {
         log_line("sandbox %d closed", d.number);
         if (!running) { /* else a thread may still be reading them: the exit frees them */
                 lfs_watcher_close(d.watcher);
+                proc_watch_close(d.proc);
                 free(d.leaves);
         }
         free(d.token);

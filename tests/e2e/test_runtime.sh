@@ -5,7 +5,7 @@
 # process, mount, cgroup, directory or record of it is left.
 # Everything below runs once per watcher: the contract must not depend on it.
 if [ -z "${LAYERFS_WATCHER:-}" ]; then
-        for watcher in bpf cgroup; do
+        for watcher in bpf proc cgroup; do
                 echo "-- LAYERFS_WATCHER=$watcher"
                 LAYERFS_WATCHER=$watcher bash "$0" || exit 1
         done

@@ -52,46 +52,7 @@ py() {
                 "$WORK/events" "$1"
 }
 
-# ---- BPF: 1,000 processes with known exit codes, half of them detached -----------------
-SB=$(LAYERFS_WATCHER=bpf lfs sandbox create)
-grep -q "watcher bpf" "$LAYERFS_HOME/sandboxes/p-$SB/daemon.log" || fail "the BPF watcher did not load"
-ok
-lfs workspace mount "$SB" main >/dev/null
-# Process i exits with i % 200. The even ones are children of the leader; each odd one is
-# started by a subshell that exits at once, then setsids and ends later as an orphan. The
-# leader waits for them all, then exits 250.
-lfs workspace exec "$SB" main -- sh -c '
-        i=0
-        while [ $i -lt 1000 ]; do
-                if [ $((i % 2)) = 0 ]; then
-                        (exit $((i % 200))) &
-                else
-                        (setsid sh -c "sleep 0.2; exit $((i % 200))" &)
-                fi
-                i=$((i + 1))
-        done
-        sleep 1
-        exit 250' || status=$?
-assert_eq "${status:-0}" 250 "the leader's exit code (pidfd)"
-sleep 0.5
-events "$SB"
-leader=$(py '[e["pid"] for e in ev if e["event"] == "exit" and e.get("exit") == 250][0]')
-assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["pid"] == '"$leader"')')" 1 "the leader reported once"
-assert_eq "$(py 'len([e["pid"] for e in ev if e["event"] == "exit"]) - len(set(e["pid"] for e in ev if e["event"] == "exit"))')" 0 \
-        "no exit reported twice"
-# The leader's children: 500 "(exit N)" with the even codes, 500 subshells exiting 0.
-assert_eq "$(py 'sorted(__import__("collections").Counter(e["exit"] for e in ev if e["event"] == "exit" and e["ppid"] == '"$leader"' and e["comm"] == "sh").items())[:3]')" \
-        "[(0, 505), (2, 5), (4, 5)]" "the children's exit codes"
-assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["ppid"] == '"$leader"' and e["comm"] == "sh")')" 1000 \
-        "1,000 children of the leader, once each"
-# The orphans: 500, each odd code 1..199 five times, none with the leader as parent.
-assert_eq "$(py 'sorted(set(__import__("collections").Counter(e["exit"] for e in ev if e["event"] == "exit" and e["comm"] == "sh" and e["ppid"] != '"$leader"' and e["pid"] != '"$leader"').items()))[:2]')" \
-        "[(1, 5), (3, 5)]" "the orphans' exit codes"
-assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["comm"] == "sh" and e["ppid"] != '"$leader"' and e["pid"] != '"$leader"' and e["exit"] % 2 == 1)')" 500 \
-        "500 orphans that setsid away, once each"
-assert_eq "$(py 'all(e["cgroup"].startswith("cmd-") for e in ev)')" True "every event names its command's leaf"
-
-# ---- BPF: a multithreaded process whose main thread exits first -----------------------
+# A process whose main thread exits first; its last thread ends it with 7.
 cat >"$WORK/threads.c" <<'EOF'
 #include <pthread.h>
 #include <stdlib.h>
@@ -110,23 +71,75 @@ int main(void) {
 EOF
 cc -O2 -pthread -o "$WORK/threads" "$WORK/threads.c"
 chmod 755 "$WORK/threads"
-before=$(date +%s.%N)
-lfs process start "$SB" main -- "$WORK/threads" >"$WORK/threads.pid"
-tpid=$(cat "$WORK/threads.pid")
-sleep 1
-events "$SB"
-assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["pid"] == '"$tpid"')')" 1 "a multithreaded process is reported once"
-assert_eq "$(py '[e["exit"] for e in ev if e["event"] == "exit" and e["pid"] == '"$tpid"'][0]')" 7 "with the last thread's exit code"
-assert_eq "$(py '[e["time"] for e in ev if e["event"] == "exit" and e["pid"] == '"$tpid"'][0] >= '"$before"' + 0.45')" True \
-        "when its last thread ended, not its main thread"
 
-# ---- process list: live detached processes and the last exits -------------------------
-lfs workspace exec "$SB" main -- sh -c 'setsid sh -c "exec sleep 1000" >/dev/null 2>&1 </dev/null & (exit 9)' || true
-lfs --json process list "$SB" >"$WORK/ps.json"
-assert_eq "$(json_get 'sum(1 for p in j if p["state"] == "running" and p["command"] == "sleep 1000")' <"$WORK/ps.json")" 1 \
-        "a detached live process is listed"
-assert_eq "$(json_get 'any(p["state"] == "exited" and p["exit"] == 9 for p in j)' <"$WORK/ps.json")" True \
-        "an ended grandchild is listed with its exit status"
+# watcher_checks W: with watcher W (bpf or proc), every process is reported once with its
+# exit code, orphans included; a multithreaded process once, at its last thread's end.
+# The Sandbox stays open in SB for the checks that follow.
+watcher_checks() {
+        local W=$1 status=0
+        # ---- 1,000 processes with known exit codes, half of them detached -----------------
+        SB=$(LAYERFS_WATCHER=$W lfs sandbox create)
+        grep -q "watcher $W" "$LAYERFS_HOME/sandboxes/p-$SB/daemon.log" || fail "the $W watcher is not in use"
+        ok
+        lfs workspace mount "$SB" main >/dev/null
+        # Process i exits with i % 200. The even ones are children of the leader; each odd one is
+        # started by a subshell that exits at once, then setsids and ends later as an orphan. The
+        # leader waits for them all, then exits 250.
+        lfs workspace exec "$SB" main -- sh -c '
+                i=0
+                while [ $i -lt 1000 ]; do
+                        if [ $((i % 2)) = 0 ]; then
+                                (exit $((i % 200))) &
+                        else
+                                (setsid sh -c "sleep 0.2; exit $((i % 200))" &)
+                        fi
+                        i=$((i + 1))
+                done
+                sleep 1
+                exit 250' || status=$?
+        assert_eq "${status:-0}" 250 "the leader's exit code (pidfd)"
+        sleep 0.5
+        events "$SB"
+        leader=$(py '[e["pid"] for e in ev if e["event"] == "exit" and e.get("exit") == 250][0]')
+        assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["pid"] == '"$leader"')')" 1 "the leader reported once"
+        assert_eq "$(py 'len([e["pid"] for e in ev if e["event"] == "exit"]) - len(set(e["pid"] for e in ev if e["event"] == "exit"))')" 0 \
+                "no exit reported twice"
+        # The leader's children: 500 "(exit N)" with the even codes, 500 subshells and its own
+        # sleep exiting 0. (Not told apart by comm: the proc tier reads it from /proc, late.)
+        assert_eq "$(py 'sorted(__import__("collections").Counter(e["exit"] for e in ev if e["event"] == "exit" and e["ppid"] == '"$leader"').items())[:3]')" \
+                "[(0, 506), (2, 5), (4, 5)]" "$W: the children's exit codes"
+        assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["ppid"] == '"$leader"')')" 1001 \
+                "$W: 1,001 children of the leader, once each"
+        # The orphans: 500 with the odd codes, each five times, none with the leader as parent.
+        assert_eq "$(py 'sorted(set(__import__("collections").Counter(e["exit"] for e in ev if e["event"] == "exit" and e["ppid"] != '"$leader"' and e["pid"] != '"$leader"' and e.get("exit", 0) % 2 == 1).values()))')" \
+                "[5]" "$W: each orphan's exit code"
+        assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["ppid"] != '"$leader"' and e["pid"] != '"$leader"' and e.get("exit", 0) % 2 == 1)')" 500 \
+                "$W: 500 orphans that setsid away, once each"
+        assert_eq "$(py 'all(e["cgroup"].startswith("cmd-") for e in ev)')" True "every event names its command's leaf"
+
+        # ---- a multithreaded process whose main thread exits first -----------------------
+        before=$(date +%s.%N)
+        lfs process start "$SB" main -- "$WORK/threads" >"$WORK/threads.pid"
+        tpid=$(cat "$WORK/threads.pid")
+        sleep 1
+        events "$SB"
+        assert_eq "$(py 'sum(1 for e in ev if e["event"] == "exit" and e["pid"] == '"$tpid"')')" 1 "a multithreaded process is reported once"
+        assert_eq "$(py '[e["exit"] for e in ev if e["event"] == "exit" and e["pid"] == '"$tpid"'][0]')" 7 "with the last thread's exit code"
+        assert_eq "$(py '[e["time"] for e in ev if e["event"] == "exit" and e["pid"] == '"$tpid"'][0] >= '"$before"' + 0.45')" True \
+                "when its last thread ended, not its main thread"
+
+        # ---- process list: live detached processes and the last exits -------------------------
+        lfs workspace exec "$SB" main -- sh -c 'setsid sh -c "exec sleep 1000" >/dev/null 2>&1 </dev/null & (exit 9)' || true
+        lfs --json process list "$SB" >"$WORK/ps.json"
+        assert_eq "$(json_get 'sum(1 for p in j if p["state"] == "running" and p["command"] == "sleep 1000")' <"$WORK/ps.json")" 1 \
+                "a detached live process is listed"
+        assert_eq "$(json_get 'any(p["state"] == "exited" and p["exit"] == 9 for p in j)' <"$WORK/ps.json")" True \
+                "an ended grandchild is listed with its exit status"
+}
+
+watcher_checks proc
+lfs sandbox close "$SB" --force >/dev/null
+watcher_checks bpf
 
 # ---- sandbox events --follow streams until the Sandbox closes --------------------------
 lfs sandbox events "$SB" --follow >"$WORK/follow" &

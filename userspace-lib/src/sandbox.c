@@ -610,6 +610,16 @@ static int check_default_runtime(lfs_error **err) {
                         "LAYERFS_SANDBOX='%s' is not a runtime; give docker, native or namespaces", v);
 }
 
+/* LAYERFS_WATCHER, for a new Sandbox's daemon: bpf, proc or cgroup (unset: bpf where it
+ * loads, else cgroup). */
+static int check_watcher(lfs_error **err) {
+        const char *v = getenv("LAYERFS_WATCHER");
+        if (!v || !*v || !strcmp(v, "bpf") || !strcmp(v, "proc") || !strcmp(v, "cgroup"))
+                return 0;
+        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_WATCHER='%s' is not a watcher; give bpf, proc or cgroup", v);
+}
+
 /* Commands run as the command identity in a Workspace below the sandboxes directory, so
  * every directory on the way there must let that identity through. */
 static int check_traversable(const char *path, uid_t uid, gid_t gid, lfs_error **err) {
@@ -692,7 +702,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
                        int *ret_sandbox, lfs_error **err) {
         (void)image; /* ignored for linux Sandboxes (SPEC 5) */
         int r = check_platform(home, platform, err);
-        if (r < 0 || (r = check_default_runtime(err)) < 0)
+        if (r < 0 || (r = check_default_runtime(err)) < 0 || (r = check_watcher(err)) < 0)
                 return r;
         if (geteuid() != 0)
                 return lfs_fail(
