@@ -161,6 +161,7 @@ create_ms() {
         median "${times[@]}"
 }
 create_bpf=$(create_ms bpf)
+create_proc=$(create_ms proc)
 create_cgroup=$(create_ms cgroup)
 bpf_load=$(sort -n "$WORK/bpf-load" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 
@@ -184,7 +185,9 @@ printf '%-52s %8s us %8s us %8s\n' "exec of 'true' (workspace exec vs fork+exec)
         "$(awk -v a="$exec_us" -v b="$host_us" 'BEGIN { printf "%.1f", b ? a / b : 0 }')"
 printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, BPF watcher vs cgroup watcher" "$create_bpf" "$create_cgroup" \
         "$(awk -v a="$create_bpf" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
-printf '%-52s %8s ms\n' "  of which the BPF program's load (median of 10)" "$bpf_load"
+printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, proc connector vs cgroup watcher" "$create_proc" "$create_cgroup" \
+        "$(awk -v a="$create_proc" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+printf '%-52s %8s ms\n' "  the BPF program's load (median of 10)" "$bpf_load"
 printf '%-52s %8s us %8s us (p99)\n' "exit-to-event latency, BPF ($lat_n exits): median" "$lat_med" "$lat_p99"
 echo
 echo "medians of $TRIALS trials (exec: mean of $EXECS). The close includes the CLI, the daemon's"
