@@ -13,13 +13,13 @@ PREFIX ?= /usr/local
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Ibpf -Icli -Idaemon
+INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Ibackends -Ibpf -Icli -Idaemon
 ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS) $(EXTRA_CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDFLAGS += $(EXTRA_LDFLAGS)
 
-LIB_SRC := $(wildcard userspace-lib/src/*.c cgroup/*.c)
+LIB_SRC := $(wildcard userspace-lib/src/*.c cgroup/*.c backends/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -64,7 +64,7 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-$(BUILD)/%.o: %.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cgroup/*.h cli/*.h tests/unit/*.h)
+$(BUILD)/%.o: %.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cgroup/*.h backends/*.h cli/*.h tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -132,7 +132,7 @@ FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 lint: $(BUILD)/bpf/watcher.skel.h
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf userspace-lib cgroup bpf/watcher.c cli daemon tests
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf userspace-lib cgroup backends bpf/watcher.c cli daemon tests
 	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf \
 		$(shell pkg-config --cflags $(PKGS)) $(FUSE_CFLAGS)
 

@@ -45,6 +45,8 @@ static const char main_help[] =
         "                                       record DIR as the branch's next commit\n"
         "    project list_sandboxes             running Sandboxes of every project\n"
         "    sandbox create [--image T] [--platform NAME]   a new Sandbox; prints its number\n"
+        "                                       (platforms: linux, docker, podman, firecracker,\n"
+        "                                       qemu, lima, mac, wsl)\n"
         "    sandbox close N [--force]          unmount all, end the daemon, remove it all\n"
         "    sandbox list_workspaces N          mounted branches, clean or dirty\n"
         "    sandbox log N [--lines K]          the tail of the Sandbox daemon's log\n"
@@ -80,7 +82,9 @@ static const char main_help[] =
         "    every FUSE request to the Sandbox's log. LAYERFS_CGROUP_ROOT: where the\n"
         "    Sandboxes' cgroups go (default <cgroup2 mount>/layerfs). LAYERFS_IDLE_SECONDS:\n"
         "    a Sandbox with no Workspace mounted and no request closes itself after this\n"
-        "    long (default 120). LAYERFS_SANDBOX: the default runtime (native).\n"
+        "    long (default 120). LAYERFS_SANDBOX: the home's default runtime (native,\n"
+        "    namespaces, docker). LAYERFS_PLACEMENT: host, or the VM route the home's\n"
+        "    Stores live in (firecracker, qemu, lima, mac, wsl).\n"
         "    LAYERFS_WATCHER=bpf|proc|cgroup: how a new Sandbox watches its processes\n"
         "    (default: bpf where it loads, else cgroup).\n"
         "\n"
@@ -171,9 +175,17 @@ static const command commands[] = {
           NULL },
         { "sandbox", "create", cmd_sandbox_create, 0, 0, "image,platform",
           "layerfs sandbox create [--image TEXT] [--platform NAME]\n\n"
-          "Starts a Sandbox for the project (platform linux; the image is ignored for it) and\n"
-          "prints its number, the smallest free one. Its daemon serves the Sandbox's\n"
-          "Workspaces until 'layerfs sandbox close'. Needs root.\n",
+          "Starts a Sandbox for the project and prints its number, the smallest free one\n"
+          "({sandbox, image, platform} with --json). Its daemon serves the Sandbox's\n"
+          "Workspaces and commands until 'layerfs sandbox close' or its idle close.\n\n"
+          "PLATFORM is one of linux, docker, podman, firecracker, qemu, lima, mac, wsl;\n"
+          "without --platform, the home's default (LAYERFS_SANDBOX: native or namespaces\n"
+          "mean linux, docker means docker). A home allows the platforms of its placement\n"
+          "(LAYERFS_PLACEMENT): host allows linux, docker, podman; a VM route allows itself,\n"
+          "docker, podman. Refused before anything is made: any other name (windows,\n"
+          "native, a typo, another case) is InvalidInput; a platform the home does not allow,\n"
+          "or one that is not ready here (see 'layerfs runtime status'), is Unsupported.\n"
+          "This build drives linux (as root); --image is ignored for it.\n",
           NULL },
         { "sandbox", "close", cmd_sandbox_close, 1, 1, "",
           "layerfs sandbox close N [--force]\n\n"

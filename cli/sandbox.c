@@ -54,8 +54,9 @@ int cmd_sandbox_list_workspaces(cli_ctx *ctx) {
         json_t *out = json_array();
         for (size_t i = 0; i < k; i++) {
                 if (ctx->json)
-                        json_array_append_new(out, json_pack("{s:s, s:s, s:b}", "branch", ws[i].branch,
-                                                             "path", ws[i].path, "dirty", ws[i].dirty));
+                        json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s}", "branch", ws[i].branch,
+                                                             "path", ws[i].path, "dirty", ws[i].dirty,
+                                                             "platform", ws[i].platform));
                 else
                         printf("%-24s %-6s %s\n", ws[i].branch, ws[i].dirty ? "dirty" : "clean", ws[i].path);
         }
@@ -345,30 +346,44 @@ int cmd_runtime_status(cli_ctx *ctx) {
         int r = cli_open_home(ctx);
         if (r < 0 || (r = lfs_runtime_status(ctx->home, &s, &ctx->err)) < 0)
                 return r;
-        json_t *kernel = json_object(), *missing = json_array();
-        for (size_t i = 0; i < s->n_features; i++) {
-                json_object_set_new(kernel, s->features[i].name, json_boolean(s->features[i].present));
-                if (!s->features[i].present)
-                        json_array_append_new(missing, json_string(s->features[i].name));
-        }
         if (ctx->json) {
-                cli_print_json(json_pack("{s:s, s:s, s:s, s:s, s:o, s:o}", "home", s->home, "placement",
+                json_t *kernel = json_object(), *missing = json_array(), *platforms = json_array();
+                for (size_t i = 0; i < s->n_features; i++)
+                        json_object_set_new(kernel, s->features[i].name,
+                                            json_boolean(s->features[i].present));
+                for (size_t i = 0; i < s->n_missing; i++)
+                        json_array_append_new(missing, json_string(s->missing[i]));
+                for (size_t i = 0; i < s->n_platforms; i++) {
+                        const lfs_platform_status *p = &s->platforms[i];
+                        json_t *m = json_array();
+                        for (size_t k = 0; k < p->n_missing; k++)
+                                json_array_append_new(m, json_string(p->missing[k]));
+                        json_array_append_new(platforms,
+                                              json_pack("{s:s, s:b, s:b, s:o}", "id", p->id, "allowed",
+                                                        p->allowed, "ready", p->ready, "missing", m));
+                }
+                cli_print_json(json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o}", "home", s->home, "placement",
                                          s->placement, "default", s->default_runtime, "watcher", s->watcher,
-                                         "kernel", kernel, "missing", missing));
+                                         "kernel", kernel, "missing", missing, "platforms", platforms));
         } else {
-                printf("home        %s\nplacement   %s\ndefault     %s\nwatcher     %s\n", s->home,
+                printf("home        %s\nplacement   %s\ndefault     %s\nwatcher     %s\n\n", s->home,
                        s->placement, s->default_runtime, s->watcher);
                 for (size_t i = 0; i < s->n_features; i++)
                         printf("%-28s %s%s%s\n", s->features[i].name, s->features[i].present ? "yes" : "no ",
                                s->features[i].note ? "   " : "",
                                s->features[i].note ? s->features[i].note : "");
-                size_t n = json_array_size(missing);
-                printf("missing     ");
-                for (size_t i = 0; i < n; i++)
-                        printf("%s%s", i ? " " : "", json_string_value(json_array_get(missing, i)));
-                printf("%s\n", n ? "" : "nothing");
-                json_decref(kernel);
-                json_decref(missing);
+                printf("\n%-12s %-8s %-6s %s\n", "platform", "allowed", "ready", "missing");
+                for (size_t i = 0; i < s->n_platforms; i++) {
+                        const lfs_platform_status *p = &s->platforms[i];
+                        printf("%-12s %-8s %-6s", p->id, p->allowed ? "yes" : "no", p->ready ? "yes" : "no");
+                        for (size_t k = 0; k < p->n_missing; k++)
+                                printf(" %s", p->missing[k]);
+                        printf("\n");
+                }
+                printf("\nmissing     ");
+                for (size_t i = 0; i < s->n_missing; i++)
+                        printf("%s%s", i ? " " : "", s->missing[i]);
+                printf("%s\n", s->n_missing ? "" : "nothing");
         }
         lfs_runtime_info_free(s);
         return 0;

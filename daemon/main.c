@@ -318,8 +318,9 @@ static json_t *call_list(daemon_state *d) {
                 if (!w->active)
                         continue;
                 flush_kernel_cache(w);
-                json_array_append_new(out, json_pack("{s:s, s:s, s:b}", "branch", w->branch, "path",
-                                                     w->mountpoint, "dirty", ws_is_dirty(w->fs, NULL)));
+                json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s}", "branch", w->branch, "path",
+                                                     w->mountpoint, "dirty", ws_is_dirty(w->fs, NULL),
+                                                     "platform", "linux"));
         }
         return ok_json(out);
 }

@@ -201,6 +201,7 @@ typedef struct lfs_workspace_info {
         char *branch;
         char *path;
         int dirty;
+        char *platform; /* the Sandbox's */
 } lfs_workspace_info;
 
 int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox, lfs_workspace_info **ret,
@@ -292,6 +293,14 @@ typedef struct lfs_feature {
         char *note; /* NULL, or what else the probe found */
 } lfs_feature;
 
+typedef struct lfs_platform_status {
+        char *id;
+        int allowed; /* by the home's placement (one kernel opens a Store) */
+        int ready; /* allowed, and nothing missing */
+        char **missing; /* "kernel:cgroup.kill", "tool:qemu-system-x86_64", "socket:docker", ... */
+        size_t n_missing;
+} lfs_platform_status;
+
 typedef struct lfs_runtime_info {
         char *home;
         char *placement; /* "host" */
@@ -299,6 +308,10 @@ typedef struct lfs_runtime_info {
         char *watcher; /* what a new Sandbox would watch its processes with */
         lfs_feature *features;
         size_t n_features, cap_features;
+        lfs_platform_status *platforms; /* all eight */
+        size_t n_platforms;
+        char **missing; /* every absent kernel feature, and what the allowed platforms lack */
+        size_t n_missing, cap_missing;
 } lfs_runtime_info;
 
 /* Probes what this host's kernel offers (by trying it, not by its version). As root it

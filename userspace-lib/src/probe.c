@@ -20,6 +20,7 @@
 #include <linux/netlink.h>
 
 #include "cgroup.h"
+#include "platforms.h"
 #include "store.h"
 
 #ifndef FUSE_DEV_IOC_BACKING_OPEN /* protocol 7.40; Debian 12's header is 7.38 */
@@ -125,6 +126,22 @@ static bool probe_file(const char *path) {
         return access(path, F_OK) == 0;
 }
 
+bool lfs_probe_kernel(const char *name) {
+        _cleanup_free_ char *root = NULL;
+        bool cgroup2 = probe_cgroup2(&root);
+        if (!strcmp(name, "kernel:cgroup2"))
+                return cgroup2;
+        if (!strcmp(name, "kernel:cgroup.kill"))
+                return cgroup2 && geteuid() == 0 && probe_cgroup_kill(root);
+        if (!strcmp(name, "kernel:pidfd"))
+                return probe_pidfd();
+        if (!strcmp(name, "kernel:fuse"))
+                return probe_fuse();
+        if (!strcmp(name, "kernel:kvm"))
+                return probe_file("/dev/kvm");
+        return false;
+}
+
 static void add(lfs_runtime_info *s, const char *name, bool present, const char *note) {
         GROW(s->features, s->cap_features, s->n_features + 1);
         s->features[s->n_features++] = (lfs_feature){ .name = xstrdup(name),
@@ -132,11 +149,42 @@ static void add(lfs_runtime_info *s, const char *name, bool present, const char 
                                                       .note = note ? xstrdup(note) : NULL };
 }
 
+static void add_missing(lfs_runtime_info *s, const char *name) {
+        for (size_t i = 0; i < s->n_missing; i++)
+                if (!strcmp(s->missing[i], name))
+                        return;
+        GROW(s->missing, s->cap_missing, s->n_missing + 1);
+        s->missing[s->n_missing++] = xstrdup(name);
+}
+
+static void add_platforms(lfs_runtime_info *s) {
+        s->platforms = xcalloc(lfs_n_platforms, sizeof(*s->platforms));
+        s->n_platforms = lfs_n_platforms;
+        for (size_t i = 0; i < lfs_n_platforms; i++) {
+                const lfs_platform *p = &lfs_platforms[i];
+                lfs_platform_status *ps = &s->platforms[i];
+                lfs_missing m = { 0 };
+                p->probe(&m);
+                ps->id = xstrdup(p->id);
+                ps->allowed = lfs_platform_allowed(p, s->placement);
+                ps->ready = ps->allowed && m.n == 0;
+                ps->missing = xcalloc(m.n ? m.n : 1, sizeof(char *));
+                for (size_t k = 0; k < m.n; k++) {
+                        ps->missing[ps->n_missing++] = xstrdup(m.names[k]);
+                        if (ps->allowed)
+                                add_missing(s, m.names[k]);
+                }
+        }
+}
+
 int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) {
-        (void)err;
+        const char *placement = "host";
+        int r = lfs_placement(&placement, err);
+        if (r < 0)
+                return r;
         lfs_runtime_info *s = xcalloc(1, sizeof(*s));
         s->home = xstrdup(home->path);
-        s->placement = xstrdup("host");
+        s->placement = xstrdup(placement);
         const char *runtime = getenv("LAYERFS_SANDBOX");
         s->default_runtime = xstrdup(runtime && *runtime ? runtime : "native");
         _cleanup_free_ char *root = NULL;
@@ -174,6 +222,10 @@ int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) 
         const char *want = getenv("LAYERFS_WATCHER");
         bool bpf_ok = bpf && ringbuf && btf;
         s->watcher = xstrdup(want && *want ? want : bpf_ok ? "bpf" : "cgroup");
+        for (size_t i = 0; i < s->n_features; i++)
+                if (!s->features[i].present)
+                        add_missing(s, s->features[i].name);
+        add_platforms(s);
         *ret = s;
         return 0;
 }
@@ -186,6 +238,16 @@ void lfs_runtime_info_free(lfs_runtime_info *s) {
                 free(s->features[i].note);
         }
         free(s->features);
+        for (size_t i = 0; i < s->n_platforms; i++) {
+                for (size_t k = 0; k < s->platforms[i].n_missing; k++)
+                        free(s->platforms[i].missing[k]);
+                free(s->platforms[i].missing);
+                free(s->platforms[i].id);
+        }
+        free(s->platforms);
+        for (size_t i = 0; i < s->n_missing; i++)
+                free(s->missing[i]);
+        free(s->missing);
         free(s->home);
         free(s->placement);
         free(s->default_runtime);

@@ -22,10 +22,8 @@
 #include <time.h>
 
 #include "cgroup.h"
+#include "platforms.h"
 #include "store.h"
-
-static const char *const platform_names[] = { "linux", "docker", "podman", "firecracker",
-                                              "qemu",  "lima",   "mac",    "wsl" };
 
 typedef struct sandbox_record {
         char *project;
@@ -75,6 +73,13 @@ static int home_db_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                 sqlite3_close(db);
                 return r;
         }
+        /* Records from before platforms were recorded: the column is added, empty; such a
+         * row reads as the platform its runtime implies. */
+        sqlite3_stmt *probe_platform = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT platform FROM sandboxes LIMIT 0", -1, &probe_platform, NULL) !=
+            SQLITE_OK)
+                sqlite3_exec(db, "ALTER TABLE sandboxes ADD COLUMN platform TEXT;", NULL, NULL, NULL);
+        sqlite3_finalize(probe_platform);
         /* Homes made before Sandboxes had cgroups lack the last two columns. */
         sqlite3_stmt *probe = NULL;
         if (sqlite3_prepare_v2(db, "SELECT cgroup, socket FROM sandboxes LIMIT 0", -1, &probe, NULL) !=
@@ -254,7 +259,16 @@ static char *column_text(sqlite3_stmt *st, int i) {
         return t ? xstrdup(t) : NULL;
 }
 
-#define RECORD_COLUMNS "project, number, pid, start_time, boot_id, dir, cgroup, platform, state"
+/* The platform a row names, or for a row from before platforms were recorded, the one
+ * its runtime and the home imply (SPEC 5). */
+static const char *record_platform(sqlite3_stmt *st, int platform_col, int runtime_col) {
+        const char *placement = "host";
+        lfs_placement(&placement, NULL);
+        return lfs_record_platform((const char *)sqlite3_column_text(st, platform_col),
+                                   (const char *)sqlite3_column_text(st, runtime_col), placement);
+}
+
+#define RECORD_COLUMNS "project, number, pid, start_time, boot_id, dir, cgroup, platform, state, runtime"
 
 static void record_from_row(sqlite3_stmt *st, sandbox_record *ret) {
         *ret = (sandbox_record){
@@ -265,7 +279,7 @@ static void record_from_row(sqlite3_stmt *st, sandbox_record *ret) {
                 .boot_id = column_text(st, 4),
                 .dir = column_text(st, 5),
                 .cgroup = column_text(st, 6),
-                .platform = column_text(st, 7),
+                .platform = xstrdup(record_platform(st, 7, 9)),
                 .state = column_text(st, 8),
         };
 }
@@ -581,33 +595,24 @@ static int wait_ready(const sandbox_record *rec, pid_t pid) {
 
 /* ---- checks before anything is made ---- */
 
-static int check_platform(lfs_home *home, const char *platform, lfs_error **err) {
-        if (!platform || !strcmp(platform, "linux"))
-                return 0;
-        for (size_t i = 0; i < ELEMENTSOF(platform_names); i++)
-                if (!strcmp(platform, platform_names[i]))
-                        return lfs_fail(
-                                err, LFS_UNSUPPORTED, 0,
-                                "platform '%s' is not available for home %s in this build; it allows: linux",
-                                platform, home->path);
-        return lfs_fail(
-                err, LFS_INVALID_INPUT, 0,
-                "unknown platform '%s'; the platforms are linux, docker, podman, firecracker, qemu, lima, "
-                "mac, wsl",
-                platform);
-}
-
 /* LAYERFS_SANDBOX, the home's default runtime: native (the default) is built. */
 static int check_default_runtime(lfs_error **err) {
         const char *v = getenv("LAYERFS_SANDBOX");
-        if (!v || !strcmp(v, "native"))
+        if (!v || !strcmp(v, "native") || !strcmp(v, "docker") || !strcmp(v, "namespaces"))
                 return 0;
-        if (!strcmp(v, "namespaces") || !strcmp(v, "docker"))
-                return lfs_fail(
-                        err, LFS_UNSUPPORTED, 0,
-                        "LAYERFS_SANDBOX=%s is not available in this build; use native (or unset it)", v);
         return lfs_fail(err, LFS_INVALID_INPUT, 0,
                         "LAYERFS_SANDBOX='%s' is not a runtime; give docker, native or namespaces", v);
+}
+
+/* The runtime a linux Sandbox records: native; namespaces is not in this build. */
+static int check_linux_runtime(lfs_error **err) {
+        const char *v = getenv("LAYERFS_SANDBOX");
+        if (v && !strcmp(v, "namespaces"))
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, 0,
+                        "LAYERFS_SANDBOX=namespaces: the namespaces runtime is not in this build; use "
+                        "native (or unset it)");
+        return 0;
 }
 
 /* LAYERFS_WATCHER, for a new Sandbox's daemon: bpf, proc or cgroup (unset: bpf where it
@@ -701,8 +706,15 @@ static bool injected(const char *what) {
 int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, const char *platform,
                        int *ret_sandbox, lfs_error **err) {
         (void)image; /* ignored for linux Sandboxes (SPEC 5) */
-        int r = check_platform(home, platform, err);
-        if (r < 0 || (r = check_default_runtime(err)) < 0 || (r = check_watcher(err)) < 0)
+        const lfs_platform *chosen = NULL;
+        int r = check_default_runtime(err);
+        if (r < 0 || (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
+            (r = check_watcher(err)) < 0)
+                return r;
+        if (chosen->family != LFS_FAMILY_LINUX)
+                return lfs_fail(err, LFS_UNSUPPORTED, 0, "platform '%s' cannot be driven by this build",
+                                chosen->id);
+        if ((r = check_linux_runtime(err)) < 0)
                 return r;
         if (geteuid() != 0)
                 return lfs_fail(
@@ -786,7 +798,15 @@ static int sandbox_open_live(lfs_home *home, const char *project, int number, sa
         int r = sandbox_open(home, project, number, ret, err);
         if (r < 0)
                 return r;
-        if (!strcmp(ret->state ? ret->state : "", "starting") || !record_alive(ret)) {
+        const lfs_platform *p = lfs_platform_find(ret->platform);
+        if (!p || p->family != LFS_FAMILY_LINUX) {
+                /* Calls follow the record's platform, never the caller's default. */
+                r = lfs_fail(
+                        err, LFS_UNSUPPORTED, 0,
+                        "sandbox %d of project '%s' runs on platform '%s', which this build cannot drive",
+                        ret->number, ret->project, ret->platform ? ret->platform : "?");
+                record_done(ret);
+        } else if (!strcmp(ret->state ? ret->state : "", "starting") || !record_alive(ret)) {
                 r = daemon_gone(ret, ESRCH, err);
                 record_done(ret);
         }
@@ -921,18 +941,17 @@ int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_
                 if (r < 0)
                         return r;
                 sqlite3_stmt *st;
-                if (sqlite3_prepare_v2(
-                            db,
-                            "SELECT project, number, platform, image FROM sandboxes WHERE state='running' "
-                            "ORDER BY project, number",
-                            -1, &st, NULL) == SQLITE_OK) {
+                if (sqlite3_prepare_v2(db,
+                                       "SELECT project, number, platform, image, runtime FROM sandboxes "
+                                       "WHERE state='running' ORDER BY project, number",
+                                       -1, &st, NULL) == SQLITE_OK) {
                         while (sqlite3_step(st) == SQLITE_ROW) {
                                 GROW(out, cap, n + 1);
                                 const char *image = (const char *)sqlite3_column_text(st, 3);
                                 out[n++] = (lfs_sandbox_info){
                                         .project = xstrdup((const char *)sqlite3_column_text(st, 0)),
                                         .sandbox = sqlite3_column_int(st, 1),
-                                        .platform = xstrdup((const char *)sqlite3_column_text(st, 2)),
+                                        .platform = xstrdup(record_platform(st, 2, 4)),
                                         .image = image ? xstrdup(image) : NULL,
                                 };
                         }
@@ -966,6 +985,7 @@ void lfs_workspace_info_free(lfs_workspace_info *items, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 free(items[i].branch);
                 free(items[i].path);
+                free(items[i].platform);
         }
         free(items);
 }
@@ -998,6 +1018,7 @@ int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox
                 out[i].branch = xstrdup(json_string_value(json_object_get(w, "branch")) ?: "");
                 out[i].path = xstrdup(json_string_value(json_object_get(w, "path")) ?: "");
                 out[i].dirty = json_is_true(json_object_get(w, "dirty"));
+                out[i].platform = xstrdup(json_string_value(json_object_get(w, "platform")) ?: "linux");
         }
         json_decref(result);
         *ret = out;

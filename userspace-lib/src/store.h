@@ -284,4 +284,9 @@ int lfs_check_branch_name(const char *name, lfs_error **err);
 /* Deletes the record of project's Sandbox number if its daemon pid is pid. */
 void lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, pid_t pid);
 
+/* ---- probes (probe.c) ---- */
+/* One of runtime.status's kernel probes by its name ("kernel:cgroup2", "kernel:fuse",
+ * "kernel:pidfd", "kernel:cgroup.kill", "kernel:kvm"); false for an unknown name. */
+bool lfs_probe_kernel(const char *name);
+
 #endif

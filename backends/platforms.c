@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/* The table of the eight platforms (platforms.h), their readiness and the refusals. */
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "platforms.h"
+#include "store.h"
+
+static void need(lfs_missing *m, const char *name) {
+        if (m->n < ELEMENTSOF(m->names))
+                m->names[m->n++] = name;
+}
+
+static void need_kernel(lfs_missing *m, const char *name) {
+        if (!lfs_probe_kernel(name))
+                need(m, name);
+}
+
+/* An executable of that name in PATH. */
+static bool have_tool(const char *name) {
+        const char *path = getenv("PATH");
+        for (const char *p = path && *path ? path : "/usr/bin:/bin"; *p;) {
+                size_t n = strcspn(p, ":");
+                _cleanup_free_ char *candidate = xasprintf("%.*s/%s", (int)n, p, name);
+                if (access(candidate, X_OK) == 0)
+                        return true;
+                p += n + (p[n] == ':');
+        }
+        return false;
+}
+
+static void need_tool(lfs_missing *m, const char *tool, const char *name) {
+        if (!have_tool(tool))
+                need(m, name);
+}
+
+/* A unix socket that accepts a connection. */
+static bool socket_answers(const char *path) {
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        if (!path || strlen(path) >= sizeof(addr.sun_path))
+                return false;
+        memcpy(addr.sun_path, path, strlen(path) + 1);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        return fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0;
+}
+
+static void probe_linux(lfs_missing *m) {
+        if (geteuid() != 0)
+                need(m, "user:root");
+        need_kernel(m, "kernel:cgroup2");
+        need_kernel(m, "kernel:cgroup.kill");
+        need_kernel(m, "kernel:pidfd");
+        need_kernel(m, "kernel:fuse");
+}
+
+static void probe_docker(lfs_missing *m) {
+        const char *host = getenv("DOCKER_HOST");
+        const char *path = host && !strncmp(host, "unix://", 7) ? host + 7 : "/var/run/docker.sock";
+        if (!socket_answers(path))
+                need(m, "socket:docker");
+        need(m, "backend:docker"); /* the Docker Engine backend is not in this build */
+}
+
+static void probe_podman(lfs_missing *m) {
+        const char *runtime_dir = getenv("XDG_RUNTIME_DIR");
+        _cleanup_free_ char *user = runtime_dir ? xasprintf("%s/podman/podman.sock", runtime_dir) : NULL;
+        if (!socket_answers("/run/podman/podman.sock") && !socket_answers(user))
+                need(m, "socket:podman");
+        need(m, "backend:podman");
+}
+
+static void probe_firecracker(lfs_missing *m) {
+        need_tool(m, "firecracker", "tool:firecracker");
+        need_kernel(m, "kernel:kvm");
+        need(m, "route:firecracker"); /* the VM agent route is not in this build */
+}
+
+static void probe_qemu(lfs_missing *m) {
+        need_tool(m, "qemu-system-x86_64", "tool:qemu-system-x86_64");
+        need(m, "route:qemu");
+}
+
+static void probe_lima(lfs_missing *m) {
+        need_tool(m, "limactl", "tool:limactl");
+        need(m, "route:lima");
+}
+
+/* A Linux kernel is never a macOS host; WSL kernels say so in their release. */
+static void probe_mac(lfs_missing *m) {
+        need(m, "host:macos");
+        need(m, "route:mac");
+}
+
+static void probe_wsl(lfs_missing *m) {
+        FILE *f = fopen("/proc/sys/kernel/osrelease", "re");
+        char release[128] = "";
+        if (f) {
+                if (!fgets(release, sizeof(release), f))
+                        release[0] = 0;
+                fclose(f);
+        }
+        if (!strstr(release, "microsoft") && !strstr(release, "WSL"))
+                need(m, "host:wsl");
+        need(m, "route:wsl");
+}
+
+const lfs_platform lfs_platforms[] = {
+        { "linux", LFS_FAMILY_LINUX, "native", probe_linux },
+        { "docker", LFS_FAMILY_CONTAINER, "docker", probe_docker },
+        { "podman", LFS_FAMILY_CONTAINER, "docker", probe_podman },
+        { "firecracker", LFS_FAMILY_VM, "vm", probe_firecracker },
+        { "qemu", LFS_FAMILY_VM, "vm", probe_qemu },
+        { "lima", LFS_FAMILY_VM, "vm", probe_lima },
+        { "mac", LFS_FAMILY_VM, "vm", probe_mac },
+        { "wsl", LFS_FAMILY_VM, "vm", probe_wsl },
+};
+const size_t lfs_n_platforms = ELEMENTSOF(lfs_platforms);
+
+const char *lfs_platform_names(void) {
+        return "linux, docker, podman, firecracker, qemu, lima, mac, wsl";
+}
+
+const lfs_platform *lfs_platform_find(const char *id) {
+        for (size_t i = 0; id && i < lfs_n_platforms; i++)
+                if (!strcmp(lfs_platforms[i].id, id))
+                        return &lfs_platforms[i];
+        return NULL;
+}
+
+int lfs_placement(const char **ret, lfs_error **err) {
+        const char *v = getenv("LAYERFS_PLACEMENT");
+        if (!v || !*v || !strcmp(v, "host")) {
+                *ret = "host";
+                return 0;
+        }
+        const lfs_platform *p = lfs_platform_find(v);
+        if (!p || p->family != LFS_FAMILY_VM)
+                return lfs_fail(
+                        err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_PLACEMENT='%s' is not a placement; give host, firecracker, qemu, lima, "
+                        "mac or wsl",
+                        v);
+        *ret = p->id;
+        return 0;
+}
+
+bool lfs_platform_allowed(const lfs_platform *p, const char *placement) {
+        if (p->family == LFS_FAMILY_CONTAINER)
+                return true;
+        if (!placement || !strcmp(placement, "host"))
+                return p->family == LFS_FAMILY_LINUX;
+        return !strcmp(p->id, placement);
+}
+
+char *lfs_allowed_names(const char *placement) {
+        char *out = xstrdup("");
+        for (size_t i = 0; i < lfs_n_platforms; i++)
+                if (lfs_platform_allowed(&lfs_platforms[i], placement)) {
+                        char *next = xasprintf("%s%s%s", out, *out ? ", " : "", lfs_platforms[i].id);
+                        free(out);
+                        out = next;
+                }
+        return out;
+}
+
+const char *lfs_record_platform(const char *platform, const char *runtime, const char *placement) {
+        if (platform && *platform)
+                return platform;
+        if (runtime && !strcmp(runtime, "docker"))
+                return "docker";
+        if (runtime && !strcmp(runtime, "vm") && strcmp(placement, "host"))
+                return placement;
+        return "linux";
+}
+
+int lfs_platform_choose(const char *home, const char *requested, const lfs_platform **ret, lfs_error **err) {
+        const char *placement = "host";
+        int r = lfs_placement(&placement, err);
+        if (r < 0)
+                return r;
+        const char *name = requested;
+        if (!name) {
+                const char *runtime = getenv("LAYERFS_SANDBOX");
+                name = runtime && !strcmp(runtime, "docker") ? "docker" : "linux";
+        }
+        const lfs_platform *p = lfs_platform_find(name);
+        if (!p)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "unknown platform '%s'; the platforms are %s",
+                                name, lfs_platform_names());
+        if (!lfs_platform_allowed(p, placement)) {
+                _cleanup_free_ char *allowed = lfs_allowed_names(placement);
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, 0,
+                        "platform '%s' is not allowed for home %s (placement %s): one kernel opens a "
+                        "Store, so it allows %s",
+                        p->id, home, placement, allowed);
+        }
+        lfs_missing missing = { 0 };
+        p->probe(&missing);
+        if (missing.n) {
+                _cleanup_free_ char *names = xstrdup("");
+                for (size_t i = 0; i < missing.n; i++) {
+                        char *next = xasprintf("%s%s%s", names, i ? ", " : "", missing.names[i]);
+                        free(names);
+                        names = next;
+                }
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, 0,
+                        "platform '%s' is not ready on this host: missing %s; 'layerfs runtime status' "
+                        "says what each needs",
+                        p->id, names);
+        }
+        *ret = p;
+        return 0;
+}

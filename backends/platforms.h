@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The eight platforms of SPEC 5 in one table: each one's family, the runtime a record of
+ * it names, and how its readiness is probed. Adding a platform is adding a row (and its
+ * backend folder). Functions return 0 or a negative errno with *err set.
+ */
+#ifndef LFS_PLATFORMS_H
+#define LFS_PLATFORMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "layerfs.h"
+
+typedef enum lfs_family { LFS_FAMILY_LINUX, LFS_FAMILY_CONTAINER, LFS_FAMILY_VM } lfs_family;
+
+/* A name in the `missing` lists of runtime.status, with a word on how to get it. */
+typedef struct lfs_missing {
+        const char *names[8];
+        size_t n;
+} lfs_missing;
+
+typedef struct lfs_platform {
+        const char *id;
+        lfs_family family;
+        const char *runtime; /* recorded: "native", "docker" or "vm" */
+        void (*probe)(lfs_missing *missing); /* adds what this host lacks for it */
+} lfs_platform;
+
+extern const lfs_platform lfs_platforms[];
+extern const size_t lfs_n_platforms;
+
+/* "linux, docker, podman, firecracker, qemu, lima, mac, wsl" */
+const char *lfs_platform_names(void);
+const lfs_platform *lfs_platform_find(const char *id); /* exact, case-sensitive; NULL if none */
+
+/* LAYERFS_PLACEMENT: "host" (default) or a VM route name; InvalidInput otherwise. */
+int lfs_placement(const char **ret, lfs_error **err);
+/* Whether a home of this placement allows the platform: host allows linux, docker and
+ * podman; a route allows itself, docker and podman (inside that VM). */
+bool lfs_platform_allowed(const lfs_platform *p, const char *placement);
+/* The platforms a placement allows, comma-separated. */
+char *lfs_allowed_names(const char *placement);
+
+/* The platform a record names; one from before platforms were recorded (NULL) reads as
+ * the one its runtime implies: native/namespaces linux, docker docker, vm the home's
+ * route. */
+const char *lfs_record_platform(const char *platform, const char *runtime, const char *placement);
+
+/* Checks a requested platform (NULL: the home's default, LAYERFS_SANDBOX) before anything
+ * is made: unknown names are InvalidInput listing the eight; known but not allowed by
+ * the home is Unsupported naming the home, its placement and what it allows; allowed but
+ * not ready is Unsupported naming what is missing. *ret is the platform to use. */
+int lfs_platform_choose(const char *home, const char *requested, const lfs_platform **ret, lfs_error **err);
+
+#endif

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Platforms (SPEC 5): the eight names, the refusals before anything is made, records that
+# name their platform (and old ones that do not), calls that follow the record and not
+# the caller's default, and runtime status's honest readiness.
+source "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || fail "needs root (cgroups, FUSE)"
+CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
+export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-test-$$"
+export LAYERFS_AUTHOR="test <test@localhost>"
+unset LAYERFS_SANDBOX LAYERFS_PLACEMENT
+
+teardown_all() {
+        local n
+        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes" 2>/dev/null); do
+                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
+        done
+        if [ -d "$LAYERFS_CGROUP_ROOT" ]; then
+                echo 1 >"$LAYERFS_CGROUP_ROOT/cgroup.kill" 2>/dev/null || true
+                sleep 0.2
+                find "$LAYERFS_CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        fi
+        return 0
+}
+trap 'teardown_all; cleanup_work' EXIT
+
+records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}" 2>/dev/null || echo 0; }
+nothing_made() {
+        assert_eq "$(records)" 0 "$1: no record"
+        [ -z "$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null)" ] || fail "$1: a sandbox directory was made"
+        [ -z "$(find "$LAYERFS_CGROUP_ROOT" -mindepth 1 -type d 2>/dev/null)" ] || fail "$1: a cgroup was made"
+        [ -z "$(pgrep -f "layerfs-daemon --home $LAYERFS_HOME" || true)" ] || fail "$1: a daemon was started"
+}
+# refused CODE TEXT ARGS...: exits 125 with CODE, its message contains TEXT, nothing made.
+refused() {
+        local code=$1 text=$2 out status
+        shift 2
+        set +e
+        out=$("$@" 2>&1 >/dev/null)
+        status=$?
+        set -e
+        [ "$status" = 125 ] || fail "$* exited $status: $out"
+        case "$out" in "$code: "*"$text"*) ok ;; *) fail "$* said '$out', expected '$code: ...$text...'" ;; esac
+        nothing_made "$*"
+}
+
+lfs project init p >/dev/null
+EIGHT="linux, docker, podman, firecracker, qemu, lima, mac, wsl"
+
+# ---- refusals before anything is made ----------------------------------------------------
+for bad in windows native namespaces "" Linux dockr LINUX; do
+        refused InvalidInput "$EIGHT" lfs sandbox create --platform "$bad"
+done
+for route in qemu firecracker lima mac wsl; do
+        refused Unsupported "home $LAYERFS_HOME (placement host)" lfs sandbox create --platform "$route"
+        refused Unsupported "allows linux, docker, podman" lfs sandbox create --platform "$route"
+done
+refused Unsupported "missing socket:docker" lfs sandbox create --platform docker
+refused Unsupported "backend:podman" lfs sandbox create --platform podman
+LAYERFS_SANDBOX=docker refused Unsupported "platform 'docker' is not ready" lfs sandbox create
+LAYERFS_SANDBOX=bogus refused InvalidInput "LAYERFS_SANDBOX='bogus'" lfs sandbox create
+LAYERFS_PLACEMENT=bogus refused InvalidInput "LAYERFS_PLACEMENT='bogus'" lfs sandbox create
+LAYERFS_PLACEMENT=bogus expect_error InvalidInput lfs runtime status
+LAYERFS_PLACEMENT=qemu refused Unsupported "(placement qemu): one kernel opens a Store, so it allows docker, podman, qemu" \
+        lfs sandbox create
+LAYERFS_PLACEMENT=qemu refused Unsupported "missing tool:qemu-system-x86_64" lfs sandbox create --platform qemu
+LAYERFS_CGROUP_ROOT="$WORK/not-cgroup/x" refused Unsupported "kernel:cgroup2" lfs sandbox create
+
+# ---- a linux Sandbox made with the default, driven by a client whose default is docker --
+out=$(lfs --json sandbox create --image ignored:latest)
+assert_eq "$(echo "$out" | json_get '(j["platform"], j["image"])')" "('linux', None)" "create's result"
+SB=$(echo "$out" | json_get 'j["sandbox"]')
+assert_eq "$(records "SELECT platform || '/' || runtime FROM sandboxes WHERE number=$SB")" "linux/native" "the record"
+export LAYERFS_SANDBOX=docker
+assert_eq "$(lfs --json workspace mount "$SB" main | json_get 'j["platform"]')" linux "mount's platform"
+lfs workspace exec "$SB" main -- sh -c 'echo from-docker-client > f'
+assert_eq "$(lfs --json sandbox list_workspaces "$SB" | json_get 'j[0]["platform"]')" linux "list_workspaces' platform"
+assert_eq "$(lfs --json project list_sandboxes | json_get '[s["platform"] for s in j]')" "['linux']" "list_sandboxes"
+lfs workspace commit "$SB" main -m "from a docker-default client" >/dev/null
+lfs workspace unmount "$SB" main >/dev/null
+lfs sandbox close "$SB" >/dev/null
+unset LAYERFS_SANDBOX
+nothing_made "the docker-default client's close"
+assert_eq "$(lfs branch log main --limit 1 | grep -c 'from a docker-default client')" 1 "its commit"
+
+# ---- a record from before platforms were recorded ---------------------------------------
+SB=$(lfs sandbox create)
+sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "
+        BEGIN;
+        CREATE TABLE old AS SELECT project, number, runtime, image, pid, start_time, boot_id, dir, state, cgroup, socket
+                FROM sandboxes;
+        DROP TABLE sandboxes;
+        CREATE TABLE sandboxes(project TEXT NOT NULL, number INTEGER NOT NULL, runtime TEXT NOT NULL, image TEXT,
+                pid INTEGER, start_time INTEGER, boot_id TEXT, dir TEXT NOT NULL, state TEXT NOT NULL, cgroup TEXT,
+                socket TEXT, PRIMARY KEY(project, number)) WITHOUT ROWID;
+        INSERT INTO sandboxes SELECT * FROM old;
+        DROP TABLE old;
+        COMMIT;"
+assert_eq "$(lfs --json project list_sandboxes | json_get '[s["platform"] for s in j]')" "['linux']" \
+        "an old record reads as its runtime's platform"
+lfs workspace mount "$SB" main >/dev/null
+assert_eq "$(lfs workspace exec "$SB" main -- cat f)" "from-docker-client" "an old record's Sandbox works"
+lfs workspace unmount "$SB" main >/dev/null
+lfs sandbox close "$SB" >/dev/null
+nothing_made "the old record's close"
+
+# ---- runtime status: eight platforms, honest readiness ----------------------------------
+lfs --json runtime status >"$WORK/status.json"
+assert_eq "$(json_get '[p["id"] for p in j["platforms"]]' <"$WORK/status.json")" \
+        "['linux', 'docker', 'podman', 'firecracker', 'qemu', 'lima', 'mac', 'wsl']" "the eight"
+assert_eq "$(json_get '[(p["id"], p["allowed"]) for p in j["platforms"] if p["allowed"]]' <"$WORK/status.json")" \
+        "[('linux', True), ('docker', True), ('podman', True)]" "host allows linux, docker, podman"
+assert_eq "$(json_get '[p for p in j["platforms"] if p["id"] == "linux"][0]["ready"]' <"$WORK/status.json")" True \
+        "linux is ready here"
+assert_eq "$(json_get 'all(m in j["missing"] for p in j["platforms"] if p["allowed"] for m in p["missing"])' <"$WORK/status.json")" \
+        True "an allowed platform's missing names are in the top-level missing"
+# Each missing entry against a probe the test reproduces.
+docker_sock=$( [ -S /var/run/docker.sock ] && echo yes || echo no)
+assert_eq "$(json_get '"socket:docker" in [p for p in j["platforms"] if p["id"] == "docker"][0]["missing"]' <"$WORK/status.json")" \
+        "$([ "$docker_sock" = no ] && echo True || echo False)" "socket:docker follows /var/run/docker.sock"
+qemu=$(command -v qemu-system-x86_64 >/dev/null && echo False || echo True)
+assert_eq "$(json_get '"tool:qemu-system-x86_64" in [p for p in j["platforms"] if p["id"] == "qemu"][0]["missing"]' <"$WORK/status.json")" \
+        "$qemu" "tool:qemu-system-x86_64 follows PATH"
+mkdir -p "$WORK/not-cgroup"
+LAYERFS_CGROUP_ROOT="$WORK/not-cgroup/layerfs" lfs --json runtime status >"$WORK/status2.json"
+assert_eq "$(json_get '[(p["ready"], "kernel:cgroup2" in p["missing"]) for p in j["platforms"] if p["id"] == "linux"][0]' <"$WORK/status2.json")" \
+        "(False, True)" "with LAYERFS_CGROUP_ROOT outside cgroup2, linux is not ready and says why"
+echo "ok: $(basename "$0") ($CHECKS checks)"

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/* backends/platforms.c: the table of the eight platforms, placements, what a home allows,
+ * the read-time default of old records, and each refusal of SPEC 5. */
+#include "helpers.h"
+#include "platforms.h"
+#include "util.h"
+
+static int clean_env(void **state) {
+        (void)state;
+        unsetenv("LAYERFS_PLACEMENT");
+        unsetenv("LAYERFS_SANDBOX");
+        return 0;
+}
+
+static void assert_refusal(lfs_code code, const char *requested, const char *const *must_contain) {
+        const lfs_platform *p = NULL;
+        lfs_error *err = NULL;
+        assert_true(lfs_platform_choose("/h", requested, &p, &err) < 0);
+        assert_non_null(err);
+        assert_msg(err->code == code, "'%s': %s, expected %s", requested ? requested : "(default)",
+                   lfs_code_name(err->code), lfs_code_name(code));
+        for (size_t i = 0; must_contain[i]; i++)
+                assert_msg(strstr(err->message, must_contain[i]), "'%s': the message lacks '%s': %s",
+                           requested ? requested : "(default)", must_contain[i], err->message);
+        assert_null(p);
+        lfs_error_free(err);
+}
+
+static void test_the_eight_in_order(void **state) {
+        (void)state;
+        static const char *const ids[] = { "linux", "docker", "podman", "firecracker",
+                                           "qemu",  "lima",   "mac",    "wsl" };
+        static const char *const runtimes[] = { "native", "docker", "docker", "vm", "vm", "vm", "vm", "vm" };
+        assert_int_equal(lfs_n_platforms, 8);
+        for (size_t i = 0; i < 8; i++) {
+                assert_string_equal(lfs_platforms[i].id, ids[i]);
+                assert_string_equal(lfs_platforms[i].runtime, runtimes[i]);
+                assert_ptr_equal(lfs_platform_find(ids[i]), &lfs_platforms[i]);
+        }
+        assert_int_equal(lfs_platforms[0].family, LFS_FAMILY_LINUX);
+        assert_int_equal(lfs_platforms[1].family, LFS_FAMILY_CONTAINER);
+        assert_int_equal(lfs_platforms[7].family, LFS_FAMILY_VM);
+        assert_string_equal(lfs_platform_names(),
+                            "linux, docker, podman, firecracker, qemu, lima, mac, wsl");
+}
+
+static void test_find_is_exact(void **state) {
+        (void)state;
+        static const char *const not_names[] = { "Linux", "LINUX",  "native", "namespaces",
+                                                 "",      "linux ", "dockr",  "windows" };
+        for (size_t i = 0; i < ELEMENTSOF(not_names); i++)
+                assert_null(lfs_platform_find(not_names[i]));
+        assert_null(lfs_platform_find(NULL));
+}
+
+static void test_placements(void **state) {
+        (void)state;
+        const char *placement = NULL;
+        assert_int_equal(lfs_placement(&placement, NULL), 0);
+        assert_string_equal(placement, "host");
+        static const char *const routes[] = { "firecracker", "qemu", "lima", "mac", "wsl", "host" };
+        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                setenv("LAYERFS_PLACEMENT", routes[i], 1);
+                assert_int_equal(lfs_placement(&placement, NULL), 0);
+                assert_string_equal(placement, routes[i]);
+        }
+        static const char *const bad[] = { "linux", "docker", "podman", "HOST", "vm" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                lfs_error *err = NULL;
+                setenv("LAYERFS_PLACEMENT", bad[i], 1);
+                assert_true(lfs_placement(&placement, &err) < 0);
+                assert_int_equal(err->code, LFS_INVALID_INPUT);
+                assert_msg(strstr(err->message, bad[i]), "the message names '%s': %s", bad[i], err->message);
+                lfs_error_free(err);
+        }
+}
+
+static void test_what_each_placement_allows(void **state) {
+        (void)state;
+        _cleanup_free_ char *host = lfs_allowed_names("host"), *qemu = lfs_allowed_names("qemu"),
+                            *wsl = lfs_allowed_names("wsl");
+        assert_string_equal(host, "linux, docker, podman");
+        assert_string_equal(qemu, "docker, podman, qemu");
+        assert_string_equal(wsl, "docker, podman, wsl");
+}
+
+static void test_old_records_read_as_their_runtime_implies(void **state) {
+        (void)state;
+        assert_string_equal(lfs_record_platform(NULL, "native", "host"), "linux");
+        assert_string_equal(lfs_record_platform(NULL, "namespaces", "host"), "linux");
+        assert_string_equal(lfs_record_platform("", "native", "host"), "linux");
+        assert_string_equal(lfs_record_platform(NULL, "docker", "host"), "docker");
+        assert_string_equal(lfs_record_platform(NULL, "vm", "lima"), "lima");
+        /* A recorded platform is what it says. */
+        assert_string_equal(lfs_record_platform("podman", "docker", "host"), "podman");
+}
+
+static void test_unknown_names_are_invalid_input(void **state) {
+        (void)state;
+        static const char *const bad[] = { "windows", "native", "namespaces", "", "Linux", "dockr" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                const char *want[] = { "unknown platform",
+                                       "linux, docker, podman, firecracker, qemu, lima, mac, wsl", NULL };
+                assert_refusal(LFS_INVALID_INPUT, bad[i], want);
+        }
+}
+
+static void test_a_route_on_a_host_home_is_unsupported(void **state) {
+        (void)state;
+        const char *want[] = { "platform 'qemu' is not allowed", "home /h", "placement host",
+                               "allows linux, docker, podman", NULL };
+        assert_refusal(LFS_UNSUPPORTED, "qemu", want);
+}
+
+static void test_linux_on_a_vm_home_is_unsupported(void **state) {
+        (void)state;
+        setenv("LAYERFS_PLACEMENT", "lima", 1);
+        const char *want[] = { "platform 'linux' is not allowed", "placement lima",
+                               "allows docker, podman, lima", NULL };
+        assert_refusal(LFS_UNSUPPORTED, "linux", want);
+        assert_refusal(LFS_UNSUPPORTED, NULL, want); /* the default is linux */
+}
+
+static void test_an_allowed_platform_not_ready_is_unsupported(void **state) {
+        (void)state;
+        const char *want[] = { "platform 'docker' is not ready", "missing", "backend:docker", NULL };
+        assert_refusal(LFS_UNSUPPORTED, "docker", want);
+        setenv("LAYERFS_PLACEMENT", "mac", 1);
+        const char *mac[] = { "platform 'mac' is not ready", "host:macos", "route:mac", NULL };
+        assert_refusal(LFS_UNSUPPORTED, "mac", mac);
+}
+
+static void test_the_home_default_follows_layerfs_sandbox(void **state) {
+        (void)state;
+        setenv("LAYERFS_SANDBOX", "docker", 1);
+        const char *want[] = { "platform 'docker'", NULL };
+        assert_refusal(LFS_UNSUPPORTED, NULL, want);
+        if (geteuid() == 0) { /* linux is ready here only as root */
+                const lfs_platform *p = NULL;
+                setenv("LAYERFS_SANDBOX", "native", 1);
+                assert_int_equal(lfs_platform_choose("/h", NULL, &p, NULL), 0);
+                assert_string_equal(p->id, "linux");
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_the_eight_in_order, clean_env, clean_env),
+                cmocka_unit_test_setup_teardown(test_find_is_exact, clean_env, clean_env),
+                cmocka_unit_test_setup_teardown(test_placements, clean_env, clean_env),
+                cmocka_unit_test_setup_teardown(test_what_each_placement_allows, clean_env, clean_env),
+                cmocka_unit_test_setup_teardown(test_old_records_read_as_their_runtime_implies, clean_env,
+                                                clean_env),
+                cmocka_unit_test_setup_teardown(test_unknown_names_are_invalid_input, clean_env, clean_env),
+                cmocka_unit_test_setup_teardown(test_a_route_on_a_host_home_is_unsupported, clean_env,
+                                                clean_env),
+                cmocka_unit_test_setup_teardown(test_linux_on_a_vm_home_is_unsupported, clean_env,
+                                                clean_env),
+                cmocka_unit_test_setup_teardown(test_an_allowed_platform_not_ready_is_unsupported, clean_env,
+                                                clean_env),
+                cmocka_unit_test_setup_teardown(test_the_home_default_follows_layerfs_sandbox, clean_env,
+                                                clean_env),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
