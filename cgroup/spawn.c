@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Starting a command straight into its cgroup leaf (cgroup.h). */
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -40,9 +39,13 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                 (void)setsid();
         if (dup2(a->fd_in, 0) < 0 || dup2(a->fd_out, 1) < 0 || dup2(a->fd_err, 2) < 0)
                 child_fail(pipe_fd, 2, errno);
+        /* Raw system calls: glibc's wrappers apply a credential change to every thread
+         * it knows of, and after a raw clone3 it still believes in the daemon's threads
+         * and may wait for them forever (seen as a hung child). */
         if (a->uid != (uid_t)-1) {
-                if (setgroups(0, NULL) < 0 || setresgid(a->gid, a->gid, a->gid) < 0 ||
-                    setresuid(a->uid, a->uid, a->uid) < 0)
+                if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+                    syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
+                    syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0)
                         child_fail(pipe_fd, 2, errno);
         }
         if (a->cwd && chdir(a->cwd) < 0)
