@@ -6,6 +6,7 @@
  * <cgroup2 mount>/layerfs-unit-<pid>, which the teardown kills and removes even when
  * an assertion failed. Needs root; skipped otherwise.
  */
+#include <pthread.h>
 #include <sys/syscall.h>
 
 #include "cgroup.h"
@@ -122,6 +123,60 @@ static void test_spawn_fallback_lands_in_leaf(void **state) {
         assert_lands_in_leaf();
 }
 
+static void *idle_thread(void *arg) {
+        (void)arg;
+        pause();
+        return NULL;
+}
+
+/* The daemon has threads. A child that drops privileges through glibc's wrappers would
+ * wait for those threads, which do not exist after a raw clone3: it hung. Many spawns
+ * with other threads alive, under an alarm that fails the test instead of hanging it. */
+static void test_spawn_with_threads_drops_privileges(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        pthread_t threads[4];
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(pthread_create(&threads[i], NULL, idle_thread, NULL), 0);
+        _cleanup_free_ char *leaf = leaf_path("cmd-threads");
+        alarm(60);
+        for (int i = 0; i < 50; i++) {
+                int p[2];
+                assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+                const char *paths[] = { "/usr/bin/id", "/bin/id" };
+                char *argv[] = { "id", "-u", NULL };
+                char *envp[] = { NULL };
+                lfs_spawn_args a = { .cgroup = leaf,
+                                     .paths = paths,
+                                     .n_paths = 2,
+                                     .argv = argv,
+                                     .envp = envp,
+                                     .cwd = "/",
+                                     .uid = 501,
+                                     .gid = 20,
+                                     .fd_in = p[0],
+                                     .fd_out = p[1],
+                                     .fd_err = p[1] };
+                pid_t pid;
+                int pidfd;
+                assert_int_equal(lfs_cgroup_spawn(&a, &pid, &pidfd), 0);
+                close(p[1]);
+                char out[32] = "";
+                ssize_t k = read(p[0], out, sizeof(out) - 1);
+                close(p[0]);
+                siginfo_t si = { 0 };
+                assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED), 0);
+                close(pidfd);
+                assert_true(k > 0);
+                assert_string_equal(out, "501\n");
+        }
+        alarm(0);
+        for (int i = 0; i < 4; i++) {
+                pthread_cancel(threads[i]);
+                pthread_join(threads[i], NULL);
+        }
+}
+
 static void test_spawn_tries_each_candidate(void **state) {
         (void)state;
         NEED_CGROUPS();
@@ -236,6 +291,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_spawn_clone3_lands_in_leaf, cgroup_setup,
                                                 cgroup_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_fallback_lands_in_leaf, cgroup_setup,
+                                                cgroup_teardown),
+                cmocka_unit_test_setup_teardown(test_spawn_with_threads_drops_privileges, cgroup_setup,
                                                 cgroup_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_tries_each_candidate, cgroup_setup,
                                                 cgroup_teardown),
