@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "bpf_watcher.h"
+#include "cgroup.h"
 #include "watcher.skel.h"
 
 #define OFFSETS_DIR "/run/layerfs"
@@ -120,31 +121,17 @@ int lfs_watch_offsets(struct watch_offsets *ret) {
         return r;
 }
 
-/* A cgroup's depth below its cgroup2 mount: the mount's root is 0. */
+/* A cgroup's depth below its cgroup2 mount: the mount's root is 0, "/layerfs/p-1" 2. */
 static int cgroup_level(const char *path, __u32 *ret) {
-        char *walk = strdup(path);
-        if (!walk)
-                return -ENOMEM;
-        struct stat here, up;
+        char *rel = lfs_cgroup_relative(path);
+        if (!rel)
+                return -ENOENT;
         __u32 level = 0;
-        int r = stat(walk, &here) < 0 ? -errno : 0;
-        while (r == 0) {
-                char *slash = strrchr(walk, '/');
-                if (!slash || slash == walk)
-                        break;
-                *slash = 0;
-                if (stat(walk, &up) < 0) {
-                        r = -errno;
-                        break;
-                }
-                if (up.st_dev != here.st_dev)
-                        break;
-                level++;
-                here = up;
-        }
-        free(walk);
+        for (const char *p = rel; *p; p++)
+                level += *p == '/' && p[1];
+        free(rel);
         *ret = level;
-        return r;
+        return 0;
 }
 
 /* A cgroup2 directory's inode number is its cgroup id. */

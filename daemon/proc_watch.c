@@ -24,8 +24,19 @@ typedef struct tracked {
         char comm[16]; /* at its start: at its end /proc may have nothing left */
 } tracked;
 
+/* An exit of a process not (yet) known: its fork event may come later, since events
+ * from different CPUs can arrive out of order. */
+typedef struct early_exit {
+        pid_t tgid, ppid;
+        int status;
+} early_exit;
+
+#define EARLY_EXITS 256
+
 struct proc_watch {
         struct mnl_socket *nl;
+        early_exit early[EARLY_EXITS];
+        unsigned n_early; /* written so far; the ring keeps the last EARLY_EXITS */
         char *cgroup_prefix; /* "0::/layerfs/p-1/cmd-": a line of /proc/PID/cgroup in a leaf */
         tracked *procs;
         size_t n, cap;
@@ -99,8 +110,19 @@ static void on_process_fork(proc_watch *w, const struct proc_event *ev) {
                 snprintf(leaf, sizeof(leaf), "%s", parent->leaf);
         else if (!leaf_of(w, f->child_tgid, leaf))
                 return;
-        track(w, f->child_tgid, leaf, false);
         char comm[16];
+        for (unsigned i = 0; i < EARLY_EXITS && i < w->n_early; i++) {
+                early_exit *e = &w->early[i];
+                if (e->tgid != f->child_tgid)
+                        continue;
+                /* It ended before we heard it start. */
+                e->tgid = 0;
+                comm_of(f->child_tgid, comm);
+                w->fn(w->userdata, EVENT_START, f->child_tgid, f->parent_tgid, 0, leaf, comm);
+                w->fn(w->userdata, EVENT_EXIT, f->child_tgid, e->ppid, e->status, leaf, comm);
+                return;
+        }
+        track(w, f->child_tgid, leaf, false);
         comm_of(f->child_tgid, comm);
         snprintf(find(w, f->child_tgid)->comm, 16, "%s", comm);
         w->fn(w->userdata, EVENT_START, f->child_tgid, f->parent_tgid, 0, leaf, comm);
@@ -109,8 +131,15 @@ static void on_process_fork(proc_watch *w, const struct proc_event *ev) {
 static void on_process_exit(proc_watch *w, const struct proc_event *ev) {
         const struct exit_proc_event *x = &ev->event_data.exit;
         tracked *t = find(w, x->process_tgid);
-        if (!t || --t->threads > 0)
-                return; /* not ours, or other threads of the process live on */
+        if (!t) {
+                if (x->process_pid == x->process_tgid) /* maybe ours, its fork still to come */
+                        w->early[w->n_early++ % EARLY_EXITS] = (early_exit){ .tgid = x->process_tgid,
+                                                                             .ppid = x->parent_tgid,
+                                                                             .status = (int)x->exit_code };
+                return;
+        }
+        if (--t->threads > 0)
+                return; /* other threads of the process live on */
         char leaf[32], comm[16];
         bool own = t->own;
         snprintf(leaf, sizeof(leaf), "%s", t->leaf);
