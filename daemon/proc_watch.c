@@ -216,7 +216,11 @@ void proc_watch_consume(proc_watch *w) {
         ssize_t k;
         /* Each event comes as an NLMSG_DONE message, which mnl_cb_run would take for the
          * end of a dump: walk the messages instead. */
-        while ((k = mnl_socket_recvfrom(w->nl, buf, sizeof(buf))) > 0 || (k < 0 && errno == ENOBUFS)) {
+        /* At most 256 reads per turn of the daemon's loop: a burst of the host's forks must
+         * not keep it from answering its callers. */
+        for (int turns = 0; turns < 256 && ((k = mnl_socket_recvfrom(w->nl, buf, sizeof(buf))) > 0 ||
+                                            (k < 0 && errno == ENOBUFS));
+             turns++) {
                 if (k < 0) {
                         log_line("the proc connector dropped events (the socket overflowed)");
                         continue;

@@ -690,10 +690,33 @@ static int start_daemon(lfs_home *home, const sandbox_record *rec, pid_t *ret_pi
         if ((r = spawn_daemon(home, rec, ret_pid, err)) < 0)
                 return r;
         if ((r = wait_ready(rec, *ret_pid)) < 0)
-                return lfs_fail(err, LFS_FAILED, -r,
-                                "sandbox %d's daemon did not become ready (%s); see %s/daemon.log",
-                                rec->number, strerror(-r), rec->dir);
+                return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's daemon did not become ready (%s)",
+                                rec->number, strerror(-r));
         return 0;
+}
+
+/* Appends the last lines of the daemon's log to *err's message. */
+static void add_daemon_log(const sandbox_record *rec, lfs_error **err) {
+        _cleanup_free_ char *path = xasprintf("%s/daemon.log", rec->dir);
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (!f || !err || !*err)
+                return;
+        char lines[3][512] = { "", "", "" }, line[512];
+        unsigned n = 0;
+        while (fgets(line, sizeof(line), f)) {
+                line[strcspn(line, "\n")] = 0;
+                snprintf(lines[n++ % 3], sizeof(lines[0]), "%s", line);
+        }
+        if (!n)
+                return;
+        char *msg = xasprintf("%s; the daemon's log ended with:", (*err)->message);
+        for (unsigned i = n > 3 ? n - 3 : 0; i < n; i++) {
+                char *next = xasprintf("%s\n  %s", msg, lines[i % 3]);
+                free(msg);
+                msg = next;
+        }
+        free((*err)->message);
+        (*err)->message = msg;
 }
 
 /* LAYERFS_INJECT_FAILURE=record makes recording the running daemon fail, for the tests
@@ -757,8 +780,10 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
                             : record_owner(db, name, number, pid, "running", err);
         if (r < 0) {
                 /* Nothing of a failed create stays: ending the cgroup ends the daemon (it
-                 * started in it); then the directory and the record go. */
+                 * started in it); then the directory and the record go, the daemon's log
+                 * with them: its last words go into the error. */
                 lfs_cgroup_destroy(rec.cgroup, 10000);
+                add_daemon_log(&rec, err);
                 detach_mounts(rec.dir);
                 rm_rf_at(AT_FDCWD, rec.dir);
                 delete_record(db, name, number);
