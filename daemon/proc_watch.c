@@ -158,11 +158,14 @@ static int on_message(const struct nlmsghdr *nlh, void *data) {
         if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*msg) + sizeof(struct proc_event) ||
             msg->id.idx != CN_IDX_PROC)
                 return MNL_CB_OK;
-        const struct proc_event *ev = (const struct proc_event *)(const void *)msg->data;
-        if (ev->what == PROC_EVENT_FORK)
-                on_process_fork(w, ev);
-        else if (ev->what == PROC_EVENT_EXIT)
-                on_process_exit(w, ev);
+        /* The event sits at offset 36 of the message, unaligned for its 64-bit fields:
+         * copy it out before reading it. */
+        struct proc_event ev;
+        memcpy(&ev, msg->data, sizeof(ev));
+        if (ev.what == PROC_EVENT_FORK)
+                on_process_fork(w, &ev);
+        else if (ev.what == PROC_EVENT_EXIT)
+                on_process_exit(w, &ev);
         return MNL_CB_OK;
 }
 
@@ -212,7 +215,7 @@ int proc_watch_fd(proc_watch *w) {
 }
 
 void proc_watch_consume(proc_watch *w) {
-        char buf[MNL_SOCKET_BUFFER_SIZE];
+        char buf[8192] __attribute__((aligned(8)));
         ssize_t k;
         /* Each event comes as an NLMSG_DONE message, which mnl_cb_run would take for the
          * end of a dump: walk the messages instead. */
