@@ -83,6 +83,8 @@ json_t *ok_json(json_t *result);
 json_t *not_mounted(daemon_state *d, const char *branch);
 workspace *find_ws(daemon_state *d, const char *branch); /* with d->lock held */
 void wake_main_loop(daemon_state *d);
+/* Runs fn(arg) in a thread of its own that nobody joins; 0 or a negative errno. */
+int start_detached(void *(*fn)(void *), void *arg);
 
 /* workspace.exec: runs req's command in a new leaf of the Sandbox's cgroup with the
  * client's stdin, stdout and stderr (fds, passed with the request), waits for it and

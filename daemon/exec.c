@@ -367,11 +367,7 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
         pthread_mutex_lock(&d->lock);
         d->waiters++;
         pthread_mutex_unlock(&d->lock);
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &attr, wait_started, w) != 0) {
+        if (start_detached(wait_started, w) < 0) {
                 close(pidfd);
                 free(w->leaf);
                 free(w->program);
@@ -380,7 +376,6 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
                 d->waiters--;
                 pthread_mutex_unlock(&d->lock);
         }
-        pthread_attr_destroy(&attr);
         log_line("process %d started in %s: '%s'", (int)pid, c.leaf, program_of(&c));
         json_t *j =
                 ok_json(json_pack("{s:i, s:s, s:s}", "pid", (int)pid, "cgroup", leaf_name(&c), "log", log));

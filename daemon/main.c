@@ -520,6 +520,16 @@ static void *serve_client(void *arg) {
         return NULL;
 }
 
+int start_detached(void *(*fn)(void *), void *arg) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int r = pthread_create(&t, &attr, fn, arg);
+        pthread_attr_destroy(&attr);
+        return -r;
+}
+
 void wake_main_loop(daemon_state *d) {
         uint64_t one = 1;
         (void)!write(d->wake_fd, &one, sizeof(one));
@@ -624,18 +634,13 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                 pthread_mutex_lock(&d->lock);
                 d->clients++;
                 pthread_mutex_unlock(&d->lock);
-                pthread_t t;
-                pthread_attr_t attr;
-                pthread_attr_init(&attr);
-                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-                if (pthread_create(&t, &attr, serve_client, c) != 0) {
+                if (start_detached(serve_client, c) < 0) {
                         close(cfd);
                         free(c);
                         pthread_mutex_lock(&d->lock);
                         d->clients--;
                         pthread_mutex_unlock(&d->lock);
                 }
-                pthread_attr_destroy(&attr);
         }
 }
 

@@ -94,3 +94,35 @@ tree_manifest() {
 finish() {
         echo "ok: $(basename "$0") ($CHECKS checks)"
 }
+
+# ---- tests that make Sandboxes ----------------------------------------------------------
+# use_private_sandboxes: needs root; gives the test a cgroup root of its own
+# (LAYERFS_CGROUP_ROOT, also in CGR and CG_MOUNT) so that "nothing left" can be checked
+# exactly, and tears every Sandbox, cgroup and mount of the test down on exit, however it
+# ends. A test with more to end sets TEARDOWN_EXTRA to a command run first.
+use_private_sandboxes() {
+        [ "$(id -u)" = 0 ] || fail "needs root (cgroups, FUSE)"
+        CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null ||
+                findmnt -n -t cgroup2 -o TARGET | head -1)
+        [ -n "$CG_MOUNT" ] || fail "no cgroup2 mount on this host"
+        export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-test-$$"
+        CGR=$LAYERFS_CGROUP_ROOT
+        export LAYERFS_AUTHOR="test <test@localhost>"
+        trap 'teardown_sandboxes; cleanup_work' EXIT
+}
+
+teardown_sandboxes() {
+        local n
+        [ -n "${TEARDOWN_EXTRA:-}" ] && { eval "$TEARDOWN_EXTRA" || true; }
+        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes" 2>/dev/null); do
+                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
+        done
+        "$LAYERFS" runtime reclaim >/dev/null 2>&1 || true
+        if [ -d "$CGR" ]; then
+                echo 1 >"$CGR/cgroup.kill" 2>/dev/null || true
+                sleep 0.2
+                find "$CGR" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        fi
+        { grep -F "$WORK" /proc/mounts || true; } | awk '{print $2}' | while read -r m; do umount -l "$m"; done
+        return 0
+}

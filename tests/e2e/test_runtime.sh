@@ -13,30 +13,9 @@ if [ -z "${LAYERFS_WATCHER:-}" ]; then
 fi
 source "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || fail "needs root (cgroups, FUSE)"
-CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
-[ -n "$CG_MOUNT" ] || fail "no cgroup2 mount on this host"
-# A cgroup root of this test's own, so that "nothing left" can be checked exactly.
-export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-test-$$"
-export LAYERFS_AUTHOR="test <test@localhost>"
-CGR=$LAYERFS_CGROUP_ROOT
-
-teardown_all() {
-        local n
-        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes" 2>/dev/null); do
-                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
-        done
-        "$LAYERFS" runtime reclaim >/dev/null 2>&1 || true
-        if [ -d "$CGR" ]; then
-                echo 1 >"$CGR/cgroup.kill" 2>/dev/null || true
-                sleep 0.2
-                find "$CGR" -depth -type d -exec rmdir {} + 2>/dev/null || true
-        fi
-        { grep -F "$WORK" /proc/mounts || true; } | awk '{print $2}' | while read -r m; do umount -l "$m"; done
-        if [ -n "${DECOY_PID:-}" ]; then kill "$DECOY_PID" 2>/dev/null || true; fi
-        return 0
-}
-trap 'teardown_all; cleanup_work' EXIT
+use_private_sandboxes
+# A process this test borrows the pid of, ended with the rest.
+TEARDOWN_EXTRA='[ -n "${DECOY_PID:-}" ] && kill "$DECOY_PID" 2>/dev/null'
 
 records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
 

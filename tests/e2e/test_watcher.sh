@@ -7,25 +7,8 @@
 # uses no CPU.
 source "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || fail "needs root (cgroups, FUSE, BPF)"
-CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
-export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-test-$$"
-export LAYERFS_AUTHOR="test <test@localhost>"
+use_private_sandboxes
 unset LAYERFS_WATCHER
-
-teardown_all() {
-        local n
-        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes" 2>/dev/null); do
-                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
-        done
-        if [ -d "$LAYERFS_CGROUP_ROOT" ]; then
-                echo 1 >"$LAYERFS_CGROUP_ROOT/cgroup.kill" 2>/dev/null || true
-                sleep 0.2
-                find "$LAYERFS_CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null || true
-        fi
-        return 0
-}
-trap 'teardown_all; cleanup_work' EXIT
 
 lfs project init p >/dev/null
 

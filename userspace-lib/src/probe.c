@@ -128,11 +128,10 @@ static bool probe_file(const char *path) {
 
 bool lfs_probe_kernel(const char *name) {
         _cleanup_free_ char *root = NULL;
-        bool cgroup2 = probe_cgroup2(&root);
         if (!strcmp(name, "kernel:cgroup2"))
-                return cgroup2;
+                return probe_cgroup2(&root);
         if (!strcmp(name, "kernel:cgroup.kill"))
-                return cgroup2 && geteuid() == 0 && probe_cgroup_kill(root);
+                return probe_cgroup2(&root) && geteuid() == 0 && probe_cgroup_kill(root);
         if (!strcmp(name, "kernel:pidfd"))
                 return probe_pidfd();
         if (!strcmp(name, "kernel:fuse"))
