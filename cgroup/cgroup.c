@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cgroup.h"
+#include "store.h"
 #include "util.h"
 
 static bool is_cgroup2(const char *path) {
@@ -95,7 +96,15 @@ int lfs_cgroup_root(char **ret_root, lfs_error **err) {
         return 0;
 }
 
-char *lfs_cgroup_sandbox_path(const char *root, const char *project, int number) {
+char *lfs_cgroup_sandbox_path(const char *root, const char *home, const char *project, int number) {
+        lfs_id digest;
+        char hex[LFS_HEX_LEN + 1];
+        lfs_sha256(home, strlen(home), &digest);
+        lfs_id_to_hex(&digest, hex);
+        return xasprintf("%s/%.8s-%s-%d", root, hex, project, number);
+}
+
+char *lfs_cgroup_sandbox_path_untagged(const char *root, const char *project, int number) {
         return xasprintf("%s/%s-%d", root, project, number);
 }
 

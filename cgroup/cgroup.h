@@ -18,8 +18,15 @@
  * when there is no cgroup2 or the override is not on one. Makes nothing. */
 int lfs_cgroup_root(char **ret_root, lfs_error **err);
 
-/* "<root>/<project>-<number>": a Sandbox's cgroup. */
-char *lfs_cgroup_sandbox_path(const char *root, const char *project, int number);
+/* "<root>/<tag>-<project>-<number>": a Sandbox's cgroup, tag being the first 8 hex
+ * digits of the SHA-256 of the home's path. Homes share the cgroup root (one per host),
+ * so without the tag two homes with a project of the same name would share cgroups,
+ * and closing a Sandbox of one would end the same-numbered Sandbox of the other. */
+char *lfs_cgroup_sandbox_path(const char *root, const char *home, const char *project, int number);
+
+/* "<root>/<project>-<number>": where Sandboxes made before the tag have their cgroup.
+ * Their records are still trusted with it, so that an upgrade strands nothing. */
+char *lfs_cgroup_sandbox_path_untagged(const char *root, const char *project, int number);
 
 /* "/layerfs/p-1" for "/sys/fs/cgroup/unified/layerfs/p-1": the path below the cgroup2
  * mount, as /proc/PID/cgroup shows it. NULL if path does not exist. */

@@ -18,6 +18,8 @@ use_private_sandboxes
 TEARDOWN_EXTRA='[ -n "${DECOY_PID:-}" ] && kill "$DECOY_PID" 2>/dev/null'
 
 records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
+# cgroup_of N: the cgroup Sandbox N's record names.
+cgroup_of() { records "SELECT cgroup FROM sandboxes WHERE number=$1"; }
 
 # Nothing of any Sandbox is left: no process in our cgroups, no cgroup below the root,
 # no mount, no Sandbox directory, no record.
@@ -117,7 +119,7 @@ LAYERFS_NO_CLONE3=1 lfs sandbox create >/dev/null
 SB=1
 WS=$(lfs workspace mount "$SB" main)
 case "$(x -- cat /proc/self/cgroup)" in
-*"/layerfs-test-$$/p-1/cmd-"*) ok ;;
+*"/layerfs-test-$$/"????????"-p-1/cmd-"*) ok ;;
 *) fail "with LAYERFS_NO_CLONE3=1 the command is not in its leaf: $(x -- cat /proc/self/cgroup)" ;;
 esac
 lfs workspace unmount "$SB" main --discard >/dev/null
@@ -183,10 +185,10 @@ assert_nothing_left "reclaim"
 SB=$(lfs sandbox create)
 WS=$(lfs workspace mount "$SB" main)
 x -- sh -c 'i=0; while [ $i -lt 500 ]; do sleep 1000 & setsid sh -c "sleep 1000 &" ; i=$((i+1)); done'
-procs=$(cat "$CGR"/p-"$SB"/cmd-*/cgroup.procs | wc -l)
+procs=$(cat "$(cgroup_of "$SB")"/cmd-*/cgroup.procs | wc -l)
 [ "$procs" -ge 1000 ] || fail "expected 1000 processes in the command's cgroup, found $procs"
 ok
-pids=$(cat "$CGR"/p-"$SB"/cmd-*/cgroup.procs)
+pids=$(cat "$(cgroup_of "$SB")"/cmd-*/cgroup.procs)
 lfs sandbox close "$SB" --force >/dev/null
 # shellcheck disable=SC2086
 none_alive $pids || fail "close left some of the 1000 processes: $(for p in $pids; do alive $p && echo "$p $(tr '\0' ' ' </proc/$p/cmdline) $(cat /proc/$p/cgroup | tail -1)"; done | head -5)"
@@ -225,6 +227,7 @@ SB=$(lfs sandbox create)
 mkdir -p "$WORK/srv/data"
 echo precious >"$WORK/srv/data/file"
 real_dir="$LAYERFS_HOME/sandboxes/p-$SB"
+real_cgroup=$(cgroup_of "$SB")
 for bad in "$WORK/srv/data" "$WORK/old-home/sandboxes/p-$SB" "$LAYERFS_HOME/sandboxes/p-99" \
         "sandboxes/p-$SB" "$LAYERFS_HOME/sandboxes/p-$SB/../../../srv/data"; do
         records "UPDATE sandboxes SET dir='$bad' WHERE number=$SB"
@@ -236,9 +239,41 @@ for bad in "$WORK/srv/data" "$WORK/old-home/sandboxes/p-$SB" "$LAYERFS_HOME/sand
 done
 records "UPDATE sandboxes SET cgroup='$CG_MOUNT' WHERE number=$SB"
 expect_error InvalidInput lfs sandbox close "$SB" --force
+# A record made before cgroups were tagged by home (<root>/<project>-<n>) is trusted.
 records "UPDATE sandboxes SET dir='$real_dir', cgroup='$CGR/p-$SB' WHERE number=$SB"
+lfs sandbox list_workspaces "$SB" >/dev/null || fail "a record with the untagged cgroup is refused"
+ok
+records "UPDATE sandboxes SET cgroup='$real_cgroup' WHERE number=$SB"
 lfs sandbox close "$SB" >/dev/null
 assert_nothing_left "records pointing elsewhere"
+
+# ---- 5b. two homes with the same project and numbers do not share cgroups --------------
+# The cgroup root is one per host, so a Sandbox's cgroup is tagged by its home: closing
+# sandbox 1 of project p in one home must not end sandbox 1 of project p in another.
+HOME2="$WORK/home2"
+h2() { LAYERFS_HOME=$HOME2 lfs "$@"; }
+h2 project init p --from "$WORK/src" >/dev/null
+SB=$(lfs sandbox create)
+SB2=$(h2 sandbox create)
+assert_eq "$SB:$SB2" "1:1" "both homes number their first Sandbox 1"
+[ "$(cgroup_of "$SB")" != "$(LAYERFS_HOME=$HOME2 records "SELECT cgroup FROM sandboxes WHERE number=1")" ] ||
+        fail "two homes share the cgroup $(cgroup_of "$SB")"
+ok
+WS=$(lfs workspace mount "$SB" main)
+WS2=$(h2 workspace mount "$SB2" main)
+h2 process start "$SB2" main -- sleep 1000 >/dev/null
+other=$(cat "$(LAYERFS_HOME=$HOME2 records "SELECT cgroup FROM sandboxes WHERE number=1")"/cmd-*/cgroup.procs)
+[ -n "$other" ] || fail "the other home's sleeper is not in its cgroup"
+lfs sandbox close "$SB" --force >/dev/null
+# shellcheck disable=SC2086
+alive $other || fail "closing sandbox 1 of one home ended sandbox 1 of another"
+ok
+assert_eq "$(h2 workspace exec "$SB2" main -- cat "$WS2/hello.txt" 2>&1)" hello "the other home's Sandbox still works"
+h2 sandbox close "$SB2" --force >/dev/null
+# shellcheck disable=SC2086
+none_alive $other || fail "the other home's close left its sleeper"
+ok
+assert_nothing_left "two homes"
 
 # ---- 6. a record whose pid is now someone else's is dead; that process is untouched ----
 sleep 1000 &

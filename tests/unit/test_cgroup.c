@@ -280,10 +280,23 @@ static void test_root_override(void **state) {
         assert_int_equal(lfs_cgroup_root(&root, &err), 0);
         assert_string_equal(root, fresh);
         free(root);
-        _cleanup_free_ char *sb = lfs_cgroup_sandbox_path(fresh, "web", 3);
+        /* Tagged by the home: two homes never share a Sandbox's cgroup. */
+        _cleanup_free_ char *sb = lfs_cgroup_sandbox_path(fresh, "/home/a/.layerfs", "web", 3);
+        _cleanup_free_ char *other = lfs_cgroup_sandbox_path(fresh, "/home/b/.layerfs", "web", 3);
+        _cleanup_free_ char *again = lfs_cgroup_sandbox_path(fresh, "/home/a/.layerfs", "web", 3);
+        char prefix[512];
+        snprintf(prefix, sizeof(prefix), "%s/", fresh);
+        assert_int_equal(strncmp(sb, prefix, strlen(prefix)), 0);
+        const char *name = sb + strlen(prefix);
+        assert_int_equal(strlen(name), 8 + strlen("-web-3"));
+        assert_int_equal(strspn(name, "0123456789abcdef"), 8);
+        assert_string_equal(name + 8, "-web-3");
+        assert_string_equal(sb, again);
+        assert_string_not_equal(sb, other);
+        _cleanup_free_ char *untagged = lfs_cgroup_sandbox_path_untagged(fresh, "web", 3);
         char want[512];
         snprintf(want, sizeof(want), "%s/web-3", fresh);
-        assert_string_equal(sb, want);
+        assert_string_equal(untagged, want);
 }
 
 int main(void) {

@@ -201,7 +201,7 @@ static int claim_number(lfs_home *home, sqlite3 *db, const char *project, const 
                 sqlite3_finalize(st);
         }
         _cleanup_free_ char *dir = sandbox_dir(home, project, number);
-        _cleanup_free_ char *cgroup = lfs_cgroup_sandbox_path(cgroup_root, project, number);
+        _cleanup_free_ char *cgroup = lfs_cgroup_sandbox_path(cgroup_root, home->path, project, number);
         _cleanup_free_ char *socket = xasprintf("%s/control.sock", dir);
         int r = 0;
         if (sqlite3_prepare_v2(
@@ -323,8 +323,11 @@ static int record_trusted(lfs_home *home, const sandbox_record *rec, lfs_error *
                                         "no cgroup2 to check it against; nothing was touched",
                                         rec->number, rec->project, rec->cgroup);
                 }
-                _cleanup_free_ char *cgroup = lfs_cgroup_sandbox_path(root, rec->project, rec->number);
-                if (strcmp(rec->cgroup, cgroup))
+                _cleanup_free_ char *cgroup =
+                        lfs_cgroup_sandbox_path(root, home->path, rec->project, rec->number);
+                _cleanup_free_ char *untagged =
+                        lfs_cgroup_sandbox_path_untagged(root, rec->project, rec->number);
+                if (strcmp(rec->cgroup, cgroup) && strcmp(rec->cgroup, untagged))
                         return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                         "the record of sandbox %d of project '%s' names cgroup '%s', but it "
                                         "should be '%s' (is LAYERFS_CGROUP_ROOT the one it was made with?); "
@@ -770,7 +773,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         sandbox_record rec = { .project = xstrdup(name),
                                .number = number,
                                .dir = sandbox_dir(home, name, number),
-                               .cgroup = lfs_cgroup_sandbox_path(cgroup_root, name, number) };
+                               .cgroup = lfs_cgroup_sandbox_path(cgroup_root, home->path, name, number) };
         pid_t pid = -1;
         r = start_daemon(home, &rec, &pid, err);
         if (r == 0)
