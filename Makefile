@@ -41,7 +41,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 .SECONDARY:
 
 all: $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs-daemon $(BUILD)/layerfs.pc \
-	$(UNIT_BIN)
+	$(UNIT_BIN) $(BUILD)/fuse-floor
 
 help:
 	@echo "make deps      install the Debian packages the build and the tests need (as root)"
@@ -88,6 +88,10 @@ $(BUILD)/daemon/%.o: daemon/%.c $(wildcard userspace-lib/include/*.h userspace-l
 $(BUILD)/layerfs-daemon: $(DAEMON_OBJ) $(BUILD)/liblayerfs.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) $(BPF_LIBS) -lpthread
 
+# The FUSE floor of bench/workspace_fs.sh: the same transport as the daemon, no work.
+$(BUILD)/fuse-floor: bench/fuse_floor.c
+	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -o $@ $< $(LDFLAGS) $(FUSE_LIBS)
+
 $(BUILD)/bpf/watcher.bpf.o: bpf/watcher.bpf.c bpf/watcher.h
 	@mkdir -p $(dir $@)
 	$(BPF_CLANG) $(BPF_CFLAGS) -c $< -o $@
@@ -132,8 +136,8 @@ FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 lint: $(BUILD)/bpf/watcher.skel.h
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf userspace-lib cgroup backends bpf/watcher.c cli daemon tests
-	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf \
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf userspace-lib cgroup backends bpf/watcher.c cli daemon tests bench
+	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf \
 		$(shell pkg-config --cflags $(PKGS)) $(FUSE_CFLAGS)
 
 format:

@@ -103,6 +103,14 @@ struct ws_fs {
                 char *name;
         } * stale;
         size_t n_stale, cap_stale;
+        /* Upper files whose last name and last open went away, unlinked by the reaper
+         * thread: the caller's unlink() need not wait for the disk to free them. */
+        pthread_t reaper;
+        bool reaper_started, reaper_stop, reaping;
+        pthread_mutex_t reap_lock;
+        pthread_cond_t reap_wake, reap_idle;
+        uint64_t *reap;
+        size_t n_reap, cap_reap;
 };
 
 void ws_set_invalidator(ws_fs *fs, ws_invalidate_fn fn, void *userdata) {
@@ -283,6 +291,8 @@ static void upper_name(uint64_t ino, char name[UPPER_NAME_MAX]) {
         snprintf(name, UPPER_NAME_MAX, "%02x/%llu", (unsigned)(ino & 0xff), (unsigned long long)ino);
 }
 
+static bool reaped_for_space(ws_fs *fs, int err);
+
 static int upper_create(ws_fs *fs, const char *name) {
         int fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0 && errno == ENOENT) {
@@ -291,6 +301,8 @@ static int upper_create(ws_fs *fs, const char *name) {
                         return -errno;
                 fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         }
+        if (fd < 0 && reaped_for_space(fs, errno))
+                fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         return fd < 0 ? -errno : fd;
 }
 
@@ -341,6 +353,8 @@ static void touch(ws_inode *in, bool modified) {
 
 /* ---- opening ---- */
 
+static void *reaper_main(void *arg);
+
 int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t owner, gid_t group,
             ws_fs **ret, lfs_error **err) {
         lfs_id head;
@@ -356,6 +370,9 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
         }
         ws_fs *fs = xcalloc(1, sizeof(*fs));
         pthread_mutex_init(&fs->lock, NULL);
+        pthread_mutex_init(&fs->reap_lock, NULL);
+        pthread_cond_init(&fs->reap_wake, NULL);
+        pthread_cond_init(&fs->reap_idle, NULL);
         fs->store = store;
         fs->branch = xstrdup(branch);
         fs->base = head;
@@ -375,6 +392,11 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
         in->atime = in->mtime = in->ctime = fs->base_time;
         in->size = 4096;
         index_grow(fs);
+        fs->reaper_started = pthread_create(&fs->reaper, NULL, reaper_main, fs) == 0;
+        if (!fs->reaper_started) {
+                ws_close(fs);
+                return lfs_fail(err, LFS_FAILED, EAGAIN, "cannot start the Workspace's reaper thread");
+        }
         *ret = fs;
         return 0;
 }
@@ -382,6 +404,17 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
 void ws_close(ws_fs *fs) {
         if (!fs)
                 return;
+        if (fs->reaper_started) {
+                pthread_mutex_lock(&fs->reap_lock);
+                fs->reaper_stop = true;
+                pthread_cond_signal(&fs->reap_wake);
+                pthread_mutex_unlock(&fs->reap_lock);
+                pthread_join(fs->reaper, NULL); /* it empties the queue first */
+        }
+        free(fs->reap);
+        pthread_cond_destroy(&fs->reap_wake);
+        pthread_cond_destroy(&fs->reap_idle);
+        pthread_mutex_destroy(&fs->reap_lock);
         for (size_t i = 0; i < fs->n_handles; i++)
                 if (fs->handles[i].in_use && fs->handles[i].lower_owned)
                         close(fs->handles[i].lower_fd);
@@ -496,8 +529,7 @@ static int copy_up(ws_fs *fs, uint64_t ino) {
         return copy_up_data(fs, ino, true);
 }
 
-/* with_data false: the caller truncates it anyway (O_TRUNC), so nothing is copied. */
-static int copy_up_data(ws_fs *fs, uint64_t ino, bool with_data) {
+static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
         ws_inode *in = inode_get(fs, ino);
         char name[UPPER_NAME_MAX];
         upper_name(ino, name);
@@ -546,6 +578,14 @@ static int copy_up_data(ws_fs *fs, uint64_t ino, bool with_data) {
         return 0;
 }
 
+/* with_data false: the caller truncates it anyway (O_TRUNC), so nothing is copied. */
+static int copy_up_data(ws_fs *fs, uint64_t ino, bool with_data) {
+        int r = copy_up_once(fs, ino, with_data);
+        if (r < 0 && reaped_for_space(fs, -r))
+                r = copy_up_once(fs, ino, with_data);
+        return r;
+}
+
 /* Every change of an upper file's data goes through its open fd, so the block count
  * taken here stays true until it is opened again: a stat needs no syscall. */
 static void close_upper(ws_inode *in) {
@@ -560,6 +600,60 @@ static bool may_close_upper(ws_inode *in) {
         return in->open_count == 0;
 }
 
+/* Inode numbers are never reused while mounted, so an upper file queued here cannot
+ * be confused with a newer one of the same name. */
+static void reap_later(ws_fs *fs, uint64_t ino) {
+        pthread_mutex_lock(&fs->reap_lock);
+        GROW(fs->reap, fs->cap_reap, fs->n_reap + 1);
+        fs->reap[fs->n_reap++] = ino;
+        pthread_cond_signal(&fs->reap_wake);
+        pthread_mutex_unlock(&fs->reap_lock);
+}
+
+static void *reaper_main(void *arg) {
+        ws_fs *fs = arg;
+        uint64_t *batch = NULL;
+        size_t cap_batch = 0;
+        pthread_mutex_lock(&fs->reap_lock);
+        for (;;) {
+                while (fs->n_reap == 0 && !fs->reaper_stop)
+                        pthread_cond_wait(&fs->reap_wake, &fs->reap_lock);
+                if (fs->n_reap == 0)
+                        break;
+                size_t n = fs->n_reap;
+                GROW(batch, cap_batch, n);
+                memcpy(batch, fs->reap, n * sizeof(*batch));
+                fs->n_reap = 0;
+                fs->reaping = true;
+                pthread_mutex_unlock(&fs->reap_lock);
+                for (size_t i = 0; i < n; i++) {
+                        char name[UPPER_NAME_MAX];
+                        upper_name(batch[i], name);
+                        unlinkat(fs->upper_fd, name, 0);
+                }
+                pthread_mutex_lock(&fs->reap_lock);
+                fs->reaping = false;
+                pthread_cond_broadcast(&fs->reap_idle);
+        }
+        pthread_mutex_unlock(&fs->reap_lock);
+        free(batch);
+        return NULL;
+}
+
+/* After ENOSPC or EDQUOT: waits until the reaper has unlinked every file queued, so
+ * that space freed by an unlink() that already returned is there for the retry, as on
+ * a local disk. True if there was anything to wait for (then retry once). */
+static bool reaped_for_space(ws_fs *fs, int err) {
+        if ((err != ENOSPC && err != EDQUOT) || !fs->reaper_started)
+                return false;
+        pthread_mutex_lock(&fs->reap_lock);
+        bool pending = fs->n_reap > 0 || fs->reaping;
+        while (fs->n_reap > 0 || fs->reaping)
+                pthread_cond_wait(&fs->reap_idle, &fs->reap_lock);
+        pthread_mutex_unlock(&fs->reap_lock);
+        return pending;
+}
+
 static void drop_if_gone(ws_fs *fs, uint64_t ino) {
         ws_inode *in = inode_get(fs, ino);
         if (in->nlink > 0 || in->open_count > 0 || S_ISDIR(in->mode))
@@ -569,9 +663,7 @@ static void drop_if_gone(ws_fs *fs, uint64_t ino) {
                 in->upper_fd = -1;
         }
         if (in->upper) {
-                char name[UPPER_NAME_MAX];
-                upper_name(ino, name);
-                unlinkat(fs->upper_fd, name, 0);
+                reap_later(fs, ino);
                 in->upper = false;
         }
 }
@@ -993,8 +1085,8 @@ static int lower_source(ws_fs *fs, ws_handle *h, ws_inode *in) {
         return 0;
 }
 
-ssize_t ws_read(ws_fs *fs, uint64_t fh, char *buf, size_t size, off_t off) {
-        ssize_t r = 0;
+int ws_read_extent(ws_fs *fs, uint64_t fh, size_t size, off_t off, ws_extent *ret) {
+        int r = 0;
         LOCK_GUARD(fs);
         do {
                 ws_handle *h;
@@ -1004,20 +1096,20 @@ ssize_t ws_read(ws_fs *fs, uint64_t fh, char *buf, size_t size, off_t off) {
                 if (in->upper) {
                         if (in->upper_fd < 0 && (r = copy_up(fs, h->ino)) < 0)
                                 break;
-                        r = pread(in->upper_fd, buf, size, off);
-                        if (r < 0)
-                                r = -errno;
+                        *ret = (ws_extent){ .fd = in->upper_fd, .offset = off, .length = size };
                         break;
                 }
-                if ((uint64_t)off >= in->size || !in->has_blob)
+                if ((uint64_t)off >= in->size || !in->has_blob) {
+                        *ret = (ws_extent){ .fd = -1 };
                         break;
+                }
                 if (size > in->size - (uint64_t)off)
                         size = in->size - (uint64_t)off;
                 if ((r = lower_source(fs, h, in)) < 0)
                         break;
-                r = pread(h->lower_fd, buf, size, (off_t)h->lower_offset + off);
-                if (r < 0)
-                        r = -errno;
+                *ret = (ws_extent){ .fd = h->lower_fd,
+                                    .offset = (off_t)h->lower_offset + off,
+                                    .length = size };
         } while (0);
         return r;
 }
@@ -1043,6 +1135,8 @@ ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off
                 if ((r = writable_inode(fs, fh, &in)) < 0)
                         break;
                 r = pwrite(in->upper_fd, buf, size, off);
+                if (r < 0 && reaped_for_space(fs, errno))
+                        r = pwrite(in->upper_fd, buf, size, off);
                 if (r < 0) {
                         r = -errno;
                         break;
@@ -1076,7 +1170,10 @@ int ws_fallocate(ws_fs *fs, uint64_t fh, int mode, off_t off, off_t len) {
                 ws_inode *in;
                 if ((r = writable_inode(fs, fh, &in)) < 0)
                         break;
-                if (fallocate(in->upper_fd, mode, off, len) < 0) {
+                r = fallocate(in->upper_fd, mode, off, len);
+                if (r < 0 && reaped_for_space(fs, errno))
+                        r = fallocate(in->upper_fd, mode, off, len);
+                if (r < 0) {
                         r = -errno;
                         break;
                 }

@@ -63,7 +63,15 @@ int ws_rename(ws_fs *fs, uint64_t parent, const char *name, uint64_t new_parent,
 int ws_open_file(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh);
 int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name, mode_t mode, int flags,
               struct stat *ret, uint64_t *ret_fh);
-ssize_t ws_read(ws_fs *fs, uint64_t fh, char *buf, size_t size, off_t off);
+/* Where the bytes of a read are, so that the transport can splice them: up to length
+ * bytes of fd from offset (fewer at the end of an upper file; length 0: nothing to
+ * read). fd stays open until the handle is released. */
+typedef struct ws_extent {
+        int fd;
+        off_t offset;
+        size_t length;
+} ws_extent;
+int ws_read_extent(ws_fs *fs, uint64_t fh, size_t size, off_t off, ws_extent *ret);
 ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off);
 int ws_fsync(ws_fs *fs, uint64_t fh, bool datasync);
 int ws_fallocate(ws_fs *fs, uint64_t fh, int mode, off_t off, off_t len);

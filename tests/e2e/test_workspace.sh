@@ -36,6 +36,17 @@ ok
 # Reads show the branch as imported.
 assert_eq "$(manifest "$ws")" "$(manifest "$WORK/sample")" "the mounted branch"
 expect_error AlreadyMounted lfs workspace mount "$n" main
+# Large reads are spliced from the Store's object or the upper file: with the page cache
+# dropped they reach the daemon, at offsets that do not fall on pages or on 64 KiB.
+slice() { dd if="$1" bs=100003 skip=3 count=7 status=none | sha256sum; }
+echo 3 >/proc/sys/vm/drop_caches
+assert_eq "$(slice "$ws/big.bin")" "$(slice "$WORK/sample/big.bin")" "a spliced read of a Store file"
+head -c 3000000 /dev/urandom >"$WORK/upper-copy"
+cp "$WORK/upper-copy" "$ws/upper-copy"
+echo 3 >/proc/sys/vm/drop_caches
+assert_eq "$(slice "$ws/upper-copy")" "$(slice "$WORK/upper-copy")" "a spliced read of an upper file"
+cmp "$ws/upper-copy" "$WORK/upper-copy" || fail "the upper file read whole"
+rm "$ws/upper-copy"
 lfs sandbox log "$n" | grep -q "mounted main at $ws" || fail "sandbox log shows the mount"
 ok
 assert_eq "$(lfs --json sandbox log "$n" --lines 1 | json_get 'len(j["lines"])')" 1 "sandbox log --lines 1"
