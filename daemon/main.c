@@ -275,9 +275,19 @@ static json_t *call_commit(daemon_state *d, const char *branch, const char *mess
         return ok_json(json_pack("{s:s, s:b}", "commit", hex, "merged", merged));
 }
 
-/* Detaches a mount and waits for its thread; force: lazily, even while busy. */
+/* Unmounts and waits for the mount's thread. Busy stays EBUSY unless force: then
+ * whatever outside the Sandbox still uses the mount (a shell's cwd, an open file: the
+ * Sandbox's own processes are dead by now) would keep the FUSE connection, and so the
+ * thread, alive after a lazy detach. MNT_FORCE makes the kernel abort the connection
+ * (those users get ENOTCONN; writes are write-through, so no data waits in the kernel),
+ * the thread's loop ends, and the mount is detached. */
 static int stop_mount(workspace *w, bool force) {
-        if (umount2(w->mountpoint, force ? MNT_DETACH : 0) < 0 && errno != EINVAL && errno != ENOENT)
+        int r = umount2(w->mountpoint, 0);
+        if (r < 0 && errno == EBUSY && force) {
+                umount2(w->mountpoint, MNT_FORCE);
+                r = umount2(w->mountpoint, MNT_DETACH);
+        }
+        if (r < 0 && errno != EINVAL && errno != ENOENT)
                 return -errno;
         pthread_join(w->thread, NULL);
         log_line("unmounted %s", w->branch);

@@ -711,7 +711,8 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                         in->mtime = attr->st_mtim;
                 if (to_set & WS_SET_MTIME_NOW)
                         in->mtime = now;
-                if (to_set & (WS_SET_MODE | WS_SET_UID | WS_SET_GID | WS_SET_SIZE))
+                /* A SETATTR that sets nothing is chown(path, -1, -1): ext4 still moves ctime. */
+                if (to_set == 0 || (to_set & (WS_SET_MODE | WS_SET_UID | WS_SET_GID | WS_SET_SIZE)))
                         in->ctime = now;
                 if (to_set & WS_SET_CTIME)
                         in->ctime = attr->st_ctim;

@@ -19,6 +19,7 @@ import socket
 import stat
 import sys
 import threading
+import time
 
 libc = ctypes.CDLL(None, use_errno=True)
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
@@ -98,6 +99,10 @@ def check_attributes(d):
     assert read(f"{d}/f") == b"x" + b"\0" * 9
     os.truncate(f"{d}/f", 0)
     assert read(f"{d}/f") == b""
+    before = os.stat(f"{d}/f").st_ctime_ns
+    time.sleep(0.02)
+    os.chown(f"{d}/f", -1, -1)
+    assert os.stat(f"{d}/f").st_ctime_ns > before, "chown(-1, -1) moves ctime, as on ext4"
 
 
 def check_append_fsync_fallocate(d):

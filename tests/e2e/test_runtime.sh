@@ -194,6 +194,28 @@ lfs sandbox close "$SB" --force >/dev/null
 none_alive $pids || fail "close left some of the 1000 processes: $(for p in $pids; do alive $p && echo "$p $(tr '\0' ' ' </proc/$p/cmdline) $(cat /proc/$p/cgroup | tail -1)"; done | head -5)"
 assert_nothing_left "1000 processes"
 
+# ---- 3b. close --force while something outside the Sandbox still uses the mount -------
+# A shell of the user's with its cwd in the Workspace, a file held open from outside:
+# they are not the Sandbox's to end, but they must not keep close waiting (the FUSE
+# connection is aborted; they get ENOTCONN) nor keep the mount.
+SB=$(lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+(cd "$WS" && exec sleep 1000) &
+OUT_CWD=$!
+sleep 1000 <"$WS/hello.txt" &
+OUT_FILE=$!
+TEARDOWN_EXTRA='kill $OUT_CWD $OUT_FILE ${DECOY_PID:-} 2>/dev/null'
+expect_error Busy lfs workspace unmount "$SB" main --discard
+timeout 60 "$LAYERFS" sandbox close "$SB" --force >/dev/null || fail "close --force with outside users of the mount did not finish"
+ok
+alive $OUT_CWD $OUT_FILE || fail "close ended processes that are not the Sandbox's"
+ok
+ls "/proc/$OUT_CWD/cwd/" >/dev/null 2>&1 && fail "the outside process still sees the Workspace through its cwd"
+ok
+kill $OUT_CWD $OUT_FILE
+wait $OUT_CWD $OUT_FILE 2>/dev/null || true
+assert_nothing_left "close with outside users"
+
 # ---- 4. the daemon SIGKILLed: refused, reclaimed by list_sandboxes, data intact -------
 SB=$(lfs sandbox create)
 WS=$(lfs workspace mount "$SB" main)
