@@ -1128,6 +1128,19 @@ static int writable_inode(ws_fs *fs, uint64_t fh, ws_inode **ret) {
         return 0;
 }
 
+/* A large file written in order goes to disk while it is being written, not all at its
+ * fsync or when the kernel's dirty limits are reached: each time a write completes an
+ * 8 MiB window, the window's writeback starts (asynchronously). Small files never
+ * complete a window, so they are left to the kernel as on a local disk. */
+#define WRITEBACK_WINDOW (8 << 20)
+static void start_writeback(ws_inode *in, off_t off, size_t written) {
+        off_t end = off + (off_t)written;
+        if (end / WRITEBACK_WINDOW == off / WRITEBACK_WINDOW)
+                return;
+        off_t window = (end / WRITEBACK_WINDOW - 1) * WRITEBACK_WINDOW;
+        sync_file_range(in->upper_fd, window, WRITEBACK_WINDOW, SYNC_FILE_RANGE_WRITE);
+}
+
 ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off) {
         ssize_t r = 0;
         LOCK_GUARD(fs);
@@ -1144,6 +1157,7 @@ ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off
                 }
                 if ((uint64_t)off + (uint64_t)r > in->size)
                         in->size = (uint64_t)off + (uint64_t)r;
+                start_writeback(in, off, (size_t)r);
                 in->hashed = false;
                 touch(in, true);
         } while (0);
