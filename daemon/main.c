@@ -275,21 +275,48 @@ static json_t *call_commit(daemon_state *d, const char *branch, const char *mess
         return ok_json(json_pack("{s:s, s:b}", "commit", hex, "merged", merged));
 }
 
-/* Unmounts and waits for the mount's thread. Busy stays EBUSY unless force: then
- * whatever outside the Sandbox still uses the mount (a shell's cwd, an open file: the
- * Sandbox's own processes are dead by now) would keep the FUSE connection, and so the
- * thread, alive after a lazy detach. MNT_FORCE makes the kernel abort the connection
- * (those users get ENOTCONN; writes are write-through, so no data waits in the kernel),
- * the thread's loop ends, and the mount is detached. */
+static void ignore_signal(int sig) {
+        (void)sig;
+}
+
+/* The mount's FUSE loop can outlive our unmount: a copy of the mount in another mount
+ * namespace (unshare -m, a container) or a bind mount keeps the connection, so its
+ * read of /dev/fuse never ends. Tell the loop to exit and interrupt that read (SIGUSR1,
+ * whose handler does nothing, without SA_RESTART) until the thread is gone; destroying
+ * the session then closes /dev/fuse, which aborts the connection for those copies
+ * (ENOTCONN). The signal is repeated because it can land just before the read. */
+static void end_mount_thread(workspace *w) {
+        fuse_session_exit(w->se);
+        for (;;) {
+                pthread_kill(w->thread, SIGUSR1);
+                struct timespec deadline;
+                clock_gettime(CLOCK_REALTIME, &deadline);
+                deadline.tv_nsec += 100 * 1000 * 1000;
+                if (deadline.tv_nsec >= 1000000000L) {
+                        deadline.tv_sec++;
+                        deadline.tv_nsec -= 1000000000L;
+                }
+                if (pthread_timedjoin_np(w->thread, NULL, &deadline) == 0)
+                        return;
+        }
+}
+
+/* Unmounts and ends the mount's thread. Busy stays EBUSY unless force (teardown, the
+ * Sandbox's own processes are dead by then): MNT_FORCE aborts the FUSE connection
+ * first, so that whatever outside the Sandbox still uses the mount (a shell's cwd, an
+ * open file) gets ENOTCONN rather than keeping it, then a busy mount is detached. */
 static int stop_mount(workspace *w, bool force) {
-        int r = umount2(w->mountpoint, 0);
-        if (r < 0 && errno == EBUSY && force) {
-                umount2(w->mountpoint, MNT_FORCE);
-                r = umount2(w->mountpoint, MNT_DETACH);
+        int r;
+        if (force) {
+                r = umount2(w->mountpoint, MNT_FORCE);
+                if (r < 0 && errno == EBUSY)
+                        r = umount2(w->mountpoint, MNT_DETACH);
+        } else {
+                r = umount2(w->mountpoint, 0);
         }
         if (r < 0 && errno != EINVAL && errno != ENOENT)
                 return -errno;
-        pthread_join(w->thread, NULL);
+        end_mount_thread(w);
         log_line("unmounted %s", w->branch);
         ws_release_slot(w);
         return 0;
@@ -712,6 +739,9 @@ int main(int argc, char **argv) {
                 return 2;
         }
         signal(SIGPIPE, SIG_IGN);
+        /* Only interrupts a mount thread's read of /dev/fuse (end_mount_thread). */
+        struct sigaction interrupt = { .sa_handler = ignore_signal };
+        sigaction(SIGUSR1, &interrupt, NULL);
         /* Many files may be open across the Workspaces. */
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

@@ -57,6 +57,8 @@ typedef struct ws_inode {
         ws_dirent *ents;
         size_t n_ents, cap_ents, live_ents, subdirs;
         unsigned open_count;
+        uint64_t nlookup; /* the kernel's references (entries replied less FORGETs) */
+        bool reap_queued; /* its old upper file waits for the reaper */
         ws_xattr *xattrs;
         size_t n_xattrs;
 } ws_inode;
@@ -291,9 +293,10 @@ static void upper_name(uint64_t ino, char name[UPPER_NAME_MAX]) {
         snprintf(name, UPPER_NAME_MAX, "%02x/%llu", (unsigned)(ino & 0xff), (unsigned long long)ino);
 }
 
+static bool reap_drain(ws_fs *fs);
 static bool reaped_for_space(ws_fs *fs, int err);
 
-static int upper_create(ws_fs *fs, const char *name) {
+static int upper_create_once(ws_fs *fs, const char *name) {
         int fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0 && errno == ENOENT) {
                 char dir[3] = { name[0], name[1], 0 };
@@ -301,9 +304,14 @@ static int upper_create(ws_fs *fs, const char *name) {
                         return -errno;
                 fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         }
-        if (fd < 0 && reaped_for_space(fs, errno))
-                fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         return fd < 0 ? -errno : fd;
+}
+
+static int upper_create(ws_fs *fs, const char *name) {
+        int fd = upper_create_once(fs, name);
+        if (fd < 0 && reaped_for_space(fs, -fd))
+                fd = upper_create_once(fs, name);
+        return fd;
 }
 
 /* Best effort: only ext2/3/4 know the flag; elsewhere the layout works the same. */
@@ -341,6 +349,12 @@ static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
                 else if (fstat(in->upper_fd, &up) == 0)
                         st->st_blocks = up.st_blocks;
         }
+}
+
+/* The attributes of an entry replied to the kernel, which counts one more reference. */
+static void entry_of(ws_fs *fs, uint64_t ino, struct stat *st) {
+        inode_get(fs, ino)->nlookup++;
+        stat_of(fs, ino, st);
 }
 
 static void touch(ws_inode *in, bool modified) {
@@ -498,16 +512,24 @@ int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret) {
                 uint64_t ino;
                 if ((r = check_name(name)) < 0 || (r = child_lookup(fs, parent, name, &ino)) < 0)
                         break;
-                stat_of(fs, ino, ret);
+                entry_of(fs, ino, ret);
         } while (0);
         return r;
 }
 
+static void drop_if_gone(ws_fs *fs, uint64_t ino);
+
+/* Inode numbers stay stable while mounted; what a FORGET can free is the data of a file
+ * with no name left, once the kernel holds no reference that could still reach it. */
 void ws_forget(ws_fs *fs, uint64_t ino, uint64_t n) {
-        /* Inode numbers stay stable while mounted, so nothing is dropped. */
-        (void)fs;
-        (void)ino;
-        (void)n;
+        LOCK_GUARD(fs);
+        do {
+                ws_inode *in = inode_get(fs, ino);
+                if (!in)
+                        break;
+                in->nlookup = n < in->nlookup ? in->nlookup - n : 0;
+                drop_if_gone(fs, ino);
+        } while (0);
 }
 
 int ws_getattr(ws_fs *fs, uint64_t ino, struct stat *ret) {
@@ -537,6 +559,12 @@ static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
                 if (in->upper_fd < 0)
                         in->upper_fd = openat(fs->upper_fd, name, O_RDWR | O_CLOEXEC);
                 return in->upper_fd < 0 ? -errno : 0;
+        }
+        /* An unlinked inode can still be used (O_PATH, /proc/PID/fd) and copied up again:
+         * its old upper file, of the same name, must be gone before the new one exists. */
+        if (in->reap_queued) {
+                reap_drain(fs);
+                in->reap_queued = false;
         }
         int fd = upper_create(fs, name);
         if (fd < 0)
@@ -600,8 +628,9 @@ static bool may_close_upper(ws_inode *in) {
         return in->open_count == 0;
 }
 
-/* Inode numbers are never reused while mounted, so an upper file queued here cannot
- * be confused with a newer one of the same name. */
+/* Inode numbers are never reused while mounted; an unlinked inode that is copied up
+ * again (reap_queued) waits for the reaper first, so a queued name never meets a newer
+ * file. */
 static void reap_later(ws_fs *fs, uint64_t ino) {
         pthread_mutex_lock(&fs->reap_lock);
         GROW(fs->reap, fs->cap_reap, fs->n_reap + 1);
@@ -640,11 +669,9 @@ static void *reaper_main(void *arg) {
         return NULL;
 }
 
-/* After ENOSPC or EDQUOT: waits until the reaper has unlinked every file queued, so
- * that space freed by an unlink() that already returned is there for the retry, as on
- * a local disk. True if there was anything to wait for (then retry once). */
-static bool reaped_for_space(ws_fs *fs, int err) {
-        if ((err != ENOSPC && err != EDQUOT) || !fs->reaper_started)
+/* Waits until the reaper has unlinked every file queued. True if there was any. */
+static bool reap_drain(ws_fs *fs) {
+        if (!fs->reaper_started)
                 return false;
         pthread_mutex_lock(&fs->reap_lock);
         bool pending = fs->n_reap > 0 || fs->reaping;
@@ -654,9 +681,15 @@ static bool reaped_for_space(ws_fs *fs, int err) {
         return pending;
 }
 
+/* After ENOSPC or EDQUOT: space freed by an unlink() that already returned must be
+ * there for the retry, as on a local disk. True if the caller should retry once. */
+static bool reaped_for_space(ws_fs *fs, int err) {
+        return (err == ENOSPC || err == EDQUOT) && reap_drain(fs);
+}
+
 static void drop_if_gone(ws_fs *fs, uint64_t ino) {
         ws_inode *in = inode_get(fs, ino);
-        if (in->nlink > 0 || in->open_count > 0 || S_ISDIR(in->mode))
+        if (in->nlink > 0 || in->open_count > 0 || in->nlookup > 0 || S_ISDIR(in->mode))
                 return;
         if (in->upper_fd >= 0) {
                 close(in->upper_fd);
@@ -664,6 +697,7 @@ static void drop_if_gone(ws_fs *fs, uint64_t ino) {
         }
         if (in->upper) {
                 reap_later(fs, ino);
+                in->reap_queued = true;
                 in->upper = false;
         }
 }
@@ -784,7 +818,7 @@ int ws_mknod(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name,
                 uint64_t ino = make_inode(fs, who, parent, mode);
                 inode_get(fs, ino)->loaded = true;
                 child_add(fs, parent, name, ino);
-                stat_of(fs, ino, ret);
+                entry_of(fs, ino, ret);
         } while (0);
         return r;
 }
@@ -801,7 +835,7 @@ int ws_mkdir(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name,
                 in->loaded = true;
                 in->size = 4096;
                 child_add(fs, parent, name, ino);
-                stat_of(fs, ino, ret);
+                entry_of(fs, ino, ret);
         } while (0);
         return r;
 }
@@ -818,7 +852,7 @@ int ws_symlink(ws_fs *fs, const ws_caller *who, const char *target, uint64_t par
                 in->link = xstrdup(target);
                 in->size = strlen(target);
                 child_add(fs, parent, name, ino);
-                stat_of(fs, ino, ret);
+                entry_of(fs, ino, ret);
         } while (0);
         return r;
 }
@@ -843,7 +877,7 @@ int ws_link(ws_fs *fs, uint64_t ino, uint64_t parent, const char *name, struct s
                 touch(in, false);
                 touch(inode_get(fs, parent), true);
                 child_add(fs, parent, name, ino);
-                stat_of(fs, ino, ret);
+                entry_of(fs, ino, ret);
         } while (0);
         return r;
 }
@@ -1061,7 +1095,7 @@ int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name
                 child_add(fs, parent, name, ino);
                 if ((r = open_inode(fs, ino, flags & ~O_TRUNC, ret_fh)) < 0)
                         break;
-                stat_of(fs, ino, ret);
+                entry_of(fs, ino, ret);
         } while (0);
         return r;
 }
@@ -1270,6 +1304,7 @@ int ws_readdir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, void *use
 }
 
 int ws_statfs(ws_fs *fs, struct statvfs *ret) {
+        reap_drain(fs); /* df right after rm shows the space freed, as on a local disk */
         return fstatvfs(fs->upper_fd, ret) < 0 ? -errno : 0;
 }
 

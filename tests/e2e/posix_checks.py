@@ -248,9 +248,23 @@ def check_names_and_statfs(d):
     assert st.f_bsize > 0 and st.f_blocks > 0
 
 
+def check_unlinked_but_referenced(d):
+    # A file without a name keeps its data while something still reaches it (an O_PATH
+    # fd, reopened through /proc), and can even be changed, as on a local disk.
+    write(f"{d}/v", b"hello")
+    fd = os.open(f"{d}/v", os.O_PATH)
+    try:
+        os.unlink(f"{d}/v")
+        assert read(f"/proc/self/fd/{fd}") == b"hello"
+        os.truncate(f"/proc/self/fd/{fd}", 50)
+        assert read(f"/proc/self/fd/{fd}") == b"hello" + b"\0" * 45
+    finally:
+        os.close(fd)
+
+
 CHECKS = [check_renames, check_links_and_inodes, check_attributes, check_append_fsync_fallocate,
           check_mmap, check_sparse_large, check_many_open_files, check_concurrent_writers, check_locks,
-          check_fifo_socket_device, check_xattrs, check_names_and_statfs]
+          check_fifo_socket_device, check_xattrs, check_names_and_statfs, check_unlinked_but_referenced]
 
 
 WORKSPACE = False

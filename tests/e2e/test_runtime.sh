@@ -215,6 +215,28 @@ ok
 kill $OUT_CWD $OUT_FILE
 wait $OUT_CWD $OUT_FILE 2>/dev/null || true
 assert_nothing_left "close with outside users"
+# A copy of the mount in another mount namespace (unshare -m, a container) keeps the
+# FUSE connection after our unmount succeeds: unmount and close must still finish.
+SB=$(lfs sandbox create)
+WS=$(lfs workspace mount "$SB" main)
+unshare -m --propagation private sleep 1000 &
+OUT_NS=$!
+TEARDOWN_EXTRA='kill $OUT_NS ${DECOY_PID:-} 2>/dev/null'
+sleep 0.3
+timeout 60 "$LAYERFS" workspace unmount "$SB" main --discard >/dev/null || fail "unmount with a copy of the mount in another namespace did not finish"
+ok
+WS=$(lfs workspace mount "$SB" main)
+kill $OUT_NS
+wait $OUT_NS 2>/dev/null || true
+unshare -m --propagation private sleep 1000 &
+OUT_NS=$!
+sleep 0.3
+timeout 60 "$LAYERFS" sandbox close "$SB" --force >/dev/null || fail "close with a copy of the mount in another namespace did not finish"
+ok
+alive $OUT_NS || fail "close ended a process that is not the Sandbox's"
+kill $OUT_NS
+wait $OUT_NS 2>/dev/null || true
+assert_nothing_left "unmount and close with a copy of the mount elsewhere"
 
 # ---- 4. the daemon SIGKILLed: refused, reclaimed by list_sandboxes, data intact -------
 SB=$(lfs sandbox create)
