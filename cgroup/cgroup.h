@@ -61,6 +61,7 @@ typedef struct lfs_spawn_args {
         char *const *argv; /* argv[0] as given */
         char *const *envp;
         const char *cwd;
+        int cwd_fd; /* >= 0: start in this directory (fchdir) instead of cwd; else -1 */
         uid_t uid; /* (uid_t)-1: keep */
         gid_t gid;
         int fd_in, fd_out, fd_err; /* become 0, 1, 2 */

@@ -48,7 +48,7 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                     syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0)
                         child_fail(pipe_fd, 2, errno);
         }
-        if (a->cwd && chdir(a->cwd) < 0)
+        if (a->cwd_fd >= 0 ? fchdir(a->cwd_fd) < 0 : a->cwd && chdir(a->cwd) < 0)
                 child_fail(pipe_fd, 3, errno);
         /* Nothing of the daemon's reaches the command; the error pipe closes at execve. */
         syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);

@@ -61,6 +61,8 @@ typedef struct daemon_state {
         workspace ws[MAX_WORKSPACES];
         unsigned next_command; /* names the leaves cmd-<k> */
         unsigned running_execs;
+        unsigned starting_commands; /* checked, not yet in their leaf (exec.c) */
+        pthread_cond_t started_cond; /* signalled as each of them gets there */
         unsigned waiters; /* threads reaping started processes */
         unsigned clients; /* connections being served */
         /* Process starts and ends, the last EVENT_RING of them (events.c). */

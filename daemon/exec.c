@@ -170,8 +170,16 @@ static bool watching_bpf(daemon_state *d) {
 typedef struct command {
         str_list argv, env, paths;
         char *dir; /* where it starts */
+        /* That directory, opened when it was checked: the command starts in exactly it
+         * (no path looked up again), and the open fd keeps the mount busy, so that an
+         * unmount racing the start is refused Busy instead of leaving the command in the
+         * empty directory under the mount. */
+        int dir_fd;
         char *leaf; /* its cgroup */
+        bool starting; /* counted in d->starting_commands */
 } command;
+#define COMMAND_INIT                                                                                        \
+        { .dir_fd = -1 }
 
 static const char *program_of(const command *c) {
         return c->argv.n ? c->argv.items[0] : "";
@@ -183,13 +191,27 @@ static const char *leaf_name(const command *c) {
         return slash ? slash + 1 : "";
 }
 
-static void command_done(command *c) {
+/* The command is in its leaf (or will never be): teardown need not wait for it. */
+static void command_started(daemon_state *d, command *c) {
+        if (!c->starting)
+                return;
+        c->starting = false;
+        pthread_mutex_lock(&d->lock);
+        d->starting_commands--;
+        pthread_cond_broadcast(&d->started_cond);
+        pthread_mutex_unlock(&d->lock);
+}
+
+static void command_done(daemon_state *d, command *c) {
+        command_started(d, c);
+        if (c->dir_fd >= 0)
+                close(c->dir_fd);
         str_list_done(&c->argv);
         str_list_done(&c->env);
         str_list_done(&c->paths);
         free(c->dir);
         free(c->leaf);
-        *c = (command){ 0 };
+        *c = (command)COMMAND_INIT;
 }
 
 /* Checks the request's branch, command, env and cwd and names the command's leaf. Every
@@ -217,8 +239,14 @@ static json_t *prepare_command(daemon_state *d, json_t *req, command *c) {
                 refusal = not_mounted(d, branch);
         else
                 refusal = resolve_cwd(w, json_string_value(json_object_get(req, "cwd")), &c->dir);
-        if (!refusal)
+        if (!refusal && (c->dir_fd = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+                refusal = error_json(LFS_INVALID_INPUT, "cwd %s: %s", c->dir, strerror(errno));
+        if (!refusal) {
                 c->leaf = xasprintf("%s/cmd-%u", d->cgroup, ++d->next_command);
+                /* Teardown waits for it to be in its leaf before it ends the Sandbox's. */
+                c->starting = true;
+                d->starting_commands++;
+        }
         pthread_mutex_unlock(&d->lock);
         if (!refusal)
                 program_paths(program_of(c), env_get(&c->env, "PATH"), &c->paths);
@@ -234,7 +262,7 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
                 .n_paths = c->paths.n,
                 .argv = c->argv.items,
                 .envp = c->env.items,
-                .cwd = c->dir,
+                .cwd_fd = c->dir_fd,
                 .uid = d->uid,
                 .gid = d->gid,
                 .fd_in = fds[0],
@@ -259,7 +287,7 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
 json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         json_t *timeout_j = json_object_get(req, "timeout");
         double timeout = timeout_j ? json_number_value(timeout_j) : 0;
-        command c = { 0 };
+        command c = COMMAND_INIT;
         json_t *refusal = NULL;
         if (n_fds != 3)
                 refusal = error_json(LFS_INVALID_INPUT, "exec needs the caller's stdin, stdout and stderr");
@@ -269,7 +297,7 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                 refusal = prepare_command(d, req, &c);
         if (refusal) {
                 close_fds(fds, n_fds);
-                command_done(&c);
+                command_done(d, &c);
                 return refusal;
         }
         pthread_mutex_lock(&d->lock);
@@ -277,6 +305,7 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         pthread_mutex_unlock(&d->lock);
         pid_t pid = -1;
         int pidfd = -1, r = start_command(d, &c, fds, &pid, &pidfd);
+        command_started(d, &c);
         close_fds(fds, n_fds); /* the command has them now */
         json_t *result;
         if (r < 0) {
@@ -296,7 +325,7 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                  * keep it until the Sandbox closes. */
                 lfs_cgroup_remove_tree(c.leaf, 0);
         }
-        command_done(&c);
+        command_done(d, &c);
         pthread_mutex_lock(&d->lock);
         d->running_execs--;
         pthread_mutex_unlock(&d->lock);
@@ -335,10 +364,10 @@ static void *wait_started(void *arg) {
 }
 
 json_t *call_process_start(daemon_state *d, json_t *req) {
-        command c = { 0 };
+        command c = COMMAND_INIT;
         json_t *refusal = prepare_command(d, req, &c);
         if (refusal) {
-                command_done(&c);
+                command_done(d, &c);
                 return refusal;
         }
         /* Output goes to a log of its own in the Sandbox's directory. */
@@ -351,11 +380,12 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
         pid_t pid = -1;
         int pidfd = -1,
             r = fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ? -errno : start_command(d, &c, fds, &pid, &pidfd);
+        command_started(d, &c);
         close_fds(fds, 3);
         if (r < 0) {
                 json_t *j = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", program_of(&c),
                                        d->number, strerror(-r));
-                command_done(&c);
+                command_done(d, &c);
                 return j;
         }
         waiter *w = xmalloc(sizeof(*w));
@@ -379,7 +409,7 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
         log_line("process %d started in %s: '%s'", (int)pid, c.leaf, program_of(&c));
         json_t *j =
                 ok_json(json_pack("{s:i, s:s, s:s}", "pid", (int)pid, "cgroup", leaf_name(&c), "log", log));
-        command_done(&c);
+        command_done(d, &c);
         return j;
 }
 

@@ -393,6 +393,10 @@ static void teardown(daemon_state *d, const char *why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
         pthread_cond_broadcast(&d->events_cond); /* followers of sandbox events end */
+        /* A command checked before closing began must be in its leaf before the leaves
+         * are ended, or it could start after and outlive the Sandbox. */
+        while (d->starting_commands)
+                pthread_cond_wait(&d->started_cond, &d->lock);
         end_commands(d);
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active)
@@ -783,6 +787,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         pthread_cond_init(&d.events_cond, NULL);
+        pthread_cond_init(&d.started_cond, NULL);
         if (start_watcher(&d) < 0)
                 return 1;
         log_line("sandbox %d of %s ready (pid %d, cgroup %s, watcher %s)", d.number, d.project,

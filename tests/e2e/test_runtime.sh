@@ -238,6 +238,31 @@ kill $OUT_NS
 wait $OUT_NS 2>/dev/null || true
 assert_nothing_left "unmount and close with a copy of the mount elsewhere"
 
+# ---- 3c. an exec racing an unmount runs in the Workspace or is refused ---------------
+# Never in the empty directory the unmount leaves behind, never with a stray error.
+SB=$(lfs sandbox create)
+for i in $(seq 15); do
+        WS=$(lfs workspace mount "$SB" main)
+        (
+                set +e
+                lfs workspace exec "$SB" main -- sh -c 'echo important >result.txt' >"$WORK/race.out" 2>&1
+                echo $? >"$WORK/race.rc"
+        ) &
+        race=$!
+        lfs workspace unmount "$SB" main --discard >/dev/null 2>&1 || true
+        wait $race
+        rc=$(cat "$WORK/race.rc")
+        case "$rc:$(cat "$WORK/race.out")" in
+        0: | "125:NotMounted: "*) ;;
+        *) fail "exec racing unmount (round $i): exit $rc: $(cat "$WORK/race.out")" ;;
+        esac
+        grep -q " $WS " /proc/mounts && lfs workspace unmount "$SB" main --discard >/dev/null
+        [ ! -e "$WS/result.txt" ] || fail "exec racing unmount wrote under the mount point"
+done
+ok
+lfs sandbox close "$SB" --force >/dev/null
+assert_nothing_left "exec racing unmount"
+
 # ---- 4. the daemon SIGKILLed: refused, reclaimed by list_sandboxes, data intact -------
 SB=$(lfs sandbox create)
 WS=$(lfs workspace mount "$SB" main)
