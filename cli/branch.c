@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "json_path.h"
 
 static void short_id(const lfs_id *id, char ret[13]) {
         char hex[LFS_HEX_LEN + 1];
@@ -134,10 +135,11 @@ void cli_print_changes(cli_ctx *ctx, const lfs_change *changes, size_t n) {
         json_t *out = json_array();
         for (size_t i = 0; i < n; i++) {
                 const char *kind = lfs_change_kind_name(changes[i].kind);
-                if (ctx->json)
-                        json_array_append_new(
-                                out, json_pack("{s:s, s:s}", "path", changes[i].path, "change", kind));
-                else
+                if (ctx->json) {
+                        json_t *c = json_pack("{s:s}", "change", kind);
+                        lfs_json_set_path(c, "path", changes[i].path);
+                        json_array_append_new(out, c);
+                } else
                         printf("%c %s\n", kind[0] - 'a' + 'A', changes[i].path);
         }
         if (ctx->json)

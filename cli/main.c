@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json_path.h"
 
 /* Exit status of a refusal or failure of LayerFS itself (SPEC 2a), as docker run uses. */
 #define EXIT_LAYERFS 125
@@ -305,7 +306,7 @@ static void print_error(cli_ctx *ctx, const lfs_error *e) {
                 if (e->n_paths) {
                         json_t *paths = json_array();
                         for (size_t i = 0; i < e->n_paths; i++)
-                                json_array_append_new(paths, json_string(e->paths[i]));
+                                json_array_append_new(paths, lfs_json_path(e->paths[i]));
                         json_object_set_new(err, "paths", paths);
                 }
                 cli_print_json(json_pack("{s:o}", "error", err));

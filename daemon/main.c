@@ -25,6 +25,7 @@
 
 #include "cgroup.h"
 #include "daemon.h"
+#include "json_path.h"
 #include "fuse_ops.h"
 
 /* One line of the daemon's log (stderr, which the library points at daemon.log). */
@@ -85,7 +86,7 @@ json_t *error_from(lfs_error *err) {
         if (err && err->n_paths) {
                 json_t *paths = json_array();
                 for (size_t i = 0; i < err->n_paths; i++)
-                        json_array_append_new(paths, json_string(err->paths[i]));
+                        json_array_append_new(paths, lfs_json_path(err->paths[i]));
                 json_object_set_new(e, "paths", paths);
         }
         lfs_error_free(err);
@@ -227,9 +228,11 @@ json_t *not_mounted(daemon_state *d, const char *branch) {
 
 static json_t *changes_json(const lfs_change *changes, size_t n) {
         json_t *out = json_array();
-        for (size_t i = 0; i < n; i++)
-                json_array_append_new(out, json_pack("{s:s, s:s}", "path", changes[i].path, "change",
-                                                     lfs_change_kind_name(changes[i].kind)));
+        for (size_t i = 0; i < n; i++) {
+                json_t *c = json_pack("{s:s}", "change", lfs_change_kind_name(changes[i].kind));
+                lfs_json_set_path(c, "path", changes[i].path);
+                json_array_append_new(out, c);
+        }
         return out;
 }
 

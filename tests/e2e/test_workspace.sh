@@ -47,6 +47,19 @@ echo 3 >/proc/sys/vm/drop_caches
 assert_eq "$(slice "$ws/upper-copy")" "$(slice "$WORK/upper-copy")" "a spliced read of an upper file"
 cmp "$ws/upper-copy" "$WORK/upper-copy" || fail "the upper file read whole"
 rm "$ws/upper-copy"
+# Names that are not UTF-8 are still names: status shows them as they are, --json shows
+# them lossy with the exact bytes in hex. Text the requests carry must be UTF-8.
+bad="bad$(printf '\377')name"
+echo x >"$ws/$bad"
+assert_eq "$(lfs workspace status "$n" main)" "A $bad" "status of a name that is not UTF-8"
+assert_eq "$(lfs --json workspace status "$n" main | json_get '[c.get("path_bytes") for c in j]')" \
+        "['626164ff6e616d65']" "status --json keeps its bytes"
+expect_error InvalidInput lfs workspace commit "$n" main -m "$(printf 'm\377')"
+expect_error InvalidInput lfs workspace exec "$n" main --cwd "$(printf 'd\377')" -- pwd
+expect_error InvalidInput lfs workspace exec "$n" main --env "K=$(printf 'v\377')" -- true
+expect_error InvalidInput lfs branch commit main --from "$WORK/sample" -m "$(printf 'x\377')"
+rm "$ws/$bad"
+assert_eq "$(lfs workspace status "$n" main)" "" "clean again"
 lfs sandbox log "$n" | grep -q "mounted main at $ws" || fail "sandbox log shows the mount"
 ok
 assert_eq "$(lfs --json sandbox log "$n" --lines 1 | json_get 'len(j["lines"])')" 1 "sandbox log --lines 1"

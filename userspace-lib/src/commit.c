@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "json_path.h"
 #include "store.h"
 
 void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *parents, size_t n_parents,
@@ -59,6 +60,9 @@ static int check_message(const char *message, lfs_error **err) {
         if (!message || !*message)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                 "a commit needs a message; give one with -m MESSAGE");
+        /* Commits are shown as JSON (log --json), which carries only UTF-8 text. */
+        if (!lfs_is_utf8(message))
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "the commit message is not UTF-8 text");
         return 0;
 }
 

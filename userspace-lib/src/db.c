@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "json_path.h"
 #include "store.h"
 
 static const char schema[] =
@@ -407,9 +408,12 @@ char *lfs_default_author(void) {
                 gethostname(host, sizeof(host) - 1);
                 author = xasprintf("%s@%s", pw ? pw->pw_name : "unknown", host);
         }
-        /* The author is one line of the commit's text form. */
+        /* The author is one line of the commit's text form, and UTF-8 like all of it. */
+        bool text = lfs_is_utf8(author);
         for (char *p = author; *p; p++)
                 if (*p == '\n' || *p == '\r')
                         *p = ' ';
+                else if (!text && (unsigned char)*p >= 0x80)
+                        *p = '?';
         return author;
 }

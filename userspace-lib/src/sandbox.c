@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "cgroup.h"
+#include "json_path.h"
 #include "platforms.h"
 #include "store.h"
 
@@ -1080,7 +1081,7 @@ int lfs_workspace_status(lfs_home *home, const char *project, int sandbox, const
         for (size_t i = 0; i < n; i++) {
                 json_t *c = json_array_get(result, i);
                 const char *kind = json_string_value(json_object_get(c, "change")) ?: "";
-                out[i].path = xstrdup(json_string_value(json_object_get(c, "path")) ?: "");
+                out[i].path = lfs_json_get_path(c, "path") ?: xstrdup("");
                 out[i].kind = !strcmp(kind, "added")     ? LFS_ADDED
                               : !strcmp(kind, "deleted") ? LFS_DELETED
                                                          : LFS_MODIFIED;
@@ -1096,6 +1097,8 @@ int lfs_workspace_commit(lfs_home *home, const char *project, int sandbox, const
         if (!message || !*message)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                 "a commit needs a message; give one with -m MESSAGE");
+        if (!lfs_is_utf8(message))
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "the commit message is not UTF-8 text");
         json_t *result = NULL;
         int r = sandbox_call(home, project, sandbox,
                              json_pack("{s:s, s:s, s:s}", "call", "workspace.commit", "branch", branch,
@@ -1214,20 +1217,22 @@ static int check_exec_input(const char *const *argv, size_t n_argv, const lfs_ex
                             lfs_error **err) {
         if (!n_argv || !argv[0] || !*argv[0])
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "give the command to run after '--'");
-        for (size_t i = 0; i < n_argv; i++) {
-                json_t *word = argv[i] ? json_string(argv[i]) : NULL;
-                if (!word)
+        for (size_t i = 0; i < n_argv; i++)
+                if (!argv[i] || !lfs_is_utf8(argv[i]))
                         return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                         "word %zu of the command is not UTF-8 text", i + 1);
-                json_decref(word);
-        }
         for (size_t i = 0; o && i < o->n_env; i++) {
                 const char *e = o->env[i];
                 if (!e || !*e || *e == '=' || !strchr(e, '='))
                         return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                         "environment entry '%s' is not KEY=VALUE; give --env KEY=VALUE",
                                         e ? e : "");
+                if (!lfs_is_utf8(e))
+                        return lfs_fail(err, LFS_INVALID_INPUT, 0, "environment entry %zu is not UTF-8 text",
+                                        i + 1);
         }
+        if (o && o->cwd && !lfs_is_utf8(o->cwd))
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "the cwd is not UTF-8 text");
         if (o && (o->timeout < 0 || o->timeout != o->timeout))
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "timeout must be a number of seconds, 0 or more");
         return 0;
