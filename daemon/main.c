@@ -108,6 +108,16 @@ static char *branch_key(const char *branch) {
                         *p++ = *s;
         }
         *p = 0;
+        /* A directory name has at most NAME_MAX bytes; a branch may have 200 of which
+         * each '/' takes three here. A longer key keeps its start and ends in "%~" and a
+         * hash of the branch: no short key has "%~" in it, so none is confused. */
+        if (p - key > NAME_MAX) {
+                lfs_id digest;
+                char hex[LFS_HEX_LEN + 1];
+                lfs_sha256(branch, len, &digest);
+                lfs_id_to_hex(&digest, hex);
+                snprintf(key + 200, 3 * len + 1 - 200, "%%~%.32s", hex);
+        }
         return key;
 }
 

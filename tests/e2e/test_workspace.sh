@@ -161,6 +161,24 @@ echo change >"$ws/dirty"
 expect_error Dirty lfs sandbox close "$n"
 lfs sandbox close "$n" --force >/dev/null
 
+# The longest branch names, all slashes ('a/a/.../a', each '/' three bytes in the mount
+# directory's name): two that differ only at the end mount side by side and commit.
+long1=$(printf 'a/%.0s' $(seq 99))a
+long2=$(printf 'a/%.0s' $(seq 99))b
+lfs branch create "$long1" >/dev/null
+lfs branch create "$long2" >/dev/null
+w1=$(lfs workspace mount "$m" "$long1")
+w2=$(lfs workspace mount "$m" "$long2")
+[ "$w1" != "$w2" ] || fail "two long branches share a mount point"
+echo one >"$w1/long.txt"
+echo two >"$w2/long.txt"
+lfs workspace commit "$m" "$long1" -m long >/dev/null
+lfs workspace commit "$m" "$long2" -m long >/dev/null
+lfs workspace unmount "$m" "$long1" >/dev/null
+lfs workspace unmount "$m" "$long2" >/dev/null
+lfs branch export "$long2" "$WORK/long-out" >/dev/null
+assert_eq "$(cat "$WORK/long-out/long.txt")" two "a 199-byte branch name mounts and commits"
+
 # Sixteen Workspaces in one Sandbox; the 17th is LimitReached.
 for i in $(seq 1 17); do lfs branch create "b$i" >/dev/null; done
 for i in $(seq 1 16); do lfs workspace mount "$m" "b$i" >/dev/null; done
