@@ -168,6 +168,27 @@ assert_eq "$(records)" 0 "idle close removed the record"
 # shellcheck disable=SC2086
 none_alive $BG || fail "idle close left background processes: $BG"
 assert_nothing_left "idle close"
+# A call that lands as the idle close begins is answered or refused NoSuchSandbox,
+# never left without an answer.
+for delay in 0.95 1.0 1.02 1.05 1.1 1.2; do
+        SB=$(LAYERFS_IDLE_SECONDS=1 lfs sandbox create)
+        sleep "$delay"
+        set +e
+        out=$(lfs workspace mount "$SB" main 2>&1)
+        rc=$?
+        set -e
+        case "$rc:$out" in
+        0:*) lfs sandbox close "$SB" --force >/dev/null ;;
+        "125:NoSuchSandbox: "*) ;;
+        *) fail "a mount as the idle close began (after ${delay}s): exit $rc: $out" ;;
+        esac
+        for _ in $(seq 100); do
+                [ "$(records)" = 0 ] && break
+                sleep 0.1
+        done
+done
+ok
+assert_nothing_left "calls racing the idle close"
 
 SB=$(lfs sandbox create)
 WS=$(lfs workspace mount "$SB" main)

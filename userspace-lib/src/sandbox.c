@@ -535,12 +535,26 @@ static int send_request(const sandbox_record *rec, json_t *req, const int *fds, 
 }
 
 /* The daemon's answer line: its "ok" result, or its error as ours. */
+/* No answer: a daemon that was closing (idle close, another caller's close) took the
+ * connection but no longer read it. If it ends within a moment, that is what happened,
+ * and the call did nothing. */
+static int no_answer(const sandbox_record *rec, lfs_error **err) {
+        for (int i = 0; i < 100 && record_alive(rec); i++)
+                usleep(20 * 1000);
+        if (!record_alive(rec))
+                return lfs_fail(err, LFS_NO_SUCH_SANDBOX, 0,
+                                "sandbox %d of project '%s' closed while the call was on its way; the call "
+                                "did nothing",
+                                rec->number, rec->project);
+        return lfs_fail(err, LFS_FAILED, EIO,
+                        "sandbox %d's daemon gave no answer; see 'layerfs sandbox log %d'", rec->number,
+                        rec->number);
+}
+
 static int parse_response(const sandbox_record *rec, const char *line, json_t **ret, lfs_error **err) {
         json_t *resp = line ? json_loads(line, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
         if (!resp)
-                return lfs_fail(err, LFS_FAILED, EIO,
-                                "sandbox %d's daemon gave no answer; see 'layerfs sandbox log %d'",
-                                rec->number, rec->number);
+                return no_answer(rec, err);
         json_t *error = json_object_get(resp, "error");
         int r = 0;
         if (error) {
