@@ -101,12 +101,16 @@ floor_trial() {
         rmdir "$FLOOR"
 }
 
+# cgroup_of N: the cgroup Sandbox N's record names (tagged by the home).
+cgroup_of() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT cgroup FROM sandboxes WHERE number=$1"; }
+
 close_trial() {
-        local sb n start
+        local sb n start cgroup
         sb=$("$LAYERFS" sandbox create)
+        cgroup=$(cgroup_of "$sb")
         "$LAYERFS" workspace mount "$sb" main >/dev/null
         "$LAYERFS" workspace exec "$sb" main -- sh -c "$TREE" </dev/null >/dev/null 2>&1
-        n=$(count_procs "$LAYERFS_CGROUP_ROOT/p-$sb")
+        n=$(count_procs "$cgroup")
         [ "$n" -ge "$PROCS" ] || {
                 echo "bench: only $n processes in the Sandbox" >&2
                 return 1
@@ -114,7 +118,7 @@ close_trial() {
         start=$(now_us)
         "$LAYERFS" sandbox close "$sb" --force >/dev/null
         CLOSE_MS=$((($(now_us) - start) / 1000))
-        [ ! -d "$LAYERFS_CGROUP_ROOT/p-$sb" ] || {
+        [ ! -d "$cgroup" ] || {
                 echo "bench: the Sandbox's cgroup is left after close" >&2
                 return 1
         }

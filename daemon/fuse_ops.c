@@ -4,9 +4,13 @@
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "fuse_ops.h"
 #include "workspace.h"
@@ -345,6 +349,24 @@ static const struct fuse_lowlevel_ops ops = {
         .create = op_create,
         .fallocate = op_fallocate,
 };
+
+/* A FUSE mount's readahead is 128 KiB (INIT cannot raise it), so a sequential read is
+ * a READ round trip per 128 KiB; the knob of its backing device allows more (1 GiB cold
+ * read: ~700 -> ~570 ms here with 2 MiB). INIT sets the value, so this runs once the
+ * mount answers (the stat waits for that). Best effort: without sysfs nothing changes. */
+void ws_fuse_widen_readahead(const char *mountpoint) {
+        struct stat st;
+        if (stat(mountpoint, &st) < 0)
+                return;
+        char knob[96];
+        snprintf(knob, sizeof(knob), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
+                 minor(st.st_dev));
+        int fd = open(knob, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        (void)!write(fd, "2048", 4);
+        close(fd);
+}
 
 struct fuse_session *ws_fuse_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
         char *opts = NULL;

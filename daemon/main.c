@@ -222,6 +222,7 @@ static json_t *call_mount(daemon_state *d, const char *branch) {
                 ws_release_slot(w);
                 return error_json(LFS_FAILED, "cannot start the Workspace's thread");
         }
+        ws_fuse_widen_readahead(w->mountpoint);
         w->active = true;
         log_line("mounted %s at %s", branch, w->mountpoint);
         return ok_json(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,

@@ -39,6 +39,7 @@ expect_error AlreadyMounted lfs workspace mount "$n" main
 # Large reads are spliced from the Store's object or the upper file: with the page cache
 # dropped they reach the daemon, at offsets that do not fall on pages or on 64 KiB.
 slice() { dd if="$1" bs=100003 skip=3 count=7 status=none | sha256sum; }
+assert_eq "$(cat "/sys/class/bdi/$(mountpoint -d "$ws")/read_ahead_kb")" 2048 "the mount reads ahead 2 MiB"
 echo 3 >/proc/sys/vm/drop_caches
 assert_eq "$(slice "$ws/big.bin")" "$(slice "$WORK/sample/big.bin")" "a spliced read of a Store file"
 head -c 3000000 /dev/urandom >"$WORK/upper-copy"
