@@ -302,7 +302,8 @@ static void usage_error(cli_ctx *ctx, const char *fmt, ...) _cli_printf_(2, 3);
 
 static void print_error(cli_ctx *ctx, const lfs_error *e) {
         if (ctx->json) {
-                json_t *err = json_pack("{s:s, s:s}", "code", lfs_code_name(e->code), "message", e->message);
+                json_t *err = json_pack("{s:s, s:o}", "code", lfs_code_name(e->code), "message",
+                                        lfs_json_path(e->message));
                 if (e->n_paths) {
                         json_t *paths = json_array();
                         for (size_t i = 0; i < e->n_paths; i++)

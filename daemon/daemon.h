@@ -24,6 +24,7 @@ typedef struct workspace {
         ws_fs *fs;
         struct fuse_session *se;
         pthread_t thread;
+        dev_t dev; /* the mount's device, once it answered */
 } workspace;
 
 enum { EVENT_START = 1, EVENT_EXIT = 2 };

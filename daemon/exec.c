@@ -193,6 +193,10 @@ static const char *leaf_name(const command *c) {
 
 /* The command is in its leaf (or will never be): teardown need not wait for it. */
 static void command_started(daemon_state *d, command *c) {
+        if (c->dir_fd >= 0) {
+                close(c->dir_fd); /* the child is in it (or never will be) */
+                c->dir_fd = -1;
+        }
         if (!c->starting)
                 return;
         c->starting = false;
@@ -204,8 +208,6 @@ static void command_started(daemon_state *d, command *c) {
 
 static void command_done(daemon_state *d, command *c) {
         command_started(d, c);
-        if (c->dir_fd >= 0)
-                close(c->dir_fd);
         str_list_done(&c->argv);
         str_list_done(&c->env);
         str_list_done(&c->paths);
@@ -241,6 +243,12 @@ static json_t *prepare_command(daemon_state *d, json_t *req, command *c) {
                 refusal = resolve_cwd(w, json_string_value(json_object_get(req, "cwd")), &c->dir);
         if (!refusal && (c->dir_fd = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
                 refusal = error_json(LFS_INVALID_INPUT, "cwd %s: %s", c->dir, strerror(errno));
+        /* A path component swapped for a symlink since the check could lead the open
+         * elsewhere: what was opened must be in the Workspace's own filesystem. */
+        struct stat opened;
+        if (!refusal && w && (fstat(c->dir_fd, &opened) < 0 || opened.st_dev != w->dev))
+                refusal = error_json(LFS_INVALID_INPUT, "cwd '%s' is no longer in the Workspace of '%s'",
+                                     c->dir, w->branch);
         if (!refusal) {
                 c->leaf = xasprintf("%s/cmd-%u", d->cgroup, ++d->next_command);
                 /* Teardown waits for it to be in its leaf before it ends the Sandbox's. */

@@ -353,14 +353,10 @@ static const struct fuse_lowlevel_ops ops = {
 /* A FUSE mount's readahead is 128 KiB (INIT cannot raise it), so a sequential read is
  * a READ round trip per 128 KiB; the knob of its backing device allows more (1 GiB cold
  * read: ~700 -> ~570 ms here with 2 MiB). INIT sets the value, so this runs once the
- * mount answers (the stat waits for that). Best effort: without sysfs nothing changes. */
-void ws_fuse_widen_readahead(const char *mountpoint) {
-        struct stat st;
-        if (stat(mountpoint, &st) < 0)
-                return;
+ * mount answers. Best effort: without sysfs nothing changes. */
+void ws_fuse_widen_readahead(dev_t dev) {
         char knob[96];
-        snprintf(knob, sizeof(knob), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
-                 minor(st.st_dev));
+        snprintf(knob, sizeof(knob), "/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
         int fd = open(knob, O_WRONLY | O_CLOEXEC);
         if (fd < 0)
                 return;

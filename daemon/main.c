@@ -74,15 +74,16 @@ json_t *error_json(lfs_code code, const char *fmt, ...) {
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
         va_end(ap);
-        json_t *j = json_pack("{s:{s:s, s:s}}", "error", "code", lfs_code_name(code), "message",
-                              msg ? msg : "out of memory");
+        /* A message may quote a path that is not UTF-8: lfs_json_path keeps it text. */
+        json_t *e = json_pack("{s:s, s:o}", "code", lfs_code_name(code), "message",
+                              lfs_json_path(msg ? msg : "out of memory"));
         free(msg);
-        return j;
+        return json_pack("{s:o}", "error", e);
 }
 
 json_t *error_from(lfs_error *err) {
-        json_t *e = json_pack("{s:s, s:s}", "code", lfs_code_name(err ? err->code : LFS_FAILED), "message",
-                              err && err->message ? err->message : "failed");
+        json_t *e = json_pack("{s:s, s:o}", "code", lfs_code_name(err ? err->code : LFS_FAILED), "message",
+                              lfs_json_path(err && err->message ? err->message : "failed"));
         if (err && err->n_paths) {
                 json_t *paths = json_array();
                 for (size_t i = 0; i < err->n_paths; i++)
@@ -134,8 +135,13 @@ static void *serve_mount(void *arg) {
         return NULL;
 }
 
-static void invalidate(void *userdata, uint64_t parent, const char *name) {
+/* A name a merged commit replaced. With the old inode named, the kernel treats it as
+ * deleted (its link count cleared), so it is evicted and FORGET lets its upper file go;
+ * a directory that is not empty in the kernel's cache can only be forgotten. */
+static void invalidate(void *userdata, uint64_t parent, uint64_t child, const char *name) {
         workspace *w = userdata;
+        if (child && fuse_lowlevel_notify_delete(w->se, parent, child, name, strlen(name)) == 0)
+                return;
         fuse_lowlevel_notify_inval_entry(w->se, parent, name, strlen(name));
 }
 
@@ -156,6 +162,8 @@ static void ws_release_slot(workspace *w) {
         free(w->upper);
         *w = (workspace){ 0 };
 }
+
+static int stop_mount(workspace *w, bool force);
 
 static json_t *call_mount(daemon_state *d, const char *branch) {
         lfs_error *err = NULL;
@@ -222,7 +230,14 @@ static json_t *call_mount(daemon_state *d, const char *branch) {
                 ws_release_slot(w);
                 return error_json(LFS_FAILED, "cannot start the Workspace's thread");
         }
-        ws_fuse_widen_readahead(w->mountpoint);
+        /* Waits for the mount to answer (INIT), then knows its device. */
+        if (stat(w->mountpoint, &st) < 0) {
+                stop_mount(w, true);
+                return error_json(LFS_FAILED, "the Workspace of '%s' does not answer at %s", branch,
+                                  w->mountpoint);
+        }
+        w->dev = st.st_dev;
+        ws_fuse_widen_readahead(w->dev);
         w->active = true;
         log_line("mounted %s at %s", branch, w->mountpoint);
         return ok_json(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,

@@ -102,6 +102,7 @@ struct ws_fs {
         void *invalidate_data;
         struct {
                 uint64_t parent;
+                uint64_t child; /* the inode the name had, or 0 */
                 char *name;
         } * stale;
         size_t n_stale, cap_stale;
@@ -120,9 +121,10 @@ void ws_set_invalidator(ws_fs *fs, ws_invalidate_fn fn, void *userdata) {
         fs->invalidate_data = userdata;
 }
 
-static void mark_stale(ws_fs *fs, uint64_t parent, const char *name) {
+static void mark_stale(ws_fs *fs, uint64_t parent, const char *name, uint64_t child) {
         GROW(fs->stale, fs->cap_stale, fs->n_stale + 1);
         fs->stale[fs->n_stale].parent = parent;
+        fs->stale[fs->n_stale].child = child;
         fs->stale[fs->n_stale++].name = xstrdup(name);
 }
 
@@ -1680,7 +1682,7 @@ static void view_take(ws_fs *fs, const char *path, const lfs_id *tree) {
                         dir = child;
                         continue;
                 }
-                mark_stale(fs, dir, part);
+                mark_stale(fs, dir, part, child);
                 if (child) {
                         ws_inode *old = inode_get(fs, child);
                         child_remove(fs, dir, part);
@@ -1742,7 +1744,8 @@ int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merge
         /* Outside the lock: the kernel may need a request of ours to finish first. */
         for (size_t i = 0; i < fs->n_stale; i++) {
                 if (fs->invalidate)
-                        fs->invalidate(fs->invalidate_data, fs->stale[i].parent, fs->stale[i].name);
+                        fs->invalidate(fs->invalidate_data, fs->stale[i].parent, fs->stale[i].child,
+                                       fs->stale[i].name);
                 free(fs->stale[i].name);
         }
         fs->n_stale = 0;

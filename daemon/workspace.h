@@ -37,8 +37,9 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
             ws_fs **ret, lfs_error **err);
 void ws_close(ws_fs *fs);
 const lfs_id *ws_base(const ws_fs *fs);
-/* Called for each (parent, name) the kernel must forget after a merged commit. */
-typedef void (*ws_invalidate_fn)(void *userdata, uint64_t parent, const char *name);
+/* Called for each (parent, name) the kernel must forget after a merged commit; child is
+ * the inode the name led to (0: none), which the kernel should let go of (FORGET). */
+typedef void (*ws_invalidate_fn)(void *userdata, uint64_t parent, uint64_t child, const char *name);
 void ws_set_invalidator(ws_fs *fs, ws_invalidate_fn fn, void *userdata);
 
 int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret);

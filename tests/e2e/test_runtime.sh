@@ -281,6 +281,15 @@ for i in $(seq 15); do
         [ ! -e "$WS/result.txt" ] || fail "exec racing unmount wrote under the mount point"
 done
 ok
+# Once started, an exec holds the mount only through what its command holds: one that
+# left the Workspace does not keep it Busy.
+WS=$(lfs workspace mount "$SB" main)
+lfs workspace exec "$SB" main -- sh -c 'cd /; sleep 3' &
+away=$!
+sleep 1
+lfs workspace unmount "$SB" main >/dev/null || fail "an exec whose command left the Workspace kept it busy"
+ok
+wait $away
 lfs sandbox close "$SB" --force >/dev/null
 assert_nothing_left "exec racing unmount"
 

@@ -140,6 +140,22 @@ assert_eq "$(echo "$out" | json_get 'j["merged"]')" "True" "second commit merges
 [ -f "$ws2/only-in-first" ] || fail "the merged commit's files appear in the second Workspace"
 ok
 assert_eq "$(lfs workspace status "$m" main)" "" "status after a merged commit"
+# A file the merge replaces lets go of its upper data: ws2 opens only-in-first for
+# writing (a copy up) without changing it; the first Sandbox changes it; ws2's merged
+# commit takes theirs, and ws2's old upper copy goes once the kernel forgets it.
+upper_files() { find "$LAYERFS_HOME/sandboxes/ws-$1/upper/main" -type f | wc -l; }
+: >>"$ws2/only-in-first"
+before=$(upper_files "$m")
+echo changed >>"$ws/only-in-first"
+lfs workspace commit "$n" main -m changed >/dev/null
+echo three >"$ws2/only-in-second-again"
+lfs workspace commit "$m" main -m again >/dev/null
+for _ in $(seq 50); do
+        [ "$(upper_files "$m")" -le "$before" ] && break
+        sleep 0.1
+done
+assert_eq "$(upper_files "$m")" "$before" "the replaced file's upper copy is gone (one added, one freed)"
+assert_eq "$(tail -1 "$ws2/only-in-first")" "changed" "the merged file reads as theirs"
 # Both change one file differently: Conflict, nothing changes, the Workspace keeps it.
 echo mine >"$ws/README"
 lfs workspace commit "$n" main -m readme >/dev/null
@@ -148,6 +164,14 @@ head=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')
 expect_error Conflict lfs workspace commit "$m" main -m clash
 assert_eq "$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')" "$head" "head after a conflict"
 assert_eq "$(cat "$ws2/README")" "theirs" "the Workspace keeps its change"
+# The same for a name that is not UTF-8: still Conflict, the message quotes it.
+clash="clash$(printf '\377')"
+echo mine >"$ws/$clash"
+echo theirs >"$ws2/$clash"
+lfs workspace commit "$n" main -m clash >/dev/null
+expect_error Conflict lfs workspace commit "$m" main -m clash
+assert_eq "$(lfs --json workspace commit "$m" main -m clash 2>/dev/null | json_get 'j["error"]["code"]')" Conflict \
+        "--json Conflict on a name that is not UTF-8"
 
 # Busy while a process is inside; --discard drops changes.
 (cd "$ws2" && exec sleep 30) &

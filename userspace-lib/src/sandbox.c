@@ -536,16 +536,23 @@ static int send_request(const sandbox_record *rec, json_t *req, const int *fds, 
 
 /* The daemon's answer line: its "ok" result, or its error as ours. */
 /* No answer: a daemon that was closing (idle close, another caller's close) took the
- * connection but no longer read it. If it ends within a moment, that is what happened,
- * and the call did nothing. */
+ * connection but no longer read it; its teardown removes the Sandbox's directory last.
+ * A daemon that died some other way (killed, crashed) leaves the directory, and the
+ * call may have done part of its work. */
 static int no_answer(const sandbox_record *rec, lfs_error **err) {
         for (int i = 0; i < 100 && record_alive(rec); i++)
                 usleep(20 * 1000);
-        if (!record_alive(rec))
+        if (!record_alive(rec) && access(rec->dir, F_OK) < 0 && errno == ENOENT)
                 return lfs_fail(err, LFS_NO_SUCH_SANDBOX, 0,
                                 "sandbox %d of project '%s' closed while the call was on its way; the call "
                                 "did nothing",
                                 rec->number, rec->project);
+        if (!record_alive(rec))
+                return lfs_fail(
+                        err, LFS_NO_SUCH_SANDBOX, 0,
+                        "sandbox %d of project '%s' is gone: its daemon died during the call, which may "
+                        "have done part of its work; 'layerfs runtime reclaim' cleans up after it",
+                        rec->number, rec->project);
         return lfs_fail(err, LFS_FAILED, EIO,
                         "sandbox %d's daemon gave no answer; see 'layerfs sandbox log %d'", rec->number,
                         rec->number);
