@@ -216,7 +216,9 @@ static const command commands[] = {
           "layerfs workspace commit N BRANCH -m MESSAGE\n\n"
           "Records the Workspace's changes as a new commit on BRANCH. When the branch moved\n"
           "since the mount, merges three-way; a conflict changes nothing and the Workspace\n"
-          "keeps its changes. Afterwards the Workspace's base is the new commit.\n",
+          "keeps its changes. Afterwards the Workspace's base is the new commit. With no\n"
+          "changes nothing is recorded ('nothing changed'). Prints the commit ({commit,\n"
+          "merged, changed} with --json).\n",
           NULL },
         { "workspace", "unmount", cmd_workspace_unmount, 2, 2, "",
           "layerfs workspace unmount N BRANCH [--discard]\n\n"

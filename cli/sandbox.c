@@ -123,20 +123,36 @@ int cmd_workspace_status(cli_ctx *ctx) {
         return 0;
 }
 
+/* The branch's head as it is now (false if it cannot be read: then it is not used). */
+static bool branch_head_now(cli_ctx *ctx, const char *branch, lfs_id *ret) {
+        lfs_store *store = NULL;
+        bool ok = lfs_store_open(ctx->home, project_arg(ctx), &store, NULL) == 0 &&
+                  lfs_store_resolve(store, branch, ret, NULL) == 0;
+        lfs_store_close(store);
+        return ok;
+}
+
 int cmd_workspace_commit(cli_ctx *ctx) {
         int n = 0, merged = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         const char *message = cli_option(ctx, "m");
-        lfs_id commit;
+        lfs_id commit, before;
+        bool known = false;
         if (r == 0 && !message)
                 r = lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0, "'layerfs workspace commit' needs -m MESSAGE");
-        if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
-            (r = lfs_workspace_commit(ctx->home, project_arg(ctx), n, ctx->args[1], message, &commit,
-                                      &merged, &ctx->err)) < 0)
+        if (r == 0 && (r = cli_open_home(ctx)) == 0)
+                known = branch_head_now(ctx, ctx->args[1], &before);
+        if (r < 0 || (r = lfs_workspace_commit(ctx->home, project_arg(ctx), n, ctx->args[1], message,
+                                               &commit, &merged, &ctx->err)) < 0)
                 return r;
+        /* A Workspace without changes records no empty commit: its commit is the head. */
+        bool changed = !known || merged || memcmp(before.bytes, commit.bytes, LFS_ID_LEN);
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(&commit, hex);
         if (ctx->json)
-                cli_print_json(json_pack("{s:s, s:b}", "commit", hex, "merged", merged));
+                cli_print_json(
+                        json_pack("{s:s, s:b, s:b}", "commit", hex, "merged", merged, "changed", changed));
+        else if (!changed)
+                printf("nothing changed; %s stays at %s\n", ctx->args[1], hex);
         else
                 printf("committed %s on %s%s\n", hex, ctx->args[1],
                        merged ? " (merged with newer commits)" : "");

@@ -140,6 +140,10 @@ assert_eq "$(echo "$out" | json_get 'j["merged"]')" "True" "second commit merges
 [ -f "$ws2/only-in-first" ] || fail "the merged commit's files appear in the second Workspace"
 ok
 assert_eq "$(lfs workspace status "$m" main)" "" "status after a merged commit"
+head=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')
+assert_eq "$(lfs workspace commit "$m" main -m none)" "nothing changed; main stays at $head" "a commit without changes"
+assert_eq "$(lfs --json workspace commit "$m" main -m none | json_get '(j["commit"], j["changed"])')" \
+        "('$head', False)" "--json of a commit without changes"
 # A file the merge replaces lets go of its upper data: ws2 opens only-in-first for
 # writing (a copy up) without changing it; the first Sandbox changes it; ws2's merged
 # commit takes theirs, and ws2's old upper copy goes once the kernel forgets it.
