@@ -190,6 +190,22 @@ echo change >"$ws/dirty"
 expect_error Dirty lfs sandbox close "$n"
 lfs sandbox close "$n" --force >/dev/null
 
+# A branch deleted and made again from an older commit while mounted: the next commit
+# merges against the real common ancestor and keeps what the Workspace committed before.
+old_head=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')
+lfs branch create fz >/dev/null
+wfz=$(lfs workspace mount "$m" fz)
+echo keep >"$wfz/keep.txt"
+lfs workspace commit "$m" fz -m keep >/dev/null
+echo more >"$wfz/more.txt"
+lfs branch delete fz >/dev/null
+lfs branch create fz --from "$old_head" >/dev/null
+lfs workspace commit "$m" fz -m more >/dev/null
+lfs workspace unmount "$m" fz >/dev/null
+lfs branch export fz "$WORK/fz-out" >/dev/null
+assert_eq "$(cat "$WORK/fz-out/keep.txt" "$WORK/fz-out/more.txt" 2>&1)" "keep
+more" "a recreated branch keeps the Workspace's earlier commit"
+
 # The longest branch names, all slashes ('a/a/.../a', each '/' three bytes in the mount
 # directory's name): two that differ only at the end mount side by side and commit.
 long1=$(printf 'a/%.0s' $(seq 99))a

@@ -282,9 +282,23 @@ int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *bas
         }
         if ((r = lfs_db_commit(s, err)) < 0)
                 goto out;
+        /* Three-way against the nearest common ancestor of the head and our base: that is
+         * the base itself while the branch only moved forward, but a branch deleted and
+         * made again elsewhere no longer descends from it, and merging against the base
+         * would drop what the Workspace committed before (unrelated: the empty tree). */
+        lfs_id ancestor, ancestor_tree = *lfs_empty_tree_id();
+        bool have_ancestor = false;
         if ((r = lfs_db_get_commit(s, &head, &head_commit, err)) < 0 ||
-            (r = lfs_merge_trees(s, &base_commit.tree, &head_commit.tree, &tree, &rows, &merged_tree, err)) <
-                    0)
+            (r = lfs_merge_base(s, &head, base, &ancestor, &have_ancestor, err)) < 0)
+                goto out;
+        if (have_ancestor) {
+                lfs_commit_info a = { 0 };
+                if ((r = lfs_db_get_commit(s, &ancestor, &a, err)) < 0)
+                        goto out;
+                ancestor_tree = a.tree;
+                lfs_commit_info_done(&a);
+        }
+        if ((r = lfs_merge_trees(s, &ancestor_tree, &head_commit.tree, &tree, &rows, &merged_tree, err)) < 0)
                 goto out;
         merge_message = xasprintf("Merge workspace commit into %s\n\n%s", branch, message);
         lfs_commit_info pair[2];
