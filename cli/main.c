@@ -501,9 +501,12 @@ static int parse(cli_ctx *ctx, int argc, char **argv, const command **ret_cmd, b
                 return -EINVAL;
         }
         if ((int)ctx->n_args < cmd->min_args || (int)ctx->n_args > cmd->max_args) {
-                usage_error(ctx, "'layerfs %s %s' takes %d argument%s, not %zu; usage: %.*s", cmd->group,
-                            cmd->method, cmd->max_args, cmd->max_args == 1 ? "" : "s", ctx->n_args,
-                            (int)strcspn(cmd->help, "\n"), cmd->help);
+                /* Commands that take a COMMAND... after '--' have no upper bound worth naming. */
+                bool open_ended = cmd->max_args > 64;
+                int shown = open_ended ? cmd->min_args : cmd->max_args;
+                usage_error(ctx, "'layerfs %s %s' takes %s%d argument%s, not %zu; usage: %.*s", cmd->group,
+                            cmd->method, open_ended ? "at least " : "", shown, shown == 1 ? "" : "s",
+                            ctx->n_args, (int)strcspn(cmd->help, "\n"), cmd->help);
                 return -EINVAL;
         }
         *ret_cmd = cmd;

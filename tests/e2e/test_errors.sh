@@ -87,4 +87,8 @@ grep -q 'three-way' <<<"$(lfs branch merge --help)" || fail "branch merge --help
 ok
 grep -q -- '--timeout SECONDS' <<<"$(lfs workspace exec --help)" || fail "workspace exec --help"
 ok
+# A command given nothing after its fixed arguments: the count it needs, not a limit.
+expect_error InvalidInput lfs process start 1 main
+grep -q "takes at least 3 arguments, not 2" <<<"$(lfs process start 1 main 2>&1)" || fail "process start without a command"
+ok
 finish
