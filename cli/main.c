@@ -116,8 +116,9 @@ static const command commands[] = {
           "layerfs project init NAME [--from DIR]\n\n"
           "Makes project NAME ([a-z0-9][a-z0-9._-]{0,62}) in the home with branch 'main'.\n"
           "With --from, main's first commit holds DIR's regular files (with their executable\n"
-          "bit), directories (empty ones too) and symlinks; fifos, sockets and devices are\n"
-          "skipped. Without it, main starts with an empty commit. A failed or interrupted\n"
+          "bit), directories (empty ones too) and symlinks; fifos, sockets, devices and\n"
+          "the home itself (if DIR holds it) are skipped. Without it, main starts with an\n"
+          "empty commit. A failed or interrupted\n"
           "init leaves no project behind.\n\n"
           "Prints the project, the branch and the commit ({project, branch, commit} with --json).\n",
           NULL },
@@ -166,8 +167,9 @@ static const command commands[] = {
         { "branch", "commit", cmd_branch_commit, 1, 1, "from,m",
           "layerfs branch commit BRANCH --from DIR -m MESSAGE\n\n"
           "Records DIR as the next commit of BRANCH: DIR's contents replace the branch's\n"
-          "tree. Only files whose contents the Store lacks are written. When nothing\n"
-          "differs no commit is made and the head is printed unchanged.\n",
+          "tree (the home, if DIR holds it, is left out). Only files whose contents the\n"
+          "Store lacks are written. When nothing differs no commit is made and the head\n"
+          "is printed unchanged.\n",
           NULL },
         { "project", "list_sandboxes", cmd_project_list_sandboxes, 0, 0, "page-size,page",
           "layerfs project list_sandboxes\n\n"

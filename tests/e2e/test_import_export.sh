@@ -51,4 +51,15 @@ out=$(lfs --json project init jsontest)
 assert_eq "$(echo "$out" | json_get 'j["project"], j["branch"], len(j["commit"])')" "('jsontest', 'main', 64)" "init --json"
 assert_eq "$(lfs --json project list | json_get '[p["project"] for p in j]')" \
         "['empty', 'inc', 'inc-plain', 'jsontest', 'sample']" "project list --json"
+# A tree that holds the home: the home is never recorded (the Store being written).
+mkdir -p "$WORK/withhome/src"
+echo a >"$WORK/withhome/src/a"
+LAYERFS_HOME="$WORK/withhome/home" lfs project init h --from "$WORK/withhome" >/dev/null
+LAYERFS_HOME="$WORK/withhome/home" lfs --project h branch export main "$WORK/withhome-out" >/dev/null
+assert_eq "$(cd "$WORK/withhome-out" && find . -mindepth 1 | sort | tr '\n' ' ')" "./src ./src/a " "import leaves the home out"
+echo b >"$WORK/withhome/src/b"
+LAYERFS_HOME="$WORK/withhome/home" lfs --project h branch commit main --from "$WORK/withhome" -m b >/dev/null
+first=$(LAYERFS_HOME="$WORK/withhome/home" lfs --project h --json branch log main | json_get 'j[-1]["commit"]')
+assert_eq "$(LAYERFS_HOME="$WORK/withhome/home" lfs --project h branch diff "$first" main)" "A src/b" \
+        "commit leaves the home out"
 finish

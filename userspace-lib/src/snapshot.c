@@ -18,6 +18,9 @@ typedef struct snap_walk {
         lfs_blob_writer *w;
         int root_fd;
         const char *root;
+        bool home_known; /* home_dev/home_ino: the home, never recorded */
+        dev_t home_dev;
+        ino_t home_ino;
         lfs_blob_source *sources;
         size_t n_sources, cap_sources;
         char **paths; /* owned relative paths of the sources */
@@ -120,6 +123,11 @@ static int walk_dir(snap_walk *sw, int dirfd, const char *rel, const lfs_id *old
                         break;
                 }
                 lfs_id id = { { 0 } };
+                /* A tree that holds the home would record the Store being written (as git
+                 * never records .git): the home is left out wherever it is found. */
+                if (S_ISDIR(st.st_mode) && sw->home_known && st.st_dev == sw->home_dev &&
+                    st.st_ino == sw->home_ino)
+                        continue;
                 if (S_ISDIR(st.st_mode)) {
                         _cleanup_close_ int fd =
                                 openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -198,6 +206,14 @@ static void store_trees(snap_node *node, lfs_tree_rows *rows, lfs_id *ret_id) {
 int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lfs_id *old_tree,
                      lfs_tree_rows *rows, lfs_id *ret_tree, lfs_error **err) {
         snap_walk sw = { .s = s, .w = w, .root = dir };
+        struct stat home;
+        if (s->home && stat(s->home->path, &home) == 0)
+                sw = (snap_walk){ .s = s,
+                                  .w = w,
+                                  .root = dir,
+                                  .home_known = true,
+                                  .home_dev = home.st_dev,
+                                  .home_ino = home.st_ino };
         snap_node *root = NULL;
         sw.root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (sw.root_fd < 0) {
