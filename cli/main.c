@@ -118,8 +118,7 @@ static const command commands[] = {
           "With --from, main's first commit holds DIR's regular files (with their executable\n"
           "bit), directories (empty ones too) and symlinks; fifos, sockets, devices and\n"
           "the home itself (if DIR holds it) are skipped. Without it, main starts with an\n"
-          "empty commit. A failed or interrupted\n"
-          "init leaves no project behind.\n\n"
+          "empty commit. A failed or interrupted init leaves no project behind.\n\n"
           "Prints the project, the branch and the commit ({project, branch, commit} with --json).\n",
           NULL },
         { "project", "list", cmd_project_list, 0, 0, "",
