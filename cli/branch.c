@@ -66,25 +66,10 @@ int cmd_branch_delete(cli_ctx *ctx) {
         return 0;
 }
 
-static int parse_limit(cli_ctx *ctx, size_t *ret) {
-        const char *text = cli_option(ctx, "limit");
-        *ret = 0;
-        if (!text)
-                return 0;
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(text, &end, 10);
-        if (errno || !*text || *end || v == 0 || text[0] == '-')
-                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0,
-                                "--limit '%s' is not a positive whole number", text);
-        *ret = (size_t)v;
-        return 0;
-}
-
 int cmd_branch_log(cli_ctx *ctx) {
         lfs_commit_info *commits;
         size_t n, limit;
-        int r = parse_limit(ctx, &limit);
+        int r = cli_positive_option(ctx, "limit", 0, &limit);
         if (r < 0 || (r = cli_open_store(ctx)) < 0 ||
             (r = lfs_branch_log(ctx->store, ctx->args[0], limit, &commits, &n, &ctx->err)) < 0)
                 return r;

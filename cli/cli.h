@@ -34,6 +34,8 @@ typedef struct cli_ctx {
 int cli_open_home(cli_ctx *ctx);
 int cli_open_store(cli_ctx *ctx);
 const char *cli_option(const cli_ctx *ctx, const char *name);
+/* --NAME as a positive whole number into *ret; fallback when it is not given. */
+int cli_positive_option(cli_ctx *ctx, const char *name, size_t fallback, size_t *ret);
 bool cli_flag(const cli_ctx *ctx, const char *name);
 /* "A path" lines, or [{path, change}] with --json. */
 void cli_print_changes(cli_ctx *ctx, const lfs_change *changes, size_t n);

@@ -171,9 +171,10 @@ static const command commands[] = {
           "is printed unchanged.\n",
           NULL },
         { "project", "list_sandboxes", cmd_project_list_sandboxes, 0, 0, "page-size,page",
-          "layerfs project list_sandboxes\n\n"
+          "layerfs project list_sandboxes [--page-size N] [--page K]\n\n"
           "Every running Sandbox of the home (all projects and platforms): number, project,\n"
-          "platform and how many Workspaces it has mounted.\n",
+          "platform and how many Workspaces it has mounted. With --page-size, only page K\n"
+          "(from 1, default 1) of N Sandboxes; past the end, none.\n",
           NULL },
         { "sandbox", "create", cmd_sandbox_create, 0, 0, "image,platform",
           "layerfs sandbox create [--image TEXT] [--platform NAME]\n\n"
@@ -529,6 +530,21 @@ int cli_open_home(cli_ctx *ctx) {
         if (r == 0 && !ctx->json && isatty(STDERR_FILENO))
                 lfs_home_set_progress(ctx->home, progress, ctx);
         return r;
+}
+
+int cli_positive_option(cli_ctx *ctx, const char *name, size_t fallback, size_t *ret) {
+        const char *text = cli_option(ctx, name);
+        *ret = fallback;
+        if (!text)
+                return 0;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(text, &end, 10);
+        if (errno || !*text || *end || v == 0 || text[0] == '-' || v > SIZE_MAX)
+                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0, "--%s '%s' is not a positive whole number",
+                                name, text);
+        *ret = (size_t)v;
+        return 0;
 }
 
 int cli_open_store(cli_ctx *ctx) {

@@ -70,12 +70,18 @@ int cmd_sandbox_list_workspaces(cli_ctx *ctx) {
 
 int cmd_project_list_sandboxes(cli_ctx *ctx) {
         lfs_sandbox_info *sb = NULL;
-        size_t n = 0;
-        int r = cli_open_home(ctx);
-        if (r < 0 || (r = lfs_sandbox_list(ctx->home, &sb, &n, &ctx->err)) < 0)
+        size_t n = 0, page_size, page;
+        int r = cli_positive_option(ctx, "page-size", SIZE_MAX, &page_size);
+        if (r < 0 || (r = cli_positive_option(ctx, "page", 1, &page)) < 0 || (r = cli_open_home(ctx)) < 0 ||
+            (r = lfs_sandbox_list(ctx->home, &sb, &n, &ctx->err)) < 0)
                 return r;
+        /* Page K (from 1) of page_size Sandboxes, in the list's order; past the end: none. */
+        size_t first = n;
+        if (page - 1 <= SIZE_MAX / page_size && (page - 1) * page_size < n)
+                first = (page - 1) * page_size;
+        size_t end = first + (n - first < page_size ? n - first : page_size);
         json_t *out = json_array();
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = first; i < end; i++) {
                 if (ctx->json)
                         json_array_append_new(out,
                                               json_pack("{s:i, s:s, s:o, s:s, s:I}", "sandbox",
@@ -175,16 +181,9 @@ int cmd_workspace_unmount(cli_ctx *ctx) {
 
 int cmd_sandbox_log(cli_ctx *ctx) {
         int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
-        const char *lines_text = cli_option(ctx, "lines");
-        unsigned long lines = 100;
-        if (r == 0 && lines_text) {
-                char *end;
-                errno = 0;
-                lines = strtoul(lines_text, &end, 10);
-                if (errno || !*lines_text || *end || lines == 0 || lines_text[0] == '-')
-                        r = lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0,
-                                     "--lines '%s' is not a positive whole number", lines_text);
-        }
+        size_t lines = 100;
+        if (r == 0)
+                r = cli_positive_option(ctx, "lines", 100, &lines);
         char *text = NULL;
         if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
             (r = lfs_sandbox_log(ctx->home, project_arg(ctx), n, lines, &text, &ctx->err)) < 0)

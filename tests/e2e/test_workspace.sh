@@ -129,6 +129,11 @@ m=$(lfs sandbox create)
 assert_eq "$(lfs --json project list | json_get 'j[0]["sandboxes"]')" 2 "project list counts the Sandboxes"
 assert_eq "$(lfs --json project list_sandboxes | json_get '[(s["sandbox"], s["platform"], s["image"]) for s in j]')" \
         "[(1, 'linux', None), (2, 'linux', None)]" "project list_sandboxes"
+assert_eq "$(lfs --json project list_sandboxes --page-size 1 --page 2 | json_get '[s["sandbox"] for s in j]')" \
+        "[2]" "list_sandboxes, page 2 of size 1"
+assert_eq "$(lfs --json project list_sandboxes --page-size 1 --page 3)" "[]" "list_sandboxes past the end"
+expect_error InvalidInput lfs project list_sandboxes --page-size 0
+expect_error InvalidInput lfs project list_sandboxes --page abc
 ws2=$(lfs workspace mount "$m" main)
 echo one >"$ws/only-in-first"
 echo two >"$ws2/only-in-second"
