@@ -102,15 +102,26 @@ static void truncate_node(node *n, off_t size) {
                 n->data_size = (size_t)size;
 }
 
-static void reply_entry(fuse_req_t req, fuse_ino_t ino) {
-        struct fuse_entry_param e = {
+static struct fuse_entry_param entry_param(fuse_ino_t ino) {
+        return (struct fuse_entry_param){
                 .ino = ino,
                 .generation = 1,
                 .attr = nodes[ino].st,
                 .attr_timeout = cache_seconds,
                 .entry_timeout = cache_seconds,
         };
+}
+
+static void reply_entry(fuse_req_t req, fuse_ino_t ino) {
+        struct fuse_entry_param e = entry_param(ino);
         fuse_reply_entry(req, &e);
+}
+
+/* As layerfs-daemon opens files: the page cache kept, no FLUSH. */
+static void set_open_flags(struct fuse_file_info *fi, fuse_ino_t ino) {
+        fi->fh = ino;
+        fi->keep_cache = 1;
+        fi->noflush = 1;
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn) {
@@ -175,16 +186,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 reply_entry(req, ino);
                 return;
         }
-        fi->fh = ino;
-        fi->keep_cache = 1;
-        fi->noflush = 1;
-        struct fuse_entry_param e = {
-                .ino = ino,
-                .generation = 1,
-                .attr = nodes[ino].st,
-                .attr_timeout = cache_seconds,
-                .entry_timeout = cache_seconds,
-        };
+        set_open_flags(fi, ino);
+        struct fuse_entry_param e = entry_param(ino);
         fuse_reply_create(req, &e, fi);
 }
 
@@ -238,9 +241,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         }
         if (fi->flags & O_TRUNC)
                 truncate_node(n, 0);
-        fi->fh = ino;
-        fi->keep_cache = 1;
-        fi->noflush = 1;
+        set_open_flags(fi, ino);
         fuse_reply_open(req, fi);
 }
 

@@ -18,18 +18,9 @@ PROCS=1000 # processes in the tree: half plain children, half setsid + double-fo
 TRIALS=3
 EXECS=50
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD:-build}
-case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
-LAYERFS="$BUILD/layerfs"
-[ -x "$LAYERFS" ] || {
-        echo "bench: $LAYERFS is missing; run 'make' first" >&2
-        exit 1
-}
-[ "$(id -u)" = 0 ] || {
-        echo "bench: runtime.sh needs root (cgroups, FUSE)" >&2
-        exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_need_built layerfs layerfs-daemon
+bench_need_root "cgroups, FUSE"
 CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
 [ -n "$CG_MOUNT" ] || {
         echo "bench: no cgroup2 mount" >&2
@@ -66,13 +57,7 @@ cleanup() {
         fi
         exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'echo "bench: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
-
-now_us() { echo "${EPOCHREALTIME/./}"; }
-median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
+bench_traps
 
 # The tree: PROCS/2 children and PROCS/2 setsid'd grandchildren whose parents exited.
 TREE="i=0; while [ \$i -lt $((PROCS / 2)) ]; do sleep 1000 & setsid sh -c 'sleep 1000 &'; i=\$((i+1)); done"

@@ -18,14 +18,8 @@ REF_GIT_IMPORT=5.3
 REF_GIT_CHANGE=1.4
 
 # ---- where things are -------------------------------------------------------------
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD:-build}
-case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
-LAYERFS="$BUILD/layerfs"
-[ -x "$LAYERFS" ] || {
-        echo "bench: $LAYERFS is missing; run 'make' first" >&2
-        exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_need_built layerfs
 
 # Decimal points and sort order must not depend on the caller's locale.
 export LC_ALL=C
@@ -53,25 +47,13 @@ cleanup() {
         chmod -R u+w "$WORK" 2>/dev/null || true
         rm -rf "$WORK"
 }
-trap cleanup EXIT
-trap 'exit 130' INT # so that the EXIT trap runs on ^C and kill too
-trap 'exit 143' TERM
-trap 'echo "bench: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+bench_traps
 
 BASE="$WORK/base"       # the tree as first imported
 DELTA="$WORK/delta"     # only the 1,000 new files, laid out as in the tree
 CHANGED="$WORK/changed" # base with the delta applied: what layerfs commits
 
 # ---- timing -----------------------------------------------------------------------
-# Microseconds since the epoch, as an integer so bash can subtract.
-now_us() {
-        if [ -n "${EPOCHREALTIME:-}" ]; then
-                echo "${EPOCHREALTIME/./}"
-        else
-                date +%s%6N
-        fi
-}
-
 # measure CMD...: runs CMD with its stdout discarded and sets ELAPSED_US. The sync first
 # flushes what earlier steps left dirty (copies, the other tool's objects), so that
 # neither tool pays for the other's writes: layerfs's own syncfs would otherwise flush
@@ -87,13 +69,6 @@ measure() {
 
 seconds() { awk -v us="$1" 'BEGIN { printf "%.2f", us / 1e6 }'; }
 
-# median US...: the middle value.
-median() {
-        printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"
-}
-
-# ratio A_US B_US: A/B with two decimals.
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 # ---- the inputs -------------------------------------------------------------------
 # random_files DIR COUNT: COUNT files of FILE_SIZE random bytes in each of the DIRS

@@ -33,20 +33,9 @@ REF_OVERLAY="2687/496/594/273, 2215/357"
 REF_FUSE_OVL="5316/604/903/1290, 4562/502"
 
 # ---- where things are -------------------------------------------------------------
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD:-build}
-case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
-LAYERFS="$BUILD/layerfs"
-for bin in "$LAYERFS" "$BUILD/layerfs-daemon" "$BUILD/fuse-floor"; do
-        [ -x "$bin" ] || {
-                echo "bench: $bin is missing; run 'make' first" >&2
-                exit 1
-        }
-done
-[ "$(id -u)" = 0 ] || {
-        echo "bench: workspace_fs.sh needs root (mount, drop_caches, FUSE allow_other)" >&2
-        exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_need_built layerfs layerfs-daemon fuse-floor
+bench_need_root "mount, drop_caches, FUSE allow_other"
 
 export LC_ALL=C
 unset LAYERFS_NO_URING LAYERFS_HOME LAYERFS_PROJECT
@@ -112,13 +101,9 @@ cleanup() {
         rm -rf --one-file-system "$WORK"
         exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'echo "bench: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+bench_traps
 
 # ---- timing -----------------------------------------------------------------------
-now_us() { echo "${EPOCHREALTIME/./}"; }
 
 # measure CMD...: sync (untimed, so that no step pays for the writeback of the one
 # before), then run CMD with stdout discarded; ELAPSED_MS is the wall-clock time.
@@ -131,16 +116,6 @@ measure() {
         ELAPSED_MS=$((($(now_us) - start + 500) / 1000))
 }
 
-median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
-
-# ratio A B: A/B with two decimals, "-" when either is missing.
-ratio() {
-        if [ "$1" = - ] || [ "$2" = - ] || [ "$2" = 0 ]; then
-                echo -
-        else
-                awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
-        fi
-}
 
 # ---- the small-file workload ------------------------------------------------------
 # One perl process per step, so that the figures are the filesystem's and not the

@@ -29,18 +29,22 @@ static ws_caller caller_of(fuse_req_t req) {
         return (ws_caller){ .uid = ctx->uid, .gid = ctx->gid, .umask = ctx->umask };
 }
 
-static void reply_entry(fuse_req_t req, int r, const struct stat *st) {
-        if (r < 0) {
-                fuse_reply_err(req, -r);
-                return;
-        }
-        struct fuse_entry_param e = {
+static struct fuse_entry_param entry_param(const struct stat *st) {
+        return (struct fuse_entry_param){
                 .ino = st->st_ino,
                 .generation = 1,
                 .attr = *st,
                 .attr_timeout = cache_seconds,
                 .entry_timeout = cache_seconds,
         };
+}
+
+static void reply_entry(fuse_req_t req, int r, const struct stat *st) {
+        if (r < 0) {
+                fuse_reply_err(req, -r);
+                return;
+        }
+        struct fuse_entry_param e = entry_param(st);
         fuse_reply_entry(req, &e);
 }
 
@@ -153,14 +157,18 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
         fuse_reply_err(req, -ws_rename(fs_of(req), parent, name, new_parent, new_name, flags));
 }
 
+static void set_open_flags(struct fuse_file_info *fi, uint64_t fh) {
+        fi->fh = fh;
+        fi->keep_cache = 1; /* nobody else changes the data under the kernel's page cache */
+        fi->noflush = 1; /* writes are synchronous and locks are the kernel's: nothing to flush */
+}
+
 static void reply_open(fuse_req_t req, int r, uint64_t fh, struct fuse_file_info *fi) {
         if (r < 0) {
                 fuse_reply_err(req, -r);
                 return;
         }
-        fi->fh = fh;
-        fi->keep_cache = 1; /* nobody else changes the data under the kernel's page cache */
-        fi->noflush = 1; /* writes are synchronous and locks are the kernel's: nothing to flush */
+        set_open_flags(fi, fh);
         fuse_reply_open(req, fi);
 }
 
@@ -180,16 +188,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                 fuse_reply_err(req, -r);
                 return;
         }
-        fi->fh = fh;
-        fi->keep_cache = 1;
-        fi->noflush = 1;
-        struct fuse_entry_param e = {
-                .ino = st.st_ino,
-                .generation = 1,
-                .attr = st,
-                .attr_timeout = cache_seconds,
-                .entry_timeout = cache_seconds,
-        };
+        set_open_flags(fi, fh);
+        struct fuse_entry_param e = entry_param(&st);
         fuse_reply_create(req, &e, fi);
 }
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# What the benchmarks share: where the build is, the refusals before anything starts,
+# the traps that make the caller's cleanup run however the script ends, and timing.
+# Sourced by bench/*.sh after `set -euo pipefail; set -o errtrace`.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+LAYERFS="$BUILD/layerfs"
+
+# bench_need_built BIN...: each (a name in the build directory) must exist.
+bench_need_built() {
+        local bin
+        for bin in "$@"; do
+                [ -x "$BUILD/$bin" ] || {
+                        echo "bench: $BUILD/$bin is missing; run 'make' first" >&2
+                        exit 1
+                }
+        done
+}
+
+# bench_need_root WHY: refuse to start unless root.
+bench_need_root() {
+        [ "$(id -u)" = 0 ] || {
+                echo "bench: $(basename "$0") needs root ($1)" >&2
+                exit 1
+        }
+}
+
+# bench_traps: the caller's `cleanup` runs on exit, ^C and kill alike; a failing
+# command is named.
+bench_traps() {
+        trap cleanup EXIT
+        trap 'exit 130' INT
+        trap 'exit 143' TERM
+        trap 'echo "bench: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+}
+
+# Microseconds since the epoch, as an integer so bash can subtract.
+now_us() { echo "${EPOCHREALTIME/./}"; }
+
+# median N...: the middle value.
+median() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
+
+# ratio A B: A/B with two decimals, "-" when either is missing or B is 0.
+ratio() {
+        if [ "$1" = - ] || [ "$2" = - ] || [ "$2" = 0 ]; then
+                echo -
+        else
+                awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
+        fi
+}
