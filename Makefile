@@ -36,7 +36,7 @@ FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps demo check unit e2e sanitize lint format bench install clean help
+.PHONY: all deps demo check unit e2e adversarial sanitize lint format bench install clean help
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -48,6 +48,7 @@ help:
 	@echo "make           build liblayerfs (.a, .so, layerfs.pc), the layerfs CLI and the tests"
 	@echo "make demo      deps + build + a short end-to-end run of the CLI"
 	@echo "make check     deps + build + every test (unit, end-to-end, sanitizers) + lint"
+	@echo "make adversarial  the attacks kept as tests (tests/adversarial)"
 	@echo "make sanitize  the tests again, built with ASan + UBSan"
 	@echo "make lint      clang-format (check), cppcheck and clang-tidy"
 	@echo "make bench     the Store against git, Workspaces against ext4, overlayfs, fuse-overlayfs,"
@@ -115,11 +116,16 @@ unit: all
 e2e: all
 	BUILD=$(BUILD) tests/e2e/run.sh
 
+# Attacks on the runtime, each kept as a test (tests/adversarial/README.md).
+adversarial: all
+	BUILD=$(BUILD) tests/e2e/run.sh tests/adversarial
+
 check: deps
 	$(MAKE) lint
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) e2e
+	$(MAKE) adversarial
 	$(MAKE) sanitize
 
 # Reports of detached daemons (whose stderr is a log removed at close) go to files
@@ -129,7 +135,7 @@ sanitize: deps
 	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
 	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan \
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 unit e2e
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 unit e2e adversarial
 	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)

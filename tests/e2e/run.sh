@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs every end-to-end test; each runs in its own process and home.
+# Runs every test_*.sh of a folder (default: this one, tests/e2e); each runs in its own
+# process and home. tests/adversarial uses it too.
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+shopt -s nullglob
+here=$(cd "${1:-$(dirname "$0")}" && pwd)
+suite=$(basename "$here")
 passed=0
 failed=0
 failures=()
@@ -18,5 +21,5 @@ for t in "$here"/test_*.sh; do
         echo "   ($(($(date +%s) - start)) s)"
 done
 [ "$failed" -eq 0 ] || printf 'failed: %s\n' "${failures[@]}"
-echo "e2e: $passed passed, $failed failed"
+echo "$suite: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
