@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Attack (issue 13, item 8): a sparse file of SIZE (`truncate -s 15T big`, ext4's largest;
+# `test_long_commit.sh 1T` for a smaller one) in a Workspace, then a commit, which must
+# read all of it: hours. Before: the commit held the daemon's lock and the Workspace's
+# lock all along, so list_workspaces, status, the other Workspace's calls, every file
+# operation in the Workspace and `sandbox close --force` waited behind it. Now the data
+# is read without either lock, a second Workspace and this one keep working, and close
+# --force cancels the commit. The test waits for the commit to start reading the file
+# (inotify on the upper file), then gives each call 60 s, which it needs only when
+# blocked.
+source "$(dirname "$0")/../e2e/lib.sh"
+use_private_sandboxes
+SIZE=${1:-15T}
+export LAYERFS_PROJECT=long
+
+lfs project init long >/dev/null
+lfs branch create other >/dev/null
+n=$(lfs sandbox create)
+ws=$(lfs workspace mount "$n" main)
+ws2=$(lfs workspace mount "$n" other)
+pid=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$n")
+# Before the code of this fix, close --force itself waits for hours: end the daemon first.
+TEARDOWN_EXTRA="grep -qa layerfs-daemon /proc/$pid/cmdline 2>/dev/null && kill -9 $pid"
+echo other >"$ws2/file"
+lfs workspace exec "$n" main -- truncate -s "$SIZE" big
+ino=$(stat -c %i "$ws/big")
+upper="$LAYERFS_HOME/sandboxes/long-$n/upper/main/$(printf %02x $((ino & 255)))/$ino"
+[ -f "$upper" ] || fail "no upper file at $upper"
+
+mkfifo "$WORK/events"
+python3 -c '
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+if fd < 0 or libc.inotify_add_watch(fd, sys.argv[1].encode(), 0x1) < 0:  # IN_ACCESS
+    sys.exit("inotify: " + os.strerror(ctypes.get_errno()))
+print("watching", flush=True)
+os.read(fd, 4096)
+print("reading", flush=True)' "$upper" >"$WORK/events" &
+exec 3<"$WORK/events"
+read -r -t 60 -u 3 line && [ "$line" = watching ] || fail "the inotify watcher did not start"
+"$LAYERFS" workspace commit "$n" main -m big >"$WORK/commit.out" 2>&1 &
+committer=$!
+read -r -t 120 -u 3 line && [ "$line" = reading ] || fail "the commit did not start reading the file"
+ok
+
+within() {
+        local what=$1
+        shift
+        timeout 60 "$@" || fail "$what did not answer within 60 s while a commit read a $SIZE file"
+}
+within "list_workspaces" "$LAYERFS" --json sandbox list_workspaces "$n" >"$WORK/list"
+assert_eq "$(json_get '[(w["branch"], w["dirty"]) for w in j]' <"$WORK/list")" \
+        "[('main', True), ('other', True)]" "list_workspaces during the commit"
+within "status of the other Workspace" "$LAYERFS" workspace status "$n" other >"$WORK/status2"
+assert_eq "$(cat "$WORK/status2")" "A file" "status of the other Workspace"
+within "commit of the other Workspace" "$LAYERFS" workspace commit "$n" other -m other >/dev/null
+within "status of the Workspace being committed" "$LAYERFS" workspace status "$n" main >"$WORK/status1"
+assert_eq "$(cat "$WORK/status1")" "A big" "status during the commit"
+within "a file made in the Workspace being committed" "$LAYERFS" workspace exec "$n" main -- sh -c 'echo x >during'
+expect_error Busy "$LAYERFS" workspace commit "$n" main -m twice
+kill -0 "$committer" 2>/dev/null || fail "the commit ended: $(cat "$WORK/commit.out")"
+ok
+
+within "sandbox close --force" "$LAYERFS" sandbox close "$n" --force >/dev/null
+wait "$committer" && fail "the commit of a $SIZE file succeeded"
+grep -q "^NoSuchSandbox: .*cancelled" "$WORK/commit.out" || fail "the cancelled commit said: $(cat "$WORK/commit.out")"
+[ -z "$(ls -A "$LAYERFS_HOME/sandboxes")" ] || fail "sandbox directories left"
+grep -q " $LAYERFS_HOME/" /proc/mounts && fail "a mount is left"
+assert_eq "$(lfs branch diff main other)" "A file" "main unchanged, other committed"
+lfs project verify >/dev/null
+ok
+finish
