@@ -25,6 +25,9 @@ typedef struct workspace {
         struct fuse_session *se;
         pthread_t thread;
         dev_t dev; /* the mount's device, once it answered */
+        /* Calls using fs without d->lock held (status, commit, dirty checks): the
+         * Workspace stays mounted until the last of them lets go (hold_ws). */
+        unsigned holders;
 } workspace;
 
 enum { EVENT_START = 1, EVENT_EXIT = 2 };
@@ -76,6 +79,7 @@ typedef struct daemon_state {
         leaf_id *leaves;
         size_t n_leaves, cap_leaves;
         bool closing;
+        pthread_cond_t ws_released; /* a Workspace's last holder let go */
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
 } daemon_state;
 

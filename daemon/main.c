@@ -273,35 +273,106 @@ static void flush_kernel_cache(workspace *w) {
         }
 }
 
+/* Status, commit and the dirty checks can take long (a large file to read) and must not
+ * stop the Sandbox's other calls meanwhile: they run without d->lock, holding the
+ * Workspace instead. A held Workspace stays mounted; unmount and close wait for its
+ * holders (close --force and unmount --discard cancel them first). With d->lock held. */
+static void hold_ws(workspace *w) {
+        w->holders++;
+}
+
+static void release_ws(daemon_state *d, workspace *w) {
+        if (--w->holders == 0)
+                pthread_cond_broadcast(&d->ws_released);
+}
+
+/* With d->lock held; released while waiting. */
+static void wait_ws_released(daemon_state *d, workspace *w) {
+        while (w->holders)
+                pthread_cond_wait(&d->ws_released, &d->lock);
+}
+
+/* What a cancelled status or commit tells its caller. With d->lock held. */
+static json_t *cancelled(daemon_state *d, const char *what, const char *branch) {
+        if (d->closing)
+                return error_json(LFS_NO_SUCH_SANDBOX, "the %s of '%s' was cancelled: sandbox %d is closing",
+                                  what, branch, d->number);
+        return error_json(LFS_NOT_MOUNTED,
+                          "the %s of '%s' was cancelled: the Workspace is being unmounted with --discard",
+                          what, branch);
+}
+
+/* Called with d->lock held (dispatch); releases it while the Workspace is read. */
 static json_t *call_status(daemon_state *d, const char *branch) {
         workspace *w = branch ? find_ws(d, branch) : NULL;
         if (!w)
                 return not_mounted(d, branch);
+        hold_ws(w);
+        pthread_mutex_unlock(&d->lock);
         flush_kernel_cache(w);
         lfs_change *changes = NULL;
         size_t n = 0;
         lfs_error *err = NULL;
-        if (ws_status(w->fs, &changes, &n, &err) < 0)
+        int r = ws_status(w->fs, &changes, &n, &err);
+        pthread_mutex_lock(&d->lock);
+        release_ws(d, w);
+        if (r == -ECANCELED) {
+                lfs_error_free(err);
+                return cancelled(d, "status", branch);
+        }
+        if (r < 0)
                 return error_from(err);
         json_t *j = ok_json(changes_json(changes, n));
         lfs_change_list_free(changes, n);
         return j;
 }
 
+/* Called with d->lock held (dispatch); releases it while the Workspace is committed. */
 static json_t *call_commit(daemon_state *d, const char *branch, const char *message) {
         workspace *w = branch ? find_ws(d, branch) : NULL;
         if (!w)
                 return not_mounted(d, branch);
+        hold_ws(w);
+        pthread_mutex_unlock(&d->lock);
         flush_kernel_cache(w);
         lfs_error *err = NULL;
         lfs_id commit;
         int merged = 0;
-        if (ws_commit(w->fs, message, &commit, &merged, &err) < 0)
+        int r = ws_commit(w->fs, message, &commit, &merged, &err);
+        pthread_mutex_lock(&d->lock);
+        release_ws(d, w);
+        if (r == -ECANCELED) {
+                lfs_error_free(err);
+                return cancelled(d, "commit", branch);
+        }
+        if (r < 0)
                 return error_from(err);
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(&commit, hex);
         log_line("committed %s on %s%s", hex, branch, merged ? " (merged)" : "");
         return ok_json(json_pack("{s:s, s:b}", "commit", hex, "merged", merged));
+}
+
+/* Whether each Workspace has changes (dirty[i] for d->ws[i]), without d->lock held
+ * meanwhile. With d->lock held; false if the Sandbox began closing meanwhile. */
+static bool check_dirty(daemon_state *d, bool dirty[MAX_WORKSPACES]) {
+        bool held[MAX_WORKSPACES] = { false };
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if ((held[i] = d->ws[i].active))
+                        hold_ws(&d->ws[i]);
+        pthread_mutex_unlock(&d->lock);
+        for (int i = 0; i < MAX_WORKSPACES; i++) {
+                dirty[i] = false;
+                if (held[i]) {
+                        flush_kernel_cache(&d->ws[i]);
+                        dirty[i] = ws_is_dirty(d->ws[i].fs, NULL);
+                }
+        }
+        pthread_mutex_lock(&d->lock);
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (held[i])
+                        release_ws(d, &d->ws[i]);
+        return !d->closing;
 }
 
 static void ignore_signal(int sig) {
@@ -351,20 +422,34 @@ static int stop_mount(workspace *w, bool force) {
         return 0;
 }
 
+/* Called with d->lock held (dispatch); releases it for the dirty check and while it waits
+ * for the Workspace's other holders. */
 static json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
         workspace *w = branch ? find_ws(d, branch) : NULL;
         if (!w)
                 return not_mounted(d, branch);
-        lfs_error *err = NULL;
-        flush_kernel_cache(w);
-        if (!discard && ws_is_dirty(w->fs, &err)) {
-                lfs_error_free(err);
-                return error_json(
-                        LFS_DIRTY,
-                        "the Workspace of '%s' has uncommitted changes; commit them, or unmount with "
-                        "--discard to drop them",
-                        branch);
+        if (discard) {
+                ws_cancel(w->fs); /* its changes go anyway: a status or commit need not finish */
+        } else {
+                hold_ws(w);
+                pthread_mutex_unlock(&d->lock);
+                flush_kernel_cache(w);
+                bool dirty = ws_is_dirty(w->fs, NULL);
+                pthread_mutex_lock(&d->lock);
+                release_ws(d, w);
+                if (dirty && !d->closing)
+                        return error_json(
+                                LFS_DIRTY,
+                                "the Workspace of '%s' has uncommitted changes; commit them, or unmount with "
+                                "--discard to drop them",
+                                branch);
         }
+        wait_ws_released(d, w);
+        /* Meanwhile the Sandbox may have begun closing, or another unmount ended this one. */
+        if (d->closing)
+                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+        if (find_ws(d, branch) != w)
+                return not_mounted(d, branch);
         int r = stop_mount(w, false);
         if (r == -EBUSY)
                 return error_json(
@@ -377,16 +462,18 @@ static json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
         return ok_json(NULL);
 }
 
+/* Called with d->lock held (dispatch); releases it for the dirty checks. */
 static json_t *call_list(daemon_state *d) {
+        bool dirty[MAX_WORKSPACES];
+        if (!check_dirty(d, dirty))
+                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         json_t *out = json_array();
         for (int i = 0; i < MAX_WORKSPACES; i++) {
                 workspace *w = &d->ws[i];
                 if (!w->active)
                         continue;
-                flush_kernel_cache(w);
                 json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s}", "branch", w->branch, "path",
-                                                     w->mountpoint, "dirty", ws_is_dirty(w->fs, NULL),
-                                                     "platform", "linux"));
+                                                     w->mountpoint, "dirty", dirty[i], "platform", "linux"));
         }
         return ok_json(out);
 }
@@ -421,6 +508,13 @@ static void end_commands(daemon_state *d) {
 static void teardown(daemon_state *d, const char *why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
+        /* Whatever reads a Workspace stops now; then nothing holds them. */
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (d->ws[i].active)
+                        ws_cancel(d->ws[i].fs);
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (d->ws[i].active)
+                        wait_ws_released(d, &d->ws[i]);
         pthread_cond_broadcast(&d->events_cond); /* followers of sandbox events end */
         /* A command checked before closing began must be in its leaf before the leaves
          * are ended, or it could start after and outlive the Sandbox. */
@@ -438,18 +532,18 @@ static void teardown(daemon_state *d, const char *why) {
         wake_main_loop(d);
 }
 
+/* Called with d->lock held (dispatch); without --force, releases it for the dirty checks.
+ * With --force it cancels whatever reads a Workspace (teardown). */
 static json_t *call_close(daemon_state *d, bool force) {
-        for (int i = 0; i < MAX_WORKSPACES; i++)
-                if (d->ws[i].active)
-                        flush_kernel_cache(&d->ws[i]);
-        if (!force)
-                for (int i = 0; i < MAX_WORKSPACES; i++)
-                        if (d->ws[i].active && ws_is_dirty(d->ws[i].fs, NULL))
-                                return error_json(
-                                        LFS_DIRTY,
-                                        "the Workspace of '%s' in sandbox %d has uncommitted changes; "
-                                        "commit them, or close with --force to drop them",
-                                        d->ws[i].branch, d->number);
+        bool dirty[MAX_WORKSPACES];
+        if (!force && !check_dirty(d, dirty))
+                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+        for (int i = 0; i < MAX_WORKSPACES && !force; i++)
+                if (d->ws[i].active && dirty[i])
+                        return error_json(LFS_DIRTY,
+                                          "the Workspace of '%s' in sandbox %d has uncommitted changes; "
+                                          "commit them, or close with --force to drop them",
+                                          d->ws[i].branch, d->number);
         teardown(d, force ? "sandbox close --force" : "sandbox close");
         return ok_json(NULL);
 }
@@ -550,7 +644,9 @@ typedef struct client {
 } client;
 
 /* One request per connection; exec holds its connection until the command ends, so
- * each connection has its own thread. Calls other than exec run under d->lock. */
+ * each connection has its own thread. Calls other than exec run under d->lock, which
+ * status, commit, list_workspaces, unmount and close release while they read a
+ * Workspace (hold_ws). */
 static void *serve_client(void *arg) {
         client *c = arg;
         daemon_state *d = c->d;
@@ -816,6 +912,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         pthread_cond_init(&d.events_cond, NULL);
+        pthread_cond_init(&d.ws_released, NULL);
         pthread_cond_init(&d.started_cond, NULL);
         if (start_watcher(&d) < 0)
                 return 1;

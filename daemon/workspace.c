@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/ioctl.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -48,6 +49,7 @@ typedef struct ws_inode {
         blkcnt_t upper_blocks; /* the upper file's st_blocks when its fd was last closed */
         bool hashed; /* upper_hash is the upper file's id (reset by every change) */
         lfs_id upper_hash;
+        uint64_t data_gen; /* moves with every change of the data: a hash of another is stale */
         char *link; /* a symlink's target, once read or made */
         /* Directories: children from the lower tree once loaded, then the live namespace. */
         bool loaded;
@@ -81,6 +83,10 @@ typedef struct ws_handle {
 struct ws_fs {
         pthread_mutex_t lock;
         lfs_store *store;
+        lfs_store *work_store; /* the commit's, used without lock while committing */
+        bool committing;
+        _Atomic unsigned cancel_gen; /* ws_cancel: the walks that began before it stop */
+        uint64_t data_gen; /* the last inode data_gen given */
         char *branch;
         lfs_id base; /* the commit the view started from (or last committed) */
         lfs_id base_tree; /* its tree */
@@ -359,6 +365,12 @@ static void entry_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         stat_of(fs, ino, st);
 }
 
+/* The inode's data changed: its hash, and any taken before, are stale. */
+static void data_changed(ws_fs *fs, ws_inode *in) {
+        in->hashed = false;
+        in->data_gen = ++fs->data_gen;
+}
+
 static void touch(ws_inode *in, bool modified) {
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
@@ -449,6 +461,7 @@ void ws_close(ws_fs *fs) {
                         close(in->upper_fd);
         }
         free(fs->stale);
+        lfs_store_close(fs->work_store);
         free(fs->inodes);
         free(fs->slots);
         free(fs->handles);
@@ -604,7 +617,7 @@ static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
         }
         in->upper = true;
         in->upper_fd = fd;
-        in->hashed = false;
+        data_changed(fs, in);
         return 0;
 }
 
@@ -726,7 +739,7 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                                 break;
                         }
                         in->size = (uint64_t)attr->st_size;
-                        in->hashed = false;
+                        data_changed(fs, in);
                         if (may_close_upper(in))
                                 close_upper(in);
                         touch(in, true);
@@ -1067,7 +1080,7 @@ static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh) {
                         if (ftruncate(in->upper_fd, 0) < 0)
                                 return -errno;
                         in->size = 0;
-                        in->hashed = false;
+                        data_changed(fs, in);
                         touch(in, true);
                 }
         }
@@ -1194,7 +1207,7 @@ ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off
                 if ((uint64_t)off + (uint64_t)r > in->size)
                         in->size = (uint64_t)off + (uint64_t)r;
                 start_writeback(in, off, (size_t)r);
-                in->hashed = false;
+                data_changed(fs, in);
                 touch(in, true);
         } while (0);
         return r;
@@ -1231,7 +1244,7 @@ int ws_fallocate(ws_fs *fs, uint64_t fh, int mode, off_t off, off_t len) {
                 struct stat st;
                 if (fstat(in->upper_fd, &st) == 0)
                         in->size = (uint64_t)st.st_size;
-                in->hashed = false;
+                data_changed(fs, in);
                 touch(in, true);
         } while (0);
         return r;
@@ -1428,105 +1441,109 @@ int ws_removexattr(ws_fs *fs, uint64_t ino, const char *name) {
         return r;
 }
 
-/* ---- status and commit: the namespace against the base tree ---- */
+/* ---- status and commit: the namespace against the base tree ----
+ * One walk serves status, the dirty check and commit. It never recurses: it keeps a
+ * stack of the directories on the way down and one path buffer, so a tree's depth costs
+ * a little heap per level, and it refuses a change at a path longer than the Store
+ * records (LFS_PATH_MAX) as soon as it meets one. It runs under fs->lock, which the
+ * mount's thread needs for every request, so what can take long (reading the data of
+ * changed files) runs before it without the lock: a status hashes, a commit stores, then
+ * the walk takes what was found for each inode whose data has not changed since
+ * (data_gen) and does the little that remains under the lock. */
+
+typedef enum walk_purpose {
+        WALK_STATUS,
+        WALK_DIRTY, /* stops at the first change */
+        WALK_COMMIT,
+} walk_purpose;
+
+/* The content id of an upper file, found without the lock. */
+typedef struct walk_file {
+        uint64_t ino;
+        uint64_t data_gen; /* the inode's data_gen when it was listed */
+        uint64_t size;
+        bool hashed; /* id known when it was listed (commit: only its object may be missing) */
+        bool have; /* id is the content of that data_gen */
+        lfs_id id;
+} walk_file;
+
+/* A directory on the walk's stack. */
+typedef struct walk_level {
+        uint64_t ino;
+        lfs_tree base; /* its tree in the base (empty for a new directory) */
+        const lfs_entry *in_base; /* its entry in the parent's base tree, if any */
+        bool is_new; /* no directory at its path in the base */
+        size_t next; /* the next of its entries to look at */
+        size_t path_len;
+        size_t reported; /* status: changes reported before it */
+        bool entered; /* its entries loaded and its base tree read */
+        const char *name; /* commit: its name in the parent */
+        lfs_tree out; /* commit: its entries as they will be recorded */
+        bool changed; /* commit: out differs from base */
+        size_t matched; /* commit: base entries found unchanged */
+} walk_level;
 
 typedef struct change_walk {
         ws_fs *fs;
-        bool for_commit;
+        walk_purpose purpose;
+        unsigned cancel_gen; /* fs->cancel_gen when the operation began */
+        bool final; /* status: an upper file still unhashed counts as modified */
         lfs_change_list status;
-        lfs_path_change *changes;
-        size_t n_changes, cap_changes;
-        char **owned; /* strings the changes point at */
-        size_t n_owned, cap_owned;
+        bool dirty;
+        walk_file *need; /* status: upper files to hash before the result is known */
+        size_t n_need, cap_need;
+        /* commit */
+        lfs_store *store;
+        lfs_blob_writer *w;
+        lfs_tree_rows rows;
+        const walk_file *stored; /* by ino */
+        size_t n_stored;
+        lfs_id root; /* the tree recorded */
+        path_buf path;
+        walk_level *stack;
+        size_t depth, cap_stack;
         lfs_error **err;
 } change_walk;
 
-static const char *keep(change_walk *cw, char *s) {
-        GROW(cw->owned, cw->cap_owned, cw->n_owned + 1);
-        cw->owned[cw->n_owned++] = s;
-        return s;
+static bool walk_cancelled(const change_walk *cw) {
+        return atomic_load(&cw->fs->cancel_gen) != cw->cancel_gen;
 }
 
-static void report(change_walk *cw, const char *path, lfs_change_kind kind) {
-        GROW(cw->status.items, cw->status.cap, cw->status.n + 1);
-        cw->status.items[cw->status.n++] = (lfs_change){ .path = xstrdup(path), .kind = kind };
+static bool writer_cancelled(void *userdata) {
+        return walk_cancelled(userdata);
 }
 
-static void change(change_walk *cw, const char *path, lfs_entry_type type, const char *source) {
-        GROW(cw->changes, cw->cap_changes, cw->n_changes + 1);
-        cw->changes[cw->n_changes++] =
-                (lfs_path_change){ .path = keep(cw, xstrdup(path)), .type = type, .source = source };
+static int cancelled_error(lfs_error **err) {
+        return lfs_fail(err, LFS_FAILED, ECANCELED, "cancelled");
 }
 
-/* Every leaf of a base subtree, as deleted. */
-static int report_deleted_tree(change_walk *cw, const lfs_id *tree_id, const char *path) {
-        lfs_tree t = { 0 };
-        int r = lfs_db_get_tree(cw->fs->store, tree_id, &t, cw->err);
-        if (r < 0)
-                return r;
-        if (!t.n)
-                report(cw, path, LFS_DELETED);
-        for (size_t i = 0; i < t.n && r == 0; i++) {
-                _cleanup_free_ char *sub = path_join(path, t.entries[i].name);
-                if (lfs_mode_is_dir(t.entries[i].mode))
-                        r = report_deleted_tree(cw, &t.entries[i].id, sub);
-                else
-                        report(cw, sub, LFS_DELETED);
+static int path_too_long(change_walk *cw) {
+        _cleanup_free_ char *shown = lfs_path_excerpt(cw->path.s);
+        return lfs_fail(cw->err, LFS_INVALID_INPUT, ENAMETOOLONG,
+                        "the Workspace of '%s' has a path of %zu bytes (%s); the Store records paths of at "
+                        "most " LFS_PATH_MAX_TEXT " bytes (PATH_MAX): move or remove it, or unmount with "
+                        "--discard",
+                        cw->fs->branch, cw->path.len, shown);
+}
+
+/* A change at the walk's current path. Those of the namespace (added, modified) must
+ * fit in what the Store records; deleted ones come from the Store. */
+static int report(change_walk *cw, lfs_change_kind kind) {
+        if (kind != LFS_DELETED && cw->path.len > LFS_PATH_MAX && cw->purpose != WALK_DIRTY)
+                return path_too_long(cw);
+        cw->dirty = true;
+        if (cw->purpose == WALK_STATUS) {
+                GROW(cw->status.items, cw->status.cap, cw->status.n + 1);
+                cw->status.items[cw->status.n++] = (lfs_change){ .path = xstrdup(cw->path.s), .kind = kind };
         }
-        lfs_tree_done(&t);
-        return r;
-}
-
-static int base_gone(change_walk *cw, const lfs_entry *b, const char *path) {
-        if (cw->for_commit) {
-                change(cw, path, LFS_ENTRY_NONE, NULL);
-                return 0;
-        }
-        if (lfs_mode_is_dir(b->mode))
-                return report_deleted_tree(cw, &b->id, path);
-        report(cw, path, LFS_DELETED);
         return 0;
 }
 
-/* The content id a file or symlink inode would be stored under. */
-static int current_id(ws_fs *fs, uint64_t ino, lfs_id *ret, lfs_error **err) {
-        ws_inode *in = inode_get(fs, ino);
-        if (S_ISLNK(in->mode)) {
-                if (in->link)
-                        lfs_sha256(in->link, strlen(in->link), ret);
-                else
-                        *ret = in->blob; /* from the Store, never changed */
-                return 0;
-        }
-        if (!in->upper) {
-                if (in->has_blob)
-                        *ret = in->blob;
-                else
-                        lfs_sha256("", 0, ret);
-                return 0;
-        }
-        if (in->hashed) {
-                *ret = in->upper_hash;
-                return 0;
-        }
-        char name[UPPER_NAME_MAX];
-        upper_name(ino, name);
-        _cleanup_close_ int fd = openat(fs->upper_fd, name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot read the Workspace's copy of a file: %s",
-                                strerror(errno));
-        _cleanup_free_ char *buf = xmalloc(1u << 20);
-        lfs_hasher *h = lfs_hasher_new();
-        ssize_t k;
-        while ((k = read(fd, buf, 1u << 20)) > 0)
-                lfs_hasher_update(h, buf, (size_t)k);
-        lfs_hasher_finish(h, ret);
-        if (k < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot read the Workspace's copy of a file");
-        /* Hashed once until the next change: status stays cheap for large files. */
-        in->hashed = true;
-        in->upper_hash = *ret;
-        return 0;
+/* The base entry b at the current path is gone from the namespace. */
+static int base_gone(change_walk *cw, const lfs_entry *b) {
+        if (cw->purpose != WALK_STATUS || !lfs_mode_is_dir(b->mode))
+                return report(cw, LFS_DELETED);
+        return lfs_tree_leaves(cw->fs->store, &b->id, cw->path.s, LFS_DELETED, &cw->status, cw->err);
 }
 
 static uint32_t store_mode(uint32_t mode) {
@@ -1535,103 +1552,339 @@ static uint32_t store_mode(uint32_t mode) {
         return mode & S_IXUSR ? LFS_MODE_EXEC : LFS_MODE_FILE;
 }
 
-static int walk_changes(change_walk *cw, uint64_t dir_ino, const lfs_id *base_id, const char *prefix);
+static int cmp_walk_file(const void *a, const void *b) {
+        uint64_t x = ((const walk_file *)a)->ino, y = ((const walk_file *)b)->ino;
+        return x < y ? -1 : x > y;
+}
 
-static int leaf_changes(change_walk *cw, uint64_t ino, const lfs_entry *b, const char *path) {
+static const walk_file *stored_file(const change_walk *cw, uint64_t ino) {
+        walk_file key = { .ino = ino };
+        return cw->n_stored ? bsearch(&key, cw->stored, cw->n_stored, sizeof(key), cmp_walk_file) : NULL;
+}
+
+/* Commit: stores an upper file now, under the lock (its data changed since it was
+ * stored without the lock, or it is new since). */
+static int store_upper_now(change_walk *cw, uint64_t ino, lfs_id *ret, uint64_t *ret_size) {
         ws_fs *fs = cw->fs;
-        ws_inode *in = inode_get(fs, ino);
-        if (!S_ISREG(in->mode) && !S_ISLNK(in->mode))
-                return b ? base_gone(cw, b, path) : 0; /* fifos and sockets are not recorded */
-        lfs_id id;
-        int r = current_id(fs, ino, &id, cw->err);
+        char name[UPPER_NAME_MAX];
+        upper_name(ino, name);
+        struct stat st;
+        if (fstatat(fs->upper_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return lfs_fail(cw->err, LFS_FAILED, errno, "cannot read the Workspace's copy of %s: %s",
+                                cw->path.s, strerror(errno));
+        lfs_blob_source src = {
+                .dirfd = fs->upper_fd, .path = name, .size = (uint64_t)st.st_size, .ret_id = ret
+        };
+        int r = lfs_blob_writer_add_files(cw->w, &src, 1, cw->err);
         if (r < 0)
                 return r;
-        uint32_t mode = store_mode(in->mode);
-        if (b && b->mode == mode && lfs_id_eq(&b->id, &id))
-                return 0;
-        if (!cw->for_commit) {
-                if (b && lfs_mode_is_dir(b->mode)) {
-                        r = report_deleted_tree(cw, &b->id, path);
-                        report(cw, path, LFS_ADDED);
-                } else {
-                        report(cw, path, b ? LFS_MODIFIED : LFS_ADDED);
-                }
-                return r;
-        }
-        if (S_ISLNK(in->mode)) {
-                if ((r = read_link_target(fs, in)) < 0)
-                        return lfs_fail(cw->err, LFS_FAILED, -r, "cannot read symlink %s", path);
-                change(cw, path, LFS_ENTRY_SYMLINK, keep(cw, xstrdup(inode_get(fs, ino)->link)));
-                return 0;
-        }
-        GROW(cw->changes, cw->cap_changes, cw->n_changes + 1);
-        lfs_path_change *c = &cw->changes[cw->n_changes++];
-        *c = (lfs_path_change){ .path = keep(cw, xstrdup(path)),
-                                .type = mode == LFS_MODE_EXEC ? LFS_ENTRY_EXEC : LFS_ENTRY_FILE };
-        if (in->upper) {
-                char name[UPPER_NAME_MAX];
-                upper_name(ino, name);
-                c->source = keep(cw, xasprintf("%s/%s", fs->upper, name));
-        } else {
-                lfs_id *blob = xmalloc(sizeof(*blob));
-                *blob = id;
-                c->blob = (const lfs_id *)keep(cw, (char *)blob);
-                c->blob_size = in->size;
-        }
+        *ret_size = (uint64_t)st.st_size;
         return 0;
 }
 
-static int walk_changes(change_walk *cw, uint64_t dir_ino, const lfs_id *base_id, const char *prefix) {
+/* A file's or symlink's mode and content id as it would be recorded. known is false
+ * (status, dirty check) when the file is copied up and not hashed since its last change. */
+static int leaf_id(change_walk *cw, uint64_t ino, uint32_t *ret_mode, lfs_id *ret_id, uint64_t *ret_size,
+                   bool *known) {
         ws_fs *fs = cw->fs;
-        ws_inode *dir = inode_get(fs, dir_ino);
-        /* A directory never listed is as it was loaded: compare ids only. */
-        if (!dir->loaded && base_id && dir->has_tree && lfs_id_eq(&dir->tree, base_id))
+        ws_inode *in = inode_get(fs, ino);
+        *ret_mode = store_mode(in->mode);
+        *ret_size = in->size;
+        *known = true;
+        if (S_ISLNK(in->mode)) {
+                if (!in->link) {
+                        *ret_id = in->blob; /* from the Store, never changed */
+                        return 0;
+                }
+                if (cw->purpose == WALK_COMMIT)
+                        return lfs_blob_writer_add_data(cw->w, in->link, strlen(in->link), ret_id, cw->err);
+                lfs_sha256(in->link, strlen(in->link), ret_id);
                 return 0;
-        int r = load_dir(fs, dir_ino);
-        if (r < 0)
-                return lfs_fail(cw->err, LFS_FAILED, -r, "cannot read directory '%s' from the Store",
-                                prefix);
-        lfs_tree base = { 0 };
-        if (base_id && (r = lfs_db_get_tree(fs->store, base_id, &base, cw->err)) < 0)
-                return r;
-        dir = inode_get(fs, dir_ino);
-        if (!base_id && dir->live_ents == 0 && *prefix && !cw->for_commit)
-                report(cw, prefix, LFS_ADDED);
-        for (size_t i = 0; i < inode_get(fs, dir_ino)->n_ents && r == 0; i++) {
-                ws_dirent d = inode_get(fs, dir_ino)->ents[i];
-                if (!d.name)
-                        continue;
-                _cleanup_free_ char *path = path_join(prefix, d.name);
-                const lfs_entry *b = lfs_tree_find(&base, d.name);
-                if (S_ISDIR(inode_get(fs, d.ino)->mode)) {
-                        if (b && lfs_mode_is_dir(b->mode)) {
-                                r = walk_changes(cw, d.ino, &b->id, path);
-                                continue;
-                        }
-                        if (b && !cw->for_commit)
-                                report(cw, path, LFS_DELETED);
-                        if (cw->for_commit)
-                                change(cw, path, LFS_ENTRY_DIR, NULL);
-                        r = walk_changes(cw, d.ino, NULL, path);
-                } else {
-                        r = leaf_changes(cw, d.ino, b, path);
-                }
         }
-        for (size_t i = 0; i < base.n && r == 0; i++)
-                if (!child_get(fs, dir_ino, base.entries[i].name, NULL)) {
-                        _cleanup_free_ char *path = path_join(prefix, base.entries[i].name);
-                        r = base_gone(cw, &base.entries[i], path);
+        if (!in->upper) {
+                if (in->has_blob)
+                        *ret_id = in->blob;
+                else if (cw->purpose == WALK_COMMIT)
+                        return lfs_blob_writer_add_data(cw->w, "", 0, ret_id, cw->err);
+                else
+                        lfs_sha256("", 0, ret_id);
+                return 0;
+        }
+        if (cw->purpose != WALK_COMMIT) {
+                *known = in->hashed;
+                *ret_id = in->upper_hash;
+                return 0;
+        }
+        const walk_file *f = stored_file(cw, ino);
+        if (f && f->have && f->data_gen == in->data_gen) {
+                *ret_id = f->id;
+                *ret_size = f->size;
+        } else {
+                int r = store_upper_now(cw, ino, ret_id, ret_size);
+                if (r < 0)
+                        return r;
+                in = inode_get(fs, ino);
+        }
+        /* Under the lock the data cannot change: the id is the file's until its next change. */
+        in->hashed = true;
+        in->upper_hash = *ret_id;
+        return 0;
+}
+
+static void push_level(change_walk *cw, uint64_t ino, const lfs_entry *in_base, const char *name) {
+        GROW(cw->stack, cw->cap_stack, cw->depth + 1);
+        cw->stack[cw->depth++] = (walk_level){ .ino = ino,
+                                               .in_base = in_base,
+                                               .is_new = !in_base || !lfs_mode_is_dir(in_base->mode),
+                                               .path_len = cw->path.len,
+                                               .reported = cw->status.n,
+                                               .name = name };
+}
+
+static void level_done(walk_level *l) {
+        lfs_tree_done(&l->base);
+        lfs_tree_done(&l->out);
+}
+
+/* Commit: what the entry at the current path records, against its base entry b. */
+static int record(change_walk *cw, walk_level *top, const char *name, uint32_t mode, uint64_t size,
+                  const lfs_id *id, const lfs_entry *b) {
+        if (b && b->mode == mode && lfs_id_eq(&b->id, id)) {
+                top->matched++;
+        } else {
+                if (cw->path.len > LFS_PATH_MAX)
+                        return path_too_long(cw);
+                top->changed = true;
+        }
+        lfs_tree_add(&top->out, xstrdup(name), mode, size, id);
+        return 0;
+}
+
+/* One entry of the directory on top of the stack. */
+static int walk_entry(change_walk *cw, walk_level *top, const ws_dirent *d) {
+        ws_fs *fs = cw->fs;
+        ws_inode *child = inode_get(fs, d->ino);
+        const lfs_entry *b = lfs_tree_find(&top->base, d->name);
+        int r = 0;
+        if (S_ISDIR(child->mode)) {
+                if (b && lfs_mode_is_dir(b->mode)) {
+                        /* A directory never listed is as it was loaded: compare ids only. */
+                        if (!child->loaded && child->has_tree && lfs_id_eq(&child->tree, &b->id))
+                                return cw->purpose == WALK_COMMIT
+                                               ? record(cw, top, d->name, LFS_MODE_DIR, 0, &b->id, b)
+                                               : 0;
+                } else {
+                        /* A directory where the base had none: a change, whatever is below. */
+                        if (cw->purpose == WALK_DIRTY) {
+                                cw->dirty = true;
+                                return 0;
+                        }
+                        if (cw->path.len > LFS_PATH_MAX)
+                                return path_too_long(cw);
+                        if (b && cw->purpose == WALK_STATUS && (r = report(cw, LFS_DELETED)) < 0)
+                                return r;
+                        if (b)
+                                top->changed = true;
                 }
-        lfs_tree_done(&base);
+                push_level(cw, d->ino, b, d->name);
+                return 0;
+        }
+        if (!S_ISREG(child->mode) && !S_ISLNK(child->mode)) {
+                /* Fifos and sockets are not recorded. */
+                if (b)
+                        top->changed = true;
+                return b ? base_gone(cw, b) : 0;
+        }
+        uint32_t mode;
+        uint64_t size;
+        lfs_id id;
+        bool known;
+        if ((r = leaf_id(cw, d->ino, &mode, &id, &size, &known)) < 0)
+                return r;
+        if (cw->purpose == WALK_COMMIT)
+                return record(cw, top, d->name, mode, size, &id, b);
+        if (!known) {
+                /* Only a file as large as its base entry can be unchanged: hash it first. */
+                if (b && b->mode == mode && b->size == size && !cw->final) {
+                        GROW(cw->need, cw->cap_need, cw->n_need + 1);
+                        cw->need[cw->n_need++] = (walk_file){ .ino = d->ino, .data_gen = child->data_gen };
+                        return 0;
+                }
+        } else if (b && b->mode == mode && lfs_id_eq(&b->id, &id)) {
+                return 0;
+        }
+        if (b && lfs_mode_is_dir(b->mode)) {
+                if ((r = base_gone(cw, b)) < 0)
+                        return r;
+                return report(cw, LFS_ADDED);
+        }
+        return report(cw, b ? LFS_MODIFIED : LFS_ADDED);
+}
+
+/* The directory on top of the stack is done: what left it, then its own record. */
+static int leave_dir(change_walk *cw) {
+        ws_fs *fs = cw->fs;
+        walk_level *top = &cw->stack[cw->depth - 1];
+        int r = 0;
+        for (size_t i = 0; i < top->base.n && r == 0 && !(cw->purpose == WALK_DIRTY && cw->dirty); i++)
+                if (!child_get(fs, top->ino, top->base.entries[i].name, NULL)) {
+                        path_buf_cut(&cw->path, top->path_len);
+                        path_buf_push(&cw->path, top->base.entries[i].name);
+                        r = base_gone(cw, &top->base.entries[i]);
+                }
+        path_buf_cut(&cw->path, top->path_len);
+        /* A new directory with nothing recorded below is itself the change. */
+        if (r == 0 && top->is_new && cw->depth > 1 && cw->status.n == top->reported &&
+            cw->purpose != WALK_COMMIT)
+                r = report(cw, LFS_ADDED);
+        if (r < 0 || cw->purpose != WALK_COMMIT) {
+                level_done(top);
+                cw->depth--;
+                return r;
+        }
+        lfs_id id;
+        if (!top->is_new && !top->changed && top->matched == top->base.n)
+                id = top->in_base ? top->in_base->id : fs->base_tree;
+        else
+                lfs_tree_store(&top->out, &cw->rows, &id);
+        const char *name = top->name;
+        const lfs_entry *in_base = top->in_base;
+        level_done(top);
+        if (--cw->depth == 0) {
+                cw->root = id;
+                return 0;
+        }
+        walk_level *parent = &cw->stack[cw->depth - 1];
+        path_buf_cut(&cw->path, parent->path_len);
+        path_buf_push(&cw->path, name);
+        r = record(cw, parent, name, LFS_MODE_DIR, 0, &id, in_base);
+        path_buf_cut(&cw->path, parent->path_len);
         return r;
 }
 
-static void change_walk_done(change_walk *cw) {
+/* Entering a directory: its entries, and its tree in the base. */
+static int enter_dir(change_walk *cw, walk_level *top) {
+        ws_fs *fs = cw->fs;
+        top->entered = true;
+        int r = load_dir(fs, top->ino);
+        if (r < 0)
+                return lfs_fail(cw->err, LFS_FAILED, -r, "cannot read directory '%s' from the Store",
+                                cw->path.s ? cw->path.s : "");
+        const lfs_id *base = cw->depth == 1 ? &fs->base_tree : top->is_new ? NULL : &top->in_base->id;
+        return base ? lfs_db_get_tree(fs->store, base, &top->base, cw->err) : 0;
+}
+
+static int walk_changes(change_walk *cw) {
+        ws_fs *fs = cw->fs;
+        path_buf_cut(&cw->path, 0);
+        push_level(cw, WS_ROOT_INO, NULL, NULL);
+        cw->stack[0].is_new = false;
+        int r = 0;
+        while (cw->depth && r == 0) {
+                if (cw->purpose == WALK_DIRTY && cw->dirty)
+                        break;
+                if (walk_cancelled(cw)) {
+                        r = cancelled_error(cw->err);
+                        break;
+                }
+                walk_level *top = &cw->stack[cw->depth - 1];
+                if (!top->entered && (r = enter_dir(cw, top)) < 0)
+                        break;
+                ws_inode *dir = inode_get(fs, top->ino);
+                if (top->next == dir->n_ents) {
+                        r = leave_dir(cw);
+                        continue;
+                }
+                ws_dirent d = dir->ents[top->next++];
+                if (!d.name)
+                        continue;
+                path_buf_cut(&cw->path, top->path_len);
+                path_buf_push(&cw->path, d.name);
+                r = walk_entry(cw, top, &d); /* may push: top is stale after it */
+        }
+        while (cw->depth)
+                level_done(&cw->stack[--cw->depth]);
+        return r;
+}
+
+static void walk_done(change_walk *cw) {
         lfs_change_list_free(cw->status.items, cw->status.n);
-        free(cw->changes);
-        for (size_t i = 0; i < cw->n_owned; i++)
-                free(cw->owned[i]);
-        free(cw->owned);
+        cw->status = (lfs_change_list){ 0 };
+        free(cw->need);
+        free(cw->stack);
+        path_buf_done(&cw->path);
+        lfs_tree_rows_done(&cw->rows);
+}
+
+/* The id of an upper file's contents, read without the lock (its file stays put: its
+ * name is its inode's; -ENOENT when it went meanwhile). */
+static int hash_upper(change_walk *cw, uint64_t ino, lfs_id *ret) {
+        char name[UPPER_NAME_MAX];
+        upper_name(ino, name);
+        _cleanup_close_ int fd = openat(cw->fs->upper_fd, name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT
+                               ? -ENOENT
+                               : lfs_fail(cw->err, LFS_FAILED, errno,
+                                          "cannot read the Workspace's copy of a file: %s", strerror(errno));
+        _cleanup_free_ char *buf = xmalloc(1u << 20);
+        lfs_hasher *h = lfs_hasher_new();
+        ssize_t k = 0;
+        while (!walk_cancelled(cw) && (k = read(fd, buf, 1u << 20)) > 0)
+                lfs_hasher_update(h, buf, (size_t)k);
+        int e = errno;
+        lfs_hasher_finish(h, ret);
+        if (walk_cancelled(cw))
+                return cancelled_error(cw->err);
+        if (k < 0)
+                return lfs_fail(cw->err, LFS_FAILED, e, "cannot read the Workspace's copy of a file: %s",
+                                strerror(e));
+        return 0;
+}
+
+/* Status: hashes the files the walk asked for, with fs->lock released meanwhile; keeps
+ * each hash whose file has not changed since it was asked for. */
+static int hash_needed(change_walk *cw) {
+        ws_fs *fs = cw->fs;
+        qsort(cw->need, cw->n_need, sizeof(walk_file), cmp_walk_file);
+        size_t n = 0;
+        for (size_t i = 0; i < cw->n_need; i++) /* a file under several names is hashed once */
+                if (!n || cw->need[n - 1].ino != cw->need[i].ino)
+                        cw->need[n++] = cw->need[i];
+        cw->n_need = n;
+        pthread_mutex_unlock(&fs->lock);
+        int r = 0;
+        for (size_t i = 0; i < n && r == 0; i++) {
+                r = hash_upper(cw, cw->need[i].ino, &cw->need[i].id);
+                cw->need[i].have = r == 0;
+                if (r == -ENOENT)
+                        r = 0;
+        }
+        pthread_mutex_lock(&fs->lock);
+        for (size_t i = 0; i < n; i++) {
+                ws_inode *in = inode_get(fs, cw->need[i].ino);
+                if (cw->need[i].have && in && in->upper && in->data_gen == cw->need[i].data_gen) {
+                        in->hashed = true;
+                        in->upper_hash = cw->need[i].id;
+                }
+        }
+        cw->n_need = 0;
+        return r;
+}
+
+/* A status or dirty check: one walk; another, after hashing, if it met copied-up files
+ * that may be unchanged. With fs->lock held (released while hashing). */
+static int look(change_walk *cw) {
+        int r = walk_changes(cw);
+        if (r < 0 || !cw->n_need || (cw->purpose == WALK_DIRTY && cw->dirty))
+                return r;
+        if ((r = hash_needed(cw)) < 0)
+                return r;
+        lfs_change_list_free(cw->status.items, cw->status.n);
+        cw->status = (lfs_change_list){ 0 };
+        cw->dirty = false;
+        cw->final = true;
+        return walk_changes(cw);
 }
 
 static int cmp_change(const void *a, const void *b) {
@@ -1639,10 +1892,12 @@ static int cmp_change(const void *a, const void *b) {
 }
 
 int ws_status(ws_fs *fs, lfs_change **ret, size_t *ret_n, lfs_error **err) {
-        change_walk cw = { .fs = fs, .err = err };
-        int r;
-        LOCK_GUARD(fs);
-        r = walk_changes(&cw, WS_ROOT_INO, &fs->base_tree, "");
+        change_walk cw = {
+                .fs = fs, .purpose = WALK_STATUS, .cancel_gen = atomic_load(&fs->cancel_gen), .err = err
+        };
+        pthread_mutex_lock(&fs->lock);
+        int r = look(&cw);
+        pthread_mutex_unlock(&fs->lock);
         if (r == 0) {
                 if (cw.status.n > 1)
                         qsort(cw.status.items, cw.status.n, sizeof(lfs_change), cmp_change);
@@ -1650,17 +1905,23 @@ int ws_status(ws_fs *fs, lfs_change **ret, size_t *ret_n, lfs_error **err) {
                 *ret_n = cw.status.n;
                 cw.status = (lfs_change_list){ 0 };
         }
-        change_walk_done(&cw);
+        walk_done(&cw);
         return r;
 }
 
 bool ws_is_dirty(ws_fs *fs, lfs_error **err) {
-        lfs_change *changes = NULL;
-        size_t n = 0;
-        if (ws_status(fs, &changes, &n, err) < 0)
-                return true; /* when in doubt, do not drop anything */
-        lfs_change_list_free(changes, n);
-        return n > 0;
+        change_walk cw = {
+                .fs = fs, .purpose = WALK_DIRTY, .cancel_gen = atomic_load(&fs->cancel_gen), .err = err
+        };
+        pthread_mutex_lock(&fs->lock);
+        int r = look(&cw);
+        pthread_mutex_unlock(&fs->lock);
+        walk_done(&cw);
+        return r < 0 || cw.dirty; /* when in doubt, do not drop anything */
+}
+
+void ws_cancel(ws_fs *fs) {
+        atomic_fetch_add(&fs->cancel_gen, 1);
 }
 
 /* After a merged commit, the view takes what the others changed: path set as in tree. */
@@ -1700,54 +1961,148 @@ static void view_take(ws_fs *fs, const char *path, const lfs_id *tree) {
         lfs_tree_done(&t);
 }
 
-static int commit_locked(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merged,
-                         lfs_error **err) {
-        change_walk cw = { .fs = fs, .for_commit = true, .err = err };
-        lfs_id commit, own_tree = { { 0 } };
-        int merged = 0;
-        lfs_commit_info c = { 0 };
-        LOCK_GUARD(fs);
-        int r = walk_changes(&cw, WS_ROOT_INO, &fs->base_tree, "");
-        if (r == 0)
-                r = lfs_store_commit_changes(fs->store, fs->branch, &fs->base, cw.changes, cw.n_changes,
-                                             message, &commit, &merged, err);
-        if (r == 0)
-                r = lfs_db_get_commit(fs->store, &commit, &c, err);
-        if (r == 0 && merged) {
-                /* Parents: the head we merged into, then our own commit. */
-                lfs_commit_info mine = { 0 };
-                if ((r = lfs_db_get_commit(fs->store, &c.parents[1], &mine, err)) == 0) {
-                        own_tree = mine.tree;
-                        lfs_commit_info_done(&mine);
-                        lfs_change_list theirs = { 0 };
-                        if ((r = lfs_tree_diff(fs->store, &own_tree, &c.tree, &theirs, err)) == 0) {
-                                for (size_t i = 0; i < theirs.n; i++)
-                                        view_take(fs, theirs.items[i].path, &c.tree);
-                                lfs_change_list_free(theirs.items, theirs.n);
-                        }
-                }
+/* The commit's first step, under the lock: every copied-up file with a name, in inode
+ * order (each inode once, whatever its number of names). */
+static walk_file *list_upper_files(ws_fs *fs, size_t *ret_n) {
+        walk_file *files = NULL;
+        size_t n = 0, cap = 0;
+        for (uint64_t ino = 1; ino <= fs->n_inodes; ino++) {
+                ws_inode *in = inode_get(fs, ino);
+                if (!S_ISREG(in->mode) || !in->upper || in->nlink == 0)
+                        continue;
+                GROW(files, cap, n + 1);
+                files[n++] = (walk_file){ .ino = ino,
+                                          .data_gen = in->data_gen,
+                                          .size = in->size,
+                                          .hashed = in->hashed,
+                                          .id = in->upper_hash };
         }
+        *ret_n = n;
+        return files;
+}
+
+/* The commit's long step, without the lock: stores the contents of those files (a file
+ * hashed before whose object the Store has is not read again). A file that changes or
+ * goes meanwhile is left for the walk, which stores it under the lock. */
+static int store_files(change_walk *cw, walk_file *files, size_t n) {
+        ws_fs *fs = cw->fs;
+        _cleanup_free_ lfs_blob_source *src = xcalloc(n, sizeof(*src));
+        _cleanup_free_ char(*names)[UPPER_NAME_MAX] = xcalloc(n, sizeof(*names));
+        _cleanup_free_ walk_file **of = xcalloc(n, sizeof(*of));
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+                walk_file *f = &files[i];
+                if (f->hashed && lfs_object_exists(cw->store, &f->id)) {
+                        f->have = true;
+                        continue;
+                }
+                struct stat st;
+                upper_name(f->ino, names[k]);
+                if (fstatat(fs->upper_fd, names[k], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                f->size = (uint64_t)st.st_size;
+                of[k] = f;
+                src[k] = (lfs_blob_source){
+                        .dirfd = fs->upper_fd, .path = names[k], .size = f->size, .ret_id = &f->id
+                };
+                k++;
+        }
+        int r = lfs_blob_writer_add_files_lenient(cw->w, src, k, cw->err);
+        for (size_t i = 0; i < k && r == 0; i++)
+                of[i]->have = src[i].result == 0;
+        return r;
+}
+
+/* The view after a commit: its base is the new commit; after a merge it takes the other
+ * side's changes (and tells the kernel to forget the names it cached). */
+static int take_commit(change_walk *cw, const lfs_id *commit, int merged) {
+        ws_fs *fs = cw->fs;
+        lfs_id tree = cw->root;
+        if (merged) {
+                lfs_commit_info c = { 0 };
+                lfs_change_list theirs = { 0 };
+                int r = lfs_db_get_commit(cw->store, commit, &c, cw->err);
+                if (r == 0)
+                        r = lfs_tree_diff(cw->store, &cw->root, &c.tree, &theirs, cw->err);
+                tree = c.tree;
+                lfs_commit_info_done(&c);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < theirs.n; i++)
+                        view_take(fs, theirs.items[i].path, &tree);
+                lfs_change_list_free(theirs.items, theirs.n);
+        }
+        fs->base = *commit;
+        fs->base_tree = tree;
+        return 0;
+}
+
+int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
+        int r = lfs_check_commit_message(message, err);
+        if (r < 0)
+                return r;
+        change_walk cw = {
+                .fs = fs, .purpose = WALK_COMMIT, .cancel_gen = atomic_load(&fs->cancel_gen), .err = err
+        };
+        pthread_mutex_lock(&fs->lock);
+        if (fs->committing) {
+                pthread_mutex_unlock(&fs->lock);
+                return lfs_fail(
+                        err, LFS_BUSY, EBUSY,
+                        "a commit of the Workspace of '%s' is already running; try again when it has "
+                        "ended",
+                        fs->branch);
+        }
+        fs->committing = true;
+        size_t n_files = 0;
+        _cleanup_free_ walk_file *files = list_upper_files(fs, &n_files);
+        pthread_mutex_unlock(&fs->lock);
+
+        /* The Workspace's own Store handle serves its mount's thread; the commit has another. */
+        if (!fs->work_store)
+                r = lfs_store_open(fs->store->home, fs->store->project, &fs->work_store, err);
+        cw.store = fs->work_store;
         if (r == 0) {
-                fs->base = commit;
-                fs->base_tree = c.tree;
+                cw.w = lfs_blob_writer_new(cw.store);
+                lfs_blob_writer_set_cancel(cw.w, writer_cancelled, &cw);
+                r = store_files(&cw, files, n_files);
+        }
+        /* Durable now, while nothing waits: the objects' syncfs flushes what the Workspace wrote. */
+        if (r == 0)
+                r = lfs_blob_writer_publish(cw.w, err);
+
+        lfs_id commit;
+        int merged = 0;
+        pthread_mutex_lock(&fs->lock);
+        cw.stored = files;
+        cw.n_stored = n_files;
+        if (r == 0)
+                r = walk_changes(&cw);
+        if (r == 0)
+                r = lfs_store_commit_tree(cw.store, cw.w, &cw.rows, fs->branch, &fs->base, &cw.root, message,
+                                          &commit, &merged, err);
+        /* Nothing to record: the view stays on its base, even if the Branch moved. */
+        if (r == 0 && !lfs_id_eq(&cw.root, &fs->base_tree))
+                r = take_commit(&cw, &commit, merged);
+        fs->committing = false;
+        /* The names the kernel must forget, told outside the lock: the kernel may need a
+         * request of ours to finish first. */
+        size_t n_stale = fs->n_stale;
+        __typeof__(fs->stale) stale = TAKE_PTR(fs->stale);
+        fs->n_stale = fs->cap_stale = 0;
+        pthread_mutex_unlock(&fs->lock);
+        for (size_t i = 0; i < n_stale; i++) {
+                if (fs->invalidate)
+                        fs->invalidate(fs->invalidate_data, stale[i].parent, stale[i].child, stale[i].name);
+                free(stale[i].name);
+        }
+        free(stale);
+        lfs_blob_writer_free(cw.w);
+        walk_done(&cw);
+        if (r == 0) {
                 *ret_commit = commit;
                 if (ret_merged)
                         *ret_merged = merged;
         }
-        lfs_commit_info_done(&c);
-        change_walk_done(&cw);
-        return r;
-}
-
-int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
-        int r = commit_locked(fs, message, ret_commit, ret_merged, err);
-        /* Outside the lock: the kernel may need a request of ours to finish first. */
-        for (size_t i = 0; i < fs->n_stale; i++) {
-                if (fs->invalidate)
-                        fs->invalidate(fs->invalidate_data, fs->stale[i].parent, fs->stale[i].child,
-                                       fs->stale[i].name);
-                free(fs->stale[i].name);
-        }
-        fs->n_stale = 0;
         return r;
 }

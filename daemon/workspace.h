@@ -9,7 +9,8 @@
  * transport (fuse_ops.c today, io_uring later) calls them and maps the results.
  *
  * Every call returns 0 or a negative errno. One mutex guards the state: the transport
- * and the control thread take turns.
+ * and the control thread take turns; status and commit hold it only while they walk the
+ * namespace, not while they read files' data.
  */
 #ifndef LFS_WORKSPACE_H
 #define LFS_WORKSPACE_H
@@ -89,11 +90,18 @@ ssize_t ws_getxattr(ws_fs *fs, uint64_t ino, const char *name, char *value, size
 ssize_t ws_listxattr(ws_fs *fs, uint64_t ino, char *list, size_t size);
 int ws_removexattr(ws_fs *fs, uint64_t ino, const char *name);
 
-/* Changed paths against the base commit. */
+/* Changed paths against the base commit. A path the Store could not record (longer than
+ * 4,095 bytes) is refused (InvalidInput). */
 int ws_status(ws_fs *fs, lfs_change **ret, size_t *ret_n, lfs_error **err);
+/* Whether there is any change (true also when that cannot be told). */
 bool ws_is_dirty(ws_fs *fs, lfs_error **err);
-/* Records the changes on the Branch (merging if it moved); the base becomes the result. */
+/* Records the changes on the Branch (merging if it moved); the base becomes the result.
+ * One at a time per Workspace (Busy). The files' data is read without the lock that the
+ * mount's requests take, so the Workspace stays usable meanwhile. */
 int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merged, lfs_error **err);
+/* Stops the status, dirty check or commit running on fs: they fail with -ECANCELED
+ * (error code Failed, errnum ECANCELED). Those begun later run normally. */
+void ws_cancel(ws_fs *fs);
 /* Files open right now (unmount refuses Busy while any is). */
 unsigned ws_open_files(ws_fs *fs);
 

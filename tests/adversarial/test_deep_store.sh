@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Attack (issue 13, item 1, the library's side): trees deeper than any walk's stack.
-# A directory of DEPTH levels imported (`project init --from`), a Store whose trees nest
+# A directory of 3,000 levels imported (`project init --from`), a Store whose trees nest
 # DEPTH levels (written straight into store.db, as a Store made elsewhere or by an older
-# version could hold them) verified, diffed, merged and exported, and a chain of DEPTH
-# directories that a command leaves in the Sandbox's TMPDIR removed at close. Default
-# 100,000 levels (`test_deep_store.sh N` for another depth). Before: import held one
+# version could hold them) verified, diffed, merged and exported, and a chain of
+# TMP_DEPTH directories that a command leaves in the Sandbox's TMPDIR removed at close
+# (`test_deep_store.sh DEPTH TMP_DEPTH`, default 100,000 and 30,000: more than the
+# daemon's fd limit here). Before: import held one
 # directory fd per level and failed with "Too many open files", verify, diff and merge
 # recursed once per level until the stack overflowed, and close's rm -rf (daemon and
 # library) recursed with an fd and a 32 KiB stream per level, so the Sandbox's directory
@@ -14,20 +15,22 @@
 source "$(dirname "$0")/../e2e/lib.sh"
 use_private_sandboxes
 DEPTH=${1:-100000}
+TMP_DEPTH=${2:-30000}
 export LAYERFS_PROJECT=deep
 
-# A directory on disk of DEPTH levels: import refuses it by name, without running out of fds.
-python3 - "$WORK/disk" "$DEPTH" <<'EOF'
+# A directory on disk of 3,000 levels, past the Store's 2,048 and the CLI's 1,024 fds:
+# import refuses it by name.
+python3 - "$WORK/disk" 3000 <<'EOF'
 import os, sys
 os.makedirs(sys.argv[1]); os.chdir(sys.argv[1])
 for _ in range(int(sys.argv[2])):
     os.mkdir("d"); os.chdir("d")
 open("f", "w").write("deep\n")
 EOF
-out=$(lfs project init deep --from "$WORK/disk" 2>&1) && fail "the import of $DEPTH levels answered: ${out:0:200}"
+out=$(lfs project init deep --from "$WORK/disk" 2>&1) && fail "the import of 3,000 levels answered: ${out:0:200}"
 case "$out" in
 "InvalidInput: "*"at most 4,095 bytes"*) ok ;;
-*) fail "the import of $DEPTH levels said '${out:0:300}'" ;;
+*) fail "the import of 3,000 levels said '${out:0:300}'" ;;
 esac
 [ ! -e "$LAYERFS_HOME/projects/deep" ] || fail "a failed import left its project"
 ok
@@ -82,7 +85,7 @@ esac
 [ ! -e "$WORK/out" ] && [ -z "$(find "$WORK" -maxdepth 1 -name '.out.layerfs-export-*')" ] || fail "a failed export left files"
 ok
 
-# A command leaves a chain of DEPTH directories in the Sandbox's TMPDIR; close removes it.
+# A command leaves a chain of TMP_DEPTH directories in the Sandbox's TMPDIR; close removes it.
 n=$(lfs sandbox create)
 lfs workspace mount "$n" main >/dev/null
 lfs workspace exec "$n" main -- python3 -c '
@@ -90,7 +93,7 @@ import os, sys
 os.chdir(os.environ["TMPDIR"])
 for _ in range(int(sys.argv[1])):
     os.mkdir("t"); os.chdir("t")
-open("f", "w").write("deep\n")' "$DEPTH"
+open("f", "w").write("deep\n")' "$TMP_DEPTH"
 lfs sandbox close "$n" --force >/dev/null
 [ -z "$(ls -A "$LAYERFS_HOME/sandboxes")" ] || fail "close left the Sandbox's directory: $(ls "$LAYERFS_HOME/sandboxes")"
 grep -q " $LAYERFS_HOME/" /proc/mounts && fail "a mount is left"

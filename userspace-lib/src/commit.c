@@ -56,7 +56,7 @@ int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, con
         return r;
 }
 
-static int check_message(const char *message, lfs_error **err) {
+int lfs_check_commit_message(const char *message, lfs_error **err) {
         if (!message || !*message)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                 "a commit needs a message; give one with -m MESSAGE");
@@ -70,7 +70,7 @@ int lfs_branch_commit(lfs_store *s, const char *branch, const char *from_dir, co
                       lfs_id *ret_commit, lfs_error **err) {
         lfs_id head;
         lfs_commit_info parent;
-        int r = check_message(message, err);
+        int r = lfs_check_commit_message(message, err);
         if (r < 0 || (r = lfs_branch_head(s, branch, &head, err)) < 0)
                 return r;
         if (!from_dir)
@@ -93,11 +93,13 @@ int lfs_branch_commit(lfs_store *s, const char *branch, const char *from_dir, co
 
 /* ---- a set of changed paths applied to a tree ---- */
 
-/* Orders paths so that everything below "a" directly follows "a": '/' sorts first. */
+/* Orders paths so that everything below "a" directly follows "a", and the names of one
+ * directory come in bytewise order: the end of a path sorts first, then '/', then each
+ * byte by its value. */
 static int path_cmp(const char *a, const char *b) {
         for (;; a++, b++) {
-                unsigned ca = *a == '/' ? 1 : (unsigned char)*a;
-                unsigned cb = *b == '/' ? 1 : (unsigned char)*b;
+                unsigned ca = *a == '/' ? 1 : *a ? (unsigned char)*a + 1u : 0;
+                unsigned cb = *b == '/' ? 1 : *b ? (unsigned char)*b + 1u : 0;
                 if (ca != cb || !ca)
                         return (int)ca - (int)cb;
         }
@@ -133,68 +135,121 @@ static bool change_path_valid(const char *path) {
         return true;
 }
 
-static void tree_remove(lfs_tree *t, const char *name) {
-        for (size_t i = 0; i < t->n; i++)
-                if (!strcmp(t->entries[i].name, name)) {
-                        free(t->entries[i].name);
-                        memmove(&t->entries[i], &t->entries[i + 1], (t->n - i - 1) * sizeof(lfs_entry));
-                        t->n--;
-                        return;
-                }
+/* A directory the changes reach, while they are applied: its tree as it was, and what
+ * the changes set in it, in name order (mode 0: the name goes). The changes are sorted
+ * so that each directory's come together, below its own (path_cmp), so the directories
+ * on the way down to the current change are a stack, and each one's tree is built once,
+ * when the changes leave it: no re-sort per change. */
+typedef struct apply_level {
+        lfs_tree base;
+        lfs_tree updates;
+        const char *prefix; /* a change path that starts with this directory's path and '/' */
+        size_t prefix_len; /* that path's length with its '/' (0: the root) */
+} apply_level;
+
+/* What name is in the directory now: its last update, or else its entry in the base. */
+static const lfs_entry *current_entry(const apply_level *l, const char *name) {
+        if (l->updates.n && !strcmp(l->updates.entries[l->updates.n - 1].name, name))
+                return l->updates.entries[l->updates.n - 1].mode ? &l->updates.entries[l->updates.n - 1]
+                                                                 : NULL;
+        return lfs_tree_find(&l->base, name);
 }
 
-static void tree_set(lfs_tree *t, const char *name, uint32_t mode, uint64_t size, const lfs_id *id) {
-        tree_remove(t, name);
-        lfs_tree_add(t, xstrdup(name), mode, size, id);
-        lfs_tree_sort(t);
-}
-
-static int apply_dir(lfs_store *s, const lfs_id *tree_id, prepared_change *pc, size_t n, size_t prefix_len,
-                     lfs_tree_rows *rows, lfs_id *ret_id, lfs_error **err) {
-        lfs_tree t = { 0 };
-        int r = lfs_db_get_tree(s, tree_id ? tree_id : lfs_empty_tree_id(), &t, err);
-        size_t i = 0;
-        while (r == 0 && i < n) {
-                const char *rest = pc[i].change->path + prefix_len;
-                size_t len = strcspn(rest, "/");
-                _cleanup_free_ char *name = strndup(rest, len);
-                size_t j = i;
-                /* The changes of this name itself come first (path_cmp), then those below it. */
-                for (; j < n; j++) {
-                        const char *other = pc[j].change->path + prefix_len;
-                        if (strncmp(other, rest, len) || (other[len] && other[len] != '/'))
-                                break;
-                }
-                size_t below = i;
-                for (; below < j && !pc[below].change->path[prefix_len + len]; below++) {
-                        const lfs_path_change *c = pc[below].change;
-                        const lfs_entry *e = lfs_tree_find(&t, name);
-                        if (c->type == LFS_ENTRY_NONE)
-                                tree_remove(&t, name);
-                        else if (c->type == LFS_ENTRY_DIR) {
-                                if (!e || !lfs_mode_is_dir(e->mode))
-                                        tree_set(&t, name, LFS_MODE_DIR, 0, lfs_empty_tree_id());
-                        } else {
-                                uint32_t mode = c->type == LFS_ENTRY_EXEC      ? LFS_MODE_EXEC
-                                                : c->type == LFS_ENTRY_SYMLINK ? LFS_MODE_LINK
-                                                                               : LFS_MODE_FILE;
-                                tree_set(&t, name, mode, pc[below].size, &pc[below].id);
-                        }
-                }
-                if (below < j) {
-                        const lfs_entry *e = lfs_tree_find(&t, name);
-                        const lfs_id *sub = e && lfs_mode_is_dir(e->mode) ? &e->id : NULL;
-                        lfs_id sub_id;
-                        r = apply_dir(s, sub, pc + below, j - below, prefix_len + len + 1, rows, &sub_id,
-                                      err);
-                        if (r == 0)
-                                tree_set(&t, name, LFS_MODE_DIR, 0, &sub_id);
-                }
-                i = j;
+/* Names come in order, so an update of the name updated last replaces that one. */
+static void set_entry(apply_level *l, const char *name, uint32_t mode, uint64_t size, const lfs_id *id) {
+        lfs_tree *u = &l->updates;
+        if (u->n && !strcmp(u->entries[u->n - 1].name, name)) {
+                u->entries[u->n - 1].mode = mode;
+                u->entries[u->n - 1].size = size;
+                u->entries[u->n - 1].id = *id;
+                return;
         }
+        lfs_tree_add(u, xstrdup(name), mode, size, id);
+}
+
+/* The directory's tree: its base and its updates merged, both in name order. */
+static void close_level(apply_level *l, lfs_tree_rows *rows, lfs_id *ret_id) {
+        lfs_tree out = { 0 };
+        size_t i = 0, j = 0;
+        while (i < l->base.n || j < l->updates.n) {
+                int c = i == l->base.n      ? 1
+                        : j == l->updates.n ? -1
+                                            : strcmp(l->base.entries[i].name, l->updates.entries[j].name);
+                const lfs_entry *e = c < 0 ? &l->base.entries[i] : &l->updates.entries[j];
+                i += c <= 0;
+                j += c >= 0;
+                if (e->mode)
+                        lfs_tree_add(&out, xstrdup(e->name), e->mode, e->size, &e->id);
+        }
+        lfs_tree_store(&out, rows, ret_id);
+        lfs_tree_done(&out);
+        lfs_tree_done(&l->base);
+        lfs_tree_done(&l->updates);
+}
+
+/* The changes left the directory on top: its tree goes into its parent's updates. */
+static void leave_level(apply_level *stack, size_t *depth, lfs_tree_rows *rows) {
+        apply_level *done = &stack[--*depth], *parent = &stack[*depth - 1];
+        _cleanup_free_ char *name =
+                strndup(done->prefix + parent->prefix_len, done->prefix_len - parent->prefix_len - 1);
+        lfs_id id;
+        close_level(done, rows, &id);
+        set_entry(parent, name, LFS_MODE_DIR, 0, &id);
+}
+
+static int apply_changes(lfs_store *s, const lfs_id *tree_id, const prepared_change *pc, size_t n,
+                         lfs_tree_rows *rows, lfs_id *ret_id, lfs_error **err) {
+        apply_level *stack = NULL;
+        size_t depth = 0, cap = 0;
+        GROW(stack, cap, 1);
+        stack[0] = (apply_level){ 0 };
+        int r = lfs_db_get_tree(s, tree_id ? tree_id : lfs_empty_tree_id(), &stack[0].base, err);
+        depth = 1;
+        for (size_t i = 0; i < n && r == 0; i++) {
+                const lfs_path_change *c = pc[i].change;
+                const char *path = c->path;
+                /* Leave the directories this change is not in. */
+                while (depth > 1 && strncmp(path, stack[depth - 1].prefix, stack[depth - 1].prefix_len))
+                        leave_level(stack, &depth, rows);
+                /* Go down to its directory. */
+                const char *rest = path + stack[depth - 1].prefix_len, *slash;
+                while (r == 0 && (slash = strchr(rest, '/'))) {
+                        _cleanup_free_ char *name = strndup(rest, (size_t)(slash - rest));
+                        const lfs_entry *e = current_entry(&stack[depth - 1], name);
+                        const lfs_id *sub = e && lfs_mode_is_dir(e->mode) ? &e->id : lfs_empty_tree_id();
+                        GROW(stack, cap, depth + 1);
+                        stack[depth] =
+                                (apply_level){ .prefix = path, .prefix_len = (size_t)(slash - path) + 1 };
+                        r = lfs_db_get_tree(s, sub, &stack[depth].base, err);
+                        depth++;
+                        rest = slash + 1;
+                }
+                apply_level *dir = &stack[depth - 1];
+                if (r < 0)
+                        break;
+                if (c->type == LFS_ENTRY_NONE) {
+                        if (current_entry(dir, rest))
+                                set_entry(dir, rest, 0, 0, lfs_empty_tree_id());
+                } else if (c->type == LFS_ENTRY_DIR) {
+                        const lfs_entry *e = current_entry(dir, rest);
+                        if (!e || !lfs_mode_is_dir(e->mode))
+                                set_entry(dir, rest, LFS_MODE_DIR, 0, lfs_empty_tree_id());
+                } else {
+                        uint32_t mode = c->type == LFS_ENTRY_EXEC      ? LFS_MODE_EXEC
+                                        : c->type == LFS_ENTRY_SYMLINK ? LFS_MODE_LINK
+                                                                       : LFS_MODE_FILE;
+                        set_entry(dir, rest, mode, pc[i].size, &pc[i].id);
+                }
+        }
+        while (r == 0 && depth > 1)
+                leave_level(stack, &depth, rows);
         if (r == 0)
-                lfs_tree_store(&t, rows, ret_id);
-        lfs_tree_done(&t);
+                close_level(&stack[0], rows, ret_id);
+        for (size_t k = r == 0 ? 1 : 0; k < depth; k++) {
+                lfs_tree_done(&stack[k].base);
+                lfs_tree_done(&stack[k].updates);
+        }
+        free(stack);
         return r;
 }
 
@@ -211,6 +266,14 @@ static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_chan
                                         "change path '%s' is not valid: give a relative path without "
                                         "empty, '.' or '..' parts",
                                         c->path ? c->path : "");
+                if (strlen(c->path) > LFS_PATH_MAX) {
+                        _cleanup_free_ char *shown = lfs_path_excerpt(c->path);
+                        return lfs_fail(
+                                err, LFS_INVALID_INPUT, ENAMETOOLONG,
+                                "change path '%s' has %zu bytes; the Store records paths of at most " LFS_PATH_MAX_TEXT
+                                " bytes (PATH_MAX)",
+                                shown, strlen(c->path));
+                }
                 if (c->blob && c->type != LFS_ENTRY_DIR && c->type != LFS_ENTRY_NONE) {
                         if (!lfs_object_exists(s, c->blob))
                                 return lfs_fail(err, LFS_INVALID_INPUT, ENOENT,
@@ -241,33 +304,23 @@ static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_chan
         return lfs_blob_writer_add_files(w, sources, n_sources, err);
 }
 
-int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *base,
-                             const lfs_path_change *changes, size_t n, const char *message,
-                             lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
-        lfs_id head, tree, result;
+int lfs_store_commit_tree(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
+                          const lfs_id *base, const lfs_id *tree, const char *message, lfs_id *ret_commit,
+                          int *ret_merged, lfs_error **err) {
+        lfs_id head, result;
         _cleanup_free_ char *merge_message = NULL;
         lfs_commit_info base_commit = { 0 }, head_commit = { 0 };
         int merged = 0;
-        int r = check_message(message, err);
+        int r = lfs_check_commit_message(message, err);
         if (r < 0 || (r = lfs_branch_head(s, branch, &head, err)) < 0 ||
             (r = lfs_db_get_commit(s, base, &base_commit, err)) < 0)
                 return r;
-        lfs_blob_writer *w = lfs_blob_writer_new(s);
-        lfs_tree_rows rows = { 0 };
-        prepared_change *pc = xcalloc(n, sizeof(*pc));
-        r = prepare_changes(s, w, changes, n, pc, err);
-        if (r == 0) {
-                qsort(pc, n, sizeof(*pc), prepared_cmp);
-                r = apply_dir(s, &base_commit.tree, pc, n, 0, &rows, &tree, err);
-        }
-        if (r < 0)
-                goto out;
-        if (lfs_id_eq(&tree, &base_commit.tree)) {
+        if (lfs_id_eq(tree, &base_commit.tree)) {
                 result = head; /* nothing to record, whether or not the branch moved */
                 goto done;
         }
         if (lfs_id_eq(&head, base)) {
-                r = lfs_record_commit(s, w, &rows, branch, &head, &tree, base, 1, message, &result, err);
+                r = lfs_record_commit(s, w, rows, branch, &head, tree, base, 1, message, &result, err);
                 goto done;
         }
         /* The branch moved since base: record our commit, then merge it into the head.
@@ -276,7 +329,7 @@ int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *bas
         lfs_id merged_tree;
         if ((r = lfs_blob_writer_publish(w, err)) < 0 || (r = lfs_db_begin(s, err)) < 0)
                 goto out;
-        if ((r = lfs_tree_rows_insert(s, &rows, err)) < 0) {
+        if ((r = lfs_tree_rows_insert(s, rows, err)) < 0) {
                 lfs_db_rollback(s);
                 goto out;
         }
@@ -298,14 +351,14 @@ int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *bas
                 ancestor_tree = a.tree;
                 lfs_commit_info_done(&a);
         }
-        if ((r = lfs_merge_trees(s, &ancestor_tree, &head_commit.tree, &tree, &rows, &merged_tree, err)) < 0)
+        if ((r = lfs_merge_trees(s, &ancestor_tree, &head_commit.tree, tree, rows, &merged_tree, err)) < 0)
                 goto out;
         merge_message = xasprintf("Merge workspace commit into %s\n\n%s", branch, message);
         lfs_commit_info pair[2];
-        lfs_commit_prepare(&pair[0], &tree, base, 1, message);
+        lfs_commit_prepare(&pair[0], tree, base, 1, message);
         lfs_id parents[2] = { head, pair[0].id };
         lfs_commit_prepare(&pair[1], &merged_tree, parents, 2, merge_message);
-        r = lfs_record_commits(s, w, &rows, branch, &head, pair, 2, err);
+        r = lfs_record_commits(s, w, rows, branch, &head, pair, 2, err);
         result = pair[1].id;
         lfs_commit_info_done(&pair[0]);
         lfs_commit_info_done(&pair[1]);
@@ -317,10 +370,34 @@ done:
                         *ret_merged = merged;
         }
 out:
+        lfs_commit_info_done(&base_commit);
+        lfs_commit_info_done(&head_commit);
+        return r;
+}
+
+int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *base,
+                             const lfs_path_change *changes, size_t n, const char *message,
+                             lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
+        lfs_id head, tree;
+        lfs_commit_info base_commit = { 0 };
+        int r = lfs_check_commit_message(message, err);
+        if (r < 0 || (r = lfs_branch_head(s, branch, &head, err)) < 0 ||
+            (r = lfs_db_get_commit(s, base, &base_commit, err)) < 0)
+                return r;
+        lfs_blob_writer *w = lfs_blob_writer_new(s);
+        lfs_tree_rows rows = { 0 };
+        prepared_change *pc = xcalloc(n, sizeof(*pc));
+        r = prepare_changes(s, w, changes, n, pc, err);
+        if (r == 0) {
+                qsort(pc, n, sizeof(*pc), prepared_cmp);
+                r = apply_changes(s, &base_commit.tree, pc, n, &rows, &tree, err);
+        }
+        if (r == 0)
+                r = lfs_store_commit_tree(s, w, &rows, branch, base, &tree, message, ret_commit, ret_merged,
+                                          err);
         free(pc);
         lfs_tree_rows_done(&rows);
         lfs_blob_writer_free(w);
         lfs_commit_info_done(&base_commit);
-        lfs_commit_info_done(&head_commit);
         return r;
 }

@@ -25,39 +25,70 @@ typedef struct export_walk {
         size_t n, cap;
 } export_walk;
 
-static int walk_tree(export_walk *ew, const lfs_id *tree_id, const char *rel, lfs_error **err) {
-        lfs_tree t = { 0 };
-        int r = lfs_db_get_tree(ew->s, tree_id, &t, err);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < t.n && r == 0; i++) {
-                const lfs_entry *e = &t.entries[i];
-                _cleanup_free_ char *path = path_join(rel, e->name);
-                if (lfs_mode_is_dir(e->mode)) {
-                        if (mkdirat(ew->root_fd, path, 0755) < 0)
-                                r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", path,
+/* Makes the directories and symlinks of the tree and lists its files, depth first with a
+ * stack of the trees on the way down (no recursion) and one path buffer. */
+static int walk_tree(export_walk *ew, const lfs_id *root, lfs_error **err) {
+        typedef struct {
+                lfs_tree t;
+                size_t next, path_len;
+        } level;
+        level *stack = NULL;
+        size_t n = 0, cap = 0;
+        path_buf path = { 0 };
+        GROW(stack, cap, 1);
+        int r = lfs_db_get_tree(ew->s, root, &stack[0].t, err);
+        if (r == 0)
+                n = 1;
+        while (n && r == 0) {
+                level *top = &stack[n - 1];
+                if (top->next == top->t.n) {
+                        lfs_tree_done(&top->t);
+                        path_buf_cut(&path, top->path_len);
+                        n--;
+                        continue;
+                }
+                const lfs_entry *e = &top->t.entries[top->next++];
+                path_buf_cut(&path, top->path_len);
+                path_buf_push(&path, e->name);
+                if (path.len > LFS_PATH_MAX) {
+                        _cleanup_free_ char *shown = lfs_path_excerpt(path.s);
+                        r = lfs_fail(
+                                err, LFS_FAILED, ENAMETOOLONG,
+                                "the commit holds a path of %zu bytes (%s), longer than " LFS_PATH_MAX_TEXT
+                                " bytes (PATH_MAX): it cannot be written out; nothing was written",
+                                path.len, shown);
+                } else if (lfs_mode_is_dir(e->mode)) {
+                        if (mkdirat(ew->root_fd, path.s, 0755) < 0) {
+                                r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", path.s,
                                              strerror(errno));
-                        else
-                                r = walk_tree(ew, &e->id, path, err);
+                        } else {
+                                GROW(stack, cap, n + 1);
+                                stack[n] = (level){ .path_len = path.len };
+                                if ((r = lfs_db_get_tree(ew->s, &e->id, &stack[n].t, err)) == 0)
+                                        n++;
+                        }
                 } else if (e->mode == LFS_MODE_LINK) {
                         _cleanup_free_ char *target = NULL;
                         r = lfs_object_read_whole(ew->s, &e->id, e->size, &target, err);
                         if (r == 0 && target) {
-                                if (symlinkat(target, ew->root_fd, path) < 0)
+                                if (symlinkat(target, ew->root_fd, path.s) < 0)
                                         r = lfs_fail(err, LFS_FAILED, errno, "cannot make symlink %s: %s",
-                                                     path, strerror(errno));
+                                                     path.s, strerror(errno));
                         }
                 } else {
                         GROW(ew->files, ew->cap, ew->n + 1);
                         ew->files[ew->n++] = (export_file){
-                                .path = TAKE_PTR(path),
+                                .path = xstrdup(path.s),
                                 .id = e->id,
                                 .size = e->size,
                                 .mode = e->mode == LFS_MODE_EXEC ? 0755 : 0644,
                         };
                 }
         }
-        lfs_tree_done(&t);
+        for (size_t i = 0; i < n; i++)
+                lfs_tree_done(&stack[i].t);
+        free(stack);
+        path_buf_done(&path);
         return r;
 }
 
@@ -196,7 +227,7 @@ int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error 
         if (ew.root_fd < 0)
                 r = lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", tmp, strerror(errno));
         if (r == 0)
-                r = walk_tree(&ew, &c.tree, "", err);
+                r = walk_tree(&ew, &c.tree, err);
         if (r == 0)
                 r = write_files(&ew, err);
         if (r == 0 && rename(tmp, dir) < 0)

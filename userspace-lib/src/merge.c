@@ -2,7 +2,8 @@
 /* Three-way merge per path. A side that left a path as it was in the base takes the
  * other side's version; both sides changing it differently, or a change against a
  * deletion, or a file against a directory, is a conflict. All conflicts are collected
- * before anything is reported, and nothing is written unless there are none. */
+ * before anything is reported, and nothing is written unless there are none. The walk
+ * keeps its own stack of directories, so a tree's depth never costs the C stack. */
 #include "store.h"
 
 typedef struct path_list {
@@ -39,52 +40,99 @@ static const char *smallest_name(const lfs_tree *t[3], const size_t idx[3]) {
         return min;
 }
 
-static int merge_dir(lfs_store *s, const lfs_id *base_id, const lfs_id *ours_id, const lfs_id *theirs_id,
-                     const char *prefix, lfs_tree_rows *rows, path_list *conflicts, lfs_id *ret_id,
-                     lfs_error **err) {
-        const lfs_id *ids[3] = { base_id, ours_id, theirs_id };
-        lfs_tree trees[3] = { { 0 } };
-        lfs_tree result = { 0 };
+/* A directory being merged: the three sides, the result so far, and what its parent
+ * needs once it is done. The merge keeps a stack of these instead of recursing. */
+typedef struct merge_level {
+        lfs_tree trees[3]; /* base, ours, theirs */
+        size_t idx[3];
+        lfs_tree result;
+        char *name; /* in the parent's result */
+        bool one_side_gone; /* ours or theirs deleted it */
+        size_t conflicts_before, path_len;
+} merge_level;
+
+static int merge_level_open(lfs_store *s, merge_level *l, const lfs_id *ids[3], lfs_error **err) {
         int r = 0;
         for (int k = 0; k < 3 && r == 0; k++)
-                r = lfs_db_get_tree(s, ids[k] ? ids[k] : lfs_empty_tree_id(), &trees[k], err);
-        const lfs_tree *t[3] = { &trees[0], &trees[1], &trees[2] };
-        size_t idx[3] = { 0, 0, 0 };
-        const char *name;
-        while (r == 0 && (name = smallest_name(t, idx))) {
+                r = lfs_db_get_tree(s, ids[k] ? ids[k] : lfs_empty_tree_id(), &l->trees[k], err);
+        return r;
+}
+
+static void merge_level_done(merge_level *l) {
+        for (int k = 0; k < 3; k++)
+                lfs_tree_done(&l->trees[k]);
+        lfs_tree_done(&l->result);
+        free(l->name);
+}
+
+static int merge_dir(lfs_store *s, const lfs_id *base_id, const lfs_id *ours_id, const lfs_id *theirs_id,
+                     lfs_tree_rows *rows, path_list *conflicts, lfs_id *ret_id, lfs_error **err) {
+        merge_level *stack = NULL;
+        size_t n = 0, cap = 0;
+        path_buf path = { 0 };
+        GROW(stack, cap, 1);
+        const lfs_id *root[3] = { base_id, ours_id, theirs_id };
+        stack[0] = (merge_level){ 0 };
+        int r = merge_level_open(s, &stack[0], root, err);
+        n = 1;
+        while (n && r == 0) {
+                merge_level *top = &stack[n - 1];
+                const lfs_tree *t[3] = { &top->trees[0], &top->trees[1], &top->trees[2] };
+                const char *name = smallest_name(t, top->idx);
+                if (!name) {
+                        lfs_id id;
+                        lfs_tree_store(&top->result, rows, &id);
+                        if (n == 1) {
+                                *ret_id = id;
+                                merge_level_done(top);
+                                n--;
+                                break;
+                        }
+                        merge_level *parent = &stack[n - 2];
+                        /* A directory that one side deleted and that merged to nothing goes. */
+                        bool gone = top->one_side_gone && lfs_id_eq(&id, lfs_empty_tree_id());
+                        if (conflicts->n == top->conflicts_before && !gone)
+                                lfs_tree_add(&parent->result, TAKE_PTR(top->name), LFS_MODE_DIR, 0, &id);
+                        path_buf_cut(&path, parent->path_len);
+                        merge_level_done(top);
+                        n--;
+                        continue;
+                }
                 _cleanup_free_ char *key = xstrdup(name);
-                const lfs_entry *b = next_of(t[0], &idx[0], key);
-                const lfs_entry *o = next_of(t[1], &idx[1], key);
-                const lfs_entry *th = next_of(t[2], &idx[2], key);
+                const lfs_entry *b = next_of(t[0], &top->idx[0], key);
+                const lfs_entry *o = next_of(t[1], &top->idx[1], key);
+                const lfs_entry *th = next_of(t[2], &top->idx[2], key);
                 const lfs_entry *take = NULL;
                 if (same_entry(o, th) || same_entry(b, th))
                         take = o;
                 else if (same_entry(b, o))
                         take = th;
                 else if (dir_or_absent(o) && dir_or_absent(th)) {
-                        _cleanup_free_ char *path = path_join(prefix, key);
-                        const lfs_id *bsub = b && lfs_mode_is_dir(b->mode) ? &b->id : NULL;
-                        lfs_id sub;
-                        size_t before = conflicts->n;
-                        r = merge_dir(s, bsub, o ? &o->id : NULL, th ? &th->id : NULL, path, rows, conflicts,
-                                      &sub, err);
-                        /* A directory that one side deleted and that merged to nothing goes. */
-                        bool gone = (!o || !th) && lfs_id_eq(&sub, lfs_empty_tree_id());
-                        if (r == 0 && conflicts->n == before && !gone)
-                                lfs_tree_add(&result, xstrdup(key), LFS_MODE_DIR, 0, &sub);
+                        const lfs_id *sub[3] = { b && lfs_mode_is_dir(b->mode) ? &b->id : NULL,
+                                                 o ? &o->id : NULL, th ? &th->id : NULL };
+                        path_buf_cut(&path, top->path_len);
+                        path_buf_push(&path, key);
+                        GROW(stack, cap, n + 1);
+                        merge_level *child = &stack[n++];
+                        *child = (merge_level){ .name = TAKE_PTR(key),
+                                                .one_side_gone = !o || !th,
+                                                .conflicts_before = conflicts->n,
+                                                .path_len = path.len };
+                        r = merge_level_open(s, child, sub, err);
                         continue;
                 } else {
-                        path_list_add(conflicts, path_join(prefix, key));
+                        path_buf_cut(&path, top->path_len);
+                        path_buf_push(&path, key);
+                        path_list_add(conflicts, xstrdup(path.s));
                         continue;
                 }
                 if (take)
-                        lfs_tree_add(&result, xstrdup(take->name), take->mode, take->size, &take->id);
+                        lfs_tree_add(&top->result, xstrdup(take->name), take->mode, take->size, &take->id);
         }
-        if (r == 0)
-                lfs_tree_store(&result, rows, ret_id);
-        lfs_tree_done(&result);
-        for (int k = 0; k < 3; k++)
-                lfs_tree_done(&trees[k]);
+        for (size_t k = 0; k < n; k++)
+                merge_level_done(&stack[k]);
+        free(stack);
+        path_buf_done(&path);
         return r;
 }
 
@@ -93,7 +141,7 @@ int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const 
         path_list conflicts = { 0 };
         lfs_tree_rows mine = { 0 };
         lfs_id tree;
-        int r = merge_dir(s, base, ours, theirs, "", &mine, &conflicts, &tree, err);
+        int r = merge_dir(s, base, ours, theirs, &mine, &conflicts, &tree, err);
         if (r == 0 && conflicts.n) {
                 size_t n = conflicts.n;
                 r = lfs_fail_conflict(err, conflicts.items, n,

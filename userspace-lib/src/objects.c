@@ -31,6 +31,9 @@ struct lfs_blob_writer {
         unsigned long counter;
         uint64_t written;
         uint64_t files_done, files_total;
+        bool lenient; /* a source that cannot be read is left out, not an error */
+        bool (*cancelled)(void *userdata);
+        void *cancel_data;
 };
 
 lfs_blob_writer *lfs_blob_writer_new(lfs_store *s) {
@@ -65,6 +68,15 @@ uint64_t lfs_blob_writer_written(const lfs_blob_writer *w) {
         return w->written;
 }
 
+void lfs_blob_writer_set_cancel(lfs_blob_writer *w, bool (*cancelled)(void *userdata), void *userdata) {
+        w->cancelled = cancelled;
+        w->cancel_data = userdata;
+}
+
+static bool is_cancelled(const lfs_blob_writer *w) {
+        return w->cancelled && w->cancelled(w->cancel_data);
+}
+
 int lfs_object_open(lfs_store *s, const lfs_id *id, lfs_error **err) {
         char path[LFS_HEX_LEN + 2];
         lfs_id_object_path(id, path);
@@ -81,14 +93,20 @@ static char *new_tmp_name(lfs_blob_writer *w) {
         return xasprintf("tmp/%d-%lu", (int)w->pid, w->counter++);
 }
 
-/* Should a blob with this id be written? Marks it as scheduled. */
-static bool needs_write(lfs_blob_writer *w, const lfs_id *id, const lfs_blob_source *src) {
+/* Should a blob with this id be written? The caller marks it scheduled once its data is
+ * on its way (a large file's copy can still fail). */
+static bool should_write(lfs_blob_writer *w, const lfs_id *id, const lfs_blob_source *src) {
         if (src && src->has_known && lfs_id_eq(id, &src->known))
                 return false;
-        if (lfs_idset_has(&w->scheduled, id))
-                return false;
-        lfs_idset_add(&w->scheduled, id);
-        return !lfs_object_exists(w->s, id);
+        return !lfs_idset_has(&w->scheduled, id) && !lfs_object_exists(w->s, id);
+}
+
+/* Should a blob with this id be written? Marks it as scheduled. */
+static bool needs_write(lfs_blob_writer *w, const lfs_id *id, const lfs_blob_source *src) {
+        bool write = should_write(w, id, src);
+        if (!src || !src->has_known || !lfs_id_eq(id, &src->known))
+                lfs_idset_add(&w->scheduled, id);
+        return write;
 }
 
 static int write_failed(lfs_blob_writer *w, int r, lfs_error **err) {
@@ -156,6 +174,8 @@ int lfs_blob_writer_add_data(lfs_blob_writer *w, const void *data, size_t len, l
 }
 
 static int source_failed(const lfs_blob_source *src, int r, lfs_error **err) {
+        if (r == -ECANCELED)
+                return lfs_fail(err, LFS_FAILED, ECANCELED, "reading %s was cancelled", src->path);
         if (r == -ENOENT || r == -EIO || r == -ELOOP)
                 return lfs_fail(err, LFS_INVALID_INPUT, r,
                                 "%s changed or vanished while it was being read; nothing was "
@@ -169,12 +189,16 @@ static int source_failed(const lfs_blob_source *src, int r, lfs_error **err) {
 }
 
 /* Reads a large file in chunks into hasher and, when out_fd >= 0, copies it there. */
-static int stream_file(int fd, uint64_t size, int out_fd, lfs_id *ret) {
+static int stream_file(const lfs_blob_writer *w, int fd, uint64_t size, int out_fd, lfs_id *ret) {
         _cleanup_free_ char *buf = xmalloc(STREAM_CHUNK);
         lfs_hasher *h = lfs_hasher_new();
         uint64_t off = 0;
         int r = 0;
         for (;;) {
+                if (is_cancelled(w)) {
+                        r = -ECANCELED;
+                        break;
+                }
                 ssize_t k = pread(fd, buf, STREAM_CHUNK, (off_t)off);
                 if (k < 0 && errno == EINTR)
                         continue;
@@ -207,15 +231,23 @@ static int stream_file(int fd, uint64_t size, int out_fd, lfs_id *ret) {
         return r;
 }
 
+/* A source that could not be read: an error, or (lenient) left out. */
+static int source_skipped(lfs_blob_writer *w, lfs_blob_source *src, int r, lfs_error **err) {
+        if (!w->lenient || r == -ECANCELED)
+                return source_failed(src, r, err);
+        src->result = r;
+        return 0;
+}
+
 static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **err) {
         _cleanup_close_ int fd = openat(src->dirfd, src->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
-                return source_failed(src, -errno, err);
+                return source_skipped(w, src, -errno, err);
         lfs_id id;
-        int r = stream_file(fd, src->size, -1, &id);
+        int r = stream_file(w, fd, src->size, -1, &id);
         if (r < 0)
-                return source_failed(src, r, err);
-        if (needs_write(w, &id, src)) {
+                return source_skipped(w, src, r, err);
+        if (should_write(w, &id, src)) {
                 char *tmp = new_tmp_name(w);
                 GROW(w->pending, w->cap_pending, w->n_pending + 1);
                 w->pending[w->n_pending++] = (queued_write){ .id = id, .tmp = tmp };
@@ -224,13 +256,19 @@ static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **
                 if (out < 0)
                         return write_failed(w, -errno, err);
                 lfs_id again;
-                r = stream_file(fd, src->size, out, &again);
-                if (r == -EIO || (r == 0 && !lfs_id_eq(&id, &again)))
-                        return source_failed(src, -EIO, err);
+                r = stream_file(w, fd, src->size, out, &again);
+                if (r == -EIO || r == -ECANCELED || (r == 0 && !lfs_id_eq(&id, &again))) {
+                        /* Changed while it was copied: this copy must never be published. */
+                        unlinkat(w->s->objects_fd, tmp, 0);
+                        free(tmp);
+                        w->n_pending--;
+                        return source_skipped(w, src, r ? r : -EIO, err);
+                }
                 if (r < 0)
                         return write_failed(w, r, err);
                 w->written += src->size;
         }
+        lfs_idset_add(&w->scheduled, &id);
         *src->ret_id = id;
         return 0;
 }
@@ -254,12 +292,14 @@ static int add_small_files(lfs_blob_writer *w, lfs_blob_source **batch, size_t k
                 size_t bad = 0;
                 while (bad < k && items[bad].result == 0)
                         bad++;
-                r = bad < k ? source_failed(batch[bad], items[bad].result, err)
-                            : lfs_fail(err, LFS_FAILED, r, "io_uring failed: %s", strerror(-r));
+                r = bad == k ? lfs_fail(err, LFS_FAILED, r, "io_uring failed: %s", strerror(-r)) : 0;
+                for (size_t j = bad; j < k && r == 0; j++)
+                        if (items[j].result < 0)
+                                r = source_skipped(w, batch[j], items[j].result, err);
         }
         for (size_t j = 0; j < k; j++) {
                 lfs_id id;
-                if (r == 0) {
+                if (r == 0 && items[j].result == 0) {
                         lfs_sha256(items[j].buf, items[j].len, &id);
                         *batch[j]->ret_id = id;
                         if (needs_write(w, &id, batch[j]))
@@ -275,7 +315,10 @@ int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n
         size_t k = 0;
         w->files_total += n;
         for (size_t i = 0; i < n; i++) {
-                int r = 0;
+                int r = is_cancelled(w) ? source_failed(&src[i], -ECANCELED, err) : 0;
+                src[i].result = 0;
+                if (r < 0)
+                        return r;
                 if (src[i].size > SMALL_FILE_MAX)
                         r = add_large_file(w, &src[i], err);
                 else
@@ -290,6 +333,13 @@ int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n
                 report_progress(w);
         }
         return 0;
+}
+
+int lfs_blob_writer_add_files_lenient(lfs_blob_writer *w, lfs_blob_source *src, size_t n, lfs_error **err) {
+        w->lenient = true;
+        int r = lfs_blob_writer_add_files(w, src, n, err);
+        w->lenient = false;
+        return r;
 }
 
 int lfs_blob_writer_publish(lfs_blob_writer *w, lfs_error **err) {

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* A directory on disk recorded as trees and blobs. The walk first builds every tree in
  * memory, then reads and hashes all regular files in io_uring batches, then computes the
- * tree ids bottom-up. Only blobs the Store lacks are written. */
+ * tree ids bottom-up. Only blobs the Store lacks are written. No step recurses: each
+ * keeps its own stack, and no directory stays open while another is read, so a tree's
+ * depth costs neither stack nor fds (and its paths are bounded by LFS_PATH_MAX). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,6 +15,22 @@ typedef struct snap_node {
         struct snap_node **children; /* per entry: the node of a directory entry */
 } snap_node;
 
+/* A directory still to read: its node, its path below the root and what the walk saw. */
+typedef struct snap_pending {
+        snap_node *node;
+        char *rel;
+        bool has_old;
+        lfs_id old; /* its tree in the previous commit */
+        dev_t dev;
+        ino_t ino;
+} snap_pending;
+
+/* Where a queued file's id goes, once every tree has stopped growing. */
+typedef struct snap_binding {
+        snap_node *node;
+        size_t entry;
+} snap_binding;
+
 typedef struct snap_walk {
         lfs_store *s;
         lfs_blob_writer *w;
@@ -22,19 +40,31 @@ typedef struct snap_walk {
         dev_t home_dev;
         ino_t home_ino;
         lfs_blob_source *sources;
-        size_t n_sources, cap_sources;
+        snap_binding *bindings; /* per source */
+        size_t n_sources, cap_sources, cap_bindings;
         char **paths; /* owned relative paths of the sources */
         size_t n_paths, cap_paths;
+        snap_pending *pending; /* a stack: the walk never recurses, whatever the depth */
+        size_t n_pending, cap_pending;
 } snap_walk;
 
-static void node_free(snap_node *node) {
-        if (!node)
-                return;
-        for (size_t i = 0; i < node->tree.n; i++)
-                node_free(node->children[i]);
-        free(node->children);
-        lfs_tree_done(&node->tree);
-        free(node);
+static void node_free(snap_node *root) {
+        snap_node **stack = NULL;
+        size_t n = 0, cap = 0;
+        GROW(stack, cap, 1);
+        stack[n++] = root;
+        while (n) {
+                snap_node *node = stack[--n];
+                if (!node)
+                        continue;
+                GROW(stack, cap, n + node->tree.n);
+                for (size_t i = 0; i < node->tree.n; i++)
+                        stack[n++] = node->children ? node->children[i] : NULL;
+                free(node->children);
+                lfs_tree_done(&node->tree);
+                free(node);
+        }
+        free(stack);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -99,23 +129,46 @@ static int read_link(int dirfd, const char *name, char **ret, size_t *ret_len) {
         }
 }
 
-static int walk_dir(snap_walk *sw, int dirfd, const char *rel, const lfs_id *old_id, snap_node **ret,
-                    lfs_error **err) {
+static int too_long(snap_walk *sw, const char *rel, lfs_error **err) {
+        _cleanup_free_ char *shown = lfs_path_excerpt(rel);
+        return lfs_fail(err, LFS_INVALID_INPUT, ENAMETOOLONG,
+                        "%s/%s is a path of %zu bytes; the Store records paths of at most " LFS_PATH_MAX_TEXT
+                        " bytes (PATH_MAX): move it higher, or record a directory below it; nothing "
+                        "was recorded",
+                        sw->root, shown, strlen(rel));
+}
+
+/* Reads one directory into its node: entries for files, symlinks and directories (each
+ * directory queued to be read in turn), the files queued to be hashed. */
+static int read_dir(snap_walk *sw, snap_pending *p, lfs_error **err) {
+        const char *rel = p->rel;
+        snap_node *node = p->node;
+        _cleanup_close_ int dirfd =
+                *rel ? open_dir_beneath(sw->root_fd, rel) : fcntl(sw->root_fd, F_DUPFD_CLOEXEC, 0);
+        if (dirfd < 0)
+                return walk_failed(sw, *rel ? rel : ".", *rel ? dirfd : -errno, err);
+        struct stat self;
+        if (fstat(dirfd, &self) < 0)
+                return walk_failed(sw, *rel ? rel : ".", -errno, err);
+        if (self.st_dev != p->dev || self.st_ino != p->ino)
+                return walk_failed(sw, rel, -ENOENT, err); /* replaced since its parent was read */
         char **names = NULL;
         size_t n_names = 0;
         lfs_tree old = { 0 };
-        snap_node *node = xcalloc(1, sizeof(*node));
         int r = read_names(dirfd, &names, &n_names);
-        if (r < 0) {
+        if (r < 0)
                 r = walk_failed(sw, *rel ? rel : ".", r, err);
-                goto out;
-        }
-        if (old_id && (r = lfs_db_get_tree(sw->s, old_id, &old, err)) < 0)
-                goto out;
-        node->children = xcalloc(n_names, sizeof(snap_node *));
+        else if (p->has_old)
+                r = lfs_db_get_tree(sw->s, &p->old, &old, err);
+        if (r == 0)
+                node->children = xcalloc(n_names, sizeof(snap_node *));
         for (size_t i = 0; i < n_names && r == 0; i++) {
                 const char *name = names[i];
                 _cleanup_free_ char *path = path_join(rel, name);
+                if (strlen(path) > LFS_PATH_MAX) {
+                        r = too_long(sw, path, err);
+                        break;
+                }
                 const lfs_entry *was = lfs_tree_find(&old, name);
                 struct stat st;
                 if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -129,19 +182,18 @@ static int walk_dir(snap_walk *sw, int dirfd, const char *rel, const lfs_id *old
                     st.st_ino == sw->home_ino)
                         continue;
                 if (S_ISDIR(st.st_mode)) {
-                        _cleanup_close_ int fd =
-                                openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        if (fd < 0) {
-                                r = walk_failed(sw, path, -errno, err);
-                                break;
-                        }
-                        const lfs_id *old_sub = was && lfs_mode_is_dir(was->mode) ? &was->id : NULL;
-                        snap_node *child = NULL;
-                        r = walk_dir(sw, fd, path, old_sub, &child, err);
-                        if (r < 0)
-                                break;
+                        snap_node *child = xcalloc(1, sizeof(*child));
                         node->children[node->tree.n] = child;
                         lfs_tree_add(&node->tree, xstrdup(name), LFS_MODE_DIR, 0, &id);
+                        GROW(sw->pending, sw->cap_pending, sw->n_pending + 1);
+                        snap_pending *sub = &sw->pending[sw->n_pending++];
+                        *sub = (snap_pending){ .node = child,
+                                               .rel = TAKE_PTR(path),
+                                               .has_old = was && lfs_mode_is_dir(was->mode),
+                                               .dev = st.st_dev,
+                                               .ino = st.st_ino };
+                        if (sub->has_old)
+                                sub->old = was->id;
                 } else if (S_ISLNK(st.st_mode)) {
                         _cleanup_free_ char *target = NULL;
                         size_t len = 0;
@@ -156,10 +208,12 @@ static int walk_dir(snap_walk *sw, int dirfd, const char *rel, const lfs_id *old
                         uint32_t mode = st.st_mode & S_IXUSR ? LFS_MODE_EXEC : LFS_MODE_FILE;
                         lfs_tree_add(&node->tree, xstrdup(name), mode, (uint64_t)st.st_size, &id);
                         GROW(sw->sources, sw->cap_sources, sw->n_sources + 1);
+                        GROW(sw->bindings, sw->cap_bindings, sw->n_sources + 1);
                         GROW(sw->paths, sw->cap_paths, sw->n_paths + 1);
                         sw->paths[sw->n_paths++] = TAKE_PTR(path);
                         bool same_kind = was && !lfs_mode_is_dir(was->mode) && was->mode != LFS_MODE_LINK;
-                        /* ret_id is pointed into the tree after the walk: entries may move. */
+                        sw->bindings[sw->n_sources] =
+                                (snap_binding){ .node = node, .entry = node->tree.n - 1 };
                         sw->sources[sw->n_sources++] = (lfs_blob_source){
                                 .dirfd = sw->root_fd,
                                 .path = sw->paths[sw->n_paths - 1],
@@ -170,37 +224,70 @@ static int walk_dir(snap_walk *sw, int dirfd, const char *rel, const lfs_id *old
                 }
                 /* Fifos, sockets and devices are not recorded (SPEC 1). */
         }
-out:
         for (size_t i = 0; i < n_names; i++)
                 free(names[i]);
         free(names);
-        if (r < 0) {
-                lfs_tree_done(&old);
-                node_free(node);
-                return r;
-        }
         lfs_tree_done(&old);
-        *ret = node;
-        return 0;
+        return r;
 }
 
-/* Points each source at its entry, visiting files in the order walk_dir queued them. */
-static void bind_sources(snap_walk *sw, snap_node *node, size_t *next) {
-        for (size_t i = 0; i < node->tree.n; i++) {
-                lfs_entry *e = &node->tree.entries[i];
-                if (lfs_mode_is_dir(e->mode))
-                        bind_sources(sw, node->children[i], next);
-                else if (e->mode != LFS_MODE_LINK && *next < sw->n_sources)
-                        sw->sources[(*next)++].ret_id = &e->id;
+/* Reads the whole tree, one directory at a time, from the stack of those still to read. */
+static int walk_tree(snap_walk *sw, const lfs_id *old_tree, snap_node *root, lfs_error **err) {
+        struct stat st;
+        if (fstat(sw->root_fd, &st) < 0)
+                return walk_failed(sw, ".", -errno, err);
+        GROW(sw->pending, sw->cap_pending, 1);
+        sw->pending[sw->n_pending++] = (snap_pending){ .node = root,
+                                                       .rel = xstrdup(""),
+                                                       .has_old = old_tree != NULL,
+                                                       .dev = st.st_dev,
+                                                       .ino = st.st_ino };
+        if (old_tree)
+                sw->pending[0].old = *old_tree;
+        int r = 0;
+        while (sw->n_pending && r == 0) {
+                snap_pending p = sw->pending[--sw->n_pending];
+                r = read_dir(sw, &p, err);
+                free(p.rel);
         }
+        return r;
 }
 
-/* Computes tree ids bottom-up and queues their rows. */
-static void store_trees(snap_node *node, lfs_tree_rows *rows, lfs_id *ret_id) {
-        for (size_t i = 0; i < node->tree.n; i++)
-                if (lfs_mode_is_dir(node->tree.entries[i].mode))
-                        store_trees(node->children[i], rows, &node->tree.entries[i].id);
-        lfs_tree_store(&node->tree, rows, ret_id);
+/* Points each source at its entry: the trees no longer grow, so entries stay put. */
+static void bind_sources(snap_walk *sw) {
+        for (size_t i = 0; i < sw->n_sources; i++)
+                sw->sources[i].ret_id = &sw->bindings[i].node->tree.entries[sw->bindings[i].entry].id;
+}
+
+/* Computes tree ids bottom-up (each directory after its subdirectories) and queues their
+ * rows; a stack of the directories on the way down instead of recursion. */
+static void store_trees(snap_node *root, lfs_tree_rows *rows, lfs_id *ret_id) {
+        typedef struct {
+                snap_node *node;
+                size_t next;
+                lfs_id *ret;
+        } level;
+        level *stack = NULL;
+        size_t n = 0, cap = 0;
+        GROW(stack, cap, 1);
+        stack[n++] = (level){ .node = root, .ret = ret_id };
+        while (n) {
+                level *top = &stack[n - 1];
+                lfs_tree *t = &top->node->tree;
+                while (top->next < t->n && !lfs_mode_is_dir(t->entries[top->next].mode))
+                        top->next++;
+                if (top->next < t->n) {
+                        size_t i = top->next++;
+                        snap_node *child = top->node->children[i];
+                        lfs_id *ret = &t->entries[i].id;
+                        GROW(stack, cap, n + 1);
+                        stack[n++] = (level){ .node = child, .ret = ret };
+                        continue;
+                }
+                lfs_tree_store(t, rows, top->ret);
+                n--;
+        }
+        free(stack);
 }
 
 int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lfs_id *old_tree,
@@ -214,7 +301,7 @@ int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lf
                                   .home_known = true,
                                   .home_dev = home.st_dev,
                                   .home_ino = home.st_ino };
-        snap_node *root = NULL;
+        snap_node *root = xcalloc(1, sizeof(*root));
         sw.root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (sw.root_fd < 0) {
                 int e = errno;
@@ -223,13 +310,13 @@ int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lf
                                         "directory '%s' does not exist (%s); give an existing "
                                         "directory",
                                         dir, strerror(e));
+                node_free(root);
                 return lfs_fail(err, e == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, e,
                                 "cannot open directory '%s': %s", dir, strerror(e));
         }
-        int r = walk_dir(&sw, sw.root_fd, "", old_tree, &root, err);
+        int r = walk_tree(&sw, old_tree, root, err);
         if (r == 0) {
-                size_t next = 0;
-                bind_sources(&sw, root, &next);
+                bind_sources(&sw);
                 r = lfs_blob_writer_add_files(w, sw.sources, sw.n_sources, err);
         }
         if (r == 0)
@@ -237,8 +324,12 @@ int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lf
         node_free(root);
         for (size_t i = 0; i < sw.n_paths; i++)
                 free(sw.paths[i]);
+        for (size_t i = 0; i < sw.n_pending; i++)
+                free(sw.pending[i].rel);
+        free(sw.pending);
         free(sw.paths);
         free(sw.sources);
+        free(sw.bindings);
         close(sw.root_fd);
         return r;
 }

@@ -64,6 +64,13 @@ int lfs_tree_parse(const void *data, size_t len, lfs_tree *ret, lfs_error **err)
 const lfs_id *lfs_empty_tree_id(void);
 /* A name may be stored in a tree: not empty, ".", "..", no '/' or NUL. */
 bool lfs_entry_name_valid(const char *name);
+/* The longest path the Store records below a tree's root, in bytes: what a path handed
+ * to a system call may hold (PATH_MAX less its NUL), so that every recorded path can be
+ * written out again. It also bounds a tree's depth (2,048 levels) and each walk's stack. */
+#define LFS_PATH_MAX 4095
+#define LFS_PATH_MAX_TEXT "4,095"
+/* A path too long to quote whole, for a message: its start, "...", its end. */
+char *lfs_path_excerpt(const char *path);
 
 /* ---- the io_uring batch layer (uring_io.c) ---- */
 typedef struct lfs_io lfs_io;
@@ -169,12 +176,19 @@ typedef struct lfs_blob_source {
         bool has_known;
         lfs_id known; /* an id the file had before: no need to write it again */
         lfs_id *ret_id; /* filled once hashed */
+        int result; /* lfs_blob_writer_add_files_lenient: 0, or why it was left out */
 } lfs_blob_source;
 
 lfs_blob_writer *lfs_blob_writer_new(lfs_store *s);
 void lfs_blob_writer_free(lfs_blob_writer *w); /* removes unpublished tmp files */
 /* Reads, hashes and (when missing) writes the files; fills each ret_id. */
 int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n, lfs_error **err);
+/* The same, but a file that cannot be read or changes while it is read is left out (its
+ * result set to a negative errno, ret_id untouched, nothing of it kept) rather than
+ * failing the call; failing to write the Store still fails it. */
+int lfs_blob_writer_add_files_lenient(lfs_blob_writer *w, lfs_blob_source *src, size_t n, lfs_error **err);
+/* Long reads ask cancelled(userdata) between chunks and stop with -ECANCELED when it says so. */
+void lfs_blob_writer_set_cancel(lfs_blob_writer *w, bool (*cancelled)(void *userdata), void *userdata);
 /* A blob from memory (symlink targets). */
 int lfs_blob_writer_add_data(lfs_blob_writer *w, const void *data, size_t len, lfs_id *ret_id,
                              lfs_error **err);
@@ -249,6 +263,15 @@ void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *pa
  * from expected (NULL: creates it) to the last commit. */
 int lfs_record_commits(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
                        const lfs_id *expected, const lfs_commit_info *commits, size_t n, lfs_error **err);
+/* A commit message must be given and be UTF-8 text. */
+int lfs_check_commit_message(const char *message, lfs_error **err);
+/* Records tree (built on base's tree: its new rows in rows, its blobs in w) as branch's
+ * next commit after base: nothing when tree is base's tree (*ret_commit: the head); a
+ * commit when the branch is still at base; else that commit merged three-way into the
+ * head (*ret_merged 1; a conflict changes nothing). */
+int lfs_store_commit_tree(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
+                          const lfs_id *base, const lfs_id *tree, const char *message, lfs_id *ret_commit,
+                          int *ret_merged, lfs_error **err);
 /* Records tree as a commit on branch (moving it from expected, NULL to create). */
 int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
                       const lfs_id *expected, const lfs_id *tree, const lfs_id *parents, size_t n_parents,
@@ -260,6 +283,10 @@ typedef struct lfs_change_list {
         size_t n, cap;
 } lfs_change_list;
 int lfs_tree_diff(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_change_list *ret, lfs_error **err);
+/* Appends every leaf below tree (files, symlinks, empty directories; path itself when the
+ * tree is empty), as kind, to out. */
+int lfs_tree_leaves(lfs_store *s, const lfs_id *tree, const char *path, lfs_change_kind kind,
+                    lfs_change_list *out, lfs_error **err);
 int lfs_merge_base(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_id *ret, bool *ret_found,
                    lfs_error **err);
 /* 3-way merge of trees; conflicts end as LFS_CONFLICT listing every path. */

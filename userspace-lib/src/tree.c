@@ -12,6 +12,13 @@ bool lfs_entry_name_valid(const char *name) {
         return *name && strcmp(name, ".") && strcmp(name, "..") && !strchr(name, '/');
 }
 
+char *lfs_path_excerpt(const char *path) {
+        size_t len = strlen(path);
+        if (len <= 120)
+                return xstrdup(path);
+        return xasprintf("%.60s...%s", path, path + len - 50);
+}
+
 void lfs_tree_done(lfs_tree *t) {
         for (size_t i = 0; i < t->n; i++)
                 free(t->entries[i].name);

@@ -77,6 +77,23 @@ void grow_array(void **array, size_t *cap, size_t need, size_t elem);
 /* Joins a relative path: "" + "x" = "x", "a" + "x" = "a/x". */
 char *path_join(const char *dir, const char *name);
 
+/* A relative path built one component at a time by a walk, so that a deep tree costs one
+ * buffer rather than a copy of every ancestor's path: push a name going down, cut back to
+ * the length it had going up. */
+typedef struct path_buf {
+        char *s; /* NUL-terminated; "" when empty */
+        size_t len, cap;
+} path_buf;
+/* Appends "/name" ("name" when empty) and returns the length before, to cut back to. */
+size_t path_buf_push(path_buf *p, const char *name);
+void path_buf_cut(path_buf *p, size_t len);
+void path_buf_done(path_buf *p);
+
+/* Opens the directory dirfd/path (relative) read-only without following a symlink or
+ * leaving dirfd on the way, so that a tree changing under a walk cannot lead it
+ * elsewhere; an fd or a negative errno. */
+int open_dir_beneath(int dirfd, const char *path);
+
 /* Leftovers of killed writers are named "<prefix><pid>-...": calls fn for each entry of
  * dirfd so named whose process is gone. */
 typedef void (*dead_writer_fn)(void *userdata, int dirfd, const char *name);

@@ -47,30 +47,41 @@ static int verify_blob(verify_walk *vw, const lfs_entry *e, lfs_error **err) {
         return 0;
 }
 
-static int verify_tree(verify_walk *vw, const lfs_id *id, lfs_error **err) {
-        if (!lfs_idset_add(&vw->seen, id))
-                return 0;
-        lfs_tree t;
-        int r = lfs_db_get_tree(vw->s, id, &t, err);
-        if (r < 0)
-                return r;
-        char *data;
-        size_t len;
-        lfs_id got;
-        lfs_tree_serialize(&t, &data, &len);
-        lfs_sha256(data, len, &got);
-        free(data);
-        if (!lfs_id_eq(&got, id))
-                r = bad_object(vw->s, "tree", id, "does not hash to its name", err);
-        vw->checked++;
-        for (size_t i = 0; i < t.n && r == 0; i++) {
-                const lfs_entry *e = &t.entries[i];
-                if (lfs_mode_is_dir(e->mode))
-                        r = verify_tree(vw, &e->id, err);
-                else if (lfs_idset_add(&vw->seen, &e->id))
-                        r = verify_blob(vw, e, err);
+/* Every tree below root (each once) and their blobs, from a stack of trees to visit. */
+static int verify_tree(verify_walk *vw, const lfs_id *root, lfs_error **err) {
+        lfs_id *stack = NULL;
+        size_t n = 0, cap = 0;
+        int r = 0;
+        GROW(stack, cap, 1);
+        stack[n++] = *root;
+        while (n && r == 0) {
+                lfs_id id = stack[--n];
+                if (!lfs_idset_add(&vw->seen, &id))
+                        continue;
+                lfs_tree t;
+                if ((r = lfs_db_get_tree(vw->s, &id, &t, err)) < 0)
+                        break;
+                char *data;
+                size_t len;
+                lfs_id got;
+                lfs_tree_serialize(&t, &data, &len);
+                lfs_sha256(data, len, &got);
+                free(data);
+                if (!lfs_id_eq(&got, &id))
+                        r = bad_object(vw->s, "tree", &id, "does not hash to its name", err);
+                vw->checked++;
+                for (size_t i = 0; i < t.n && r == 0; i++) {
+                        const lfs_entry *e = &t.entries[i];
+                        if (lfs_mode_is_dir(e->mode)) {
+                                GROW(stack, cap, n + 1);
+                                stack[n++] = e->id;
+                        } else if (lfs_idset_add(&vw->seen, &e->id)) {
+                                r = verify_blob(vw, e, err);
+                        }
+                }
+                lfs_tree_done(&t);
         }
-        lfs_tree_done(&t);
+        free(stack);
         return r;
 }
 
