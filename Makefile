@@ -2,7 +2,7 @@
 
 DEBIAN_PACKAGES := build-essential pkg-config clang clang-format clang-tidy cppcheck \
 	libsqlite3-dev sqlite3 liburing-dev libssl-dev libjansson-dev libcmocka-dev \
-	libfuse3-dev fuse3 fuse-overlayfs libbpf-dev bpftool libelf-dev libmnl-dev git rsync
+	libfuse3-dev fuse3 fuse-overlayfs libbpf-dev bpftool libelf-dev libmnl-dev git rsync linux-perf
 # Build-time libraries, through pkg-config.
 PKGS := sqlite3 liburing libcrypto jansson
 

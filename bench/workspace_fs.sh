@@ -8,9 +8,12 @@
 # It reports and never judges: it exits non-zero only when a command fails (or when
 # something it mounted could not be unmounted), never because of a timing. Needs root
 # (mount, /proc/sys/vm/drop_caches, FUSE with allow_other).
-# Usage: workspace_fs.sh [workload|mount|tools]... (all three by default). For quick
+# Then Workspace commits: 100,000 new files in one directory against the same number
+# in 100 directories, and a 64 MiB file with 200 more names against one name.
+# Usage: workspace_fs.sh [workload|mount|tools|commit]... (all four by default). For quick
 # looks while developing, BENCH_BIG_MIB=64 shrinks the sequential file (the table
-# still says "1 GiB"; `make bench` always runs the full size).
+# still says "1 GiB"; `make bench` always runs the full size) and BENCH_COMMIT_FILES=2000
+# the commit rows.
 set -euo pipefail
 set -o errtrace # the ERR trap below also fires inside functions
 
@@ -26,6 +29,11 @@ TRIALS=3          # each target runs the workload this many times, interleaved; 
 MOUNT_TRIALS=3    # each mount is timed this many times (unmounted in between); median
 C_FILES=20        # the C project: 20 generated .c files and a Makefile, make -j2
 C_FUNCS=120       # functions per .c file (sets how long each compile takes)
+COMMIT_FILES=${BENCH_COMMIT_FILES:-100000} # the commit rows: new files, in one directory or in 100
+COMMIT_SPREAD=100
+LINKED_MIB=64     # ... and one file of this size with LINKS more names, or with none
+LINKS=200
+LINK_TRIALS=5     # those commits take a fraction of a second: more trials, less noise
 
 # Reference figures (DESIGN.md, "FUSE Workspace"), ms: create/stat/read/delete, write/read.
 REF_NATIVE="1545/521/624/181, 3284/547"
@@ -596,6 +604,105 @@ tools_section() {
         printf "$fmt" "make -j2" "$m_n" "$m_w" "$(ratio "$m_w" "$m_n")"
 }
 
+# ---- commits: one big directory, one file with many names ------------------------------
+# Each commit is of a fresh project's Workspace (a Store that already held the objects
+# would not write them), the files made by one perl process in the Workspace, untimed.
+# shellcheck disable=SC2016 # perl code, expanded by perl
+COMMIT_PL='
+use strict; use warnings;
+my ($op, $root, $n, $dirs, $tag) = @ARGV;
+if ($op eq "files") {
+        for my $d (0 .. $dirs - 1) {
+                my $dir = $dirs > 1 ? sprintf("%s/d%03d", $root, $d) : "$root/one";
+                mkdir $dir or die "mkdir $dir: $!";
+                for my $f (0 .. $n / $dirs - 1) {
+                        open(my $fh, ">", "$dir/f$f") or die "$dir/f$f: $!";
+                        print $fh "$tag $d/$f\n";
+                        close $fh or die "$dir/f$f: $!";
+                }
+        }
+} else { # links: $n more names for $root/big
+        for my $i (1 .. $n) { link("$root/big", "$root/link$i") or die "link $i: $!"; }
+}
+'
+declare -A C_MS=()
+COMMIT_RUN=0
+# commit_once ROW SETUP...: a fresh project and Workspace, SETUP run in it (untimed), then
+# the commit timed and added to C_MS[ROW].
+commit_once() {
+        local row=$1 p
+        shift
+        COMMIT_RUN=$((COMMIT_RUN + 1))
+        p="commit$COMMIT_RUN"
+        lfs project init "$p" >/dev/null
+        sandbox_open "$p"
+        ws_mount "$p" "$SB" main
+        "$@" "$WS"
+        measure lfs --project "$p" workspace commit "$SB" main -m "$row"
+        C_MS[$row]+=" $ELAPSED_MS"
+        [ -z "$(lfs --project "$p" workspace status "$SB" main)" ] || {
+                echo "bench: $row: the Workspace is not clean after its commit" >&2
+                return 1
+        }
+        ws_unmount "$p" "$SB" main
+        sandbox_close "$p" "$SB"
+        rm -rf "$LAYERFS_HOME/projects/$p"
+}
+files_one() { perl -e "$COMMIT_PL" files "$1" "$COMMIT_FILES" 1 "$COMMIT_RUN"; }
+files_spread() { perl -e "$COMMIT_PL" files "$1" "$COMMIT_FILES" "$COMMIT_SPREAD" "$COMMIT_RUN"; }
+big_file() { head -c $((LINKED_MIB << 20)) /dev/urandom >"$1/big"; }
+big_linked() {
+        big_file "$1"
+        perl -e "$COMMIT_PL" links "$1" "$LINKS"
+}
+
+commit_section() {
+        local n
+        echo
+        echo "Workspace commits, each of a fresh project (the order alternates):"
+        for ((n = 1; n <= TRIALS; n++)); do
+                if ((n % 2)); then
+                        commit_once one files_one
+                        commit_once spread files_spread
+                else
+                        commit_once spread files_spread
+                        commit_once one files_one
+                fi
+                printf '  trial %d/%d: %d files in one dir %6s  in %d dirs %6s ms\n' "$n" "$TRIALS" "$COMMIT_FILES" \
+                        "${C_MS[one]##* }" "$COMMIT_SPREAD" "${C_MS[spread]##* }"
+        done
+        for ((n = 1; n <= LINK_TRIALS; n++)); do
+                if ((n % 2)); then
+                        commit_once linked big_linked
+                        commit_once single big_file
+                else
+                        commit_once single big_file
+                        commit_once linked big_linked
+                fi
+                printf '  trial %d/%d: %d MiB with %d names %6s  with one name %6s ms\n' "$n" "$LINK_TRIALS" \
+                        "$LINKED_MIB" "$((LINKS + 1))" "${C_MS[linked]##* }" "${C_MS[single]##* }"
+        done
+        local one spread linked single r1 r2
+        # shellcheck disable=SC2086 # the trials, one word each
+        {
+                one=$(median ${C_MS[one]}) spread=$(median ${C_MS[spread]})
+                linked=$(median ${C_MS[linked]}) single=$(median ${C_MS[single]})
+        }
+        r1=$(ratio "$one" "$spread")
+        r2=$(ratio "$linked" "$single")
+        echo
+        echo "Workspace commit (ms, median of $TRIALS and $LINK_TRIALS trials; 'workspace commit' wall time)"
+        local fmt='%-44s %8s %-34s %8s %7s  %s\n'
+        # shellcheck disable=SC2059
+        printf "$fmt" commit ms "against" ms ratio target
+        # shellcheck disable=SC2059
+        printf "$fmt" "$COMMIT_FILES new files in one directory" "$one" "the same in $COMMIT_SPREAD directories" \
+                "$spread" "$r1" "$(awk -v r="$r1" 'BEGIN { print (r != "-" && r <= 2 ? "<= 2: met" : "<= 2: MISSED") }')"
+        # shellcheck disable=SC2059
+        printf "$fmt" "a $LINKED_MIB MiB file with $((LINKS + 1)) names" "$linked" "with one name" "$single" "$r2" \
+                "$(awk -v r="$r2" 'BEGIN { print (r != "-" && r <= 1.2 ? "<= 1.2: met" : "<= 1.2: MISSED") }')"
+}
+
 # ---- main -------------------------------------------------------------------------------
 main() {
         echo "layerfs FUSE Workspace against ext4, overlayfs and fuse-overlayfs, on the same disk"
@@ -606,7 +713,7 @@ main() {
         echo "$("$LAYERFS" --version), kernel $(uname -r), $(nproc) CPUs, $(git --version), fuse-overlayfs: $fo"
         echo
         local sections=("$@")
-        [ ${#sections[@]} -gt 0 ] || sections=(workload mount tools)
+        [ ${#sections[@]} -gt 0 ] || sections=(workload mount tools commit)
         for section in "${sections[@]}"; do
                 case "$section" in
                 workload)
@@ -615,8 +722,9 @@ main() {
                         ;;
                 mount) mount_section ;;
                 tools) tools_section ;;
+                commit) commit_section ;;
                 *)
-                        echo "bench: unknown section '$section' (workload, mount, tools)" >&2
+                        echo "bench: unknown section '$section' (workload, mount, tools, commit)" >&2
                         return 1
                         ;;
                 esac

@@ -79,6 +79,7 @@ typedef struct daemon_state {
         leaf_id *leaves;
         size_t n_leaves, cap_leaves;
         bool closing;
+        bool closed; /* teardown has finished */
         pthread_cond_t ws_released; /* a Workspace's last holder let go */
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
 } daemon_state;

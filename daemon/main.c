@@ -286,6 +286,18 @@ static void release_ws(daemon_state *d, workspace *w) {
                 pthread_cond_broadcast(&d->ws_released);
 }
 
+/* A long read of w: held, d->lock let go, the kernel's cached data flushed first. */
+static void work_begin(daemon_state *d, workspace *w) {
+        hold_ws(w);
+        pthread_mutex_unlock(&d->lock);
+        flush_kernel_cache(w);
+}
+
+static void work_end(daemon_state *d, workspace *w) {
+        pthread_mutex_lock(&d->lock);
+        release_ws(d, w);
+}
+
 /* With d->lock held; released while waiting. */
 static void wait_ws_released(daemon_state *d, workspace *w) {
         while (w->holders)
@@ -307,15 +319,12 @@ static json_t *call_status(daemon_state *d, const char *branch) {
         workspace *w = branch ? find_ws(d, branch) : NULL;
         if (!w)
                 return not_mounted(d, branch);
-        hold_ws(w);
-        pthread_mutex_unlock(&d->lock);
-        flush_kernel_cache(w);
+        work_begin(d, w);
         lfs_change *changes = NULL;
         size_t n = 0;
         lfs_error *err = NULL;
         int r = ws_status(w->fs, &changes, &n, &err);
-        pthread_mutex_lock(&d->lock);
-        release_ws(d, w);
+        work_end(d, w);
         if (r == -ECANCELED) {
                 lfs_error_free(err);
                 return cancelled(d, "status", branch);
@@ -332,15 +341,12 @@ static json_t *call_commit(daemon_state *d, const char *branch, const char *mess
         workspace *w = branch ? find_ws(d, branch) : NULL;
         if (!w)
                 return not_mounted(d, branch);
-        hold_ws(w);
-        pthread_mutex_unlock(&d->lock);
-        flush_kernel_cache(w);
+        work_begin(d, w);
         lfs_error *err = NULL;
         lfs_id commit;
         int merged = 0;
         int r = ws_commit(w->fs, message, &commit, &merged, &err);
-        pthread_mutex_lock(&d->lock);
-        release_ws(d, w);
+        work_end(d, w);
         if (r == -ECANCELED) {
                 lfs_error_free(err);
                 return cancelled(d, "commit", branch);
@@ -431,12 +437,9 @@ static json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
         if (discard) {
                 ws_cancel(w->fs); /* its changes go anyway: a status or commit need not finish */
         } else {
-                hold_ws(w);
-                pthread_mutex_unlock(&d->lock);
-                flush_kernel_cache(w);
+                work_begin(d, w);
                 bool dirty = ws_is_dirty(w->fs, NULL);
-                pthread_mutex_lock(&d->lock);
-                release_ws(d, w);
+                work_end(d, w);
                 if (dirty && !d->closing)
                         return error_json(
                                 LFS_DIRTY,
@@ -508,6 +511,7 @@ static void end_commands(daemon_state *d) {
 static void teardown(daemon_state *d, const char *why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
+        pthread_cond_broadcast(&d->events_cond); /* followers of sandbox events end */
         /* Whatever reads a Workspace stops now; then nothing holds them. */
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active)
@@ -515,7 +519,6 @@ static void teardown(daemon_state *d, const char *why) {
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active)
                         wait_ws_released(d, &d->ws[i]);
-        pthread_cond_broadcast(&d->events_cond); /* followers of sandbox events end */
         /* A command checked before closing began must be in its leaf before the leaves
          * are ended, or it could start after and outlive the Sandbox. */
         while (d->starting_commands)
@@ -529,6 +532,7 @@ static void teardown(daemon_state *d, const char *why) {
                 log_line("cannot remove %s: %s", d->cgroup, strerror(-r));
         rm_rf_at(AT_FDCWD, d->dir);
         lfs_sandbox_record_delete(d->home, d->project, d->number, getpid());
+        d->closed = true;
         wake_main_loop(d);
 }
 
@@ -756,10 +760,11 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
         long long last_activity = now_ms();
         for (;;) {
                 pthread_mutex_lock(&d->lock);
-                bool closing = d->closing;
+                /* Not before teardown has finished: it lets go of the lock while it waits. */
+                bool closed = d->closed;
                 bool idle = !mounted_any(d) && d->running_execs == 0;
                 pthread_mutex_unlock(&d->lock);
-                if (closing)
+                if (closed)
                         return;
                 int timeout = -1;
                 if (idle) {
