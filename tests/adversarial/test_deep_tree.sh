@@ -52,7 +52,7 @@ ok
 
 # The chain goes with the Workspace, and one just inside the limit is recorded: 2,047
 # directories "a" and a file "f" make a path of exactly 4,095 bytes.
-lfs workspace unmount "$n" main --discard
+lfs workspace unmount "$n" main --discard >/dev/null
 ws=$(lfs workspace mount "$n" main)
 assert_eq "$(lfs workspace status "$n" main)" "" "clean after unmount --discard and a new mount"
 lfs workspace exec "$n" main -- python3 -c "$chain" 2047 a f

@@ -301,7 +301,6 @@ int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lf
                                   .home_known = true,
                                   .home_dev = home.st_dev,
                                   .home_ino = home.st_ino };
-        snap_node *root = xcalloc(1, sizeof(*root));
         sw.root_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (sw.root_fd < 0) {
                 int e = errno;
@@ -310,10 +309,10 @@ int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lf
                                         "directory '%s' does not exist (%s); give an existing "
                                         "directory",
                                         dir, strerror(e));
-                node_free(root);
                 return lfs_fail(err, e == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, e,
                                 "cannot open directory '%s': %s", dir, strerror(e));
         }
+        snap_node *root = xcalloc(1, sizeof(*root));
         int r = walk_tree(&sw, old_tree, root, err);
         if (r == 0) {
                 bind_sources(&sw);
