@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "json_path.h"
+#include "numbers.h"
 
 /* Exit status of a refusal or failure of LayerFS itself (SPEC 2a), as docker run uses. */
 #define EXIT_LAYERFS 125
@@ -537,14 +538,12 @@ int cli_positive_option(cli_ctx *ctx, const char *name, size_t fallback, size_t 
         *ret = fallback;
         if (!text)
                 return 0;
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(text, &end, 10);
-        if (errno || !*text || *end || v == 0 || text[0] == '-' || v > SIZE_MAX)
-                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0, "--%s '%s' is not a positive whole number",
-                                name, text);
-        *ret = (size_t)v;
-        return 0;
+        _cleanup_free_ char *what = xasprintf("--%s", name);
+        uint64_t v;
+        int r = lfs_parse_whole(what, text, 1, SIZE_MAX, &v, &ctx->err);
+        if (r == 0)
+                *ret = (size_t)v;
+        return r;
 }
 
 int cli_open_store(cli_ctx *ctx) {

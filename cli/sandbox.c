@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /* layerfs sandbox ... and layerfs workspace ... */
 #include "cli.h"
+#include "numbers.h"
 
 static const char *project_arg(const cli_ctx *ctx) {
         const char *project = ctx->project ? ctx->project : getenv("LAYERFS_PROJECT");
         return project && *project ? project : NULL;
 }
 
+/* Sandbox numbers are the smallest free ones: a million is far beyond any host. */
+#define MAX_SANDBOX_NUMBER 1000000
+
 static int sandbox_number(cli_ctx *ctx, const char *text, int *ret) {
-        char *end;
-        errno = 0;
-        long v = strtol(text, &end, 10);
-        if (errno || !*text || *end || v <= 0 || v > 1000000)
-                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0,
-                                "sandbox '%s' is not a sandbox number (1, 2, ...)", text);
-        *ret = (int)v;
-        return 0;
+        uint64_t v;
+        int r = lfs_parse_whole("sandbox", text, 1, MAX_SANDBOX_NUMBER, &v, &ctx->err);
+        if (r == 0)
+                *ret = (int)v;
+        return r;
 }
 
 int cmd_sandbox_create(cli_ctx *ctx) {
@@ -216,14 +217,9 @@ int cmd_workspace_exec(cli_ctx *ctx) {
                         env[o.n_env++] = ctx->opts[i].value;
         o.env = env;
         const char *timeout = cli_option(ctx, "timeout");
-        if (timeout) {
-                char *end;
-                errno = 0;
-                o.timeout = strtod(timeout, &end);
-                if (errno || !*timeout || *end || !(o.timeout >= 0))
-                        return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0,
-                                        "--timeout '%s' is not a number of seconds (0 or more)", timeout);
-        }
+        if (timeout && (r = lfs_parse_seconds("--timeout", timeout, 0, LFS_MAX_TIMEOUT_SECONDS, &o.timeout,
+                                              &ctx->err)) < 0)
+                return r;
         int status = 0;
         if ((r = cli_open_home(ctx)) < 0 ||
             (r = lfs_workspace_exec(ctx->home, project_arg(ctx), n, ctx->args[1],
@@ -325,11 +321,9 @@ int cmd_process_kill(cli_ctx *ctx) {
         int n = 0, pid = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         if (r < 0)
                 return r;
-        char *end;
-        errno = 0;
-        long v = strtol(ctx->args[1], &end, 10);
-        if (errno || !*ctx->args[1] || *end || v <= 0 || v > INT32_MAX)
-                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0, "'%s' is not a process id", ctx->args[1]);
+        uint64_t v;
+        if ((r = lfs_parse_whole("pid", ctx->args[1], 1, LFS_MAX_PID, &v, &ctx->err)) < 0)
+                return r;
         pid = (int)v;
         if ((r = cli_open_home(ctx)) < 0 ||
             (r = lfs_process_kill(ctx->home, project_arg(ctx), n, pid, &ctx->err)) < 0)

@@ -12,6 +12,7 @@
 
 #include "cgroup.h"
 #include "daemon.h"
+#include "numbers.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -294,13 +295,15 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
 
 json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         json_t *timeout_j = json_object_get(req, "timeout");
-        double timeout = timeout_j ? json_number_value(timeout_j) : 0;
+        double timeout = 0;
         command c = COMMAND_INIT;
         json_t *refusal = NULL;
+        _cleanup_error_ lfs_error *e = NULL;
         if (n_fds != 3)
                 refusal = error_json(LFS_INVALID_INPUT, "exec needs the caller's stdin, stdout and stderr");
-        else if ((timeout_j && !json_is_number(timeout_j)) || timeout < 0)
-                refusal = error_json(LFS_INVALID_INPUT, "timeout must be a number of seconds, 0 or more");
+        else if (timeout_j &&
+                 lfs_json_seconds("timeout", timeout_j, 0, LFS_MAX_TIMEOUT_SECONDS, &timeout, &e) < 0)
+                refusal = error_json(e->code, "%s", e->message);
         else
                 refusal = prepare_command(d, req, &c);
         if (refusal) {
@@ -487,10 +490,13 @@ static bool in_command_leaf(daemon_state *d, pid_t pid) {
  * first: if the process ends and its pid is reused before the signal, the signal fails
  * instead of reaching the newcomer. */
 json_t *call_process_kill(daemon_state *d, json_t *req) {
-        json_t *pid_j = json_object_get(req, "pid");
-        pid_t pid = json_is_integer(pid_j) ? (pid_t)json_integer_value(pid_j) : 0;
-        if (pid <= 0)
-                return error_json(LFS_INVALID_INPUT, "give the pid of a process of sandbox %d", d->number);
+        _cleanup_error_ lfs_error *e = NULL;
+        long long v;
+        /* Checked whole: a pid cut to 32 bits would name another process. */
+        if (lfs_json_whole("pid", json_object_get(req, "pid"), 1, LFS_MAX_PID, &v, &e) < 0)
+                return error_json(e->code, "%s; give the pid of a process of sandbox %d", e->message,
+                                  d->number);
+        pid_t pid = (pid_t)v;
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         if (pidfd < 0 || !in_command_leaf(d, pid))
                 return error_json(

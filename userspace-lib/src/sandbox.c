@@ -23,6 +23,7 @@
 
 #include "cgroup.h"
 #include "json_path.h"
+#include "numbers.h"
 #include "platforms.h"
 #include "store.h"
 
@@ -755,9 +756,15 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
                        int *ret_sandbox, lfs_error **err) {
         (void)image; /* ignored for linux Sandboxes (SPEC 5) */
         const lfs_platform *chosen = NULL;
+        uid_t uid;
+        gid_t gid;
+        double idle;
+        /* The daemon reads the same settings (the identity, the idle close): refused here,
+         * before anything is made. */
         int r = check_default_runtime(err);
         if (r < 0 || (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
-            (r = check_watcher(err)) < 0)
+            (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
+            (r = lfs_idle_seconds(&idle, err)) < 0)
                 return r;
         if (chosen->family != LFS_FAMILY_LINUX)
                 return lfs_fail(err, LFS_UNSUPPORTED, 0, "platform '%s' cannot be driven by this build",
@@ -772,9 +779,6 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         if ((r = open_project(home, project, &name, err)) < 0 ||
             (r = lfs_cgroup_root(&cgroup_root, err)) < 0)
                 return r;
-        uid_t uid;
-        gid_t gid;
-        lfs_command_identity(&uid, &gid);
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
                 return r;
         /* Numbers held by dead Sandboxes become free again. */
@@ -1254,8 +1258,12 @@ static int check_exec_input(const char *const *argv, size_t n_argv, const lfs_ex
         }
         if (o && o->cwd && !lfs_is_utf8(o->cwd))
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "the cwd is not UTF-8 text");
-        if (o && (o->timeout < 0 || o->timeout != o->timeout))
-                return lfs_fail(err, LFS_INVALID_INPUT, 0, "timeout must be a number of seconds, 0 or more");
+        /* Also NaN and infinity, which JSON cannot carry. */
+        if (o && !(o->timeout >= 0 && o->timeout <= LFS_MAX_TIMEOUT_SECONDS))
+                return lfs_fail(
+                        err, LFS_INVALID_INPUT, 0,
+                        "timeout %g is out of range: give a number of seconds from 0 to %.0f (0: none)",
+                        o->timeout, LFS_MAX_TIMEOUT_SECONDS);
         return 0;
 }
 
@@ -1330,12 +1338,12 @@ int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const c
         r = parse_response(&rec, line, &result, err);
         free(line);
         if (r == 0) {
-                json_t *code = json_object_get(result, "exit");
-                if (!json_is_integer(code))
+                long long code;
+                if (lfs_json_whole("exit status", json_object_get(result, "exit"), 0, 255, &code, NULL) < 0)
                         r = lfs_fail(err, LFS_FAILED, EIO, "sandbox %d's answer had no exit status",
                                      sandbox);
                 else
-                        *ret_exit = (int)json_integer_value(code);
+                        *ret_exit = (int)code;
         }
         json_decref(result);
 done:
@@ -1363,7 +1371,12 @@ int lfs_process_start(lfs_home *home, const char *project, int sandbox, const ch
         json_t *result = NULL;
         if ((r = sandbox_call(home, project, sandbox, req, &result, err)) < 0)
                 return r;
-        *ret_pid = (int)json_integer_value(json_object_get(result, "pid"));
+        long long pid;
+        if (lfs_json_whole("pid", json_object_get(result, "pid"), 1, LFS_MAX_PID, &pid, NULL) < 0) {
+                json_decref(result);
+                return lfs_fail(err, LFS_FAILED, EIO, "sandbox %d's answer had no pid", sandbox);
+        }
+        *ret_pid = (int)pid;
         if (ret_log)
                 *ret_log = xstrdup(json_string_value(json_object_get(result, "log")) ?: "");
         json_decref(result);
@@ -1405,7 +1418,9 @@ void lfs_process_info_free(lfs_process_info *items, size_t n) {
 
 int lfs_process_kill(lfs_home *home, const char *project, int sandbox, int pid, lfs_error **err) {
         if (pid <= 0)
-                return lfs_fail(err, LFS_INVALID_INPUT, 0, "pid %d is not a process id", pid);
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "pid %d is out of range: give a whole number from 1 to %d", pid,
+                                LFS_MAX_PID);
         return sandbox_call(home, project, sandbox,
                             json_pack("{s:s, s:i}", "call", "process.kill", "pid", pid), NULL, err);
 }
