@@ -70,8 +70,8 @@ int lfs_parse_seconds(const char *what, const char *text, double min, double max
         double v = strtod(text, NULL);
         if (errno == ERANGE || !isfinite(v) || v < min || v > max)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
-                                "%s '%s' is out of range: give a number of seconds from %s to %s", what, text,
-                                lo, hi);
+                                "%s '%s' is out of range: give a number of seconds from %s to %s", what,
+                                text, lo, hi);
         *ret = v;
         return 0;
 }
@@ -83,9 +83,9 @@ int lfs_json_whole(const char *what, const json_t *v, long long min, long long m
                 return 0;
         }
         _cleanup_free_ char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-        return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s %s is %s: give a whole number from %lld to %lld", what,
-                        text ? text : "(missing)", json_is_integer(v) ? "out of range" : "not a whole number",
-                        min, max);
+        return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s %s is %s: give a whole number from %lld to %lld",
+                        what, text ? text : "(missing)",
+                        json_is_integer(v) ? "out of range" : "not a whole number", min, max);
 }
 
 int lfs_json_seconds(const char *what, const json_t *v, double min, double max, double *ret,
@@ -99,9 +99,9 @@ int lfs_json_seconds(const char *what, const json_t *v, double min, double max, 
         seconds_text(min, lo);
         seconds_text(max, hi);
         _cleanup_free_ char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-        return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s %s is %s: give a number of seconds from %s to %s", what,
-                        text ? text : "(missing)", json_is_number(v) ? "out of range" : "not a number", lo,
-                        hi);
+        return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s %s is %s: give a number of seconds from %s to %s",
+                        what, text ? text : "(missing)", json_is_number(v) ? "out of range" : "not a number",
+                        lo, hi);
 }
 
 /* The environment variable as a whole number; fallback when it is unset or empty. */
@@ -131,5 +131,6 @@ int lfs_idle_seconds(double *ret, lfs_error **err) {
                 *ret = LFS_IDLE_SECONDS;
                 return 0;
         }
-        return lfs_parse_seconds("LAYERFS_IDLE_SECONDS", s, LFS_MIN_IDLE_SECONDS, LFS_IDLE_SECONDS, ret, err);
+        return lfs_parse_seconds("LAYERFS_IDLE_SECONDS", s, LFS_MIN_IDLE_SECONDS, LFS_IDLE_SECONDS, ret,
+                                 err);
 }
