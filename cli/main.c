@@ -318,9 +318,13 @@ static void print_error(cli_ctx *ctx, const lfs_error *e) {
                 cli_print_json(json_pack("{s:o}", "error", err));
                 return;
         }
-        fprintf(stderr, "%s: %s\n", lfs_code_name(e->code), e->message);
-        for (size_t i = 0; i < e->n_paths; i++)
-                fprintf(stderr, "  %s\n", e->paths[i]);
+        /* A message may name what a command chose (a path, a symlink's target). */
+        _cleanup_free_ char *message = lfs_quote(e->message, LFS_QUOTE_INLINE);
+        fprintf(stderr, "%s: %s\n", lfs_code_name(e->code), message);
+        for (size_t i = 0; i < e->n_paths; i++) {
+                _cleanup_free_ char *path = lfs_quote(e->paths[i], LFS_QUOTE_ENTRY);
+                fprintf(stderr, "  %s\n", path);
+        }
 }
 
 int cli_report(cli_ctx *ctx, int r) {

@@ -28,6 +28,7 @@
 #include "daemon.h"
 #include "json_path.h"
 #include "numbers.h"
+#include "quote.h"
 #include "fuse_ops.h"
 
 /* One line of the daemon's log (stderr, which the library points at daemon.log). */
@@ -60,12 +61,16 @@ void log_line(const char *fmt, ...) {
         time_t now = time(NULL);
         struct tm tm;
         strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", gmtime_r(&now, &tm));
-        fprintf(stderr, "%s ", when);
         va_list ap;
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
+        char *entry = NULL;
+        if (vasprintf(&entry, fmt, ap) < 0)
+                entry = NULL;
         va_end(ap);
-        fputc('\n', stderr);
+        /* One line per entry, whatever a command line or path in it holds. */
+        _cleanup_free_ char *shown = lfs_quote(entry ? entry : "(out of memory)", LFS_QUOTE_INLINE);
+        free(entry);
+        fprintf(stderr, "%s %s\n", when, shown);
         fflush(stderr);
 }
 

@@ -56,7 +56,11 @@ ok
 
 # ---- 2. command lines: process list --------------------------------------------------
 FORGED_ROW=$'x\n4242     cmd-99     running    forged'"$OSC"
-pid=$(lfs process start "$SB" main -- sh -c 'sleep 1000; exit' "$FORGED_ROW")
+# A background sh waits on a fifo with a builtin (its own command line stays, with no
+# child); the exec returns once it runs.
+pid=$(lfs workspace exec "$SB" main -- sh -c 'mkfifo "$TMPDIR/ready" "$TMPDIR/hold"
+        sh -c "echo > \"\$TMPDIR/ready\"; read x 0<>\"\$TMPDIR/hold\"" "$1" &
+        read x < "$TMPDIR/ready"; echo $!' sh "$FORGED_ROW")
 lfs process list "$SB" >"$WORK/ps"
 lfs --json process list "$SB" >"$WORK/ps.json"
 no_raw_controls "process list" "$WORK/ps"

@@ -15,8 +15,9 @@ static void assert_refused_naming(int r, lfs_error *err, const char *value, cons
 
 static void test_whole_numbers(void **state) {
         (void)state;
-        static const char *const bad[] = { "",   " 5",  "5 ",  "+5",   "-5",   " -5", "5x", "0x10",
-                                           "1e3", "1.0", "inf", "nan",  "0",    "11",  "18446744073709551616",
+        static const char *const bad[] = { "",    " 5",  "5 ",   "+5",  "-5",
+                                           " -5", "5x",  "0x10", "1e3", "1.0",
+                                           "inf", "nan", "0",    "11",  "18446744073709551616",
                                            "٣" };
         for (size_t i = 0; i < COUNT_OF(bad); i++) {
                 lfs_error *err = NULL;
@@ -37,9 +38,9 @@ static void test_whole_numbers(void **state) {
 
 static void test_seconds(void **state) {
         (void)state;
-        static const char *const bad[] = { "",   "inf",   "-inf", "nan",  "NaN",  "1e30", "1e400", "-1",
-                                           "-0", " 5",    "5 ",   "0x10", "5s",   "e5",   ".",     "1e",
-                                           "1e+", "121",  "+5",   "1,5",  "0.0001" };
+        static const char *const bad[] = { "",   "inf", "-inf", "nan", "NaN",  "1e30", "1e400",
+                                           "-1", "-0",  " 5",   "5 ",  "0x10", "5s",   "e5",
+                                           ".",  "1e",  "1e+",  "121", "+5",   "1,5",  "0.0001" };
         for (size_t i = 0; i < COUNT_OF(bad); i++) {
                 lfs_error *err = NULL;
                 double v = 77;
@@ -51,8 +52,8 @@ static void test_seconds(void **state) {
         static const struct {
                 const char *text;
                 double value;
-        } good[] = { { "120", 120 }, { "0.5", 0.5 }, { ".5", 0.5 }, { "5.", 5 }, { "1e2", 100 },
-                     { "2.5E-1", 0.25 }, { "0.001", 0.001 } };
+        } good[] = { { "120", 120 }, { "0.5", 0.5 },     { ".5", 0.5 },     { "5.", 5 },
+                     { "1e2", 100 }, { "2.5E-1", 0.25 }, { "0.001", 0.001 } };
         for (size_t i = 0; i < COUNT_OF(good); i++) {
                 double v = 0;
                 assert_msg(lfs_parse_seconds("x", good[i].text, 0.001, 120, &v, NULL) == 0, "'%s' refused",
@@ -63,8 +64,8 @@ static void test_seconds(void **state) {
 
 static void test_json_numbers(void **state) {
         (void)state;
-        json_t *bad[] = { json_integer(4294967297LL), json_integer(0), json_integer(-1), json_real(1.5),
-                          json_real(1000.0), json_string("5"), json_true(), json_null() };
+        json_t *bad[] = { json_integer(4294967297LL), json_integer(0),  json_integer(-1), json_real(1.5),
+                          json_real(1000.0),          json_string("5"), json_true(),      json_null() };
         for (size_t i = 0; i < COUNT_OF(bad); i++) {
                 lfs_error *err = NULL;
                 long long v = 77;
@@ -88,7 +89,8 @@ static void test_json_numbers(void **state) {
         json_t *timeouts[] = { json_real(-0.5), json_real(2e9), json_string("5"), json_false() };
         for (size_t i = 0; i < COUNT_OF(timeouts); i++) {
                 err = NULL;
-                assert_true(lfs_json_seconds("timeout", timeouts[i], 0, LFS_MAX_TIMEOUT_SECONDS, &t, &err) < 0);
+                assert_true(lfs_json_seconds("timeout", timeouts[i], 0, LFS_MAX_TIMEOUT_SECONDS, &t, &err) <
+                            0);
                 assert_true(err && strstr(err->message, "from 0 to 1000000000"));
                 lfs_error_free(err);
                 json_decref(timeouts[i]);
