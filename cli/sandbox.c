@@ -219,9 +219,11 @@ int cmd_workspace_exec(cli_ctx *ctx) {
         int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         if (r < 0)
                 return r;
-        lfs_exec_options o = {
-                .cwd = cli_option(ctx, "cwd"), .stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2
-        };
+        lfs_exec_options o = { .cwd = cli_option(ctx, "cwd"),
+                               .stdin_fd = 0,
+                               .stdout_fd = 1,
+                               .stderr_fd = 2,
+                               .tty = cli_flag(ctx, "tty") };
         _cleanup_free_ const char **env = xcalloc(ctx->n_opts + 1, sizeof(char *));
         for (size_t i = 0; i < ctx->n_opts; i++)
                 if (!strcmp(ctx->opts[i].name, "env"))

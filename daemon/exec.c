@@ -3,9 +3,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/major.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -178,6 +180,7 @@ typedef struct command {
         int dir_fd;
         char *leaf; /* its cgroup */
         bool starting; /* counted in d->starting_commands */
+        bool tty; /* its streams are a terminal made for it: its controlling terminal */
 } command;
 #define COMMAND_INIT                                                                                        \
         { .dir_fd = -1 }
@@ -277,6 +280,8 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
                 .fd_in = fds[0],
                 .fd_out = fds[1],
                 .fd_err = fds[2],
+                .new_session = c->tty,
+                .controlling_tty = c->tty,
         };
         int r = lfs_cgroup_make(c->leaf);
         if (r == 0) {
@@ -293,6 +298,47 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
         return r;
 }
 
+static bool is_terminal(int fd) {
+        struct stat st;
+        return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && isatty(fd);
+}
+
+/* A command never receives the caller's terminal (SPEC 3): the library relays one through
+ * a pipe. Only a call that asks for a terminal (tty) passes one, and then as all three
+ * streams: one pseudo-terminal made for the command, which becomes its controlling
+ * terminal (a terminal that is already some session's cannot: spawn.c). */
+static json_t *check_streams(json_t *req, const int fds[3], bool *ret_tty) {
+        static const char *const names[] = { "stdin", "stdout", "stderr" };
+        json_t *tty_j = json_object_get(req, "tty");
+        if (tty_j && !json_is_boolean(tty_j))
+                return error_json(LFS_INVALID_INPUT, "tty must be true or false");
+        bool tty = json_is_true(tty_j);
+        dev_t terminal = 0;
+        for (int i = 0; i < 3; i++) {
+                struct stat st;
+                if (!tty && is_terminal(fds[i]))
+                        return error_json(
+                                LFS_INVALID_INPUT,
+                                "the %s passed is a terminal: a command never receives the caller's "
+                                "terminal; relay it through a pipe, or ask for a terminal of the command's "
+                                "own (tty)",
+                                names[i]);
+                if (tty && (!is_terminal(fds[i]) || fstat(fds[i], &st) < 0 ||
+                            major(st.st_rdev) < UNIX98_PTY_SLAVE_MAJOR ||
+                            major(st.st_rdev) >= UNIX98_PTY_SLAVE_MAJOR + UNIX98_PTY_MAJOR_COUNT ||
+                            (i > 0 && st.st_rdev != terminal)))
+                        return error_json(
+                                LFS_INVALID_INPUT,
+                                "with tty, stdin, stdout and stderr must be one pseudo-terminal made "
+                                "for the command; the %s passed is not",
+                                names[i]);
+                if (tty && i == 0)
+                        terminal = st.st_rdev;
+        }
+        *ret_tty = tty;
+        return NULL;
+}
+
 json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         json_t *timeout_j = json_object_get(req, "timeout");
         double timeout = 0;
@@ -304,7 +350,7 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         else if (timeout_j &&
                  lfs_json_seconds("timeout", timeout_j, 0, LFS_MAX_TIMEOUT_SECONDS, &timeout, &e) < 0)
                 refusal = error_json(e->code, "%s", e->message);
-        else
+        else if (!(refusal = check_streams(req, fds, &c.tty)))
                 refusal = prepare_command(d, req, &c);
         if (refusal) {
                 close_fds(fds, n_fds);

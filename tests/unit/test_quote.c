@@ -5,7 +5,8 @@
 
 static void expect(const char *in, lfs_quote_style style, const char *want) {
         char *got = lfs_quote(in, style);
-        assert_msg(!strcmp(got, want), "quoting '%s' (style %d) gave '%s', expected '%s'", in, style, got, want);
+        assert_msg(!strcmp(got, want), "quoting '%s' (style %d) gave '%s', expected '%s'", in, style, got,
+                   want);
         free(got);
 }
 
@@ -18,7 +19,9 @@ static void test_entries(void **state) {
         expect("osc\033]0;pwned\a.txt", LFS_QUOTE_ENTRY, "\"osc\\033]0;pwned\\a.txt\"");
         expect("tab\there\r\b\v\f", LFS_QUOTE_ENTRY, "\"tab\\there\\r\\b\\v\\f\"");
         expect("del\x7f", LFS_QUOTE_ENTRY, "\"del\\177\"");
-        expect("c1\xc2\x9b" "31m", LFS_QUOTE_ENTRY, "\"c1\\302\\23331m\"");
+        expect("c1\xc2\x9b"
+               "31m",
+               LFS_QUOTE_ENTRY, "\"c1\\302\\23331m\"");
         expect("not-utf8\xff\xfe", LFS_QUOTE_ENTRY, "\"not-utf8\\377\\376\"");
         expect("rlo\xe2\x80\xaegnp.exe", LFS_QUOTE_ENTRY, "\"rlo\\342\\200\\256gnp.exe\"");
         expect("line\xe2\x80\xa8sep", LFS_QUOTE_ENTRY, "\"line\\342\\200\\250sep\"");
@@ -40,8 +43,9 @@ static void test_messages(void **state) {
 
 static void test_json(void **state) {
         (void)state;
-        expect("{\"comm\":\"c1\xc2\x9b" "31m\x7f\",\"x\":\"\\u001b\"}", LFS_QUOTE_JSON,
-               "{\"comm\":\"c1\\u009b31m\\u007f\",\"x\":\"\\u001b\"}");
+        expect("{\"comm\":\"c1\xc2\x9b"
+               "31m\x7f\",\"x\":\"\\u001b\"}",
+               LFS_QUOTE_JSON, "{\"comm\":\"c1\\u009b31m\\u007f\",\"x\":\"\\u001b\"}");
         expect("{\"name\":\"日本\\n\"}", LFS_QUOTE_JSON, "{\"name\":\"日本\\n\"}");
         expect("{\"x\":\"\xe2\x80\xae\"}", LFS_QUOTE_JSON, "{\"x\":\"\\u202e\"}");
 }
