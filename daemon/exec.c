@@ -366,8 +366,11 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         close_fds(fds, n_fds); /* the command has them now */
         json_t *result;
         if (r < 0) {
-                result = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", program_of(&c),
-                                    d->number, strerror(-r));
+                result = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s%s", program_of(&c),
+                                    d->number, strerror(-r),
+                                    c.tty && r == -EPERM ? " (the terminal passed may already be a "
+                                                           "session's: a command gets one made for it)"
+                                                         : "");
         } else {
                 bool timed_out;
                 int status;

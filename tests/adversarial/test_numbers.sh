@@ -16,17 +16,8 @@ records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT count(
 
 # refused WHAT TEXT command...: InvalidInput (exit 125) whose message holds TEXT.
 refused() {
-        local what=$1 text=$2 out code
-        shift 2
-        set +e
-        out=$("$@" 2>&1 >/dev/null)
-        code=$?
-        set -e
-        [ "$code" -eq 125 ] || fail "$what: exited $code, not refused; stderr: $out"
-        case "$out" in
-        "InvalidInput: "*"$text"*) ok ;;
-        *) fail "$what: said '$out', expected InvalidInput naming '$text'" ;;
-        esac
+        shift
+        expect_refusal InvalidInput "$@"
 }
 
 mkdir -p "$WORK/src"

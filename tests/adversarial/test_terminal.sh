@@ -23,19 +23,22 @@ export LAYERFS SB SBDIR
 py() { PYTHONPATH="$(dirname "$0")" python3 - "$@"; }
 
 # ---- 1. the attack: keystrokes typed after the exec returns --------------------------
-# The background process tells its pid through a fifo before it starts to read, and the
-# exec returns only then; what it holds as fds 0-3 is checked while it lives. The shell
-# reads its terminal only when the test says so (a line through the fifo GO).
+# keystrokes_attack [--tty]: the background process tells its pid through a fifo before
+# it starts to read, and the exec returns only then; what it holds as fds is checked
+# while it lives. The shell reads its terminal only when the test says so (a line through
+# the fifo GO). With --tty the command's own terminal hangs up when the exec returns.
 mkfifo "$WORK/go"
 export GO="$WORK/go"
-py <<'EOF' || fail "the command kept the caller's terminal (above)"
+keystrokes_attack() {
+        FLAG=${1:-} py <<'EOF' || fail "${1:-} the command kept the caller's terminal (above)"
 import os, sys, ptyrun
-L, sb, sbdir = os.environ["LAYERFS"], os.environ["SB"], os.environ["SBDIR"]
-attack = ('exec 3<&0; mkfifo $TMPDIR/f; '
-          'setsid sh -c "echo \\$\\$ > \\$TMPDIR/f; exec dd bs=1 count=60 of=\\$TMPDIR/stolen 2>/dev/null" 0<&3 & '
-          'read pid < $TMPDIR/f; echo "background=$pid"')
-t = ptyrun.Terminal("%s workspace exec %s main -- sh -c '%s'; echo exec-returned=$?; "
-                    "read go < \"$GO\"; IFS= read -r line; echo \"shell-got:$line\"" % (L, sb, attack))
+L, sb, sbdir, flag = os.environ["LAYERFS"], os.environ["SB"], os.environ["SBDIR"], os.environ["FLAG"]
+stolen_path = sbdir + "/tmp/stolen" + flag
+attack = ('exec 3<&0; rm -f $TMPDIR/f; mkfifo $TMPDIR/f; '
+          'setsid sh -c "echo \\$\\$ > \\$TMPDIR/f; exec dd bs=1 count=60 of=\\$TMPDIR/stolen%s 2>/dev/null" 0<&3 & '
+          'read pid < $TMPDIR/f; echo "background=$pid"' % flag)
+t = ptyrun.Terminal("%s workspace exec %s main %s -- sh -c '%s'; echo exec-returned=$?; "
+                    "read go < \"$GO\"; IFS= read -r line; echo \"shell-got:$line\"" % (L, sb, flag, attack))
 try:
     bg = int(t.expect(rb"background=(\d+)").group(1))
     t.expect("exec-returned=0")
@@ -46,23 +49,24 @@ try:
         t.send(keys)
         ptyrun.wait_gone(bg)
         sys.exit("FAIL: the background process %d holds the caller's terminal %s as fds %s; it took "
-                 "the keystrokes typed afterwards: %r"
-                 % (bg, t.name, held, open(sbdir + "/tmp/stolen", "rb").read()))
-    # Its stdin was a pipe that ended with the exec: it ends with nothing read.
+                 "the keystrokes typed afterwards: %r" % (bg, t.name, held, open(stolen_path, "rb").read()))
+    # Its stdin (a pipe, or its own terminal) ended with the exec: it ends with nothing read.
     if not ptyrun.wait_gone(bg):
         sys.exit("FAIL: the background process %d still waits to read: %s" % (bg, ptyrun.fd_targets(bg)))
     t.send(keys)
     with open(os.environ["GO"], "w") as go:
         go.write("go\n")
     t.expect("shell-got:" + keys.strip() + "\r\n")
-    stolen = open(sbdir + "/tmp/stolen", "rb").read()
+    stolen = open(stolen_path, "rb").read()
     if stolen:
         sys.exit("FAIL: keystrokes reached the background process: %r" % stolen)
     assert t.wait() == 0
 finally:
     t.close()
 EOF
-ok
+        ok
+}
+keystrokes_attack
 
 # Its output streams were never the terminal either, nor is anything of a command that
 # keeps running: every fd of a background process is checked.
@@ -107,6 +111,40 @@ out = os.read(r, 100)
 if "error" not in answer or answer["error"]["code"] != "InvalidInput" or "terminal" not in answer["error"]["message"]:
     sys.exit("FAIL: a terminal passed as stdin: answer %s, the command printed %r" % (answer, out))
 print("refused:", answer["error"]["message"])
+EOF
+ok
+
+# Asking for a terminal does not let a client hand over one that is already a session's
+# (here the controlling terminal of a shell): the command cannot take it, nor may a
+# terminal come as one stream among pipes, nor "tty" be anything but true or false.
+py <<'EOF' || fail "the daemon took a terminal that is not the command's own (above)"
+import array, json, os, socket, sys, ptyrun
+sbdir = os.environ["SBDIR"]
+token = open(sbdir + "/token").read().strip()
+def call(fds, tty):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sbdir + "/control.sock")
+    req = {"token": token, "call": "workspace.exec", "branch": "main", "env": [], "tty": tty,
+           "command": ["sh", "-c", "echo took-it > /dev/tty"]}
+    s.sendmsg([(json.dumps(req) + "\n").encode()],
+              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    return json.loads(s.makefile().readline())
+shell = ptyrun.Terminal("echo ready; read x")
+try:
+    shell.expect("ready")
+    answer = call([shell.slave] * 3, True)
+    if "error" not in answer:
+        sys.exit("FAIL: a shell's controlling terminal was taken: %s; the shell's terminal shows %r"
+                 % (answer, shell.shown()))
+    r, w = os.pipe()
+    for fds, tty in (([shell.slave, w, w], True), ([r, w, w], "yes")):
+        answer = call(fds, tty)
+        if answer.get("error", {}).get("code") != "InvalidInput":
+            sys.exit("FAIL: fds %s with tty %r: %s" % (fds, tty, answer))
+    shell.send("x\n")
+    shell.wait()
+finally:
+    shell.close()
 EOF
 ok
 
@@ -178,32 +216,8 @@ for sig in (signal.SIGTERM, signal.SIGHUP):
 EOF
 ok
 
-# Keystrokes after a --tty exec do not reach what it left behind either: its terminal
-# hangs up when the exec returns.
-py <<'EOF' || fail "--tty background (above)"
-import os, sys, ptyrun
-L, sb, sbdir = os.environ["LAYERFS"], os.environ["SB"], os.environ["SBDIR"]
-attack = ('mkfifo $TMPDIR/f2; setsid sh -c "echo \\$\\$ > \\$TMPDIR/f2; exec dd bs=1 count=60 of=\\$TMPDIR/stolen2 2>/dev/null" & '
-          'read pid < $TMPDIR/f2; echo "background=$pid"')
-t = ptyrun.Terminal("%s workspace exec %s main --tty -- sh -c '%s'; echo exec-returned=$?; "
-                    "IFS= read -r line; echo \"shell-got:$line\"" % (L, sb, attack))
-try:
-    bg = int(t.expect(rb"background=(\d+)").group(1))
-    t.expect("exec-returned=0")
-    held = sorted(fd for fd, target in ptyrun.fd_targets(bg).items() if target == t.name)
-    if held:
-        sys.exit("FAIL: the background process holds the caller's terminal as fds %s" % held)
-    t.send("typed-secret\n")
-    t.expect("shell-got:typed-secret\r\n")
-    if not ptyrun.wait_gone(bg):
-        sys.exit("FAIL: the background process %d still reads its hung-up terminal" % bg)
-    if open(sbdir + "/tmp/stolen2", "rb").read():
-        sys.exit("FAIL: keystrokes reached the background process")
-    t.wait()
-finally:
-    t.close()
-EOF
-ok
+# Keystrokes after a --tty exec do not reach what it left behind either.
+keystrokes_attack --tty
 
 # Without a terminal anywhere, --tty still gives the command one, and the exec's streams
 # keep working (input from a pipe, output to a file).

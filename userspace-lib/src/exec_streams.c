@@ -118,7 +118,10 @@ static int terminal_begin(int in, int out, int err, int master, lfs_error **erro
                                 "another exec with a terminal is running in this process; one at a time");
         term.master = master;
         term.raw_fd = lfs_is_terminal(in) && tcgetattr(in, &term.saved) == 0 ? in : -1;
-        term.size_fd = lfs_is_terminal(in) ? in : lfs_is_terminal(out) ? out : lfs_is_terminal(err) ? err : -1;
+        term.size_fd = lfs_is_terminal(in)    ? in
+                       : lfs_is_terminal(out) ? out
+                       : lfs_is_terminal(err) ? err
+                                              : -1;
         if (pipe2(term.wake, O_CLOEXEC | O_NONBLOCK) < 0)
                 return lfs_fail(error, LFS_FAILED, errno, "pipe: %s", strerror(errno));
         term.resized = 0;
@@ -197,9 +200,8 @@ static int pipe_for(exec_streams *s, int stream, int *ret_ours, lfs_error **erro
         bool reads = stream == 0; /* the command reads its stdin */
         s->passed[stream] = s->command_ends[stream] = p[reads ? 0 : 1];
         *ret_ours = p[reads ? 1 : 0];
-        return nonblocking(*ret_ours) < 0
-                       ? lfs_fail(error, LFS_FAILED, errno, "fcntl: %s", strerror(errno))
-                       : 0;
+        return nonblocking(*ret_ours) < 0 ? lfs_fail(error, LFS_FAILED, errno, "fcntl: %s", strerror(errno))
+                                          : 0;
 }
 
 int exec_streams_open(exec_streams *s, int in, int out, int err, bool tty, lfs_error **error) {
@@ -332,8 +334,8 @@ static void drain_terminal(exec_streams *s, int *to_out) {
         for (;;) {
                 struct pollfd p = { .fd = s->master, .events = POLLIN };
                 int pending = 0;
-                if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN) || ioctl(s->master, FIONREAD, &pending) < 0 ||
-                    pending <= 0 || taken >= PTY_HOLDS_AT_MOST)
+                if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN) ||
+                    ioctl(s->master, FIONREAD, &pending) < 0 || pending <= 0 || taken >= PTY_HOLDS_AT_MOST)
                         return;
                 taken += (size_t)pending;
                 if (pump(s->master, to_out, (size_t)pending) == 0)

@@ -11,9 +11,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
