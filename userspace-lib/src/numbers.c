@@ -116,7 +116,7 @@ static int env_whole(const char *name, uint64_t min, uint64_t max, uint64_t fall
 }
 
 int lfs_command_identity(uid_t *ret_uid, gid_t *ret_gid, lfs_error **err) {
-        uint64_t uid, gid;
+        uint64_t uid = 0, gid = 0;
         int r = env_whole("LAYERFS_COMMAND_UID", 1, UINT32_MAX - 1, 501, &uid, err);
         if (r < 0 || (r = env_whole("LAYERFS_COMMAND_GID", 1, UINT32_MAX - 1, 20, &gid, err)) < 0)
                 return r;
