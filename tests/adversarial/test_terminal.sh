@@ -91,6 +91,23 @@ finally:
 EOF
 ok
 
+# process start passes none of the caller's fds: stdin /dev/null, output to its log.
+py <<'EOF' || fail "process start gave a process the caller's terminal (above)"
+import os, sys, ptyrun
+L, sb = os.environ["LAYERFS"], os.environ["SB"]
+t = ptyrun.Terminal("%s process start %s main -- sleep 1000" % (L, sb))
+try:
+    pid = int(t.expect(rb"(\d+)\r\n").group(1))
+    t.wait()
+    fds = ptyrun.fd_targets(pid)
+    if not fds or any(target.startswith("/dev/pts/") for target in fds.values()):
+        sys.exit("FAIL: the started process %d holds %s" % (pid, fds))
+    os.kill(pid, 9)
+finally:
+    t.close()
+EOF
+ok
+
 # ---- 2. the daemon refuses a terminal it was not asked for -------------------------------
 # A client that speaks the protocol itself (not the library) passes its terminal as stdin.
 py <<'EOF' || fail "the daemon gave a command a terminal it was not asked for (above)"
