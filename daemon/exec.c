@@ -14,6 +14,7 @@
 
 #include "cgroup.h"
 #include "daemon.h"
+#include "exec_streams.h"
 #include "numbers.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -298,11 +299,6 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
         return r;
 }
 
-static bool is_terminal(int fd) {
-        struct stat st;
-        return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && isatty(fd);
-}
-
 /* A command never receives the caller's terminal (SPEC 3): the library relays one through
  * a pipe. Only a call that asks for a terminal (tty) passes one, and then as all three
  * streams: one pseudo-terminal made for the command, which becomes its controlling
@@ -316,14 +312,14 @@ static json_t *check_streams(json_t *req, const int fds[3], bool *ret_tty) {
         dev_t terminal = 0;
         for (int i = 0; i < 3; i++) {
                 struct stat st;
-                if (!tty && is_terminal(fds[i]))
+                if (!tty && lfs_is_terminal(fds[i]))
                         return error_json(
                                 LFS_INVALID_INPUT,
                                 "the %s passed is a terminal: a command never receives the caller's "
                                 "terminal; relay it through a pipe, or ask for a terminal of the command's "
                                 "own (tty)",
                                 names[i]);
-                if (tty && (!is_terminal(fds[i]) || fstat(fds[i], &st) < 0 ||
+                if (tty && (!lfs_is_terminal(fds[i]) || fstat(fds[i], &st) < 0 ||
                             major(st.st_rdev) < UNIX98_PTY_SLAVE_MAJOR ||
                             major(st.st_rdev) >= UNIX98_PTY_SLAVE_MAJOR + UNIX98_PTY_MAJOR_COUNT ||
                             (i > 0 && st.st_rdev != terminal)))
