@@ -90,8 +90,8 @@ static void test_longest_path_goes_in_and_out(void **state) {
         assert_error(env, r, LFS_INVALID_INPUT, "at most 4,095 bytes");
         path[2 * 2047 + 1] = 0; /* "a/.../a/f": fits */
         const lfs_path_change fits_change = { path, LFS_ENTRY_SYMLINK, "target", NULL, 0 };
-        assert_ok(env, lfs_store_commit_changes(env->store, "main", &head, &fits_change, 1, "m", &commit, NULL,
-                                                &env->err));
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &head, &fits_change, 1, "m", &commit,
+                                                NULL, &env->err));
         int dirfd = open(env->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_true(dirfd >= 0);
         for (const char *d = fits; d; d = d == fits ? over : d == over ? out : NULL)
@@ -128,8 +128,8 @@ static void test_deep_trees_diff_merge_and_verify(void **state) {
         }
         lfs_blob_writer *w = lfs_blob_writer_new(env->store);
         lfs_id base, ours;
-        assert_ok(env, lfs_record_commit(env->store, w, &rows, "main", &base_commit, &roots[0], &base_commit, 1,
-                                         "chain", &base, &env->err));
+        assert_ok(env, lfs_record_commit(env->store, w, &rows, "main", &base_commit, &roots[0], &base_commit,
+                                         1, "chain", &base, &env->err));
         lfs_blob_writer_free(w);
         lfs_tree_rows_done(&rows);
         lfs_id created;
@@ -142,8 +142,8 @@ static void test_deep_trees_diff_merge_and_verify(void **state) {
         strcpy(path + 2 * DEPTH, "x");
         w = lfs_blob_writer_new(env->store);
         lfs_id theirs;
-        assert_ok(env, lfs_record_commit(env->store, w, &rows, "other", &base, &roots[2], &base, 1, "y", &theirs,
-                                         &env->err));
+        assert_ok(env, lfs_record_commit(env->store, w, &rows, "other", &base, &roots[2], &base, 1, "y",
+                                         &theirs, &env->err));
         lfs_blob_writer_free(w);
         lfs_tree_rows_done(&rows);
         /* commit_changes refuses the path (longer than the Store records): a row does it. */
@@ -151,8 +151,8 @@ static void test_deep_trees_diff_merge_and_verify(void **state) {
         int r = lfs_store_commit_changes(env->store, "main", &base, &deep, 1, "x", &ours, NULL, &env->err);
         assert_error(env, r, LFS_INVALID_INPUT, "at most 4,095 bytes");
         w = lfs_blob_writer_new(env->store);
-        assert_ok(env, lfs_record_commit(env->store, w, &rows, "main", &base, &roots[1], &base, 1, "x", &ours,
-                                         &env->err));
+        assert_ok(env, lfs_record_commit(env->store, w, &rows, "main", &base, &roots[1], &base, 1, "x",
+                                         &ours, &env->err));
         lfs_blob_writer_free(w);
 
         lfs_change *changes;
@@ -215,14 +215,13 @@ static void test_commit_changes_of_a_big_directory(void **state) {
         }
         for (int i = 0; i < OLD; i += 2) {
                 assert_true(asprintf(&names[n], "d/old%04d", i) > 0);
-                changes[n] = (lfs_path_change){ names[n], i % 4 ? LFS_ENTRY_NONE : LFS_ENTRY_FILE, source, NULL, 0 };
+                changes[n] = (lfs_path_change){ names[n], i % 4 ? LFS_ENTRY_NONE : LFS_ENTRY_FILE, source,
+                                                NULL, 0 };
                 n++;
         }
         const lfs_path_change more[] = {
-                { "a-b", LFS_ENTRY_FILE, source, NULL, 0 },
-                { "a/y", LFS_ENTRY_FILE, source, NULL, 0 },
-                { "a.c", LFS_ENTRY_SYMLINK, "a\001", NULL, 0 },
-                { "a\001", LFS_ENTRY_NONE, NULL, NULL, 0 },
+                { "a-b", LFS_ENTRY_FILE, source, NULL, 0 },     { "a/y", LFS_ENTRY_FILE, source, NULL, 0 },
+                { "a.c", LFS_ENTRY_SYMLINK, "a\001", NULL, 0 }, { "a\001", LFS_ENTRY_NONE, NULL, NULL, 0 },
                 { "a\001", LFS_ENTRY_FILE, source, NULL, 0 },
         };
         lfs_id commit;
@@ -321,7 +320,10 @@ static void test_lenient_writer_leaves_out_what_it_cannot_read(void **state) {
                 { .dirfd = AT_FDCWD, .path = env_path(env, "gone"), .size = 6, .ret_id = &ids[1] },
                 { .dirfd = AT_FDCWD, .path = env_path(env, "small-grown"), .size = 4, .ret_id = &ids[2] },
                 { .dirfd = AT_FDCWD, .path = env_path(env, "big"), .size = big, .ret_id = &ids[3] },
-                { .dirfd = AT_FDCWD, .path = env_path(env, "big-grown"), .size = big - 1, .ret_id = &ids[4] },
+                { .dirfd = AT_FDCWD,
+                  .path = env_path(env, "big-grown"),
+                  .size = big - 1,
+                  .ret_id = &ids[4] },
         };
         lfs_blob_writer *w = lfs_blob_writer_new(env->store);
         assert_ok(env, lfs_blob_writer_add_files_lenient(w, src, 5, &env->err));
@@ -354,7 +356,9 @@ static void test_writer_stops_when_cancelled(void **state) {
         write_bytes(env_path(env, "big"), data, big, 0644);
         free(data);
         lfs_id id;
-        lfs_blob_source src = { .dirfd = AT_FDCWD, .path = env_path(env, "big"), .size = big, .ret_id = &id };
+        lfs_blob_source src = {
+                .dirfd = AT_FDCWD, .path = env_path(env, "big"), .size = big, .ret_id = &id
+        };
         int asked = 0;
         lfs_blob_writer *w = lfs_blob_writer_new(env->store);
         lfs_blob_writer_set_cancel(w, cancel_after_two, &asked);
