@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* layerfs sandbox ... and layerfs workspace ... */
 #include "cli.h"
+#include "json_path.h"
 
 static const char *project_arg(const cli_ctx *ctx) {
         const char *project = ctx->project ? ctx->project : getenv("LAYERFS_PROJECT");
@@ -245,13 +246,19 @@ int cmd_runtime_reclaim(cli_ctx *ctx) {
                 return r;
         json_t *out = json_array();
         for (size_t i = 0; i < k; i++) {
-                if (ctx->json)
-                        json_array_append_new(out,
-                                              json_pack("{s:s, s:i, s:s}", "project", gone[i].project,
-                                                        "sandbox", gone[i].sandbox, "dir", gone[i].dir));
-                else
+                if (ctx->json) {
+                        json_t *item =
+                                json_pack("{s:o, s:i, s:o}", "project", lfs_json_path(gone[i].project),
+                                          "sandbox", gone[i].sandbox, "dir", lfs_json_path(gone[i].dir));
+                        if (gone[i].left_alone)
+                                json_object_set_new(item, "left_alone", lfs_json_path(gone[i].left_alone));
+                        json_array_append_new(out, item);
+                } else if (gone[i].left_alone) {
+                        printf("left alone: %s\n", gone[i].left_alone);
+                } else {
                         printf("reclaimed sandbox %d of %s (%s)\n", gone[i].sandbox, gone[i].project,
                                gone[i].dir);
+                }
         }
         if (ctx->json)
                 cli_print_json(out);
