@@ -103,9 +103,12 @@ static int resolve_home(lfs_home *home, const char *abs, lfs_error **err) {
         int fd = open(abs, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd >= 0) {
                 _cleanup_free_ char *real = fd_path(fd);
+                if (!real) {
+                        close(fd);
+                        return lfs_fail(err, LFS_FAILED, EIO, "cannot tell where the home '%s' is", abs);
+                }
                 struct stat held, named;
-                int r = real ? check_strict_modes(abs, real, true, err)
-                             : lfs_fail(err, LFS_FAILED, EIO, "cannot tell where the home '%s' is", abs);
+                int r = check_strict_modes(abs, real, true, err);
                 /* What was checked by name is what is held. */
                 if (r == 0 && (fstat(fd, &held) < 0 || lstat(real, &named) < 0 ||
                                held.st_dev != named.st_dev || held.st_ino != named.st_ino))

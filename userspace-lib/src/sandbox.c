@@ -615,12 +615,13 @@ static int sandbox_open_live(lfs_home *home, const char *project, int number, sa
                         "sandbox %d of project '%s' runs on platform '%s', which this build cannot drive",
                         ret->number, ret->project, ret->platform ? ret->platform : "?");
                 record_done(ret);
-        } else if (!strcmp(ret->state, "removing")) {
+        } else if (!strcmp(ret->state ? ret->state : "", "removing")) {
                 r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ESRCH,
                              "sandbox %d of project '%s' is being removed; the call did nothing",
                              ret->number, ret->project);
                 record_done(ret);
-        } else if (!strcmp(ret->state, "starting") || !record_alive(ret) || ret->dir_fd < 0) {
+        } else if (!strcmp(ret->state ? ret->state : "", "starting") || !record_alive(ret) ||
+                   ret->dir_fd < 0) {
                 r = daemon_gone(ret, ESRCH, err);
                 record_done(ret);
         }
