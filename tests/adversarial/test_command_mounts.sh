@@ -48,8 +48,15 @@ case "$(x -- grep NoNewPrivs /proc/self/status)" in *1) ok ;; *) fail "commands 
 mkdir -p "$tmp/rootmount"
 mount -t tmpfs -o size=1m layerfs-test "$tmp/rootmount"
 echo "$WORK" >"$tmp/rootmount/precious"
+# Links a command leaves in its TMPDIR to what is not the Sandbox's: teardown removes
+# the links, never what they point at.
+mkdir -p "$WORK/precious/inner"
+echo keep >"$WORK/precious/inner/file"
+x -- sh -c 'cd $TMPDIR && ln -s '"$WORK"'/precious to-precious && mkdir -p d && ln -s '"$WORK"'/precious/inner d/inner &&
+        ln -s /etc etc'
 lfs sandbox close "$SB" --force >/dev/null
 nothing_left "close after mounts in TMPDIR"
+assert_eq "$(cat "$WORK/precious/inner/file")" keep "what a link in TMPDIR pointed at"
 assert_eq "$(lfs sandbox create)" "$SB" "the same number again after the close"
 assert_eq "$(lfs workspace mount "$SB" main)" "$LAYERFS_HOME/sandboxes/p-$SB/mnt/main" "the new Sandbox mounts"
 lfs sandbox close "$SB" --force >/dev/null

@@ -54,7 +54,15 @@ records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_ti
 records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, cgroup, state)
         VALUES('p', 6, 'linux', 'native', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-6',
                '$CG_MOUNT', 'running')"
-n_forged=6
+# A socket elsewhere, an unknown platform, an instance that is not one.
+records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, cgroup, socket, state)
+        VALUES('p', 9, 'linux', 'native', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-9', NULL,
+               '$WORK/evil.sock', 'running')"
+records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, state)
+        VALUES('p', 10, 'windows', 'native', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-10', 'running')"
+records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, state, instance)
+        VALUES('p', 11, 'linux', 'native', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-11', 'running', '../x')"
+n_forged=9
 
 for what in "project list_sandboxes" "runtime reclaim" "sandbox create"; do
         # shellcheck disable=SC2086

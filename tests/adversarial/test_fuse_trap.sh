@@ -6,10 +6,13 @@
 # ends it: close took 20 s, exited 125 saying "its record stays so that reclaim can try
 # again" while the record was already gone, and the cgroup, the process and the
 # directory stayed; reclaim found nothing.
-# Fixed by: teardown aborts every FUSE connection mounted in a mount namespace of the
-# Sandbox's processes (and any mounted below its directory) through
-# /sys/fs/fuse/connections/N/abort before cgroup.kill, so the blocked process ends; a
-# record is deleted only after its teardown finished.
+# The same trap in a command that times out (--timeout) left its process in the
+# command's leaf.
+# Fixed by: processes still there a second after cgroup.kill are released from the
+# FUSE connections of the Sandbox's own: those whose /dev/fuse they hold (fdinfo names
+# the connection) and those mounted in their own mount namespaces, aborted through
+# /sys/fs/fuse/connections/N/abort; a record is deleted only after its teardown
+# finished.
 source "$(dirname "$0")/../e2e/lib.sh"
 
 use_private_sandboxes
@@ -55,6 +58,22 @@ set_trap() {
                 cat $TMPDIR/trap.log; exit 1' || fail "the trap was not set: exit $?"
         ok
 }
+
+# The trap in a command that times out: its leaf is ended like the Sandbox's cgroup.
+SB=$(lfs sandbox create)
+lfs workspace mount "$SB" main >/dev/null
+set +e
+lfs workspace exec "$SB" main --timeout 3 -- sh -c '
+        mkdir -p $TMPDIR/m
+        exec unshare -Urm /usr/bin/python3 '"$WORK"'/fuse_trap.py $TMPDIR/m $TMPDIR/ready' >/dev/null 2>&1
+status=$?
+set -e
+assert_eq "$status" 124 "a command with a FUSE trap that times out"
+left=$(find "$CGR" -path '*/cmd-*' -name cgroup.procs -exec cat {} + 2>/dev/null)
+[ -z "$left" ] || fail "processes of the timed-out command stay: $left"
+ok
+lfs sandbox close "$SB" --force >/dev/null
+nothing_left "close after a timed-out FUSE trap"
 
 for how in close reclaim; do
         SB=$(lfs sandbox create)
