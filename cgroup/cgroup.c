@@ -206,8 +206,7 @@ static int wait_empty(int cgroup_fd, long long deadline) {
         }
 }
 
-/* Calls fn for each cgroup of the subtree at cgroup_fd, itself first. */
-static void for_each_cgroup(int cgroup_fd, void (*fn)(int fd, void *userdata), void *userdata) {
+void lfs_cgroup_each(int cgroup_fd, void (*fn)(int fd, void *userdata), void *userdata) {
         fn(cgroup_fd, userdata);
         int fd = dup(cgroup_fd);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -222,25 +221,42 @@ static void for_each_cgroup(int cgroup_fd, void (*fn)(int fd, void *userdata), v
                         _cleanup_close_ int child = openat(dirfd(d), de->d_name,
                                                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (child >= 0)
-                                for_each_cgroup(child, fn, userdata);
+                                lfs_cgroup_each(child, fn, userdata);
                 }
         closedir(d);
 }
 
-static void kill_listed(int fd, void *userdata) {
-        int *killed = userdata;
-        int procs = openat(fd, "cgroup.procs", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        FILE *f = procs >= 0 ? fdopen(procs, "re") : NULL;
+typedef struct each_id {
+        const char *file;
+        void (*fn)(int id, void *userdata);
+        void *userdata;
+} each_id;
+
+static void ids_listed(int fd, void *userdata) {
+        each_id *e = userdata;
+        int list = openat(fd, e->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        FILE *f = list >= 0 ? fdopen(list, "re") : NULL;
         if (!f) {
-                if (procs >= 0)
-                        close(procs);
+                if (list >= 0)
+                        close(list);
                 return;
         }
-        int pid;
-        while (fscanf(f, "%d", &pid) == 1)
-                if (pid > 0 && kill(pid, SIGKILL) == 0)
-                        (*killed)++;
+        int id;
+        while (fscanf(f, "%d", &id) == 1)
+                if (id > 0)
+                        e->fn(id, e->userdata);
         fclose(f);
+}
+
+void lfs_cgroup_each_id(int cgroup_fd, const char *file, void (*fn)(int id, void *userdata),
+                        void *userdata) {
+        each_id e = { .file = file, .fn = fn, .userdata = userdata };
+        lfs_cgroup_each(cgroup_fd, ids_listed, &e);
+}
+
+static void kill_one(int pid, void *userdata) {
+        if (kill(pid, SIGKILL) == 0)
+                (*(int *)userdata)++;
 }
 
 /* Without cgroup.kill (kernels before 5.14): SIGKILL every process listed in the
@@ -249,7 +265,7 @@ static void kill_listed(int fd, void *userdata) {
  * cgroup.procs anywhere else lists whatever its writer wanted killed). */
 static int kill_by_procs(int cgroup_fd) {
         int killed = 0;
-        for_each_cgroup(cgroup_fd, kill_listed, &killed);
+        lfs_cgroup_each_id(cgroup_fd, "cgroup.procs", kill_one, &killed);
         return killed;
 }
 
@@ -369,20 +385,10 @@ typedef struct describe_state {
         unsigned n;
 } describe_state;
 
-static void describe_listed(int fd, void *userdata) {
+static void describe_one(int pid, void *userdata) {
         describe_state *s = userdata;
-        int procs = openat(fd, "cgroup.procs", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        FILE *f = procs >= 0 ? fdopen(procs, "re") : NULL;
-        if (!f) {
-                if (procs >= 0)
-                        close(procs);
-                return;
-        }
-        int pid;
-        while (fscanf(f, "%d", &pid) == 1)
-                if (s->n++ < 5)
-                        describe_process(pid, &s->text);
-        fclose(f);
+        if (s->n++ < 5)
+                describe_process(pid, &s->text);
 }
 
 char *lfs_cgroup_describe(const char *path) {
@@ -390,7 +396,7 @@ char *lfs_cgroup_describe(const char *path) {
         if (fd < 0)
                 return NULL;
         describe_state s = { 0 };
-        for_each_cgroup(fd, describe_listed, &s);
+        lfs_cgroup_each_id(fd, "cgroup.procs", describe_one, &s);
         if (s.n > 5) {
                 char *more = xasprintf("%s and %u more", s.text, s.n - 5);
                 free(s.text);

@@ -34,6 +34,12 @@ char *lfs_cgroup_relative(const char *path);
  * pointing at /tmp/x with a cgroup.procs file of its own) is never acted on. */
 int lfs_cgroup_open(const char *path);
 
+/* Calls fn for each cgroup of the subtree at cgroup_fd (itself first), with its fd. */
+void lfs_cgroup_each(int cgroup_fd, void (*fn)(int fd, void *userdata), void *userdata);
+/* Calls fn for each id that file ("cgroup.procs", "cgroup.threads") lists in each cgroup
+ * of the subtree. */
+void lfs_cgroup_each_id(int cgroup_fd, const char *file, void (*fn)(int id, void *userdata), void *userdata);
+
 /* mkdir; an existing cgroup is fine. */
 int lfs_cgroup_make(const char *path);
 

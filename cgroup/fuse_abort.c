@@ -102,7 +102,8 @@ typedef struct scan {
         conn_set found;
 } scan;
 
-static void scan_thread(scan *s, int tid) {
+static void scan_thread(int tid, void *userdata) {
+        scan *s = userdata;
         held_connections(tid, &s->found);
         char path[64], ns[64];
         snprintf(path, sizeof(path), "/proc/%d/ns/mnt", tid);
@@ -119,37 +120,6 @@ static void scan_thread(scan *s, int tid) {
                 if (!conn_has(&s->ours, theirs.ids[i]))
                         conn_add(&s->found, theirs.ids[i]);
         free(theirs.ids);
-}
-
-/* Every thread of every cgroup of the subtree (cgroup.threads lists them all). */
-static void scan_subtree(scan *s, int cgroup_fd) {
-        int fd = openat(cgroup_fd, "cgroup.threads", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
-        if (f) {
-                int tid;
-                while (fscanf(f, "%d", &tid) == 1)
-                        if (tid > 0)
-                                scan_thread(s, tid);
-                fclose(f);
-        } else if (fd >= 0) {
-                close(fd);
-        }
-        int dup_fd = dup(cgroup_fd);
-        DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-        if (!d) {
-                if (dup_fd >= 0)
-                        close(dup_fd);
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (de->d_type == DT_DIR && strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-                        _cleanup_close_ int child = openat(dirfd(d), de->d_name,
-                                                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        if (child >= 0)
-                                scan_subtree(s, child);
-                }
-        closedir(d);
 }
 
 /* The fusectl filesystem: /sys/fs/fuse/connections where it is mounted, else an instance
@@ -176,7 +146,8 @@ int lfs_cgroup_abort_fuse(int cgroup_fd) {
         ssize_t k = readlink("/proc/self/ns/mnt", s.own_ns, sizeof(s.own_ns) - 1);
         s.own_ns[k > 0 ? k : 0] = 0;
         mounted_connections("/proc/self/mountinfo", &s.ours);
-        scan_subtree(&s, cgroup_fd);
+        /* Every thread of the subtree: cgroup.threads lists them all. */
+        lfs_cgroup_each_id(cgroup_fd, "cgroup.threads", scan_thread, &s);
         int r = 0;
         if (s.found.n) {
                 _cleanup_close_ int ctl = open_fusectl();

@@ -20,18 +20,6 @@ mkdir -p "$WORK/src"
 echo hello >"$WORK/src/hello.txt"
 lfs project init p --from "$WORK/src" >/dev/null
 
-# nothing_left WHAT: no cgroup, mount, directory, record or daemon of any Sandbox.
-nothing_left() {
-        local left
-        left=$(find "$CGR" -mindepth 1 -type d 2>/dev/null)
-        [ -z "$left" ] || fail "$1: cgroups left: $left"
-        left=$(grep -F "$WORK" /proc/mounts || true)
-        [ -z "$left" ] || fail "$1: mounts left: $left"
-        left=$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null || true)
-        [ -z "$left" ] || fail "$1: sandbox directories left: $left"
-        assert_eq "$(records)" 0 "$1: records left"
-}
-
 # fusermount3 needs a user name for the command identity: this host has none for 501.
 SB=$(LAYERFS_COMMAND_UID=65534 LAYERFS_COMMAND_GID=65534 lfs sandbox create)
 lfs workspace mount "$SB" main >/dev/null
@@ -41,7 +29,7 @@ tmp="$LAYERFS_HOME/sandboxes/p-$SB/tmp"
 x -- sh -c 'cd $TMPDIR && mkdir -p l u w m && echo low > l/f &&
         fuse-overlayfs -o lowerdir=l,upperdir=u,workdir=w m' >/dev/null 2>&1 || true
 left=$(grep -F "$tmp/m " /proc/mounts || true)
-[ -z "$left" ] || echo "FAIL: a command mounted through setuid fusermount3: $left" >&2
+[ -z "$left" ] || fail "a command mounted through setuid fusermount3: $left"
 case "$(x -- grep NoNewPrivs /proc/self/status)" in *1) ok ;; *) fail "commands run without no_new_privs" ;; esac
 # A mount in the command's TMPDIR that the command did not make: root's, in the
 # host's mount namespace. Teardown must detach it, not descend into it.
@@ -55,7 +43,7 @@ echo keep >"$WORK/precious/inner/file"
 x -- sh -c 'cd $TMPDIR && ln -s '"$WORK"'/precious to-precious && mkdir -p d && ln -s '"$WORK"'/precious/inner d/inner &&
         ln -s /etc etc'
 lfs sandbox close "$SB" --force >/dev/null
-nothing_left "close after mounts in TMPDIR"
+assert_no_sandbox_left "close after mounts in TMPDIR"
 assert_eq "$(cat "$WORK/precious/inner/file")" keep "what a link in TMPDIR pointed at"
 assert_eq "$(lfs sandbox create)" "$SB" "the same number again after the close"
 assert_eq "$(lfs workspace mount "$SB" main)" "$LAYERFS_HOME/sandboxes/p-$SB/mnt/main" "the new Sandbox mounts"
@@ -71,5 +59,5 @@ mount -t tmpfs -o size=1m layerfs-test "$tmp/a/b"
 kill -9 "$(records "SELECT pid FROM sandboxes WHERE number=$SB")"
 out=$(lfs runtime reclaim)
 case "$out" in *"reclaimed sandbox $SB of p"*) ok ;; *) fail "reclaim said: $out" ;; esac
-nothing_left "reclaim after stacked mounts in TMPDIR"
+assert_no_sandbox_left "reclaim after stacked mounts in TMPDIR"
 finish

@@ -33,16 +33,6 @@ release_traps() {
 TEARDOWN_EXTRA="chmod $fuse_mode /dev/fuse; release_traps"
 chmod 666 /dev/fuse
 records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
-nothing_left() {
-        local left
-        left=$(find "$CGR" -mindepth 1 -type d 2>/dev/null)
-        [ -z "$left" ] || fail "$1: cgroups left: $left"
-        left=$(grep -F "$WORK" /proc/mounts || true)
-        [ -z "$left" ] || fail "$1: mounts left: $left"
-        left=$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null || true)
-        [ -z "$left" ] || fail "$1: sandbox directories left: $left"
-        assert_eq "$(records)" 0 "$1: records left"
-}
 cp "$(dirname "$0")/fuse_trap.py" "$WORK/fuse_trap.py"
 chmod 644 "$WORK/fuse_trap.py"
 mkdir -p "$WORK/src"
@@ -73,7 +63,7 @@ left=$(find "$CGR" -path '*/cmd-*' -name cgroup.procs -exec cat {} + 2>/dev/null
 [ -z "$left" ] || fail "processes of the timed-out command stay: $left"
 ok
 lfs sandbox close "$SB" --force >/dev/null
-nothing_left "close after a timed-out FUSE trap"
+assert_no_sandbox_left "close after a timed-out FUSE trap"
 
 for how in close reclaim; do
         SB=$(lfs sandbox create)
@@ -90,6 +80,6 @@ for how in close reclaim; do
                 out=$(lfs runtime reclaim 2>&1)
                 case "$out" in "reclaimed sandbox $SB of p"*) ok ;; *) fail "reclaim of a Sandbox with a FUSE trap said: $out" ;; esac
         fi
-        nothing_left "$how with a FUSE trap"
+        assert_no_sandbox_left "$how with a FUSE trap"
 done
 finish
