@@ -27,6 +27,7 @@ mkdir -p "$WORK/src"
 echo "top secret history" >"$WORK/src/secret.txt"
 head -c 100000 /dev/urandom >"$WORK/src/big.bin"
 lfs project init p --from "$WORK/src" >/dev/null
+chmod 755 "$LAYERFS_HOME/projects" # as a home made before: the create closes it
 SB=$(lfs sandbox create)
 WS=$(lfs workspace mount "$SB" main)
 lfs workspace exec "$SB" main -- sh -c 'echo mine > $TMPDIR/private.txt' >/dev/null

@@ -542,8 +542,11 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         size_t n_gone = 0;
         if (lfs_runtime_reclaim(home, &gone, &n_gone, NULL) == 0)
                 lfs_reclaimed_free(gone, n_gone);
-        _cleanup_close_ int base = -1;
-        if ((r = lfs_home_dir(home, "sandboxes", 0711, true, &base, err)) < 0)
+        /* The Stores are not the commands' to read: a home from before keeps its
+         * projects/ no more open than a new one (docs/security.md). */
+        _cleanup_close_ int base = -1, projects = -1;
+        if ((r = lfs_home_dir(home, "projects", 0700, true, &projects, err)) < 0 ||
+            (r = lfs_home_dir(home, "sandboxes", 0711, true, &base, err)) < 0)
                 return r;
         sqlite3 *db = NULL;
         if ((r = lfs_records_open(home, &db, err)) < 0)
