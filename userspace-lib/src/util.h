@@ -98,8 +98,4 @@ int lfs_open_beneath(int dirfd, const char *path, int flags);
 /* /proc/PID/mountinfo escapes space, tab, newline and backslash as \ooo: undone in place. */
 void lfs_unescape_octal(char *s);
 
-/* Who commands run as and who owns Store files in a Workspace (SPEC 3): 501:20, or
- * LAYERFS_COMMAND_UID / LAYERFS_COMMAND_GID. */
-void lfs_command_identity(uid_t *ret_uid, gid_t *ret_gid);
-
 #endif
