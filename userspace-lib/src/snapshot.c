@@ -143,8 +143,8 @@ static int too_long(snap_walk *sw, const char *rel, lfs_error **err) {
 static int read_dir(snap_walk *sw, snap_pending *p, lfs_error **err) {
         const char *rel = p->rel;
         snap_node *node = p->node;
-        _cleanup_close_ int dirfd =
-                *rel ? open_dir_beneath(sw->root_fd, rel) : fcntl(sw->root_fd, F_DUPFD_CLOEXEC, 0);
+        _cleanup_close_ int dirfd = *rel ? lfs_open_beneath(sw->root_fd, rel, O_RDONLY | O_DIRECTORY)
+                                         : fcntl(sw->root_fd, F_DUPFD_CLOEXEC, 0);
         if (dirfd < 0)
                 return walk_failed(sw, *rel ? rel : ".", *rel ? dirfd : -errno, err);
         struct stat self;

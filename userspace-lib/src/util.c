@@ -90,61 +90,73 @@ void path_buf_done(path_buf *p) {
         *p = (path_buf){ 0 };
 }
 
-/* Before Linux 5.6 (no openat2): one component at a time, none of them a symlink. */
-static int open_dir_by_components(int dirfd, const char *path) {
+int lfs_open_beneath(int dirfd, const char *path, int flags) {
+        struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd >= 0 || errno != ENOSYS)
+                return fd < 0 ? -errno : fd;
+        /* Before openat2 (Linux 5.6): one component at a time, none a symlink or "..". */
         _cleanup_free_ char *copy = xstrdup(path);
-        int fd = dup(dirfd);
-        if (fd < 0)
-                return -errno;
+        int at = dirfd;
         char *save = NULL;
         for (char *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
-                int next = strcmp(part, "..")
-                                   ? openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                                   : -1;
-                int e = strcmp(part, "..") ? errno : EXDEV;
-                close(fd);
-                if (next < 0)
-                        return -e;
-                fd = next;
+                bool last = !save || !*save || strspn(save, "/") == strlen(save);
+                if (!strcmp(part, "..")) {
+                        fd = -EXDEV;
+                        break;
+                }
+                fd = openat(at, part,
+                            last ? flags | O_NOFOLLOW | O_CLOEXEC
+                                 : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        fd = -errno;
+                if (at != dirfd)
+                        close(at);
+                if (fd < 0 || last)
+                        break;
+                at = fd;
         }
         return fd;
 }
 
-int open_dir_beneath(int dirfd, const char *path) {
-        struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-        for (int tries = 0;; tries++) {
-                long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-                if (fd >= 0)
-                        return (int)fd;
-                /* EAGAIN: a rename elsewhere raced with the lookup; the kernel asks to retry. */
-                if (errno == EAGAIN && tries < 16)
-                        continue;
-                return errno == ENOSYS ? open_dir_by_components(dirfd, path) : -errno;
-        }
+/* The first path that could not be removed, relative to where rm_rf_at started. */
+static void note_failure(char **ret_failed, const path_buf *dir, const char *name) {
+        if (ret_failed && !*ret_failed)
+                *ret_failed = name ? path_join(dir->s, name) : xstrdup(dir->s);
 }
 
-/* A directory being emptied: its stream, and its name in the one above (NULL at the top). */
-typedef struct rm_level {
-        DIR *d;
-        char *name;
-} rm_level;
-
-/* Directories open at once: a tree deeper than this is flattened as it is met. */
-#define RM_OPEN_MAX 32
-
-/* The directory dirfd/name opened to be emptied, or NULL with errno set. */
-static DIR *open_for_removal(int dirfd, const char *name) {
-        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
+/* dirfd/name, a directory, opened to be emptied: never through a symlink and never into
+ * a mount (-EBUSY: what is mounted there stays, and so does the directory). NULL with
+ * *ret_err set (0 when it is gone) otherwise; unlink_errno is why it was not unlinked. */
+static DIR *open_for_removal(int dirfd, const char *name, int unlink_errno, int *ret_err) {
+        struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV };
+        int fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+        if (fd < 0 && errno == ENOSYS) {
+                struct stat parent, child;
+                fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0 &&
+                    (fstat(dirfd, &parent) < 0 || fstat(fd, &child) < 0 || parent.st_dev != child.st_dev)) {
+                        close(fd);
+                        fd = -1;
+                        errno = EXDEV;
+                }
+        }
+        if (fd < 0) {
+                /* Not a directory after all: what unlink said is the reason. */
+                *ret_err = errno == ENOENT    ? 0
+                           : errno == EXDEV   ? -EBUSY
+                           : errno == ENOTDIR ? -unlink_errno
+                                              : -errno;
                 return NULL;
+        }
         /* Objects are read-only; the directory must be writable to empty it. */
         (void)fchmod(fd, 0700);
         DIR *d = fdopendir(fd);
         if (!d) {
-                int e = errno;
+                *ret_err = -errno;
                 close(fd);
-                errno = e;
         }
         return d;
 }
@@ -161,73 +173,144 @@ static int hoist(int dir_fd, const char *name, int top_fd, unsigned long *counte
         }
 }
 
-/* Empties the directory top, depth first, with at most RM_OPEN_MAX directories open: one
- * found deeper is moved up into top (renameat between directories already open, never
- * through ".."), where the next pass finds it. Memory and fds stay bounded whatever the
- * depth; each pass brings the deepest part RM_OPEN_MAX - 1 levels up. */
-static int rm_rf_children(DIR *top) {
+/* A directory being emptied: its stream, its name in the one above (NULL at the top),
+ * and the length of its path in the walk's path buffer. */
+typedef struct rm_level {
+        DIR *d;
+        char *name;
+        size_t path_len;
+} rm_level;
+
+/* Directories open at once: a tree deeper than this is flattened as it is met. */
+#define RM_OPEN_MAX 32
+
+/* One depth-first pass over top, at most RM_OPEN_MAX directories open: a directory met
+ * deeper is moved up into top (renameat between directories already open, never through
+ * ".."), for the next pass. Memory and fds stay bounded whatever the depth, and each
+ * pass brings the deepest part RM_OPEN_MAX - 1 levels up. *moved says whether it moved
+ * any; path holds top's path on entry and on return. */
+static int rm_pass(DIR *top, path_buf *path, unsigned long *counter, bool *moved, char **ret_failed) {
+        rm_level stack[RM_OPEN_MAX] = { { .d = top, .path_len = path->len } };
+        size_t n = 1;
         int ret = 0;
-        unsigned long counter = 0;
-        for (bool moved = true; moved;) {
-                moved = false;
-                ret = 0; /* what an earlier pass could not remove, this one tries again */
-                rm_level stack[RM_OPEN_MAX] = { { .d = top } };
-                size_t n = 1;
-                rewinddir(top);
-                while (n) {
-                        rm_level *cur = &stack[n - 1];
-                        int cur_fd = dirfd(cur->d);
-                        errno = 0;
-                        struct dirent *de = readdir(cur->d);
-                        if (!de) {
-                                if (errno && ret == 0)
-                                        ret = -errno;
-                                if (--n == 0)
-                                        break;
-                                closedir(cur->d);
-                                if (unlinkat(dirfd(stack[n - 1].d), cur->name, AT_REMOVEDIR) < 0 &&
-                                    errno != ENOENT && ret == 0)
-                                        ret = -errno;
-                                free(cur->name);
-                                continue;
+        rewinddir(top);
+        while (n) {
+                rm_level *cur = &stack[n - 1];
+                int cur_fd = dirfd(cur->d), r = 0;
+                errno = 0;
+                struct dirent *de = readdir(cur->d);
+                if (!de) {
+                        if (errno && ret == 0)
+                                ret = -errno;
+                        if (--n == 0)
+                                break;
+                        closedir(cur->d);
+                        path_buf_cut(path, stack[n - 1].path_len);
+                        if (unlinkat(dirfd(stack[n - 1].d), cur->name, AT_REMOVEDIR) < 0 &&
+                            errno != ENOENT) {
+                                r = -errno;
+                                note_failure(ret_failed, path, cur->name);
                         }
-                        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                                continue;
-                        if (unlinkat(cur_fd, de->d_name, 0) == 0 || errno == ENOENT)
-                                continue;
-                        int r = -errno;
-                        if (r == -EISDIR || r == -EPERM) {
-                                DIR *sub;
-                                if (n == RM_OPEN_MAX) {
-                                        r = hoist(cur_fd, de->d_name, dirfd(top), &counter);
-                                        moved = moved || r == 0;
-                                } else if ((sub = open_for_removal(cur_fd, de->d_name))) {
-                                        stack[n++] = (rm_level){ .d = sub, .name = xstrdup(de->d_name) };
-                                        r = 0;
-                                } else {
-                                        r = -errno;
-                                }
+                        free(cur->name);
+                } else if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+                           unlinkat(cur_fd, de->d_name, 0) < 0 && errno != ENOENT) {
+                        int unlink_errno = errno;
+                        DIR *sub = NULL;
+                        if (unlink_errno != EISDIR && unlink_errno != EPERM)
+                                r = -unlink_errno;
+                        else if (n < RM_OPEN_MAX)
+                                sub = open_for_removal(cur_fd, de->d_name, unlink_errno, &r);
+                        else if ((r = hoist(cur_fd, de->d_name, dirfd(top), counter)) == 0)
+                                *moved = true;
+                        if (r < 0)
+                                note_failure(ret_failed, path, de->d_name);
+                        if (sub) {
+                                path_buf_push(path, de->d_name);
+                                stack[n++] = (rm_level){ .d = sub,
+                                                         .name = xstrdup(de->d_name),
+                                                         .path_len = path->len };
                         }
-                        if (r < 0 && r != -ENOENT && ret == 0)
-                                ret = r;
                 }
+                if (r < 0 && ret == 0)
+                        ret = r;
         }
         return ret;
 }
 
-int rm_rf_at(int dirfd, const char *name) {
+/* rm -rf of dirfd/name, name one component; prefix is dirfd's path for the report. */
+static int rm_rf_entry(int dirfd, const char *name, const char *prefix, char **ret_failed) {
         if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
                 return 0;
-        if (errno != EISDIR && errno != EPERM)
-                return -errno;
-        DIR *top = open_for_removal(dirfd, name);
-        if (!top)
-                return errno == ENOENT ? 0 : -errno;
-        int r = rm_rf_children(top);
+        int unlink_errno = errno, r = -unlink_errno;
+        path_buf path = { 0 };
+        if (*prefix)
+                path_buf_push(&path, prefix);
+        DIR *top = NULL;
+        if (unlink_errno == EISDIR || unlink_errno == EPERM)
+                top = open_for_removal(dirfd, name, unlink_errno, &r);
+        if (!top) {
+                if (r < 0)
+                        note_failure(ret_failed, &path, name);
+                path_buf_done(&path);
+                return r;
+        }
+        size_t top_len = path_buf_push(&path, name);
+        unsigned long counter = 0;
+        _cleanup_free_ char *failed = NULL;
+        bool moved = true;
+        r = 0;
+        /* What an earlier pass could not remove, the next one tries again: the last says. */
+        while (moved) {
+                moved = false;
+                free(TAKE_PTR(failed));
+                r = rm_pass(top, &path, &counter, &moved, ret_failed ? &failed : NULL);
+        }
         closedir(top);
-        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                return r < 0 ? r : -errno;
+        path_buf_cut(&path, top_len);
+        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+                int e = -errno;
+                if (!failed)
+                        failed = path_join(path.s, name);
+                r = r < 0 ? r : e;
+        }
+        if (r < 0 && ret_failed && !*ret_failed)
+                *ret_failed = TAKE_PTR(failed);
+        path_buf_done(&path);
         return r;
+}
+
+int rm_rf_at_report(int dirfd, const char *name, char **ret_failed) {
+        const char *slash = strrchr(name, '/');
+        if (!slash)
+                return rm_rf_entry(dirfd, name, "", ret_failed);
+        /* A path: its last component is removed beneath its parent, so that what is
+         * checked for a mount is the entry itself. */
+        _cleanup_free_ char *parent =
+                slash == name ? xstrdup("/") : xasprintf("%.*s", (int)(slash - name), name);
+        if (!slash[1])
+                return -EINVAL;
+        _cleanup_close_ int fd = openat(dirfd, parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        return rm_rf_entry(fd, slash + 1, parent, ret_failed);
+}
+
+int rm_rf_at(int dirfd, const char *name) {
+        return rm_rf_at_report(dirfd, name, NULL);
+}
+
+void lfs_unescape_octal(char *s) {
+        char *out = s;
+        for (char *p = s; *p; p++) {
+                if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+                    p[3] >= '0' && p[3] <= '7') {
+                        *out++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+                        p += 3;
+                } else {
+                        *out++ = *p;
+                }
+        }
+        *out = 0;
 }
 
 /* "<prefix><pid>-...": is that writer's process gone? */
