@@ -70,12 +70,16 @@ char *path_join(const char *dir, const char *name) {
 }
 
 size_t path_buf_push(path_buf *p, const char *name) {
-        size_t before = p->len, n = strlen(name);
-        GROW(p->s, p->cap, p->len + n + 2);
+        size_t before = p->len, n = strlen(name), need = p->len + n + 2;
+        if (!p->s || need > p->cap) {
+                p->cap = need > 2 * p->cap ? need : 2 * p->cap;
+                p->s = xrealloc(p->s, p->cap);
+        }
+        char *end = p->s + p->len;
         if (p->len)
-                p->s[p->len++] = '/';
-        memcpy(p->s + p->len, name, n + 1);
-        p->len += n;
+                *end++ = '/';
+        memcpy(end, name, n + 1);
+        p->len = (size_t)(end - p->s) + n;
         return before;
 }
 
