@@ -60,6 +60,12 @@ static int home_db_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                 sqlite3_close(db);
                 return r;
         }
+        /* The WAL and its index stay when the last connection closes (emptied, not
+         * deleted): making them again needs new blocks, and on a full disk every call
+         * then failed with "disk I/O error" -- exec and close --force too. Kept, they are
+         * written over in place (a record's change takes a few pages of them). */
+        int persist = 1;
+        sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
         char *msg = NULL;
         if (sqlite3_exec(
                     db,
@@ -650,6 +656,19 @@ static int check_watcher(lfs_error **err) {
                         "LAYERFS_WATCHER='%s' is not a watcher; give bpf, proc or cgroup", v);
 }
 
+/* LAYERFS_WORKSPACE_MEMORY, for a new Sandbox's daemon: the budget of each Workspace's
+ * metadata, a size (4096, 512M, 2G). */
+static int check_workspace_memory(lfs_error **err) {
+        const char *v = getenv("LAYERFS_WORKSPACE_MEMORY");
+        uint64_t bytes;
+        if (!v || !*v || lfs_parse_size(v, &bytes) == 0)
+                return 0;
+        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_WORKSPACE_MEMORY='%s' is not a size; give bytes, or a number with K, M, "
+                        "G or T (e.g. 512M)",
+                        v);
+}
+
 /* Commands run as the command identity in a Workspace below the sandboxes directory, so
  * every directory on the way there must let that identity through. */
 static int check_traversable(const char *path, uid_t uid, gid_t gid, lfs_error **err) {
@@ -757,7 +776,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         const lfs_platform *chosen = NULL;
         int r = check_default_runtime(err);
         if (r < 0 || (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
-            (r = check_watcher(err)) < 0)
+            (r = check_watcher(err)) < 0 || (r = check_workspace_memory(err)) < 0)
                 return r;
         if (chosen->family != LFS_FAMILY_LINUX)
                 return lfs_fail(err, LFS_UNSUPPORTED, 0, "platform '%s' cannot be driven by this build",

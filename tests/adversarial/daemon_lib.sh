@@ -1,0 +1,35 @@
+# Shared by the attacks on a Sandbox's daemon (test_daemon_*.sh): one project, one
+# Sandbox with main mounted, and what the daemon holds (RSS, fds, threads) read from
+# /proc. Sourced after tests/e2e/lib.sh.
+# shellcheck shell=bash
+
+# start_sandbox PROJECT: a project with one file, Sandbox N mounted at WS, daemon DPID.
+start_sandbox() {
+        use_private_sandboxes
+        export LAYERFS_PROJECT=$1
+        mkdir -p "$WORK/src"
+        echo seed >"$WORK/src/seed"
+        lfs project init "$1" --from "$WORK/src" >/dev/null
+        N=$(lfs sandbox create)
+        WS=$(lfs workspace mount "$N" main)
+        DPID=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" \
+                "SELECT pid FROM sandboxes WHERE project='$1' AND number=$N")
+        [ -d "/proc/$DPID" ] || fail "no daemon for sandbox $N (pid '$DPID')"
+}
+
+# In KiB, as /proc shows it.
+daemon_rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status"; }
+daemon_threads() { awk '/^Threads:/ {print $2}' "/proc/$DPID/status"; }
+daemon_fds() { ls "/proc/$DPID/fd" | wc -l; }
+
+# Runs python code inside the Workspace as the command identity; prints its output.
+in_ws() { lfs workspace exec "$N" main -- python3 -c "$1"; }
+
+# Every FORGET the kernel owes the daemon is sent once the inodes are evicted: drop the
+# dentry and inode caches, then one more request so that the queue is served.
+settle_forgets() {
+        sync
+        echo 2 >/proc/sys/vm/drop_caches
+        stat "$WS" >/dev/null
+        lfs workspace status "$N" main >/dev/null
+}
