@@ -622,7 +622,21 @@ static void *serve_client(void *arg) {
         return NULL;
 }
 
-/* The connection past MAX_CLIENTS, all of them running a call: told why, and closed. */
+/* Refused connections, told why and waiting for their request to arrive before they
+ * are closed: closed at once, the client's send of its request would fail (EPIPE) before
+ * it could read the answer. At most MAX_REFUSED wait (the oldest goes first); the accept
+ * loop polls them. */
+#define MAX_REFUSED 32
+static int refused[MAX_REFUSED];
+static size_t n_refused;
+
+static void refused_drop(size_t i) {
+        close(refused[i]);
+        refused[i] = refused[--n_refused];
+}
+
+/* The connection past MAX_CLIENTS, all of them running a call: told why, and closed
+ * once its request came (refused_drop). */
 static void refuse_client(daemon_state *d, int fd) {
         json_t *j = error_json(LFS_BUSY,
                                "sandbox %d serves %d connections at once, the most it takes, and each is "
@@ -636,7 +650,10 @@ static void refuse_client(daemon_state *d, int fd) {
                 (void)!send(fd, text, len + 1, MSG_DONTWAIT | MSG_NOSIGNAL);
                 free(text);
         }
-        close(fd);
+        shutdown(fd, SHUT_WR);
+        if (n_refused == MAX_REFUSED)
+                refused_drop(0);
+        refused[n_refused++] = fd;
 }
 
 /* A new connection gets a thread of its own if there is a place for it: when all are
@@ -784,13 +801,24 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                         }
                         timeout = (int)(left > INT32_MAX ? INT32_MAX : left);
                 }
-                struct pollfd p[4] = { { .fd = lfd, .events = paused ? 0 : POLLIN },
-                                       { .fd = d->wake_fd, .events = POLLIN },
-                                       { .fd = d->watcher ? lfs_watcher_fd(d->watcher) : -1,
-                                         .events = POLLIN },
-                                       { .fd = d->proc ? proc_watch_fd(d->proc) : -1, .events = POLLIN } };
-                if (poll(p, 4, timeout) < 0 && errno != EINTR)
+                struct pollfd p[4 + MAX_REFUSED] = {
+                        { .fd = lfd, .events = paused ? 0 : POLLIN },
+                        { .fd = d->wake_fd, .events = POLLIN },
+                        { .fd = d->watcher ? lfs_watcher_fd(d->watcher) : -1, .events = POLLIN },
+                        { .fd = d->proc ? proc_watch_fd(d->proc) : -1, .events = POLLIN }
+                };
+                size_t n_polled = n_refused;
+                for (size_t i = 0; i < n_polled; i++)
+                        p[4 + i] = (struct pollfd){ .fd = refused[i], .events = POLLIN };
+                if (poll(p, 4 + n_polled, timeout) < 0 && errno != EINTR)
                         return;
+                for (size_t i = n_polled; i-- > 0;)
+                        if (p[4 + i].revents) { /* its request (or its end) came: read, let go */
+                                char sink[4096];
+                                while (recv(refused[i], sink, sizeof(sink), MSG_DONTWAIT) > 0)
+                                        ;
+                                refused_drop(i);
+                        }
                 if (p[2].revents & POLLIN)
                         lfs_watcher_consume(d->watcher);
                 if (p[3].revents & POLLIN)

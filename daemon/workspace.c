@@ -164,7 +164,7 @@ static void mark_stale(ws_fs *fs, uint64_t parent, const char *name, uint64_t ch
 #define NAME_COST(len) (sizeof(ws_dirent) + 2 * sizeof(ws_slot) + (len) + 1 + 16)
 #define XATTR_COST(name_len, size) (sizeof(ws_xattr) + (name_len) + 1 + (size) + 32)
 /* Past this many bytes freed, the allocator gives free pages back to the system. */
-#define TRIM_EVERY (16u << 20)
+#define TRIM_EVERY (4u << 20)
 
 static void meta_add(ws_fs *fs, uint64_t bytes) {
         fs->meta_used += bytes;

@@ -33,3 +33,6 @@ settle_forgets() {
         stat "$WS" >/dev/null
         lfs workspace status "$N" main >/dev/null
 }
+
+# The daemon has exited (a zombie until init reaps it counts as gone).
+daemon_gone() { [ ! -d "/proc/$DPID" ] || grep -q '^State:.*Z' "/proc/$DPID/status" 2>/dev/null; }

@@ -52,11 +52,12 @@ assert_eq "$held:$err" "$FILES:none" "files the command could open and write"
 # The daemon still answers everything, while the command holds them.
 timeout 120 "$LAYERFS" workspace status "$N" main >"$WORK/status" ||
         fail "status did not answer while $FILES files are open"
-assert_eq "$(grep -c '^M f' "$WORK/status")" "$FILES" "files changed through the open fds"
-assert_eq "$(timeout 120 "$LAYERFS" workspace exec "$N" main -- cat f7)" "y" "exec while the files are open"
+assert_eq "$(grep -c "^A f" "$WORK/status")" "$FILES" "files written through the open fds"
+assert_eq "$(timeout 120 "$LAYERFS" workspace exec "$N" main -- python3 -c "
+print(sum(open('f%d' % i).read() == 'y' for i in range($FILES)))")" "$FILES" "files reading what was written through the open fds"
 timeout 120 "$LAYERFS" sandbox list_workspaces "$N" >/dev/null || fail "list_workspaces did not answer"
 timeout 120 "$LAYERFS" sandbox close "$N" --force >/dev/null || fail "close --force did not answer"
-[ -d "/proc/$DPID" ] && fail "the daemon is still there after close --force"
+daemon_gone || fail "the daemon is still there after close --force"
 exec 8<&-
 ok
 finish

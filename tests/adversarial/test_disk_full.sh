@@ -59,7 +59,7 @@ echo "ballast: free $(free_blocks) blocks"
 assert_eq "$(lfs workspace exec "$N" main -- echo still)" still "exec on a full disk"
 lfs workspace status "$N" main >/dev/null
 lfs sandbox close "$N" --force >/dev/null
-[ -d "/proc/$DPID" ] && fail "the daemon is still there after close --force on a full disk"
+daemon_gone || fail "the daemon is still there after close --force on a full disk"
 assert_eq "$(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT count(*) FROM sandboxes')" 0 "records left"
 rm -f "$DISK/ballast"
 finish
