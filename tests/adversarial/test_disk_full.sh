@@ -53,13 +53,19 @@ assert_eq "$ws_free" "$ws_avail" "free and available blocks in the Workspace"
 [ "$ws_avail" -le $(($(avail_blocks) + 16)) ] || fail "df in the Workspace shows $ws_avail blocks available"
 ok
 
-# The disk full for root too: records and teardown need no new space.
+# The disk full for root too: records and teardown need no new space. A second
+# Sandbox's daemon dies there, and is reclaimed once no other process has home.db open.
+n2=$(lfs sandbox create)
+dpid2=$(sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$n2")
 dd if=/dev/zero of="$DISK/ballast" bs=64K status=none 2>/dev/null || true
 echo "ballast: free $(free_blocks) blocks"
 assert_eq "$(lfs workspace exec "$N" main -- echo still)" still "exec on a full disk"
 lfs workspace status "$N" main >/dev/null
 lfs sandbox close "$N" --force >/dev/null
 daemon_gone || fail "the daemon is still there after close --force on a full disk"
+kill -9 "$dpid2"
+wait_exit "$dpid2"
+lfs runtime reclaim >/dev/null
 assert_eq "$(sqlite3 "$LAYERFS_HOME/home.db" 'SELECT count(*) FROM sandboxes')" 0 "records left"
 rm -f "$DISK/ballast"
 finish

@@ -17,6 +17,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -50,7 +51,51 @@ static void record_done(sandbox_record *rec) {
 
 /* ---- home.db ---- */
 
+/* Space kept for home.db on the home's filesystem: a file of SPACE_RESERVE bytes,
+ * allocated while there is room, given up when home.db cannot be used for lack of it.
+ * Records and teardown must work on a full disk (exec, close --force, reclaim), and
+ * SQLite needs new blocks for its WAL and index files whenever another opener (the
+ * sqlite3 shell, an old layerfs) had them deleted. */
+#define SPACE_RESERVE (512 << 10)
+#define SPACE_RESERVE_NAME ".space-reserve"
+
+static void keep_space_reserve(lfs_home *home) {
+        _cleanup_free_ char *path = xasprintf("%s/" SPACE_RESERVE_NAME, home->path);
+        struct statvfs sv;
+        if (access(path, F_OK) == 0 || statvfs(home->path, &sv) < 0 ||
+            (uint64_t)sv.f_bavail * sv.f_frsize < 64 * (uint64_t)SPACE_RESERVE)
+                return;
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0 && fallocate(fd, 0, 0, SPACE_RESERVE) < 0)
+                unlink(path);
+}
+
+static bool give_up_space_reserve(lfs_home *home) {
+        _cleanup_free_ char *path = xasprintf("%s/" SPACE_RESERVE_NAME, home->path);
+        return unlink(path) == 0;
+}
+
+static int home_db_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err);
+
 static int home_db_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
+        lfs_error *first = NULL;
+        int r = home_db_open_once(home, ret, &first);
+        if (r < 0 && give_up_space_reserve(home)) {
+                lfs_error_free(first);
+                return home_db_open_once(home, ret, err);
+        }
+        if (r < 0) {
+                if (err)
+                        *err = first;
+                else
+                        lfs_error_free(first);
+                return r;
+        }
+        keep_space_reserve(home);
+        return 0;
+}
+
+static int home_db_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
         sqlite3 *db = NULL;
         if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
