@@ -867,7 +867,8 @@ static void limit_daemon_memory(daemon_state *d) {
         else
                 log_line("no memory limit on the daemon's cgroup (%s): %s; each Workspace's metadata stays "
                          "within %llu bytes",
-                         leaf, r == -EOPNOTSUPP ? "no memory controller in this cgroup2 hierarchy" : strerror(-r),
+                         leaf,
+                         r == -EOPNOTSUPP ? "no memory controller in this cgroup2 hierarchy" : strerror(-r),
                          (unsigned long long)d->ws_memory);
 }
 

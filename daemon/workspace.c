@@ -270,7 +270,8 @@ static uint64_t inode_new(ws_fs *fs, uint32_t mode, uid_t uid, gid_t gid) {
  * (ws_read_extent) is not closed under it. */
 static size_t fd_cap(const ws_fs *fs) {
         struct rlimit rl;
-        size_t limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 4096;
+        size_t limit =
+                getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 4096;
         size_t reserve = limit / 4 < 1024 ? limit / 4 : 1024;
         size_t share = (limit - reserve) / (fs->fd_shares ? fs->fd_shares : 1);
         return share > 4 ? share : 4;
@@ -964,7 +965,8 @@ typedef struct ws_range {
 
 /* The holes of fd in [off, end), past its end included: up to MAX_HOLES of them in ret
  * (-E2BIG if there are more), their total in *ret_bytes. */
-static int holes_in(int fd, off_t off, off_t end, ws_range ret[MAX_HOLES], size_t *ret_n, uint64_t *ret_bytes) {
+static int holes_in(int fd, off_t off, off_t end, ws_range ret[MAX_HOLES], size_t *ret_n,
+                    uint64_t *ret_bytes) {
         size_t n = 0;
         uint64_t bytes = 0;
         while (off < end) {
