@@ -208,10 +208,14 @@ static void itab_put(ws_fs *fs, ws_inode *in) {
         fs->itab[i] = (ws_ino_slot){ .ino = in->ino, .in = in };
 }
 
-static void itab_grow(ws_fs *fs) {
+/* Rehashes at a size for the live records (a quarter full): grown at half full, shrunk
+ * at an eighth, so that records made and freed give the table's memory back too. */
+static void itab_resize(ws_fs *fs) {
         ws_ino_slot *old = fs->itab;
         size_t old_cap = fs->cap_itab;
-        fs->cap_itab = old_cap ? old_cap * 2 : 1024;
+        fs->cap_itab = 1024;
+        while (fs->cap_itab < 4 * (fs->n_live + 1))
+                fs->cap_itab *= 2;
         fs->itab = xcalloc(fs->cap_itab, sizeof(ws_ino_slot));
         for (size_t i = 0; i < old_cap; i++)
                 if (old[i].ino)
@@ -238,11 +242,13 @@ static void itab_remove(ws_fs *fs, uint64_t ino) {
         }
         fs->itab[i] = (ws_ino_slot){ 0 };
         fs->n_live--;
+        if (fs->cap_itab > 1024 && fs->n_live * 8 < fs->cap_itab)
+                itab_resize(fs);
 }
 
 static uint64_t inode_new(ws_fs *fs, uint32_t mode, uid_t uid, gid_t gid) {
         if ((fs->n_live + 1) * 2 > fs->cap_itab)
-                itab_grow(fs);
+                itab_resize(fs);
         ws_inode *in = xmalloc(sizeof(*in));
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
@@ -386,8 +392,8 @@ static void index_put(ws_fs *fs, uint64_t parent, const char *name, uint32_t ind
         fs->slots[i] = (ws_slot){ .parent = parent, .index = index, .state = 1 };
 }
 
-/* Rehashes without the removed slots, at a size for the live ones: names made and
- * removed leave nothing behind. */
+/* Rehashes without the removed slots, at a size for the live ones (a quarter full):
+ * names made and removed leave nothing behind. */
 static void index_grow(ws_fs *fs) {
         ws_slot *old = fs->slots;
         size_t old_cap = fs->cap_slots;
@@ -468,6 +474,8 @@ static void child_remove(ws_fs *fs, uint64_t parent, const char *name) {
         dir->live_ents--;
         fs->slots[i].state = 2;
         fs->live_slots--;
+        if (fs->cap_slots > 1024 && fs->live_slots * 8 < fs->cap_slots)
+                index_grow(fs);
         dir_compact(fs, parent);
 }
 
