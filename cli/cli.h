@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "layerfs.h"
+#include "quote.h"
 #include "util.h"
 
 #define LAYERFS_VERSION "0.1.0"

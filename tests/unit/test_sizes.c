@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Sizes in settings (LAYERFS_WORKSPACE_MEMORY): digits with an optional K, M, G or T. */
 #include "helpers.h"
-#include "util.h"
+#include "numbers.h"
 
 static void test_sizes_accepted(void **state) {
         (void)state;
@@ -20,7 +20,7 @@ static void test_sizes_accepted(void **state) {
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 uint64_t bytes = 0;
-                int r = lfs_parse_size(cases[i].text, &bytes);
+                int r = lfs_parse_size("size", cases[i].text, &bytes, NULL);
                 assert_msg(r == 0, "'%s' was refused (%d)", cases[i].text, r);
                 assert_msg(bytes == cases[i].bytes, "'%s' read as %llu", cases[i].text,
                            (unsigned long long)bytes);
@@ -33,14 +33,14 @@ static void test_sizes_refused(void **state) {
                                          "1P", "1.5G", "G",  "0x10", "1e3", "inf", "nan", "1KM" };
         for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
                 uint64_t bytes = 7;
-                assert_msg(lfs_parse_size(invalid[i], &bytes) == -EINVAL, "'%s' was not refused",
-                           invalid[i]);
+                assert_msg(lfs_parse_size("size", invalid[i], &bytes, NULL) == -EINVAL,
+                           "'%s' was not refused", invalid[i]);
                 assert_msg(bytes == 7, "'%s' changed the output though refused", invalid[i]);
         }
         uint64_t bytes = 7;
-        assert_int_equal(lfs_parse_size(NULL, &bytes), -EINVAL);
-        assert_int_equal(lfs_parse_size("18446744073709551616", &bytes), -ERANGE);
-        assert_int_equal(lfs_parse_size("16777216T", &bytes), -ERANGE);
+        assert_int_equal(lfs_parse_size("size", NULL, &bytes, NULL), -EINVAL);
+        assert_int_equal(lfs_parse_size("size", "18446744073709551616", &bytes, NULL), -ERANGE);
+        assert_int_equal(lfs_parse_size("size", "16777216T", &bytes, NULL), -ERANGE);
         assert_int_equal(bytes, 7);
 }
 

@@ -126,36 +126,3 @@ void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void
                         fn(userdata, dirfd, de->d_name);
         closedir(d);
 }
-
-static unsigned long id_from_env(const char *name, unsigned long fallback) {
-        const char *s = getenv(name);
-        char *end = NULL;
-        unsigned long v = s && *s ? strtoul(s, &end, 10) : fallback;
-        return s && *s && !*end ? v : fallback;
-}
-
-void lfs_command_identity(uid_t *ret_uid, gid_t *ret_gid) {
-        *ret_uid = (uid_t)id_from_env("LAYERFS_COMMAND_UID", 501);
-        *ret_gid = (gid_t)id_from_env("LAYERFS_COMMAND_GID", 20);
-}
-
-int lfs_parse_size(const char *text, uint64_t *ret) {
-        if (!text || *text < '0' || *text > '9')
-                return -EINVAL;
-        uint64_t v = 0;
-        const char *p = text;
-        for (; *p >= '0' && *p <= '9'; p++)
-                if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
-                        return -ERANGE;
-        static const char units[] = "KMGT";
-        const char *unit = *p ? strchr(units, *p) : NULL;
-        if (*p && (!unit || p[1]))
-                return -EINVAL;
-        for (int shift = unit ? (int)(unit - units + 1) * 10 : 0; shift > 0; shift -= 10)
-                if (__builtin_mul_overflow(v, 1024, &v))
-                        return -ERANGE;
-        if (v == 0)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
