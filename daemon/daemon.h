@@ -16,6 +16,9 @@
 /* Connections served at once (each has a thread); past them, one still waiting for its
  * request gives its place, else the newcomer is refused Busy. */
 #define MAX_CLIENTS 128
+/* Connections told to give their place and not gone yet: past this many, the accept loop
+ * waits for them before it takes more (threads stay below MAX_CLIENTS + MAX_EVICTING). */
+#define MAX_EVICTING 16
 /* Each Workspace's metadata budget unless LAYERFS_WORKSPACE_MEMORY says otherwise. */
 #define DEFAULT_WORKSPACE_MEMORY (1ull << 30)
 

@@ -793,6 +793,7 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                 pthread_mutex_lock(&d->lock);
                 bool closing = d->closing;
                 bool idle = !mounted_any(d) && d->running_execs == 0;
+                bool evictions_pending = d->evicting >= MAX_EVICTING;
                 pthread_mutex_unlock(&d->lock);
                 if (closing)
                         return;
@@ -809,7 +810,7 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                         timeout = (int)(left > INT32_MAX ? INT32_MAX : left);
                 }
                 struct pollfd p[4 + MAX_REFUSED] = {
-                        { .fd = lfd, .events = paused ? 0 : POLLIN },
+                        { .fd = lfd, .events = paused || evictions_pending ? 0 : POLLIN },
                         { .fd = d->wake_fd, .events = POLLIN },
                         { .fd = d->watcher ? lfs_watcher_fd(d->watcher) : -1, .events = POLLIN },
                         { .fd = d->proc ? proc_watch_fd(d->proc) : -1, .events = POLLIN }

@@ -4,8 +4,9 @@
 # and each held its thread for as long as the peer kept the socket open.
 # Now: the daemon serves at most 128 connections at once. A connection still waiting for
 # its request gives its place to a newer one when all are taken (so idle connections
-# cannot hold the daemon), and when every place serves a request (a running exec, a
-# follower of events) the one past them is refused with Busy, saying why.
+# cannot hold the daemon; at most 16 are leaving at a time), and when every place serves
+# a request (a running exec, a follower of events) the one past them is refused with
+# Busy, saying why.
 # Usage: test_daemon_connections.sh [--big] (the issue's 3,000 idle connections).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
@@ -67,7 +68,8 @@ client idle "$IDLE"
 read -r held <"$WORK/held"
 threads=$(daemon_threads)
 echo "$held idle connections open: the daemon has $threads threads"
-[ "$threads" -le $((CAP + 16)) ] || fail "$held idle connections made $threads threads"
+# At most CAP clients, 16 leaving, and the daemon's own few.
+[ "$threads" -le $((CAP + 16 + 8)) ] || fail "$held idle connections made $threads threads"
 ok
 # The daemon still answers: an idle connection gives its place.
 assert_eq "$(timeout 120 "$LAYERFS" --json sandbox list_workspaces "$N" | json_get 'len(j)')" 1 \
