@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -568,7 +569,7 @@ typedef struct client {
         int fd;
         /* Guarded by d->lock: */
         bool waiting; /* for its request: may give its place to a newer connection */
-        bool evicted; /* told to (its socket shut down) */
+        bool evicted; /* told to (its reading shut down) */
         struct client *prev, *next; /* d's list, in the order they came */
 } client;
 
@@ -588,13 +589,9 @@ static void *serve_client(void *arg) {
         json_t *req = read_request(c->fd, fds, &n_fds, &resp);
         pthread_mutex_lock(&d->lock);
         c->waiting = false;
-        bool evicted = c->evicted;
         pthread_mutex_unlock(&d->lock);
-        if (evicted) { /* its place went to a newer connection: nothing is done for it */
-                json_decref(req);
-                json_decref(resp);
-                req = resp = NULL;
-        }
+        /* Told to give its place as its request arrived: a whole request is still served
+         * (only reading was shut down), one cut short is not. */
         if (req) {
                 const char *call = json_string_value(json_object_get(req, "call")) ?: "";
                 /* These take the lock themselves, only while they look at the state. */
@@ -663,18 +660,24 @@ static void refuse_client(daemon_state *d, int fd) {
         refused[n_refused++] = fd;
 }
 
+/* Whether bytes of fd's request wait to be read: such a connection is not idle. */
+static bool request_pending(int fd) {
+        int n = 0;
+        return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 /* A new connection gets a thread of its own if there is a place for it: when all are
- * taken, the oldest connection still waiting for its request gives its place (its
- * socket is shut down, its thread ends), so that connections that never send anything
- * cannot hold the daemon; if none is waiting, the newcomer is refused. */
+ * taken, the oldest connection still waiting for its request with nothing sent gives
+ * its place (its reading is shut down, its thread ends), so that connections that never
+ * send anything cannot hold the daemon; if none is waiting, the newcomer is refused. */
 static void admit_client(daemon_state *d, int fd) {
         pthread_mutex_lock(&d->lock);
         bool room = d->clients - d->evicting < MAX_CLIENTS;
         for (client *o = d->first_client; o && !room; o = o->next)
-                if (o->waiting && !o->evicted) {
+                if (o->waiting && !o->evicted && !request_pending(o->fd)) {
                         o->evicted = true;
                         d->evicting++;
-                        shutdown(o->fd, SHUT_RDWR);
+                        shutdown(o->fd, SHUT_RD);
                         room = true;
                 }
         if (!room) {
