@@ -33,7 +33,7 @@ rss1=$(daemon_rss_kb)
 echo "RSS before $(mb "$rss0") MB, after $LINKS symlinks made and unlinked $(mb "$rss1") MB"
 # Their targets alone are $LINKS * 4,000 bytes; what stays must be far less than that.
 [ $((rss1 - rss0)) -lt $((LINKS * 4 / 8)) ] ||
-        fail "the daemon kept $(mb $((rss1 - rss0))) MB after $LINKS symlinks were made and unlinked"
+        rss_fail "the daemon kept $(mb $((rss1 - rss0))) MB after $LINKS symlinks were made and unlinked"
 ok
 
 # xattrs: as ext4 with 4 KiB blocks, one file's names and values share one block.
@@ -79,7 +79,7 @@ rm -rf "$WS/xd"
 settle_forgets
 rss4=$(daemon_rss_kb)
 echo "RSS $(mb "$rss2") MB; with 2,000 files of 3,900 bytes of xattrs $(mb "$rss3") MB; after rm $(mb "$rss4") MB"
-[ $((rss4 - rss2)) -lt 4096 ] || fail "the daemon kept $(mb $((rss4 - rss2))) MB of xattrs of unlinked files"
+[ $((rss4 - rss2)) -lt 4096 ] || rss_fail "the daemon kept $(mb $((rss4 - rss2))) MB of xattrs of unlinked files"
 ok
 
 # Inodes: what a record costs, and that making and removing them twice costs no more
@@ -106,7 +106,7 @@ echo "RSS $(mb "$rss5") MB; with $INODES empty files $(mb "$rss6") MB" \
         "($(((rss6 - rss5) * 100000 / INODES / 1024)) MB per 100,000); after rm $(mb "$rss7") MB;" \
         "after a second round $(mb "$rss8") MB"
 [ $((rss8 - rss7)) -lt $(((rss6 - rss5) / 4)) ] ||
-        fail "a second round of $INODES files made and removed kept $(mb $((rss8 - rss7))) MB more"
+        rss_fail "a second round of $INODES files made and removed kept $(mb $((rss8 - rss7))) MB more"
 ok
 
 # The Workspace's budget: a second Sandbox with 4 MiB for its metadata.
