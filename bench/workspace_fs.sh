@@ -656,29 +656,28 @@ big_linked() {
         perl -e "$COMMIT_PL" links "$1" "$LINKS"
 }
 
+# commit_pair N ROW SETUP ROW2 SETUP2: both commits, the first first when N is odd.
+commit_pair() {
+        if (($1 % 2)); then
+                commit_once "$2" "$3"
+                commit_once "$4" "$5"
+        else
+                commit_once "$4" "$5"
+                commit_once "$2" "$3"
+        fi
+}
+
 commit_section() {
         local n
         echo
         echo "Workspace commits, each of a fresh project (the order alternates):"
         for ((n = 1; n <= TRIALS; n++)); do
-                if ((n % 2)); then
-                        commit_once one files_one
-                        commit_once spread files_spread
-                else
-                        commit_once spread files_spread
-                        commit_once one files_one
-                fi
+                commit_pair "$n" one files_one spread files_spread
                 printf '  trial %d/%d: %d files in one dir %6s  in %d dirs %6s ms\n' "$n" "$TRIALS" "$COMMIT_FILES" \
                         "${C_MS[one]##* }" "$COMMIT_SPREAD" "${C_MS[spread]##* }"
         done
         for ((n = 1; n <= LINK_TRIALS; n++)); do
-                if ((n % 2)); then
-                        commit_once linked big_linked
-                        commit_once single big_file
-                else
-                        commit_once single big_file
-                        commit_once linked big_linked
-                fi
+                commit_pair "$n" linked big_linked single big_file
                 printf '  trial %d/%d: %d MiB with %d names %6s  with one name %6s ms\n' "$n" "$LINK_TRIALS" \
                         "$LINKED_MIB" "$((LINKS + 1))" "${C_MS[linked]##* }" "${C_MS[single]##* }"
         done
