@@ -41,7 +41,7 @@ INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Ibackends -Ibp
 # ran later. So they live in $(BUILD)/config.mk, which make builds (installing the missing
 # packages as root, or saying which are missing otherwise) and then restarts with,
 # before any target, whatever the goals and their order.
-CONFIG_FREE_GOALS := clean help deps format fresh-check deb uninstall
+CONFIG_FREE_GOALS := clean help deps format fresh-check deb uninstall print-version
 ifneq ($(filter-out $(CONFIG_FREE_GOALS),$(or $(MAKECMDGOALS),all)),)
 include $(BUILD)/config.mk
 endif
@@ -73,7 +73,7 @@ INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUI
 	$(BUILD)/layerfs.pc $(MAN_PAGES) $(UNITS)
 
 .PHONY: all deps demo check unit e2e adversarial packaging fresh-check sanitize lint format bench \
-	install uninstall deb clean help FORCE
+	install uninstall deb print-version clean help FORCE
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -163,7 +163,7 @@ $(BUILD)/liblayerfs.so: $(LIB_OBJ) $(BUILD)/liblayerfs.map
 
 $(BUILD)/layerfs.pc: userspace-lib/layerfs.pc.in $(BUILD)/dirs $(BUILD)/config.mk
 	sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
-		-e 's|@LIBS@|$(LIBS)|g' $< >$@
+		-e 's|@LIBS@|$(strip $(LIBS))|g' $< >$@
 
 $(BUILD)/layerfs: $(CLI_OBJ) $(BUILD)/liblayerfs.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS)
@@ -299,6 +299,9 @@ uninstall:
 # build/deb/ (packaging/deb/README.md).
 deb:
 	sh packaging/deb/mkdeb.sh $(BUILD)/deb
+
+print-version:
+	@echo $(VERSION)
 
 clean:
 	rm -rf build build-san
