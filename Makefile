@@ -228,7 +228,7 @@ packaging: all
 # The README's first command in a fresh Debian 12 root (tests/fresh/README.md).
 fresh-check:
 	@$(call install_packages,debootstrap git)
-	tests/fresh/fresh_check.sh
+	bash tests/fresh/fresh_check.sh
 
 check: deps
 	$(MAKE) lint

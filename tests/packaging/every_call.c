@@ -16,8 +16,8 @@ static lfs_error *err;
 static void check(int r, const char *what) {
         if (r >= 0)
                 return;
-        fprintf(stderr, "every_call: %s failed (%d): %s: %s\n", what, r, err ? lfs_code_name(err->code) : "?",
-                err ? err->message : "no error");
+        fprintf(stderr, "every_call: %s failed (%d): %s: %s\n", what, r,
+                err ? lfs_code_name(err->code) : "?", err ? err->message : "no error");
         exit(1);
 }
 
@@ -92,7 +92,8 @@ int main(int argc, char **argv) {
         expect(same(&resolved, &side), "side resolved to its commit");
         lfs_path_change change = { .path = "more.txt", .type = LFS_ENTRY_FILE, .source = file };
         int merged = -1;
-        check(lfs_store_commit_changes(store, "side", &side, &change, 1, "Add more.txt", &more, &merged, &err),
+        check(lfs_store_commit_changes(store, "side", &side, &change, 1, "Add more.txt", &more, &merged,
+                                       &err),
               "lfs_store_commit_changes");
         expect(merged == 0, "a commit on side's head, no merge");
         lfs_commit_info *log;
@@ -137,7 +138,8 @@ int main(int argc, char **argv) {
         lfs_workspace_info *workspaces;
         check(lfs_sandbox_list_workspaces(home, "every", sandbox, &workspaces, &n, &err),
               "lfs_sandbox_list_workspaces");
-        expect(n == 1 && !strcmp(workspaces[0].branch, "main") && !workspaces[0].dirty, "main mounted, clean");
+        expect(n == 1 && !strcmp(workspaces[0].branch, "main") && !workspaces[0].dirty,
+               "main mounted, clean");
         lfs_workspace_info_free(workspaces, n);
         const char *const make[] = { "sh", "-c", "echo made > made.txt" };
         lfs_exec_options options = { .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = 2 };
@@ -145,13 +147,15 @@ int main(int argc, char **argv) {
         check(lfs_workspace_exec(home, "every", sandbox, "main", make, 3, &options, &status, &err),
               "lfs_workspace_exec");
         expect(status == 0, "the command exited 0");
-        check(lfs_workspace_status(home, "every", sandbox, "main", &changes, &n, &err), "lfs_workspace_status");
+        check(lfs_workspace_status(home, "every", sandbox, "main", &changes, &n, &err),
+              "lfs_workspace_status");
         expect(n == 1 && !strcmp(changes[0].path, "made.txt"), "made.txt changed in the Workspace");
         lfs_change_list_free(changes, n);
         const char *const sleeper[] = { "sleep", "600" };
         int pid = 0;
         char *process_log = NULL;
-        check(lfs_process_start(home, "every", sandbox, "main", sleeper, 2, &options, &pid, &process_log, &err),
+        check(lfs_process_start(home, "every", sandbox, "main", sleeper, 2, &options, &pid, &process_log,
+                                &err),
               "lfs_process_start");
         free(process_log);
         lfs_process_info *processes;
@@ -169,7 +173,8 @@ int main(int argc, char **argv) {
         expect(events > 0 && watcher && *watcher, "events and the watcher's name");
         free(watcher);
         lfs_id recorded;
-        check(lfs_workspace_commit(home, "every", sandbox, "main", "Made in a Sandbox", &recorded, &merged, &err),
+        check(lfs_workspace_commit(home, "every", sandbox, "main", "Made in a Sandbox", &recorded, &merged,
+                                   &err),
               "lfs_workspace_commit");
         check(lfs_workspace_unmount(home, "every", sandbox, "main", 0, &err), "lfs_workspace_unmount");
         char *text = NULL;
