@@ -22,18 +22,16 @@ run() {
         fi
         say "$name: ok in $((SECONDS - start)) s"
 }
-# What should be left of the Sandboxes run here: no daemon, no FUSE mount, no cgroup.
+# What should be left of the Sandboxes run here: no process in their cgroup root (every
+# daemon and command of theirs ran in it: /proc shows the host's processes too), no
+# cgroup below it, no Workspace mounted in this root.
 nothing_running() {
-        local p argv0 left=""
-        for p in /proc/[0-9]*; do
-                argv0=""
-                read -r -d '' argv0 <"$p/cmdline" 2>/dev/null || true
-                case $argv0 in layerfs-daemon | */layerfs-daemon) left="$left ${p#/proc/}" ;; esac
-        done
-        [ -z "$left" ] || fail "$1: layerfs-daemon processes left:$left"
-        ! grep -q ' fuse.layerfs ' /proc/mounts || fail "$1: Workspaces left mounted: $(grep ' fuse.layerfs ' /proc/mounts)"
+        local left
+        left=$(cat "$LAYERFS_CGROUP_ROOT/cgroup.procs" 2>/dev/null || true)
+        [ -z "$left" ] || fail "$1: processes left in $LAYERFS_CGROUP_ROOT: $left"
         left=$(find "$LAYERFS_CGROUP_ROOT" -mindepth 1 -type d 2>/dev/null || true)
         [ -z "$left" ] || fail "$1: cgroups left: $left"
+        ! grep -q ' fuse.layerfs ' /proc/mounts || fail "$1: Workspaces left mounted: $(grep ' fuse.layerfs ' /proc/mounts)"
 }
 cd "$SRC"
 
