@@ -127,10 +127,10 @@ cleanup() {
         local status=$?
         trap - EXIT INT TERM
         if [ -d "$RUN" ]; then
-                if [ "$status" != 0 ] && [ -d "$R/root/fresh-logs" ]; then
-                        rm -rf "$CACHE/last-failure"
-                        cp -a "$R/root/fresh-logs" "$CACHE/last-failure"
-                        say "the logs of this run: $CACHE/last-failure/"
+                if [ -d "$R/root/fresh-logs" ]; then
+                        rm -rf "$CACHE/last-run"
+                        cp -a "$R/root/fresh-logs" "$CACHE/last-run"
+                        [ "$status" = 0 ] || say "the logs of this run: $CACHE/last-run/"
                 fi
                 # What the root downloaded serves the next runs.
                 if [ -d "$R/var/cache/apt/archives" ]; then
