@@ -125,6 +125,7 @@ $(BUILD)/config.mk: Makefile
 	@set -e; pkg=$$(pkg-config --cflags $(PKGS)); libs=$$(pkg-config --libs $(PKGS)); \
 	fuse=$$(pkg-config --cflags fuse3); fuse_libs=$$(pkg-config --libs fuse3); \
 	triplet=$$($(CC) -dumpmachine); \
+	pkg=$$(echo $$pkg); libs=$$(echo $$libs); fuse=$$(echo $$fuse); fuse_libs=$$(echo $$fuse_libs); \
 	printf 'PKG_CFLAGS := %s\nPKG_LIBS := %s\nFUSE_CFLAGS := %s\nFUSE_LIBS := %s\nCC_TRIPLET := %s\n' \
 		"$$pkg" "$$libs" "$$fuse" "$$fuse_libs" "$$triplet" >$@.tmp
 	@mv $@.tmp $@
