@@ -112,4 +112,22 @@ gone=$(comm -23 "$LOGS/files-before" "$LOGS/files-after")
 new=$(comm -13 "$LOGS/files-before" "$LOGS/files-after" | grep -v '^/var/lib/layerfs\(/\|$\)' || true)
 [ -z "$new" ] || fail "left after the purge, besides the home /var/lib/layerfs: $new"
 say "after the purge only the home is left: $(find /var/lib/layerfs | wc -l) entries in /var/lib/layerfs"
+
+# ---- 4. make install into /usr/local, used, make uninstall -------------------------------
+# The build of step 1 (PREFIX /usr/local): the library finds the daemon in
+# /usr/local/libexec/layerfs and ld.so finds the library after ldconfig, with no variable.
+mv "$SRC/build.aside" "$SRC/build"
+find / -xdev -path /proc -prune -o ! -type d -print | sort >"$LOGS/local-before"
+run make-install make install
+run build-every_call-local sh -c 'cd /tmp/progs && cc -Wall -Wextra -Werror -o every_local every_call.c $(pkg-config --cflags --libs layerfs)'
+readelf -d /tmp/progs/every_local | grep -q 'NEEDED.*\[liblayerfs.so.0\]' || fail "every_local is not linked to liblayerfs.so.0"
+mkdir -m 755 /var/lib/layerfs-local /tmp/progs/every-local
+run every-call-local env -u LAYERFS_DAEMON LAYERFS_HOME=/var/lib/layerfs-local/home \
+        /tmp/progs/every_local "$SRC/docs" /tmp/progs/every-local
+nothing_running "after every_call with make install's library"
+run make-uninstall make uninstall
+find / -xdev -path /proc -prune -o ! -type d -print | sort >"$LOGS/local-after"
+new=$(comm -13 "$LOGS/local-before" "$LOGS/local-after" |
+        grep -v '^/var/lib/layerfs-local/\|^/root/\|^/tmp/\|^/var/cache/\|^/var/log/' || true)
+[ -z "$new" ] || fail "left by make install + make uninstall: $new"
 say ok
