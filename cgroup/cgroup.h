@@ -66,6 +66,7 @@ typedef struct lfs_spawn_args {
         gid_t gid;
         int fd_in, fd_out, fd_err; /* become 0, 1, 2 */
         bool new_session; /* setsid(): no controlling terminal of ours */
+        bool controlling_tty; /* with new_session: fd_in, a terminal, becomes the session's */
 } lfs_spawn_args;
 
 /* Starts the child in its leaf with clone3(CLONE_INTO_CGROUP | CLONE_PIDFD), or with

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -15,7 +16,7 @@
 
 /* What the child reports through the error pipe when it cannot get to execve. */
 typedef struct child_failure {
-        int stage; /* 1 joining the cgroup, 2 identity, 3 cwd */
+        int stage; /* 1 joining the cgroup, 2 identity, 3 cwd, 4 terminal */
         int errnum;
 } child_failure;
 
@@ -39,6 +40,10 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                 (void)setsid();
         if (dup2(a->fd_in, 0) < 0 || dup2(a->fd_out, 1) < 0 || dup2(a->fd_err, 2) < 0)
                 child_fail(pipe_fd, 2, errno);
+        /* Never stolen (0: not from another session): a terminal that is some session's
+         * already is refused. */
+        if (a->controlling_tty && ioctl(0, TIOCSCTTY, 0) < 0)
+                child_fail(pipe_fd, 4, errno);
         /* Raw system calls: glibc's wrappers apply a credential change to every thread
          * it knows of, and after a raw clone3 it still believes in the daemon's threads
          * and may wait for them forever (seen as a hung child). */

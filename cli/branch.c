@@ -99,8 +99,10 @@ int cmd_branch_log(cli_ctx *ctx) {
                         short_id(&c->parents[1], b);
                         printf("Merge:  %s %s\n", a, b);
                 }
-                printf("Author: %s\nDate:   %s\n\n", c->author, when);
-                for (const char *line = c->message; *line;) {
+                _cleanup_free_ char *author = lfs_quote(c->author, LFS_QUOTE_INLINE),
+                                    *message = lfs_quote(c->message, LFS_QUOTE_LINES);
+                printf("Author: %s\nDate:   %s\n\n", author, when);
+                for (const char *line = message; *line;) {
                         size_t len = strcspn(line, "\n");
                         printf("    %.*s\n", (int)len, line);
                         line += len + (line[len] == '\n');
@@ -124,8 +126,10 @@ void cli_print_changes(cli_ctx *ctx, const lfs_change *changes, size_t n) {
                         json_t *c = json_pack("{s:s}", "change", kind);
                         lfs_json_set_path(c, "path", changes[i].path);
                         json_array_append_new(out, c);
-                } else
-                        printf("%c %s\n", kind[0] - 'a' + 'A', changes[i].path);
+                } else {
+                        _cleanup_free_ char *path = lfs_quote(changes[i].path, LFS_QUOTE_ENTRY);
+                        printf("%c %s\n", kind[0] - 'a' + 'A', path);
+                }
         }
         if (ctx->json)
                 cli_print_json(out);
@@ -179,8 +183,10 @@ int cmd_branch_export(cli_ctx *ctx) {
         cli_end_progress(ctx);
         if (ctx->json)
                 cli_print_json(json_pack("{s:s, s:s}", "commit", hex, "dir", dir));
-        else
-                printf("exported %s to %s\n", hex, dir);
+        else {
+                _cleanup_free_ char *shown = lfs_quote(dir, LFS_QUOTE_ENTRY);
+                printf("exported %s to %s\n", hex, shown);
+        }
         return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include "config.h" /* LAYERFS_VERSION, LAYERFS_DAEMON_PATH: made by the Makefile */
 #include "layerfs.h"
+#include "quote.h"
 #include "util.h"
 
 #define _cli_printf_(a, b) __attribute__((format(printf, a, b)))

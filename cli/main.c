@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "json_path.h"
+#include "numbers.h"
 
 /* Exit status of a refusal or failure of LayerFS itself (SPEC 2a), as docker run uses. */
 #define EXIT_LAYERFS 125
@@ -45,7 +46,10 @@ static const char main_help_tail[] =
         "    --project NAME   the project (else $LAYERFS_PROJECT; may be left out when the\n"
         "                     home has one project)\n"
         "    --json           print the result as JSON for scripts; errors as\n"
-        "                     {\"error\": {\"code\", \"message\"}}\n"
+        "                     {\"error\": {\"code\", \"message\"}}. It gives names as they\n"
+        "                     are; text output quotes a path or command line that holds\n"
+        "                     control characters, as git does (\"a\\nb\", \"\\033]0;x\\a\"),\n"
+        "                     so that one line is one entry and nothing drives the terminal\n"
         "    -h, --help       this text; after GROUP METHOD, that command's text\n"
         "    --version        the version\n"
         "\n"
@@ -57,14 +61,16 @@ static const char main_help_tail[] =
         "                     plain system calls instead of io_uring\n"
         "    LAYERFS_COMMAND_UID, LAYERFS_COMMAND_GID\n"
         "                     the identity commands run as, and that files from the Store\n"
-        "                     appear to belong to in a Workspace (default 501 and 20)\n"
+        "                     appear to belong to in a Workspace (default 501 and 20; each\n"
+        "                     from 1 to 4294967294, never root)\n"
         "    LAYERFS_DAEMON   the layerfs-daemon to start (default: the one beside the\n"
         "                     program, else the installed one named in FILES)\n"
         "    LAYERFS_CGROUP_ROOT\n"
         "                     where the Sandboxes' cgroups go (default CGROUP2/layerfs)\n"
         "    LAYERFS_IDLE_SECONDS\n"
         "                     a Sandbox with no Workspace mounted and no request closes\n"
-        "                     itself after this long (default 120)\n"
+        "                     itself after this many seconds (default 120; from 0.001 to\n"
+        "                     120)\n"
         "    LAYERFS_SANDBOX  the home's default runtime: native, namespaces or docker\n"
         "    LAYERFS_PLACEMENT\n"
         "                     host, or the VM route the home's Stores live in (firecracker,\n"
@@ -247,23 +253,33 @@ static const command commands[] = {
           "open in it, and with Dirty when it has uncommitted changes, unless --discard.\n",
           "discard", "refused Busy while in use, Dirty if changed" },
         { "workspace", "exec", cmd_workspace_exec, 3, 1 << 20, "cwd,env,timeout",
-          "layerfs workspace exec N BRANCH [--cwd DIR] [--env K=V]... [--timeout SECONDS] -- COMMAND [ARG...]\n\n"
+          "layerfs workspace exec N BRANCH [--cwd DIR] [--env K=V]... [--timeout SECONDS] [--tty] -- COMMAND [ARG...]\n\n"
           "Runs COMMAND in the Workspace of BRANCH in sandbox N, in a cgroup of its own, as the\n"
           "command identity (uid 501, gid 20, no supplementary groups; LAYERFS_COMMAND_UID and\n"
           "_GID change it). COMMAND is looked up in PATH unless it has a '/'. It starts in the\n"
           "Workspace, or in DIR below it (relative to the Workspace, or an absolute path inside\n"
           "it). Its environment is PATH, HOME and TMPDIR (the Sandbox's private tmp), plus\n"
-          "each --env K=V. stdin is passed to it as it is; stdout and stderr stream while it\n"
-          "runs, of any size. There is no timeout unless --timeout: then, when it expires, the\n"
+          "each --env K=V. stdin is passed to it as it is, unless it is a terminal: a command\n"
+          "never receives your terminal, so what you type is copied to it through a pipe\n"
+          "while it runs (and nothing it leaves behind reads your terminal afterwards).\n"
+          "stdout and stderr stream while it runs, of any size. There is no timeout unless\n"
+          "--timeout (seconds, from 0 to 1000000000; 0: none): then, when it expires, the\n"
           "command and everything it started are killed (its whole cgroup).\n\n"
+          "--tty gives COMMAND a pseudo-terminal of its own, as its controlling terminal (for\n"
+          "shells, editors, anything that asks 'test -t'), with your TERM: its stdout and\n"
+          "stderr both come out on stdout. Your terminal is in raw mode meanwhile (keys such\n"
+          "as ^C and ^Z go to COMMAND) and is restored however the exec ends; COMMAND's window\n"
+          "size follows yours. A job in the background that reads your terminal is stopped,\n"
+          "as for any program: give it '</dev/null'.\n\n"
           "Processes it leaves in the background (nohup, setsid, a double fork) keep running\n"
           "until the Sandbox closes; what they write after the command ended is not shown.\n\n"
           "Exit status: the command's own; 124 its --timeout expired, 126 it could not be run,\n"
           "127 it was not found, 128+N it was killed by signal N; 125 LayerFS refused or failed\n"
           "(stderr says 'CODE: message'). With --json, {sandbox, branch, exit} is printed after\n"
           "the command's output.\n\n"
-          "Example: layerfs workspace exec 1 main --cwd src -- make -j2\n",
-          NULL, "run COMMAND in the Workspace, in its own cgroup" },
+          "Examples: layerfs workspace exec 1 main --cwd src -- make -j2\n"
+          "          layerfs workspace exec 1 main --tty -- bash\n",
+          "tty", "run COMMAND in the Workspace, in its own cgroup;\n--tty: on a terminal of its own" },
         { "process", "start", cmd_process_start, 3, 1 << 20, "cwd,env",
           "layerfs process start N BRANCH [--cwd DIR] [--env K=V]... -- COMMAND [ARG...]\n\n"
           "Starts COMMAND in the background in the Workspace of BRANCH in sandbox N, in a cgroup\n"
@@ -347,9 +363,13 @@ static void print_error(cli_ctx *ctx, const lfs_error *e) {
                 cli_print_json(json_pack("{s:o}", "error", err));
                 return;
         }
-        fprintf(stderr, "%s: %s\n", lfs_code_name(e->code), e->message);
-        for (size_t i = 0; i < e->n_paths; i++)
-                fprintf(stderr, "  %s\n", e->paths[i]);
+        /* A message may name what a command chose (a path, a symlink's target). */
+        _cleanup_free_ char *message = lfs_quote(e->message, LFS_QUOTE_INLINE);
+        fprintf(stderr, "%s: %s\n", lfs_code_name(e->code), message);
+        for (size_t i = 0; i < e->n_paths; i++) {
+                _cleanup_free_ char *path = lfs_quote(e->paths[i], LFS_QUOTE_ENTRY);
+                fprintf(stderr, "  %s\n", path);
+        }
 }
 
 int cli_report(cli_ctx *ctx, int r) {
@@ -567,14 +587,12 @@ int cli_positive_option(cli_ctx *ctx, const char *name, size_t fallback, size_t 
         *ret = fallback;
         if (!text)
                 return 0;
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(text, &end, 10);
-        if (errno || !*text || *end || v == 0 || text[0] == '-' || v > SIZE_MAX)
-                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0, "--%s '%s' is not a positive whole number",
-                                name, text);
-        *ret = (size_t)v;
-        return 0;
+        _cleanup_free_ char *what = xasprintf("--%s", name);
+        uint64_t v;
+        int r = lfs_parse_whole(what, text, 1, SIZE_MAX, &v, &ctx->err);
+        if (r == 0)
+                *ret = (size_t)v;
+        return r;
 }
 
 int cli_open_store(cli_ctx *ctx) {

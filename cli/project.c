@@ -44,9 +44,9 @@ int cmd_project_list(cli_ctx *ctx) {
         if (ctx->json) {
                 cli_print_json(out);
         } else {
+                _cleanup_free_ char *home = lfs_quote(lfs_home_path(ctx->home), LFS_QUOTE_ENTRY);
                 if (n == 0)
-                        printf("no projects in %s; make one with 'layerfs project init NAME'\n",
-                               lfs_home_path(ctx->home));
+                        printf("no projects in %s; make one with 'layerfs project init NAME'\n", home);
                 else
                         printf("%-24s %-10s %s\n", "PROJECT", "SANDBOXES", "BRANCHES");
                 for (size_t i = 0; i < n; i++) {

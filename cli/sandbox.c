@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /* layerfs sandbox ... and layerfs workspace ... */
 #include "cli.h"
+#include "numbers.h"
 
 static const char *project_arg(const cli_ctx *ctx) {
         const char *project = ctx->project ? ctx->project : getenv("LAYERFS_PROJECT");
         return project && *project ? project : NULL;
 }
 
+/* Sandbox numbers are the smallest free ones: a million is far beyond any host. */
+#define MAX_SANDBOX_NUMBER 1000000
+
 static int sandbox_number(cli_ctx *ctx, const char *text, int *ret) {
-        char *end;
-        errno = 0;
-        long v = strtol(text, &end, 10);
-        if (errno || !*text || *end || v <= 0 || v > 1000000)
-                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0,
-                                "sandbox '%s' is not a sandbox number (1, 2, ...)", text);
-        *ret = (int)v;
-        return 0;
+        uint64_t v;
+        int r = lfs_parse_whole("sandbox", text, 1, MAX_SANDBOX_NUMBER, &v, &ctx->err);
+        if (r == 0)
+                *ret = (int)v;
+        return r;
 }
 
 int cmd_sandbox_create(cli_ctx *ctx) {
@@ -57,8 +58,11 @@ int cmd_sandbox_list_workspaces(cli_ctx *ctx) {
                         json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s}", "branch", ws[i].branch,
                                                              "path", ws[i].path, "dirty", ws[i].dirty,
                                                              "platform", ws[i].platform));
-                else
-                        printf("%-24s %-6s %s\n", ws[i].branch, ws[i].dirty ? "dirty" : "clean", ws[i].path);
+                else {
+                        _cleanup_free_ char *branch = lfs_quote(ws[i].branch, LFS_QUOTE_ENTRY),
+                                            *path = lfs_quote(ws[i].path, LFS_QUOTE_ENTRY);
+                        printf("%-24s %-6s %s\n", branch, ws[i].dirty ? "dirty" : "clean", path);
+                }
         }
         if (ctx->json)
                 cli_print_json(out);
@@ -89,9 +93,13 @@ int cmd_project_list_sandboxes(cli_ctx *ctx) {
                                                         sb[i].image ? json_string(sb[i].image) : json_null(),
                                                         "platform", sb[i].platform, "workspaces",
                                                         (json_int_t)sb[i].workspaces));
-                else
-                        printf("%-4d %-24s %-8s %zu workspaces\n", sb[i].sandbox, sb[i].project,
-                               sb[i].platform, sb[i].workspaces);
+                else {
+                        /* A record's text: the home's, but checked nowhere on its way here. */
+                        _cleanup_free_ char *project = lfs_quote(sb[i].project, LFS_QUOTE_ENTRY),
+                                            *platform = lfs_quote(sb[i].platform, LFS_QUOTE_ENTRY);
+                        printf("%-4d %-24s %-8s %zu workspaces\n", sb[i].sandbox, project, platform,
+                               sb[i].workspaces);
+                }
         }
         if (ctx->json)
                 cli_print_json(out);
@@ -110,8 +118,10 @@ int cmd_workspace_mount(cli_ctx *ctx) {
         if (ctx->json)
                 cli_print_json(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", n, "path", path, "image",
                                          "platform", "linux"));
-        else
-                printf("%s\n", path);
+        else {
+                _cleanup_free_ char *shown = lfs_quote(path, LFS_QUOTE_ENTRY);
+                printf("%s\n", shown);
+        }
         free(path);
         return 0;
 }
@@ -197,7 +207,9 @@ int cmd_sandbox_log(cli_ctx *ctx) {
                 }
                 cli_print_json(json_pack("{s:i, s:o}", "sandbox", n, "lines", out));
         } else {
-                fputs(text, stdout);
+                /* Its entries name commands and paths that commands chose. */
+                _cleanup_free_ char *shown = lfs_quote(text, LFS_QUOTE_LINES);
+                fputs(shown, stdout);
         }
         free(text);
         return 0;
@@ -207,23 +219,20 @@ int cmd_workspace_exec(cli_ctx *ctx) {
         int n = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         if (r < 0)
                 return r;
-        lfs_exec_options o = {
-                .cwd = cli_option(ctx, "cwd"), .stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2
-        };
+        lfs_exec_options o = { .cwd = cli_option(ctx, "cwd"),
+                               .stdin_fd = 0,
+                               .stdout_fd = 1,
+                               .stderr_fd = 2,
+                               .tty = cli_flag(ctx, "tty") };
         _cleanup_free_ const char **env = xcalloc(ctx->n_opts + 1, sizeof(char *));
         for (size_t i = 0; i < ctx->n_opts; i++)
                 if (!strcmp(ctx->opts[i].name, "env"))
                         env[o.n_env++] = ctx->opts[i].value;
         o.env = env;
         const char *timeout = cli_option(ctx, "timeout");
-        if (timeout) {
-                char *end;
-                errno = 0;
-                o.timeout = strtod(timeout, &end);
-                if (errno || !*timeout || *end || !(o.timeout >= 0))
-                        return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0,
-                                        "--timeout '%s' is not a number of seconds (0 or more)", timeout);
-        }
+        if (timeout && (r = lfs_parse_seconds("--timeout", timeout, 0, LFS_MAX_TIMEOUT_SECONDS, &o.timeout,
+                                              &ctx->err)) < 0)
+                return r;
         int status = 0;
         if ((r = cli_open_home(ctx)) < 0 ||
             (r = lfs_workspace_exec(ctx->home, project_arg(ctx), n, ctx->args[1],
@@ -249,9 +258,11 @@ int cmd_runtime_reclaim(cli_ctx *ctx) {
                         json_array_append_new(out,
                                               json_pack("{s:s, s:i, s:s}", "project", gone[i].project,
                                                         "sandbox", gone[i].sandbox, "dir", gone[i].dir));
-                else
-                        printf("reclaimed sandbox %d of %s (%s)\n", gone[i].sandbox, gone[i].project,
-                               gone[i].dir);
+                else {
+                        _cleanup_free_ char *project = lfs_quote(gone[i].project, LFS_QUOTE_ENTRY),
+                                            *dir = lfs_quote(gone[i].dir, LFS_QUOTE_ENTRY);
+                        printf("reclaimed sandbox %d of %s (%s)\n", gone[i].sandbox, project, dir);
+                }
         }
         if (ctx->json)
                 cli_print_json(out);
@@ -306,12 +317,15 @@ int cmd_process_list(cli_ctx *ctx) {
                         if (!ps[i].running)
                                 json_object_set_new(p, "exit", json_integer(ps[i].exit));
                         json_array_append_new(out, p);
-                } else if (ps[i].running) {
-                        printf("%-8d %-10s running    %s\n", ps[i].pid, ps[i].cgroup, ps[i].command);
-                } else {
-                        printf("%-8d %-10s exited %-3d %s\n", ps[i].pid, ps[i].cgroup, ps[i].exit,
-                               ps[i].command);
+                        continue;
                 }
+                /* A command line is whatever the command made it. */
+                _cleanup_free_ char *cgroup = lfs_quote(ps[i].cgroup, LFS_QUOTE_ENTRY),
+                                    *command = lfs_quote(ps[i].command, LFS_QUOTE_ENTRY);
+                if (ps[i].running)
+                        printf("%-8d %-10s running    %s\n", ps[i].pid, cgroup, command);
+                else
+                        printf("%-8d %-10s exited %-3d %s\n", ps[i].pid, cgroup, ps[i].exit, command);
         }
         if (ctx->json)
                 cli_print_json(out);
@@ -325,11 +339,9 @@ int cmd_process_kill(cli_ctx *ctx) {
         int n = 0, pid = 0, r = sandbox_number(ctx, ctx->args[0], &n);
         if (r < 0)
                 return r;
-        char *end;
-        errno = 0;
-        long v = strtol(ctx->args[1], &end, 10);
-        if (errno || !*ctx->args[1] || *end || v <= 0 || v > INT32_MAX)
-                return lfs_fail(&ctx->err, LFS_INVALID_INPUT, 0, "'%s' is not a process id", ctx->args[1]);
+        uint64_t v;
+        if ((r = lfs_parse_whole("pid", ctx->args[1], 1, LFS_MAX_PID, &v, &ctx->err)) < 0)
+                return r;
         pid = (int)v;
         if ((r = cli_open_home(ctx)) < 0 ||
             (r = lfs_process_kill(ctx->home, project_arg(ctx), n, pid, &ctx->err)) < 0)
@@ -343,7 +355,9 @@ int cmd_process_kill(cli_ctx *ctx) {
 
 static int print_event(void *userdata, const char *json) {
         (void)userdata;
-        puts(json);
+        /* JSON escapes control characters but leaves C1 controls and overrides raw. */
+        _cleanup_free_ char *shown = lfs_quote(json, LFS_QUOTE_JSON);
+        puts(shown);
         /* A reader that went away (| head) ends the stream. */
         return fflush(stdout) != 0 || ferror(stdout);
 }
@@ -381,7 +395,8 @@ int cmd_runtime_status(cli_ctx *ctx) {
                                          s->placement, "default", s->default_runtime, "watcher", s->watcher,
                                          "kernel", kernel, "missing", missing, "platforms", platforms));
         } else {
-                printf("home        %s\nplacement   %s\ndefault     %s\nwatcher     %s\n\n", s->home,
+                _cleanup_free_ char *home = lfs_quote(s->home, LFS_QUOTE_ENTRY);
+                printf("home        %s\nplacement   %s\ndefault     %s\nwatcher     %s\n\n", home,
                        s->placement, s->default_runtime, s->watcher);
                 for (size_t i = 0; i < s->n_features; i++)
                         printf("%-28s %s%s%s\n", s->features[i].name, s->features[i].present ? "yes" : "no ",

@@ -3,15 +3,19 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/major.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "cgroup.h"
 #include "daemon.h"
+#include "exec_streams.h"
+#include "numbers.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -177,6 +181,7 @@ typedef struct command {
         int dir_fd;
         char *leaf; /* its cgroup */
         bool starting; /* counted in d->starting_commands */
+        bool tty; /* its streams are a terminal made for it: its controlling terminal */
 } command;
 #define COMMAND_INIT                                                                                        \
         { .dir_fd = -1 }
@@ -276,6 +281,8 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
                 .fd_in = fds[0],
                 .fd_out = fds[1],
                 .fd_err = fds[2],
+                .new_session = c->tty,
+                .controlling_tty = c->tty,
         };
         int r = lfs_cgroup_make(c->leaf);
         if (r == 0) {
@@ -292,16 +299,54 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
         return r;
 }
 
+/* A command never receives the caller's terminal (SPEC 3): the library relays one through
+ * a pipe. Only a call that asks for a terminal (tty) passes one, and then as all three
+ * streams: one pseudo-terminal made for the command, which becomes its controlling
+ * terminal (a terminal that is already some session's cannot: spawn.c). */
+static json_t *check_streams(json_t *req, const int fds[3], bool *ret_tty) {
+        static const char *const names[] = { "stdin", "stdout", "stderr" };
+        json_t *tty_j = json_object_get(req, "tty");
+        if (tty_j && !json_is_boolean(tty_j))
+                return error_json(LFS_INVALID_INPUT, "tty must be true or false");
+        bool tty = json_is_true(tty_j);
+        dev_t terminal = 0;
+        for (int i = 0; i < 3; i++) {
+                struct stat st;
+                if (!tty && lfs_is_terminal(fds[i]))
+                        return error_json(
+                                LFS_INVALID_INPUT,
+                                "the %s passed is a terminal: a command never receives the caller's "
+                                "terminal; relay it through a pipe, or ask for a terminal of the command's "
+                                "own (tty)",
+                                names[i]);
+                if (tty && (!lfs_is_terminal(fds[i]) || fstat(fds[i], &st) < 0 ||
+                            major(st.st_rdev) < UNIX98_PTY_SLAVE_MAJOR ||
+                            major(st.st_rdev) >= UNIX98_PTY_SLAVE_MAJOR + UNIX98_PTY_MAJOR_COUNT ||
+                            (i > 0 && st.st_rdev != terminal)))
+                        return error_json(
+                                LFS_INVALID_INPUT,
+                                "with tty, stdin, stdout and stderr must be one pseudo-terminal made "
+                                "for the command; the %s passed is not",
+                                names[i]);
+                if (tty && i == 0)
+                        terminal = st.st_rdev;
+        }
+        *ret_tty = tty;
+        return NULL;
+}
+
 json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         json_t *timeout_j = json_object_get(req, "timeout");
-        double timeout = timeout_j ? json_number_value(timeout_j) : 0;
+        double timeout = 0;
         command c = COMMAND_INIT;
         json_t *refusal = NULL;
+        _cleanup_error_ lfs_error *e = NULL;
         if (n_fds != 3)
                 refusal = error_json(LFS_INVALID_INPUT, "exec needs the caller's stdin, stdout and stderr");
-        else if ((timeout_j && !json_is_number(timeout_j)) || timeout < 0)
-                refusal = error_json(LFS_INVALID_INPUT, "timeout must be a number of seconds, 0 or more");
-        else
+        else if (timeout_j &&
+                 lfs_json_seconds("timeout", timeout_j, 0, LFS_MAX_TIMEOUT_SECONDS, &timeout, &e) < 0)
+                refusal = error_json(e->code, "%s", e->message);
+        else if (!(refusal = check_streams(req, fds, &c.tty)))
                 refusal = prepare_command(d, req, &c);
         if (refusal) {
                 close_fds(fds, n_fds);
@@ -317,8 +362,11 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         close_fds(fds, n_fds); /* the command has them now */
         json_t *result;
         if (r < 0) {
-                result = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", program_of(&c),
-                                    d->number, strerror(-r));
+                result = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s%s", program_of(&c),
+                                    d->number, strerror(-r),
+                                    c.tty && r == -EPERM ? " (the terminal passed may already be a "
+                                                           "session's: a command gets one made for it)"
+                                                         : "");
         } else {
                 bool timed_out;
                 int status;
@@ -487,10 +535,13 @@ static bool in_command_leaf(daemon_state *d, pid_t pid) {
  * first: if the process ends and its pid is reused before the signal, the signal fails
  * instead of reaching the newcomer. */
 json_t *call_process_kill(daemon_state *d, json_t *req) {
-        json_t *pid_j = json_object_get(req, "pid");
-        pid_t pid = json_is_integer(pid_j) ? (pid_t)json_integer_value(pid_j) : 0;
-        if (pid <= 0)
-                return error_json(LFS_INVALID_INPUT, "give the pid of a process of sandbox %d", d->number);
+        _cleanup_error_ lfs_error *e = NULL;
+        long long v;
+        /* Checked whole: a pid cut to 32 bits would name another process. */
+        if (lfs_json_whole("pid", json_object_get(req, "pid"), 1, LFS_MAX_PID, &v, &e) < 0)
+                return error_json(e->code, "%s; give the pid of a process of sandbox %d", e->message,
+                                  d->number);
+        pid_t pid = (pid_t)v;
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         if (pidfd < 0 || !in_command_leaf(d, pid))
                 return error_json(

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -27,6 +28,8 @@
 #include "config.h" /* LAYERFS_VERSION */
 #include "daemon.h"
 #include "json_path.h"
+#include "numbers.h"
+#include "quote.h"
 #include "fuse_ops.h"
 
 /* One line of the daemon's log (stderr, which the library points at daemon.log). */
@@ -59,12 +62,16 @@ void log_line(const char *fmt, ...) {
         time_t now = time(NULL);
         struct tm tm;
         strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", gmtime_r(&now, &tm));
-        fprintf(stderr, "%s ", when);
         va_list ap;
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
+        char *entry = NULL;
+        if (vasprintf(&entry, fmt, ap) < 0)
+                entry = NULL;
         va_end(ap);
-        fputc('\n', stderr);
+        /* One line per entry, whatever a command line or path in it holds. */
+        _cleanup_free_ char *shown = lfs_quote(entry ? entry : "(out of memory)", LFS_QUOTE_INLINE);
+        free(entry);
+        fprintf(stderr, "%s %s\n", when, shown);
         fflush(stderr);
 }
 
@@ -715,15 +722,6 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
         }
 }
 
-static long long idle_ms_from_env(void) {
-        const char *s = getenv("LAYERFS_IDLE_SECONDS");
-        char *end = NULL;
-        double v = s && *s ? strtod(s, &end) : 0;
-        if (!s || !*s || *end || v <= 0)
-                return 120 * 1000LL;
-        return (long long)(v * 1000);
-}
-
 /* The commands' HOME and TMPDIR: private to the Sandbox, owned by the command identity. */
 static int make_private_tmp(daemon_state *d) {
         d->tmp = xasprintf("%s/tmp", d->dir);
@@ -795,7 +793,7 @@ static const char help[] =
 
 int main(int argc, char **argv) {
         daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
-        const char *home_dir = NULL;
+        const char *home_dir = NULL, *number = NULL;
         static const struct option options[] = {
                 { "home", required_argument, NULL, 'h' },    { "project", required_argument, NULL, 'p' },
                 { "sandbox", required_argument, NULL, 'n' }, { "dir", required_argument, NULL, 'd' },
@@ -812,7 +810,7 @@ int main(int argc, char **argv) {
                         d.project = optarg;
                         break;
                 case 'n':
-                        d.number = atoi(optarg);
+                        number = optarg;
                         break;
                 case 'd':
                         d.dir = optarg;
@@ -831,10 +829,21 @@ int main(int argc, char **argv) {
                         return 2;
                 }
         }
-        if (!home_dir || !d.project || !d.dir || !d.cgroup || d.number <= 0) {
+        if (!home_dir || !d.project || !d.dir || !d.cgroup || !number) {
                 fputs(usage, stderr);
                 return 2;
         }
+        /* The settings the library checked at create, read the same way (numbers.h). */
+        lfs_error *err = NULL;
+        uint64_t n;
+        double idle_seconds;
+        if (lfs_parse_whole("--sandbox", number, 1, INT_MAX, &n, &err) < 0 ||
+            lfs_command_identity(&d.uid, &d.gid, &err) < 0 || lfs_idle_seconds(&idle_seconds, &err) < 0) {
+                fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
+                lfs_error_free(err);
+                return 2;
+        }
+        d.number = (int)n;
         signal(SIGPIPE, SIG_IGN);
         /* Only interrupts a mount thread's read of /dev/fuse (end_mount_thread). */
         struct sigaction interrupt = { .sa_handler = ignore_signal };
@@ -845,13 +854,11 @@ int main(int argc, char **argv) {
                 rl.rlim_cur = rl.rlim_max;
                 setrlimit(RLIMIT_NOFILE, &rl);
         }
-        lfs_error *err = NULL;
         if (lfs_home_open(home_dir, &d.home, &err) < 0) {
                 fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
                 return 1;
         }
         log_dir = d.dir;
-        lfs_command_identity(&d.uid, &d.gid);
         d.token = read_token(d.dir);
         if (!d.token) {
                 fprintf(stderr, "no token in %s/token\n", d.dir);
@@ -885,7 +892,7 @@ int main(int argc, char **argv) {
                 return 1;
         log_line("sandbox %d of %s ready (pid %d, cgroup %s, watcher %s)", d.number, d.project,
                  (int)getpid(), d.cgroup, d.watcher_kind);
-        serve(&d, lfd, idle_ms_from_env());
+        serve(&d, lfd, (long long)(idle_seconds * 1000));
         close(lfd);
         /* Every caller gets its answer first: the close its ok, commands ended by the
          * close their exit status. */

@@ -41,19 +41,27 @@ lfs() {
         "$LAYERFS" "$@"
 }
 
-# expect_error CODE command...: the command exits 125 and stderr starts with "CODE: ".
-expect_error() {
-        local code=$1 out status
-        shift
+# expect_refusal CODE TEXT command...: the command exits 125 and stderr says
+# "CODE: ...TEXT...".
+expect_refusal() {
+        local code=$1 text=$2 out status
+        shift 2
         set +e
         out=$("$@" 2>&1 >/dev/null)
         status=$?
         set -e
         [ "$status" -eq 125 ] || fail "$* exited $status, expected 125 ($code); stderr: $out"
         case "$out" in
-        "$code: "*) ok ;;
-        *) fail "$* said '$out', expected '$code: ...'" ;;
+        "$code: "*"$text"*) ok ;;
+        *) fail "$* said '$out', expected '$code: ...${text:+$text...}'" ;;
         esac
+}
+
+# expect_error CODE command...: the command exits 125 and stderr starts with "CODE: ".
+expect_error() {
+        local code=$1
+        shift
+        expect_refusal "$code" "" "$@"
 }
 
 assert_eq() {

@@ -18,15 +18,8 @@ nothing_made() {
 }
 # refused CODE TEXT ARGS...: exits 125 with CODE, its message contains TEXT, nothing made.
 refused() {
-        local code=$1 text=$2 out status
-        shift 2
-        set +e
-        out=$("$@" 2>&1 >/dev/null)
-        status=$?
-        set -e
-        [ "$status" = 125 ] || fail "$* exited $status: $out"
-        case "$out" in "$code: "*"$text"*) ok ;; *) fail "$* said '$out', expected '$code: ...$text...'" ;; esac
-        nothing_made "$*"
+        expect_refusal "$@"
+        nothing_made "${*:3}"
 }
 
 lfs project init p >/dev/null

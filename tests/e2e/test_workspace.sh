@@ -50,11 +50,12 @@ echo 3 >/proc/sys/vm/drop_caches
 assert_eq "$(slice "$ws/upper-copy")" "$(slice "$WORK/upper-copy")" "a spliced read of an upper file"
 cmp "$ws/upper-copy" "$WORK/upper-copy" || fail "the upper file read whole"
 rm "$ws/upper-copy"
-# Names that are not UTF-8 are still names: status shows them as they are, --json shows
-# them lossy with the exact bytes in hex. Text the requests carry must be UTF-8.
+# Names that are not UTF-8 are still names: status quotes them as git does (each byte
+# that breaks UTF-8 in octal), --json shows them lossy with the exact bytes in hex. Text
+# the requests carry must be UTF-8.
 bad="bad$(printf '\377')name"
 echo x >"$ws/$bad"
-assert_eq "$(lfs workspace status "$n" main)" "A $bad" "status of a name that is not UTF-8"
+assert_eq "$(lfs workspace status "$n" main)" 'A "bad\377name"' "status of a name that is not UTF-8"
 assert_eq "$(lfs --json workspace status "$n" main | json_get '[c.get("path_bytes") for c in j]')" \
         "['626164ff6e616d65']" "status --json keeps its bytes"
 expect_error InvalidInput lfs workspace commit "$n" main -m "$(printf 'm\377')"

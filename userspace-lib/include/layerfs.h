@@ -240,8 +240,16 @@ typedef struct lfs_exec_options {
         size_t n_env;
         double timeout; /* seconds; 0: none. At the end, the whole command's
                            cgroup is killed and the exit status is 124 */
-        int stdin_fd; /* given to the command as it is; -1: /dev/null */
+        int stdin_fd; /* given to the command as it is, unless it is a terminal: a command
+                         never receives the caller's terminal, so what it reads is copied
+                         through a pipe while it runs; -1: /dev/null */
         int stdout_fd, stderr_fd; /* where its output is copied while it runs; -1: dropped */
+        int tty; /* non-zero: the command gets a pseudo-terminal of its own as its
+                    controlling terminal (stdin, stdout and stderr; its output then comes
+                    to stdout_fd), with TERM from our environment. A stdin_fd that is a
+                    terminal is in raw mode meanwhile (restored however the call ends,
+                    also by a signal that ends the process); the window size follows the
+                    caller's terminal (SIGWINCH). One such call at a time per process. */
 } lfs_exec_options;
 
 /* Runs argv (n_argv words) in the Workspace of branch, as the command identity, in a

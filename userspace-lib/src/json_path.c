@@ -2,9 +2,7 @@
 #include "json_path.h"
 #include "util.h"
 
-/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong forms, no
- * surrogates, nothing past U+10FFFF), or 0 if the byte at s starts none. */
-static size_t utf8_sequence(const unsigned char *s) {
+size_t lfs_utf8_sequence(const unsigned char *s) {
         unsigned char c = s[0];
         if (c < 0x80)
                 return 1;
@@ -36,7 +34,7 @@ static size_t utf8_sequence(const unsigned char *s) {
 
 bool lfs_is_utf8(const char *s) {
         for (const unsigned char *p = (const unsigned char *)s; *p;) {
-                size_t n = utf8_sequence(p);
+                size_t n = lfs_utf8_sequence(p);
                 if (!n)
                         return false;
                 p += n;
@@ -50,7 +48,7 @@ json_t *lfs_json_path(const char *path) {
         size_t len = strlen(path);
         char *text = xmalloc(3 * len + 1), *out = text;
         for (const unsigned char *p = (const unsigned char *)path; *p;) {
-                size_t n = utf8_sequence(p);
+                size_t n = lfs_utf8_sequence(p);
                 if (n) {
                         memcpy(out, p, n);
                         out += n;

@@ -6,6 +6,10 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), or 0 if the byte at s starts none. */
+size_t lfs_utf8_sequence(const unsigned char *s);
+
 /* s is valid UTF-8 (what json_string accepts). */
 bool lfs_is_utf8(const char *s);
 

@@ -12,9 +12,7 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,7 +22,9 @@
 
 #include "cgroup.h"
 #include "config.h" /* LAYERFS_DAEMON_PATH: where make install puts the daemon */
+#include "exec_streams.h"
 #include "json_path.h"
+#include "numbers.h"
 #include "platforms.h"
 #include "store.h"
 
@@ -780,9 +780,15 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
                        int *ret_sandbox, lfs_error **err) {
         (void)image; /* ignored for linux Sandboxes (SPEC 5) */
         const lfs_platform *chosen = NULL;
+        uid_t uid;
+        gid_t gid;
+        double idle;
+        /* The daemon reads the same settings (the identity, the idle close): refused here,
+         * before anything is made. */
         int r = check_default_runtime(err);
         if (r < 0 || (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
-            (r = check_watcher(err)) < 0)
+            (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
+            (r = lfs_idle_seconds(&idle, err)) < 0)
                 return r;
         if (chosen->family != LFS_FAMILY_LINUX)
                 return lfs_fail(err, LFS_UNSUPPORTED, 0, "platform '%s' cannot be driven by this build",
@@ -797,9 +803,6 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         if ((r = open_project(home, project, &name, err)) < 0 ||
             (r = lfs_cgroup_root(&cgroup_root, err)) < 0 || (r = daemon_path(&daemon, err)) < 0)
                 return r;
-        uid_t uid;
-        gid_t gid;
-        lfs_command_identity(&uid, &gid);
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
                 return r;
         /* Numbers held by dead Sandboxes become free again. */
@@ -1217,32 +1220,6 @@ int lfs_sandbox_log(lfs_home *home, const char *project, int sandbox, size_t lin
 
 /* ---- exec ---- */
 
-/* Copies what is in from to to (-1: dropped); max: at most that many bytes (SIZE_MAX:
- * until it would block). Returns 0 at the end of input, 1 if more may come. A failed
- * write to `to` (a closed reader) drops the rest rather than failing the command. */
-static int pump(int from, int *to, size_t max) {
-        char buf[65536];
-        while (max) {
-                ssize_t k = read(from, buf, max < sizeof(buf) ? max : sizeof(buf));
-                if (k == 0)
-                        return 0;
-                if (k < 0)
-                        return errno == EINTR ? 1 : errno == EAGAIN ? 1 : 0;
-                max -= (size_t)k;
-                for (ssize_t off = 0; *to >= 0 && off < k;) {
-                        ssize_t w = write(*to, buf + off, (size_t)(k - off));
-                        if (w < 0 && errno == EINTR)
-                                continue;
-                        if (w <= 0) {
-                                *to = -1;
-                                break;
-                        }
-                        off += w;
-                }
-        }
-        return 1;
-}
-
 static json_t *exec_request(const char *branch, const char *const *argv, size_t n_argv,
                             const lfs_exec_options *o) {
         json_t *command = json_array(), *env = json_array();
@@ -1252,6 +1229,13 @@ static json_t *exec_request(const char *branch, const char *const *argv, size_t 
                 json_array_append_new(env, json_string(o->env[i]));
         json_t *req = json_pack("{s:s, s:s, s:o, s:o}", "call", "workspace.exec", "branch", branch,
                                 "command", command, "env", env);
+        if (o && o->tty) {
+                /* The command's terminal is like ours; a --env TERM=... given after it wins. */
+                const char *term = getenv("TERM");
+                if (term && *term && lfs_is_utf8(term))
+                        json_array_insert_new(env, 0, json_sprintf("TERM=%s", term));
+                json_object_set_new(req, "tty", json_true());
+        }
         if (o && o->cwd)
                 json_object_set_new(req, "cwd", json_string(o->cwd));
         if (o && o->timeout > 0)
@@ -1279,8 +1263,12 @@ static int check_exec_input(const char *const *argv, size_t n_argv, const lfs_ex
         }
         if (o && o->cwd && !lfs_is_utf8(o->cwd))
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "the cwd is not UTF-8 text");
-        if (o && (o->timeout < 0 || o->timeout != o->timeout))
-                return lfs_fail(err, LFS_INVALID_INPUT, 0, "timeout must be a number of seconds, 0 or more");
+        /* Also NaN and infinity, which JSON cannot carry. */
+        if (o && !(o->timeout >= 0 && o->timeout <= LFS_MAX_TIMEOUT_SECONDS))
+                return lfs_fail(
+                        err, LFS_INVALID_INPUT, 0,
+                        "timeout %g is out of range: give a number of seconds from 0 to %.0f (0: none)",
+                        o->timeout, LFS_MAX_TIMEOUT_SECONDS);
         return 0;
 }
 
@@ -1293,83 +1281,38 @@ int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const c
         sandbox_record rec = { 0 };
         if ((r = sandbox_open_live(home, project, sandbox, &rec, err)) < 0)
                 return r;
-        /* The command writes into pipes of ours; we copy while it runs. When it ends we take
-         * what it wrote and stop: processes it left in the background may hold the pipes
-         * for as long as the Sandbox lives, and must not keep the caller waiting. */
-        int out[2] = { -1, -1 }, errp[2] = { -1, -1 };
-        _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
-                r = lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
+        /* The command writes into pipes of ours (or its terminal); we copy while it runs.
+         * When it ends we take what it wrote and stop: processes it left in the background
+         * may hold them for as long as the Sandbox lives, and must not keep the caller
+         * waiting, nor read what the caller's terminal gets afterwards. */
+        exec_streams streams;
+        int in = options ? options->stdin_fd : -1, out = options ? options->stdout_fd : -1,
+            errfd = options ? options->stderr_fd : -1;
+        char *line = NULL;
+        if ((r = exec_streams_open(&streams, in, out, errfd, options && options->tty, err)) < 0)
                 goto done;
-        }
-        /* Our ends only: the command's ends stay blocking, as a program expects. */
-        fcntl(out[0], F_SETFL, O_NONBLOCK);
-        fcntl(errp[0], F_SETFL, O_NONBLOCK);
-        int in = options && options->stdin_fd >= 0 ? options->stdin_fd : null;
-        int passed[3] = { in, out[1], errp[1] };
-        int sock = send_request(&rec, exec_request(branch, argv, n_argv, options), passed, 3, err);
-        close(TAKE_FD(out[1]));
-        close(TAKE_FD(errp[1]));
+        int sock = send_request(&rec, exec_request(branch, argv, n_argv, options), streams.passed, 3, err);
+        exec_streams_sent(&streams);
         if (sock < 0) {
                 r = sock;
                 goto done;
         }
-        int to_out = options ? options->stdout_fd : -1, to_err = options ? options->stderr_fd : -1;
-        char *line = NULL;
-        size_t len = 0;
-        bool out_open = true, err_open = true;
-        for (;;) {
-                struct pollfd p[3] = { { .fd = sock, .events = POLLIN },
-                                       { .fd = out_open ? out[0] : -1, .events = POLLIN },
-                                       { .fd = err_open ? errp[0] : -1, .events = POLLIN } };
-                if (poll(p, 3, -1) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        break;
-                }
-                if (p[1].revents)
-                        out_open = pump(out[0], &to_out, 65536) == 1;
-                if (p[2].revents)
-                        err_open = pump(errp[0], &to_err, 65536) == 1;
-                if (p[0].revents) {
-                        char buf[4096];
-                        ssize_t k = read(sock, buf, sizeof(buf));
-                        if (k <= 0)
-                                break;
-                        line = xrealloc(line, len + (size_t)k + 1);
-                        memcpy(line + len, buf, (size_t)k);
-                        len += (size_t)k;
-                        line[len] = 0;
-                        if (memchr(line, '\n', len))
-                                break;
-                }
-        }
+        line = exec_streams_relay(&streams, sock);
         close(sock);
-        /* The command has ended: all it wrote is in the pipes now. */
-        int pending = 0;
-        if (out_open && ioctl(out[0], FIONREAD, &pending) == 0)
-                pump(out[0], &to_out, (size_t)pending);
-        if (err_open && ioctl(errp[0], FIONREAD, &pending) == 0)
-                pump(errp[0], &to_err, (size_t)pending);
         json_t *result = NULL;
         r = parse_response(&rec, line, &result, err);
         free(line);
         if (r == 0) {
-                json_t *code = json_object_get(result, "exit");
-                if (!json_is_integer(code))
+                long long code;
+                if (lfs_json_whole("exit status", json_object_get(result, "exit"), 0, 255, &code, NULL) < 0)
                         r = lfs_fail(err, LFS_FAILED, EIO, "sandbox %d's answer had no exit status",
                                      sandbox);
                 else
-                        *ret_exit = (int)json_integer_value(code);
+                        *ret_exit = (int)code;
         }
         json_decref(result);
 done:
-        for (int i = 0; i < 2; i++) {
-                if (out[i] >= 0)
-                        close(out[i]);
-                if (errp[i] >= 0)
-                        close(errp[i]);
-        }
+        exec_streams_close(&streams);
         record_done(&rec);
         return r;
 }
@@ -1382,13 +1325,21 @@ int lfs_process_start(lfs_home *home, const char *project, int sandbox, const ch
         int r = lfs_check_branch_name(branch, err);
         if (r < 0 || (r = check_exec_input(argv, n_argv, options, err)) < 0)
                 return r;
+        if (options && options->tty)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "a background process has no terminal: its output goes to its log");
         json_t *req = exec_request(branch, argv, n_argv, options);
         json_object_set_new(req, "call", json_string("process.start"));
         json_object_del(req, "timeout");
         json_t *result = NULL;
         if ((r = sandbox_call(home, project, sandbox, req, &result, err)) < 0)
                 return r;
-        *ret_pid = (int)json_integer_value(json_object_get(result, "pid"));
+        long long pid;
+        if (lfs_json_whole("pid", json_object_get(result, "pid"), 1, LFS_MAX_PID, &pid, NULL) < 0) {
+                json_decref(result);
+                return lfs_fail(err, LFS_FAILED, EIO, "sandbox %d's answer had no pid", sandbox);
+        }
+        *ret_pid = (int)pid;
         if (ret_log)
                 *ret_log = xstrdup(json_string_value(json_object_get(result, "log")) ?: "");
         json_decref(result);
@@ -1430,7 +1381,9 @@ void lfs_process_info_free(lfs_process_info *items, size_t n) {
 
 int lfs_process_kill(lfs_home *home, const char *project, int sandbox, int pid, lfs_error **err) {
         if (pid <= 0)
-                return lfs_fail(err, LFS_INVALID_INPUT, 0, "pid %d is not a process id", pid);
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "pid %d is out of range: give a whole number from 1 to %d", pid,
+                                LFS_MAX_PID);
         return sandbox_call(home, project, sandbox,
                             json_pack("{s:s, s:i}", "call", "process.kill", "pid", pid), NULL, err);
 }

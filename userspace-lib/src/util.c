@@ -126,15 +126,3 @@ void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void
                         fn(userdata, dirfd, de->d_name);
         closedir(d);
 }
-
-static unsigned long id_from_env(const char *name, unsigned long fallback) {
-        const char *s = getenv(name);
-        char *end = NULL;
-        unsigned long v = s && *s ? strtoul(s, &end, 10) : fallback;
-        return s && *s && !*end ? v : fallback;
-}
-
-void lfs_command_identity(uid_t *ret_uid, gid_t *ret_gid) {
-        *ret_uid = (uid_t)id_from_env("LAYERFS_COMMAND_UID", 501);
-        *ret_gid = (gid_t)id_from_env("LAYERFS_COMMAND_GID", 20);
-}

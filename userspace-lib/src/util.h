@@ -85,8 +85,4 @@ void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void
 /* rm -rf below dirfd/name; missing is fine. */
 int rm_rf_at(int dirfd, const char *name);
 
-/* Who commands run as and who owns Store files in a Workspace (SPEC 3): 501:20, or
- * LAYERFS_COMMAND_UID / LAYERFS_COMMAND_GID. */
-void lfs_command_identity(uid_t *ret_uid, gid_t *ret_gid);
-
 #endif

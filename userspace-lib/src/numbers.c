@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+#include "numbers.h"
+
+#include <math.h>
+
+/* "123": digits only; strtoull alone would take " 1", "+1", "-1" (as 2^64 - 1) and "1x". */
+static bool all_digits(const char *s) {
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (*s < '0' || *s > '9')
+                        return false;
+        return true;
+}
+
+/* "2", "0.5", ".5", "1e3", "2.5E-1": strtod alone would take "inf", "nan", "0x10" and
+ * leading space. */
+static bool decimal_syntax(const char *s) {
+        size_t digits = 0;
+        while (*s >= '0' && *s <= '9')
+                s++, digits++;
+        if (*s == '.')
+                for (s++; *s >= '0' && *s <= '9'; s++)
+                        digits++;
+        if (!digits)
+                return false;
+        if (*s == 'e' || *s == 'E') {
+                s++;
+                if (*s == '+' || *s == '-')
+                        s++;
+                if (*s < '0' || *s > '9')
+                        return false;
+                while (*s >= '0' && *s <= '9')
+                        s++;
+        }
+        return !*s;
+}
+
+/* "1e+09" would say less than "1000000000". */
+static void seconds_text(double v, char ret[64]) {
+        snprintf(ret, 64, "%.15g", v);
+}
+
+int lfs_parse_whole(const char *what, const char *text, uint64_t min, uint64_t max, uint64_t *ret,
+                    lfs_error **err) {
+        if (!text || !all_digits(text))
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "%s '%s' is not a whole number: give one from %llu to %llu", what,
+                                text ? text : "", (unsigned long long)min, (unsigned long long)max);
+        errno = 0;
+        unsigned long long v = strtoull(text, NULL, 10);
+        if (errno == ERANGE || v < min || v > max)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "%s '%s' is out of range: give a whole number from %llu to %llu", what, text,
+                                (unsigned long long)min, (unsigned long long)max);
+        *ret = v;
+        return 0;
+}
+
+int lfs_parse_seconds(const char *what, const char *text, double min, double max, double *ret,
+                      lfs_error **err) {
+        char lo[64], hi[64];
+        seconds_text(min, lo);
+        seconds_text(max, hi);
+        if (!text || !decimal_syntax(text))
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "%s '%s' is not a number of seconds: give one from %s to %s", what,
+                                text ? text : "", lo, hi);
+        errno = 0;
+        double v = strtod(text, NULL);
+        if (errno == ERANGE || !isfinite(v) || v < min || v > max)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "%s '%s' is out of range: give a number of seconds from %s to %s", what,
+                                text, lo, hi);
+        *ret = v;
+        return 0;
+}
+
+int lfs_json_whole(const char *what, const json_t *v, long long min, long long max, long long *ret,
+                   lfs_error **err) {
+        if (json_is_integer(v) && json_integer_value(v) >= min && json_integer_value(v) <= max) {
+                *ret = json_integer_value(v);
+                return 0;
+        }
+        _cleanup_free_ char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s %s is %s: give a whole number from %lld to %lld",
+                        what, text ? text : "(missing)",
+                        json_is_integer(v) ? "out of range" : "not a whole number", min, max);
+}
+
+int lfs_json_seconds(const char *what, const json_t *v, double min, double max, double *ret,
+                     lfs_error **err) {
+        double x = json_number_value(v);
+        if (json_is_number(v) && isfinite(x) && x >= min && x <= max) {
+                *ret = x;
+                return 0;
+        }
+        char lo[64], hi[64];
+        seconds_text(min, lo);
+        seconds_text(max, hi);
+        _cleanup_free_ char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s %s is %s: give a number of seconds from %s to %s",
+                        what, text ? text : "(missing)", json_is_number(v) ? "out of range" : "not a number",
+                        lo, hi);
+}
+
+/* The environment variable as a whole number; fallback when it is unset or empty. */
+static int env_whole(const char *name, uint64_t min, uint64_t max, uint64_t fallback, uint64_t *ret,
+                     lfs_error **err) {
+        const char *s = getenv(name);
+        if (!s || !*s) {
+                *ret = fallback;
+                return 0;
+        }
+        return lfs_parse_whole(name, s, min, max, ret, err);
+}
+
+int lfs_command_identity(uid_t *ret_uid, gid_t *ret_gid, lfs_error **err) {
+        uint64_t uid = 0, gid = 0;
+        int r = env_whole("LAYERFS_COMMAND_UID", 1, UINT32_MAX - 1, 501, &uid, err);
+        if (r < 0 || (r = env_whole("LAYERFS_COMMAND_GID", 1, UINT32_MAX - 1, 20, &gid, err)) < 0)
+                return r;
+        *ret_uid = (uid_t)uid;
+        *ret_gid = (gid_t)gid;
+        return 0;
+}
+
+int lfs_idle_seconds(double *ret, lfs_error **err) {
+        const char *s = getenv("LAYERFS_IDLE_SECONDS");
+        if (!s || !*s) {
+                *ret = LFS_IDLE_SECONDS;
+                return 0;
+        }
+        return lfs_parse_seconds("LAYERFS_IDLE_SECONDS", s, LFS_MIN_IDLE_SECONDS, LFS_IDLE_SECONDS, ret,
+                                 err);
+}

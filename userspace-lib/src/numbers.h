@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* Numbers from people, the environment and calls, parsed strictly and alike in the CLI,
+ * the library and the daemon: decimal digits only (no sign, space, base prefix or
+ * suffix), finite, in range, whole where whole. A refusal is InvalidInput naming the
+ * value and the accepted range. */
+#ifndef LFS_NUMBERS_H
+#define LFS_NUMBERS_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* The longest exec timeout (s): far beyond any command, and exact in milliseconds. */
+#define LFS_MAX_TIMEOUT_SECONDS 1000000000.0
+/* An idle Sandbox closes after this long; LAYERFS_IDLE_SECONDS may shorten it (SPEC 1). */
+#define LFS_IDLE_SECONDS 120.0
+/* The daemon counts idle time in milliseconds. */
+#define LFS_MIN_IDLE_SECONDS 0.001
+/* A pid as the kernel's pid_t holds it. */
+#define LFS_MAX_PID INT32_MAX
+
+/* text as a whole number from min to max; what names it in a refusal ("--limit"). */
+int lfs_parse_whole(const char *what, const char *text, uint64_t min, uint64_t max, uint64_t *ret,
+                    lfs_error **err);
+/* text as a number of seconds from min to max: digits with an optional fraction and
+ * exponent (2, 0.5, 1e3), never inf, nan or hex. */
+int lfs_parse_seconds(const char *what, const char *text, double min, double max, double *ret,
+                      lfs_error **err);
+
+/* The call argument v (JSON) as a whole number from min to max: an integer, never a
+ * fraction, a string or a number cut to fit. */
+int lfs_json_whole(const char *what, const json_t *v, long long min, long long max, long long *ret,
+                   lfs_error **err);
+/* The call argument v (JSON) as a number of seconds from min to max. */
+int lfs_json_seconds(const char *what, const json_t *v, double min, double max, double *ret,
+                     lfs_error **err);
+
+/* Who commands run as and who owns Store files in a Workspace (SPEC 3): 501:20, or
+ * LAYERFS_COMMAND_UID / LAYERFS_COMMAND_GID, each from 1 to 4294967294 (0 is root's, and
+ * 4294967295 is (uid_t)-1, "no change": neither may stand for the command identity). */
+int lfs_command_identity(uid_t *ret_uid, gid_t *ret_gid, lfs_error **err);
+
+/* How long a Sandbox with nothing to do lives: LFS_IDLE_SECONDS, or LAYERFS_IDLE_SECONDS
+ * from LFS_MIN_IDLE_SECONDS to LFS_IDLE_SECONDS. */
+int lfs_idle_seconds(double *ret, lfs_error **err);
+
+#endif
