@@ -35,7 +35,7 @@ assert_eq "$(completes layerfs project l)" "list list_sandboxes" "methods by pre
 assert_eq "$(completes layerfs --json runtime "")" "reclaim status" "after a global option"
 assert_eq "$(completes layerfs --)" "--help --home --json --project --version" "the global options"
 assert_eq "$(completes layerfs branch log main --)" "--help --home --json --limit --project" "branch log's options"
-assert_eq "$(completes layerfs workspace exec 1 main --)" "--cwd --env --help --home --json --project --timeout" \
+assert_eq "$(completes layerfs workspace exec 1 main --)" "--cwd --env --help --home --json --project --timeout --tty" \
         "exec's options"
 assert_eq "$(completes layerfs --project "")" "api web" "the home's projects"
 assert_eq "$(completes layerfs --home "$other/home" --project "")" "elsewhere" "the projects of --home"
