@@ -19,21 +19,6 @@ static bool is_cgroup2(const char *path) {
         return statfs(path, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
 }
 
-/* The mount point field of mountinfo escapes space, tab, newline and backslash as \ooo. */
-static void unescape_octal(char *s) {
-        char *out = s;
-        for (char *p = s; *p; p++) {
-                if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
-                    p[3] >= '0' && p[3] <= '7') {
-                        *out++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-                        p += 3;
-                } else {
-                        *out++ = *p;
-                }
-        }
-        *out = 0;
-}
-
 /* /sys/fs/cgroup when it is cgroup2 (pure v2), else the first cgroup2 mount (hybrid's
  * /sys/fs/cgroup/unified). */
 static char *find_cgroup2_mount(void) {
@@ -50,7 +35,7 @@ static char *find_cgroup2_mount(void) {
                 /* fields: id parent major:minor root mountpoint ... */
                 if (sscanf(line, "%*s %*s %*s %*s %ms", &mnt) != 1)
                         continue;
-                unescape_octal(mnt);
+                lfs_unescape_octal(mnt);
                 if (!strcmp(mnt, "/sys/fs/cgroup")) {
                         free(found);
                         found = mnt;
@@ -104,10 +89,6 @@ char *lfs_cgroup_sandbox_path(const char *root, const char *home, const char *pr
         return xasprintf("%s/%.8s-%s-%d", root, hex, project, number);
 }
 
-char *lfs_cgroup_sandbox_path_untagged(const char *root, const char *project, int number) {
-        return xasprintf("%s/%s-%d", root, project, number);
-}
-
 char *lfs_cgroup_relative(const char *path) {
         struct stat here, up;
         if (stat(path, &here) < 0)
@@ -132,9 +113,20 @@ int lfs_cgroup_make(const char *path) {
         return 0;
 }
 
-static int write_file(const char *dir, const char *name, const char *value) {
-        _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
-        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+int lfs_cgroup_open(const char *path) {
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        struct statfs fs;
+        if (fstatfs(fd, &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC) {
+                close(fd);
+                return -EXDEV;
+        }
+        return fd;
+}
+
+static int write_at(int dirfd, const char *name, const char *value) {
+        _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         size_t len = strlen(value);
@@ -144,22 +136,34 @@ static int write_file(const char *dir, const char *name, const char *value) {
 }
 
 int lfs_cgroup_enter(const char *path, pid_t pid) {
+        _cleanup_close_ int fd = lfs_cgroup_open(path);
+        if (fd < 0)
+                return fd;
         char value[32];
         snprintf(value, sizeof(value), "%d", (int)pid);
-        return write_file(path, "cgroup.procs", value);
+        return write_at(fd, "cgroup.procs", value);
 }
 
-int lfs_cgroup_populated(const char *path) {
-        _cleanup_free_ char *events = xasprintf("%s/cgroup.events", path);
-        _cleanup_fclose_ FILE *f = fopen(events, "re");
-        if (!f)
+static int populated_at(int cgroup_fd) {
+        int fd = openat(cgroup_fd, "cgroup.events", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
                 return -errno;
+        _cleanup_fclose_ FILE *f = fdopen(fd, "re");
+        if (!f) {
+                close(fd);
+                return -errno;
+        }
         char key[32];
         int value;
         while (fscanf(f, "%31s %d", key, &value) == 2)
                 if (!strcmp(key, "populated"))
                         return value != 0;
         return -EIO;
+}
+
+int lfs_cgroup_populated(const char *path) {
+        _cleanup_close_ int fd = lfs_cgroup_open(path);
+        return fd < 0 ? fd : populated_at(fd);
 }
 
 static long long now_ms(void) {
@@ -173,18 +177,19 @@ static void sleep_ms(long ms) {
         nanosleep(&ts, NULL);
 }
 
-/* Waits for "populated 0", woken by inotify on cgroup.events (the kernel signals each
- * change there), so no polling loop. */
-static int wait_empty(const char *path, int timeout_ms) {
-        _cleanup_free_ char *events = xasprintf("%s/cgroup.events", path);
+/* Waits until deadline (ms of CLOCK_MONOTONIC) for "populated 0", woken by inotify on
+ * cgroup.events (the kernel signals each change there), so no polling loop. 0 empty,
+ * -ETIMEDOUT. */
+static int wait_empty(int cgroup_fd, long long deadline) {
+        char events[64];
+        snprintf(events, sizeof(events), "/proc/self/fd/%d/cgroup.events", cgroup_fd);
         _cleanup_close_ int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
         if (ifd < 0)
                 return -errno;
         if (inotify_add_watch(ifd, events, IN_MODIFY) < 0)
                 return errno == ENOENT ? 0 : -errno;
-        long long deadline = now_ms() + timeout_ms;
         for (;;) {
-                int populated = lfs_cgroup_populated(path);
+                int populated = populated_at(cgroup_fd);
                 if (populated == 0 || populated == -ENOENT)
                         return 0;
                 if (populated < 0)
@@ -201,66 +206,124 @@ static int wait_empty(const char *path, int timeout_ms) {
         }
 }
 
-/* Without cgroup.kill (kernels before 5.14): SIGKILL every process listed in the
- * subtree's cgroup.procs until none is left. A process forking meanwhile lands in the
- * same cgroup and is found on the next pass. */
-static int kill_by_procs(const char *path) {
-        int killed = 0;
-        _cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", path);
-        FILE *f = fopen(procs, "re");
-        if (f) {
-                int pid;
-                while (fscanf(f, "%d", &pid) == 1)
-                        if (kill(pid, SIGKILL) == 0)
-                                killed++;
-                fclose(f);
+void lfs_cgroup_each(int cgroup_fd, void (*fn)(int fd, void *userdata), void *userdata) {
+        fn(cgroup_fd, userdata);
+        int fd = dup(cgroup_fd);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
         }
-        DIR *d = opendir(path);
-        if (!d)
-                return killed;
         struct dirent *de;
         while ((de = readdir(d)))
                 if (de->d_type == DT_DIR && strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-                        _cleanup_free_ char *child = xasprintf("%s/%s", path, de->d_name);
-                        killed += kill_by_procs(child);
+                        _cleanup_close_ int child = openat(dirfd(d), de->d_name,
+                                                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (child >= 0)
+                                lfs_cgroup_each(child, fn, userdata);
                 }
         closedir(d);
+}
+
+typedef struct each_id {
+        const char *file;
+        void (*fn)(int id, void *userdata);
+        void *userdata;
+} each_id;
+
+static void ids_listed(int fd, void *userdata) {
+        each_id *e = userdata;
+        int list = openat(fd, e->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        FILE *f = list >= 0 ? fdopen(list, "re") : NULL;
+        if (!f) {
+                if (list >= 0)
+                        close(list);
+                return;
+        }
+        int id;
+        while (fscanf(f, "%d", &id) == 1)
+                if (id > 0)
+                        e->fn(id, e->userdata);
+        fclose(f);
+}
+
+void lfs_cgroup_each_id(int cgroup_fd, const char *file, void (*fn)(int id, void *userdata),
+                        void *userdata) {
+        each_id e = { .file = file, .fn = fn, .userdata = userdata };
+        lfs_cgroup_each(cgroup_fd, ids_listed, &e);
+}
+
+static void kill_one(int pid, void *userdata) {
+        if (kill(pid, SIGKILL) == 0)
+                (*(int *)userdata)++;
+}
+
+/* Without cgroup.kill (kernels before 5.14): SIGKILL every process listed in the
+ * subtree's cgroup.procs until none is left. A process forking meanwhile lands in the
+ * same cgroup and is found on the next pass. Only ever on a cgroup2 directory (a
+ * cgroup.procs anywhere else lists whatever its writer wanted killed). */
+static int kill_by_procs(int cgroup_fd) {
+        int killed = 0;
+        lfs_cgroup_each_id(cgroup_fd, "cgroup.procs", kill_one, &killed);
         return killed;
 }
 
+/* How long processes get to end after cgroup.kill before those still there are looked
+ * at for FUSE connections that hold them (lfs_cgroup_abort_fuse): a process ends in
+ * about 0.5 ms of kernel work; this is only how soon the rescue starts. */
+#define FUSE_RESCUE_MS 1000
+
 int lfs_cgroup_kill_wait(const char *path, int timeout_ms) {
-        int r = write_file(path, "cgroup.kill", "1");
+        _cleanup_close_ int fd = lfs_cgroup_open(path);
+        if (fd == -ENOENT)
+                return 0; /* the cgroup itself is gone */
+        if (fd < 0)
+                return fd;
+        long long deadline = now_ms() + timeout_ms;
+        int r = write_at(fd, "cgroup.kill", "1");
         if (r == -ENOENT) {
-                struct stat st;
-                if (stat(path, &st) < 0)
-                        return 0; /* the cgroup itself is gone */
-                long long deadline = now_ms() + timeout_ms;
-                while (kill_by_procs(path) > 0 && now_ms() < deadline)
+                while (kill_by_procs(fd) > 0 && now_ms() < deadline)
                         sleep_ms(5);
         } else if (r < 0) {
                 return r;
         }
-        return wait_empty(path, timeout_ms);
+        for (;;) {
+                long long slice = now_ms() + FUSE_RESCUE_MS;
+                r = wait_empty(fd, slice < deadline ? slice : deadline);
+                if (r != -ETIMEDOUT || now_ms() >= deadline)
+                        return r;
+                /* Still populated: a process waits in the kernel on something, most
+                 * likely a FUSE request that a server of the Sandbox's own read and
+                 * will never answer. */
+                lfs_cgroup_abort_fuse(fd);
+                if (write_at(fd, "cgroup.kill", "1") == -ENOENT)
+                        kill_by_procs(fd);
+        }
 }
 
-int lfs_cgroup_remove_tree(const char *path, int timeout_ms) {
-        DIR *d = opendir(path);
-        if (!d)
+/* Removes the empty cgroup name below parent_fd and its children, leaves first. */
+static int remove_tree_at(int parent_fd, const char *name, long long deadline) {
+        int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
                 return errno == ENOENT ? 0 : -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
         struct dirent *de;
         int r = 0;
         while ((de = readdir(d)))
                 if (de->d_type == DT_DIR && strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-                        _cleanup_free_ char *child = xasprintf("%s/%s", path, de->d_name);
-                        int k = lfs_cgroup_remove_tree(child, timeout_ms);
+                        int k = remove_tree_at(dirfd(d), de->d_name, deadline);
                         if (k < 0 && r == 0)
                                 r = k;
                 }
         closedir(d);
         /* A cgroup whose last process just died may still be busy while the kernel
          * finishes the exit: retry for a while. */
-        long long deadline = now_ms() + timeout_ms;
-        while (rmdir(path) < 0) {
+        while (unlinkat(parent_fd, name, AT_REMOVEDIR) < 0) {
                 if (errno == ENOENT)
                         break;
                 if (errno != EBUSY || now_ms() >= deadline)
@@ -270,8 +333,74 @@ int lfs_cgroup_remove_tree(const char *path, int timeout_ms) {
         return r;
 }
 
+int lfs_cgroup_remove_tree(const char *path, int timeout_ms) {
+        _cleanup_close_ int fd = lfs_cgroup_open(path);
+        if (fd == -ENOENT)
+                return 0;
+        if (fd < 0)
+                return fd;
+        _cleanup_free_ char *parent = xstrdup(path);
+        char *slash = strrchr(parent, '/');
+        if (!slash || !slash[1])
+                return -EINVAL;
+        *slash = 0;
+        _cleanup_close_ int parent_fd = open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (parent_fd < 0)
+                return -errno;
+        return remove_tree_at(parent_fd, slash + 1, now_ms() + timeout_ms);
+}
+
 int lfs_cgroup_destroy(const char *path, int timeout_ms) {
         int r = lfs_cgroup_kill_wait(path, timeout_ms);
         int k = lfs_cgroup_remove_tree(path, timeout_ms);
         return r < 0 ? r : k;
+}
+
+/* One process: "123 (sleep, state D in request_wait_answer)". */
+static void describe_process(int pid, char **out) {
+        char path[64], stat[512] = "", wchan[128] = "";
+        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+        _cleanup_close_ int sfd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t k = sfd >= 0 ? read(sfd, stat, sizeof(stat) - 1) : -1;
+        stat[k > 0 ? k : 0] = 0;
+        snprintf(path, sizeof(path), "/proc/%d/wchan", pid);
+        _cleanup_close_ int wfd = open(path, O_RDONLY | O_CLOEXEC);
+        k = wfd >= 0 ? read(wfd, wchan, sizeof(wchan) - 1) : -1;
+        wchan[k > 0 ? k : 0] = 0;
+        const char *open_paren = strchr(stat, '('), *close_paren = strrchr(stat, ')');
+        char *next;
+        if (open_paren && close_paren && close_paren > open_paren && close_paren[1])
+                next = xasprintf("%s%s%d (%.*s, state %c%s%s)", *out ? *out : "", *out ? ", " : "", pid,
+                                 (int)(close_paren - open_paren - 1), open_paren + 1, close_paren[2],
+                                 *wchan && strcmp(wchan, "0") ? " in " : "",
+                                 strcmp(wchan, "0") ? wchan : "");
+        else
+                next = xasprintf("%s%s%d", *out ? *out : "", *out ? ", " : "", pid);
+        free(*out);
+        *out = next;
+}
+
+typedef struct describe_state {
+        char *text;
+        unsigned n;
+} describe_state;
+
+static void describe_one(int pid, void *userdata) {
+        describe_state *s = userdata;
+        if (s->n++ < 5)
+                describe_process(pid, &s->text);
+}
+
+char *lfs_cgroup_describe(const char *path) {
+        _cleanup_close_ int fd = lfs_cgroup_open(path);
+        if (fd < 0)
+                return NULL;
+        describe_state s = { 0 };
+        lfs_cgroup_each_id(fd, "cgroup.procs", describe_one, &s);
+        if (s.n > 5) {
+                char *more = xasprintf("%s and %u more", s.text, s.n - 5);
+                free(s.text);
+                s.text = more;
+        }
+        return s.text;
 }

@@ -24,13 +24,21 @@ int lfs_cgroup_root(char **ret_root, lfs_error **err);
  * and closing a Sandbox of one would end the same-numbered Sandbox of the other. */
 char *lfs_cgroup_sandbox_path(const char *root, const char *home, const char *project, int number);
 
-/* "<root>/<project>-<number>": where Sandboxes made before the tag have their cgroup.
- * Their records are still trusted with it, so that an upgrade strands nothing. */
-char *lfs_cgroup_sandbox_path_untagged(const char *root, const char *project, int number);
-
 /* "/layerfs/p-1" for "/sys/fs/cgroup/unified/layerfs/p-1": the path below the cgroup2
  * mount, as /proc/PID/cgroup shows it. NULL if path does not exist. */
 char *lfs_cgroup_relative(const char *path);
+
+/* Opens a cgroup: a directory in a cgroup2 filesystem (the last component not a
+ * symlink); -EXDEV for anything else. Every function below that reads cgroup.procs or
+ * writes cgroup.kill opens its path through this: a path that is not a cgroup (a record
+ * pointing at /tmp/x with a cgroup.procs file of its own) is never acted on. */
+int lfs_cgroup_open(const char *path);
+
+/* Calls fn for each cgroup of the subtree at cgroup_fd (itself first), with its fd. */
+void lfs_cgroup_each(int cgroup_fd, void (*fn)(int fd, void *userdata), void *userdata);
+/* Calls fn for each id that file ("cgroup.procs", "cgroup.threads") lists in each cgroup
+ * of the subtree. */
+void lfs_cgroup_each_id(int cgroup_fd, const char *file, void (*fn)(int id, void *userdata), void *userdata);
 
 /* mkdir; an existing cgroup is fine. */
 int lfs_cgroup_make(const char *path);
@@ -46,8 +54,26 @@ int lfs_cgroup_populated(const char *path);
  * while the kernel still says EBUSY. A cgroup that is already gone is success. */
 int lfs_cgroup_destroy(const char *path, int timeout_ms);
 
-/* Kills and waits, without removing: the subtree stays, empty. */
+/* Kills and waits, without removing: the subtree stays, empty. Processes still there
+ * after a second are released from the FUSE connections that hold them
+ * (lfs_cgroup_abort_fuse), again each second until timeout_ms: -ETIMEDOUT if some
+ * still did not end. */
 int lfs_cgroup_kill_wait(const char *path, int timeout_ms);
+
+/* A process that waits for the answer to a FUSE request that its server has read
+ * sleeps uninterruptibly, through SIGKILL, until the answer comes or the connection is
+ * aborted; when the server belongs to the same Sandbox (or the waiting process holds
+ * the connection's /dev/fuse itself) nothing but an abort ends it. Aborts, through
+ * /sys/fs/fuse/connections/N/abort (a detached fusectl instance of our own when that is
+ * not mounted), every FUSE connection of the subtree's processes: those whose /dev/fuse
+ * they hold (fdinfo names the connection) and those mounted in mount namespaces of
+ * theirs but not in the caller's. Connections of others are never aborted. Returns how
+ * many it aborted, or a negative errno. (fuse_abort.c) */
+int lfs_cgroup_abort_fuse(int cgroup_fd);
+
+/* "123 (sleep, state S), 124 (python3, state D in request_wait_answer)": the processes
+ * still in the subtree (at most 5 named), for messages; NULL if none. */
+char *lfs_cgroup_describe(const char *path);
 
 /* Removes the empty cgroups of the subtree, path itself too; leaves populated ones. */
 int lfs_cgroup_remove_tree(const char *path, int timeout_ms);

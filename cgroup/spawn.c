@@ -4,6 +4,7 @@
 #include <linux/sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -16,7 +17,7 @@
 
 /* What the child reports through the error pipe when it cannot get to execve. */
 typedef struct child_failure {
-        int stage; /* 1 joining the cgroup, 2 identity, 3 cwd, 4 terminal */
+        int stage; /* 1 joining the cgroup, 2 identity (and no_new_privs), 3 cwd, 4 terminal */
         int errnum;
 } child_failure;
 
@@ -53,6 +54,10 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                     syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0)
                         child_fail(pipe_fd, 2, errno);
         }
+        /* No setuid or file-capability program gains anything for the command (SPEC 3):
+         * fusermount3 cannot mount for it, su and sudo cannot raise it. */
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                child_fail(pipe_fd, 2, errno);
         if (a->cwd_fd >= 0 ? fchdir(a->cwd_fd) < 0 : a->cwd && chdir(a->cwd) < 0)
                 child_fail(pipe_fd, 3, errno);
         /* Nothing of the daemon's reaches the command; the error pipe closes at execve. */

@@ -318,9 +318,12 @@ static const command commands[] = {
           "from before a reboot): ends every process left in its cgroup however it detached,\n"
           "detaches its mounts (also those that answer ENOTCONN), removes its cgroups, its\n"
           "directory and its record, and prints what it removed ([{project, sandbox, dir}] with\n"
-          "--json). A record that names another directory or cgroup than this home computes\n"
-          "for it is left alone, and nothing it points at is touched. Running Sandboxes are\n"
-          "not affected. 'project list_sandboxes' and 'sandbox create' reclaim too.\n",
+          "--json). A record with a field that is not what this home writes (a directory or\n"
+          "cgroup elsewhere, a project that is no project name...) is left alone and nothing it\n"
+          "points at is touched; so is a Sandbox whose remains cannot all be removed yet\n"
+          "(its record stays for the next reclaim). Both are printed as 'left alone: WHY'\n"
+          "(left_alone with --json). Running Sandboxes are not affected. 'project\n"
+          "list_sandboxes' and 'sandbox create' reclaim too.\n",
           NULL, "clean up after Sandboxes whose daemon died" },
 };
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* layerfs sandbox ... and layerfs workspace ... */
 #include "cli.h"
+#include "json_path.h"
 #include "numbers.h"
 
 static const char *project_arg(const cli_ctx *ctx) {
@@ -254,11 +255,17 @@ int cmd_runtime_reclaim(cli_ctx *ctx) {
                 return r;
         json_t *out = json_array();
         for (size_t i = 0; i < k; i++) {
-                if (ctx->json)
-                        json_array_append_new(out,
-                                              json_pack("{s:s, s:i, s:s}", "project", gone[i].project,
-                                                        "sandbox", gone[i].sandbox, "dir", gone[i].dir));
-                else {
+                if (ctx->json) {
+                        json_t *item =
+                                json_pack("{s:o, s:i, s:o}", "project", lfs_json_path(gone[i].project),
+                                          "sandbox", gone[i].sandbox, "dir", lfs_json_path(gone[i].dir));
+                        if (gone[i].left_alone)
+                                json_object_set_new(item, "left_alone", lfs_json_path(gone[i].left_alone));
+                        json_array_append_new(out, item);
+                } else if (gone[i].left_alone) {
+                        _cleanup_free_ char *why = lfs_quote(gone[i].left_alone, LFS_QUOTE_INLINE);
+                        printf("left alone: %s\n", why);
+                } else {
                         _cleanup_free_ char *project = lfs_quote(gone[i].project, LFS_QUOTE_ENTRY),
                                             *dir = lfs_quote(gone[i].dir, LFS_QUOTE_ENTRY);
                         printf("reclaimed sandbox %d of %s (%s)\n", gone[i].sandbox, project, dir);

@@ -53,6 +53,7 @@ typedef struct daemon_state {
         char *dir;
         char *token;
         char *cgroup; /* the Sandbox's cgroup; the daemon lives in its leaf "daemon" */
+        char *instance; /* this Sandbox's instance: its record names it (records.h) */
         char *tmp; /* the commands' HOME and TMPDIR, owned by the command identity */
         int number;
         uid_t uid; /* the command identity (SPEC 3) */

@@ -4,9 +4,10 @@
  * per mount) and answers the library on the Sandbox's control socket, one JSON object per
  * line: {"token", "call", ...} -> {"ok": result} or {"error": {"code", "message"}}.
  *
- *   layerfs-daemon --home DIR --project NAME --sandbox N --dir SANDBOX_DIR
+ *   layerfs-daemon --home DIR --project NAME --sandbox N --dir SANDBOX_DIR --cgroup CGROUP
+ *                  --instance ID
  *
- * SANDBOX_DIR (0700) holds `token` (0600, written by the library before the start),
+ * SANDBOX_DIR (0711) holds `token` (0600, written by the library before the start),
  * `control.sock`, `daemon.log`, and per Workspace `mnt/<branch>` and `upper/<branch>`.
  */
 #include <dirent.h>
@@ -27,6 +28,7 @@
 #include "cgroup.h"
 #include "config.h" /* LAYERFS_VERSION */
 #include "daemon.h"
+#include "teardown.h"
 #include "json_path.h"
 #include "numbers.h"
 #include "quote.h"
@@ -399,34 +401,39 @@ static json_t *call_list(daemon_state *d) {
         return ok_json(out);
 }
 
-/* Ends every process the Sandbox started, however it detached: the daemon steps out of
+/* Ends every process the Sandbox started, however it detached, also those that a FUSE
+ * server of the Sandbox's own holds (lfs_sandbox_end_processes): the daemon steps out of
  * the Sandbox's cgroup into LayerFS's root and kills the Sandbox's whole subtree. Where
  * the daemon cannot step out (a delegated root with controllers), each command leaf is
  * killed instead and the library removes the rest after the daemon exits. */
-static void end_commands(daemon_state *d) {
+static int end_commands(daemon_state *d, char **ret_why) {
         _cleanup_free_ char *root = xstrdup(d->cgroup);
         int r = lfs_cgroup_enter(dirname(root), 0);
-        if (r == 0) {
-                r = lfs_cgroup_kill_wait(d->cgroup, 10000);
-                if (r < 0)
-                        log_line("cannot end the processes of %s: %s", d->cgroup, strerror(-r));
-                return;
-        }
+        if (r == 0)
+                return lfs_sandbox_end_processes(d->cgroup, 10000, ret_why);
         log_line("cannot leave %s (%s): ending each command's cgroup instead", d->cgroup, strerror(-r));
         DIR *dir = opendir(d->cgroup);
         struct dirent *de;
+        r = 0;
         while (dir && (de = readdir(dir)))
                 if (!strncmp(de->d_name, "cmd-", 4)) {
-                        _cleanup_free_ char *leaf = xasprintf("%s/%s", d->cgroup, de->d_name);
-                        lfs_cgroup_kill_wait(leaf, 10000);
+                        _cleanup_free_ char *leaf = xasprintf("%s/%s", d->cgroup, de->d_name), *why = NULL;
+                        int k = lfs_sandbox_end_processes(leaf, 10000, &why);
+                        if (k < 0 && r == 0) {
+                                r = k;
+                                *ret_why = TAKE_PTR(why);
+                        }
                 }
         if (dir)
                 closedir(dir);
+        return r;
 }
 
-/* Everything the Sandbox made goes: processes, mounts, cgroups, directory, record. The
- * same for `sandbox close` and for the idle close. With d->lock held. */
-static void teardown(daemon_state *d, const char *why) {
+/* Everything the Sandbox made goes: processes, mounts, cgroups, directory, and then its
+ * record; the same for `sandbox close` and for the idle close. With d->lock held. When
+ * something stays, the record stays too (left to whoever takes it over: the closing
+ * library, or the next reclaim) and *ret_why says what stayed. */
+static int teardown(daemon_state *d, const char *why, char **ret_why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
         pthread_cond_broadcast(&d->events_cond); /* followers of sandbox events end */
@@ -434,16 +441,27 @@ static void teardown(daemon_state *d, const char *why) {
          * are ended, or it could start after and outlive the Sandbox. */
         while (d->starting_commands)
                 pthread_cond_wait(&d->started_cond, &d->lock);
-        end_commands(d);
-        for (int i = 0; i < MAX_WORKSPACES; i++)
-                if (d->ws[i].active)
-                        stop_mount(&d->ws[i], true);
-        int r = lfs_cgroup_remove_tree(d->cgroup, 5000);
-        if (r < 0)
-                log_line("cannot remove %s: %s", d->cgroup, strerror(-r));
-        rm_rf_at(AT_FDCWD, d->dir);
-        lfs_sandbox_record_delete(d->home, d->project, d->number, getpid());
+        _cleanup_free_ char *left = NULL;
+        int r = end_commands(d, &left);
+        if (r == 0) {
+                for (int i = 0; i < MAX_WORKSPACES; i++)
+                        if (d->ws[i].active)
+                                stop_mount(&d->ws[i], true);
+                r = lfs_sandbox_remove(d->cgroup, d->dir, &left);
+        }
+        if (r == 0) {
+                r = lfs_sandbox_record_delete(d->home, d->project, d->number, d->instance);
+                if (r < 0)
+                        left = xasprintf("cannot delete its record: %s", strerror(-r));
+        } else {
+                log_line("sandbox %d could not be removed completely: %s; its record stays", d->number,
+                         left ? left : strerror(-r));
+                lfs_sandbox_record_release(d->home, d->project, d->number, d->instance);
+        }
         wake_main_loop(d);
+        if (r < 0 && ret_why)
+                *ret_why = TAKE_PTR(left);
+        return r;
 }
 
 static json_t *call_close(daemon_state *d, bool force) {
@@ -458,7 +476,13 @@ static json_t *call_close(daemon_state *d, bool force) {
                                         "the Workspace of '%s' in sandbox %d has uncommitted changes; "
                                         "commit them, or close with --force to drop them",
                                         d->ws[i].branch, d->number);
-        teardown(d, force ? "sandbox close --force" : "sandbox close");
+        _cleanup_free_ char *left = NULL;
+        int r = teardown(d, force ? "sandbox close --force" : "sandbox close", &left);
+        if (r < 0)
+                return error_json(LFS_FAILED,
+                                  "sandbox %d could not be removed completely: %s; its record stays so that "
+                                  "'layerfs runtime reclaim' can finish once that is fixed",
+                                  d->number, left ? left : strerror(-r));
         return ok_json(NULL);
 }
 
@@ -679,7 +703,7 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                         if (left <= 0) {
                                 pthread_mutex_lock(&d->lock);
                                 if (!d->closing && !mounted_any(d) && d->running_execs == 0)
-                                        teardown(d, "idle");
+                                        teardown(d, "idle", NULL);
                                 pthread_mutex_unlock(&d->lock);
                                 continue;
                         }
@@ -733,7 +757,7 @@ static int make_private_tmp(daemon_state *d) {
 }
 
 static const char usage[] =
-        "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP\n"
+        "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP --instance ID\n"
         "(started by liblayerfs for each Sandbox; see 'layerfs-daemon --help')\n";
 
 /* The man page layerfs-daemon(8) is made from this text (packaging/man/help2man.sh): keep
@@ -744,6 +768,7 @@ static const char help[] =
         "\n"
         "SYNOPSIS\n"
         "    layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP\n"
+        "                   --instance ID\n"
         "\n"
         "DESCRIPTION\n"
         "    liblayerfs (and so 'layerfs sandbox create') starts one layerfs-daemon for each\n"
@@ -765,6 +790,7 @@ static const char help[] =
         "    --sandbox N      the Sandbox's number\n"
         "    --dir DIR        the Sandbox's directory, HOME/sandboxes/NAME-N\n"
         "    --cgroup CGROUP  the Sandbox's cgroup (LAYERFS_CGROUP_ROOT/TAG-NAME-N)\n"
+        "    --instance ID    this start of the Sandbox, as its record names it\n"
         "    --help           this text\n"
         "    --version        the version\n"
         "\n"
@@ -795,10 +821,15 @@ int main(int argc, char **argv) {
         daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
         const char *home_dir = NULL, *number = NULL;
         static const struct option options[] = {
-                { "home", required_argument, NULL, 'h' },    { "project", required_argument, NULL, 'p' },
-                { "sandbox", required_argument, NULL, 'n' }, { "dir", required_argument, NULL, 'd' },
-                { "cgroup", required_argument, NULL, 'c' },  { "help", no_argument, NULL, 'H' },
-                { "version", no_argument, NULL, 'V' },       { NULL, 0, NULL, 0 },
+                { "home", required_argument, NULL, 'h' },
+                { "project", required_argument, NULL, 'p' },
+                { "sandbox", required_argument, NULL, 'n' },
+                { "dir", required_argument, NULL, 'd' },
+                { "cgroup", required_argument, NULL, 'c' },
+                { "instance", required_argument, NULL, 'i' },
+                { "help", no_argument, NULL, 'H' },
+                { "version", no_argument, NULL, 'V' },
+                { NULL, 0, NULL, 0 },
         };
         int c;
         while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -818,6 +849,9 @@ int main(int argc, char **argv) {
                 case 'c':
                         d.cgroup = optarg;
                         break;
+                case 'i':
+                        d.instance = optarg;
+                        break;
                 case 'H':
                         fputs(help, stdout);
                         return 0;
@@ -829,7 +863,7 @@ int main(int argc, char **argv) {
                         return 2;
                 }
         }
-        if (!home_dir || !d.project || !d.dir || !d.cgroup || !number) {
+        if (!home_dir || !d.project || !d.dir || !d.cgroup || !d.instance || !number) {
                 fputs(usage, stderr);
                 return 2;
         }
@@ -870,7 +904,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         _cleanup_free_ char *mnt = xasprintf("%s/mnt", d.dir), *upper = xasprintf("%s/upper", d.dir);
-        mkdir(mnt, 0755);
+        mkdir(mnt, 0711); /* passed through to the Workspaces, listed by no one else */
         mkdir(upper, 0700);
         const char *inject = getenv("LAYERFS_INJECT_FAILURE");
         if (inject && !strcmp(inject, "daemon-no-socket")) {

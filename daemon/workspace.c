@@ -400,7 +400,9 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
         fs->group = group;
         fs->base_time = (struct timespec){ .tv_sec = (time_t)c.time };
         lfs_commit_info_done(&c);
-        uint64_t root = inode_new(fs, S_IFDIR | 0755, owner, group);
+        /* The command identity's alone: other local users reach none of the Workspace
+         * (docs/security.md). */
+        uint64_t root = inode_new(fs, S_IFDIR | 0700, owner, group);
         ws_inode *in = inode_get(fs, root);
         in->has_tree = true;
         in->tree = fs->base_tree;

@@ -37,7 +37,7 @@ refused "the range is named" "from 0.001 to 120" env LAYERFS_IDLE_SECONDS=inf "$
 mkdir -p "$WORK/hand"
 set +e
 LAYERFS_IDLE_SECONDS=1e30 "$BUILD/layerfs-daemon" --home "$LAYERFS_HOME" --project p --sandbox 5 \
-        --dir "$WORK/hand" --cgroup "$CGR/none" 2>"$WORK/hand.err"
+        --dir "$WORK/hand" --cgroup "$CGR/none" --instance 0123456789abcdef0123456789abcdef 2>"$WORK/hand.err"
 code=$?
 set -e
 [ "$code" -ne 0 ] && grep -q "LAYERFS_IDLE_SECONDS '1e30'" "$WORK/hand.err" ||

@@ -144,3 +144,20 @@ teardown_sandboxes() {
         { grep -F "$WORK" /proc/mounts || true; } | awk '{print $2}' | while read -r m; do umount -l "$m"; done
         return 0
 }
+
+# assert_no_sandbox_left WHAT: nothing of any Sandbox of the test is left: no cgroup below
+# its cgroup root, no mount below $WORK, no Sandbox directory, no record.
+assert_no_sandbox_left() {
+        local left
+        left=$(find "$CGR" -mindepth 1 -type d 2>/dev/null)
+        [ -z "$left" ] || fail "$1: cgroups left: $left"
+        left=$(grep -F "$WORK" /proc/mounts || true)
+        [ -z "$left" ] || fail "$1: mounts left: $left"
+        left=$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null || true)
+        [ -z "$left" ] || fail "$1: sandbox directories left: $left"
+        if [ -e "$LAYERFS_HOME/home.db" ]; then
+                left=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT count(*) FROM sandboxes")
+                [ "$left" = 0 ] || fail "$1: $left records left"
+        fi
+        ok
+}

@@ -338,10 +338,9 @@ for bad in "$WORK/srv/data" "$WORK/old-home/sandboxes/p-$SB" "$LAYERFS_HOME/sand
 done
 records "UPDATE sandboxes SET cgroup='$CG_MOUNT' WHERE number=$SB"
 expect_error InvalidInput lfs sandbox close "$SB" --force
-# A record made before cgroups were tagged by home (<root>/<project>-<n>) is trusted.
+# A cgroup not tagged by this home (<root>/<project>-<n> is every home's) is refused too.
 records "UPDATE sandboxes SET dir='$real_dir', cgroup='$CGR/p-$SB' WHERE number=$SB"
-lfs sandbox list_workspaces "$SB" >/dev/null || fail "a record with the untagged cgroup is refused"
-ok
+expect_error InvalidInput lfs sandbox list_workspaces "$SB"
 records "UPDATE sandboxes SET cgroup='$real_cgroup' WHERE number=$SB"
 lfs sandbox close "$SB" >/dev/null
 assert_nothing_left "records pointing elsewhere"

@@ -112,10 +112,10 @@ watcher_checks() {
                 "when its last thread ended, not its main thread"
 
         # ---- process list: live detached processes and the last exits -------------------------
-        # The command waits until the detached one is sleep (its exec done), so that the
-        # list cannot catch it still as sh (it did, under load, in a fresh root).
-        lfs workspace exec "$SB" main -- sh -c 'setsid sh -c "exec sleep 1000" >/dev/null 2>&1 </dev/null &
-                while c=$(cat /proc/$!/comm 2>/dev/null) && [ "$c" != sleep ]; do :; done; (exit 9)' || true
+        # The command ends once its detached child is sleep (not still the sh before exec).
+        lfs workspace exec "$SB" main -- sh -c 'setsid sh -c "exec sleep 1000" >/dev/null 2>&1 </dev/null & p=$!
+                for i in $(seq 1000); do [ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ] && break; sleep 0.01; done
+                (exit 9)' || true
         lfs --json process list "$SB" >"$WORK/ps.json"
         assert_eq "$(json_get 'sum(1 for p in j if p["state"] == "running" and p["command"] == "sleep 1000")' <"$WORK/ps.json")" 1 \
                 "a detached live process is listed"

@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include "cgroup.h"
 #include "helpers.h"
@@ -296,14 +297,45 @@ static void test_root_override(void **state) {
         assert_string_equal(name + 8, "-web-3");
         assert_string_equal(sb, again);
         assert_string_not_equal(sb, other);
-        _cleanup_free_ char *untagged = lfs_cgroup_sandbox_path_untagged(fresh, "web", 3);
-        char want[512];
-        snprintf(want, sizeof(want), "%s/web-3", fresh);
-        assert_string_equal(untagged, want);
+}
+
+/* A directory that is not a cgroup (where a forged record points: /tmp/x with a
+ * cgroup.procs naming someone) is never acted on: nothing is signalled or removed. */
+static void test_not_a_cgroup_is_never_acted_on(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        char dir[] = "/tmp/layerfs-unit-not-a-cgroup-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        pid_t decoy = fork();
+        if (decoy == 0) {
+                pause();
+                _exit(0);
+        }
+        assert_true(decoy > 0);
+        char procs[128], value[32];
+        snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+        snprintf(value, sizeof(value), "%d\n", (int)decoy);
+        FILE *f = fopen(procs, "we");
+        assert_non_null(f);
+        fputs(value, f);
+        fclose(f);
+        assert_int_equal(lfs_cgroup_open(dir), -EXDEV);
+        assert_int_equal(lfs_cgroup_kill_wait(dir, 1000), -EXDEV);
+        assert_int_equal(lfs_cgroup_destroy(dir, 1000), -EXDEV);
+        assert_int_equal(lfs_cgroup_populated(dir), -EXDEV);
+        assert_null(lfs_cgroup_describe(dir));
+        int status;
+        assert_int_equal(waitpid(decoy, &status, WNOHANG), 0); /* still running */
+        kill(decoy, SIGKILL);
+        waitpid(decoy, &status, 0);
+        assert_int_equal(unlink(procs), 0);
+        assert_int_equal(rmdir(dir), 0);
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_not_a_cgroup_is_never_acted_on, cgroup_setup,
+                                                cgroup_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_clone3_lands_in_leaf, cgroup_setup,
                                                 cgroup_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_fallback_lands_in_leaf, cgroup_setup,

@@ -331,11 +331,16 @@ typedef struct lfs_reclaimed {
         char *project;
         int sandbox;
         char *dir;
+        /* NULL: removed. Else the record was left alone, and this says why: a field that
+         * is not what this home writes (InvalidInput's message), or what of the Sandbox
+         * could not be removed (the record stays for the next reclaim). */
+        char *left_alone;
 } lfs_reclaimed;
 
 /* Cleans up after every Sandbox of the home whose daemon is gone: kills what is left in
  * its cgroup, detaches its mounts, removes its cgroups, directory and record. Records
- * that point elsewhere than this home computes are left alone. */
+ * that fail their checks, or whose remains cannot all be removed, are left alone and
+ * listed with left_alone set. */
 int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err);
 void lfs_reclaimed_free(lfs_reclaimed *items, size_t n);
 

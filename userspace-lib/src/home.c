@@ -2,6 +2,7 @@
 /* The home directory and its projects. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -29,6 +30,147 @@ static char *absolute(const char *path) {
         return xasprintf("%s/%s", cwd, path);
 }
 
+/* Who may own a directory on the way to the home, or in it: the caller or root. */
+static bool trusted_owner(uid_t uid) {
+        return uid == 0 || uid == geteuid();
+}
+
+/* The path of an open directory, as the kernel resolved it: absolute, no symlink. */
+static char *fd_path(int fd) {
+        char self[64], buf[PATH_MAX];
+        snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+        ssize_t k = readlink(self, buf, sizeof(buf) - 1);
+        if (k <= 0 || buf[0] != '/')
+                return NULL;
+        buf[k] = 0;
+        return xstrdup(buf);
+}
+
+/* One directory on the way to the home (is_home: the home itself). */
+static int check_dir(const char *home, const char *dir, bool is_home, lfs_error **err) {
+        struct stat st;
+        if (lstat(dir, &st) < 0)
+                return lfs_fail(err, errno == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, errno,
+                                "cannot check '%s' on the way to the home '%s': %s", dir, home,
+                                strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+                return lfs_fail(err, LFS_PERMISSION_DENIED, ELOOP,
+                                "the home '%s' cannot be trusted: '%s' changed into a %s while it was "
+                                "checked; check who can write to its parent",
+                                home, dir, S_ISLNK(st.st_mode) ? "symbolic link" : "non-directory");
+        if (!trusted_owner(st.st_uid))
+                return lfs_fail(err, LFS_PERMISSION_DENIED, EPERM,
+                                "the home '%s' cannot be trusted: '%s' is owned by uid %u, not by you (uid "
+                                "%u) or root, and its owner could swap what the home holds; use a home in "
+                                "directories of yours or root's ('chown %u '%s'' if it is yours), or give "
+                                "another with --home DIR or LAYERFS_HOME",
+                                home, dir, (unsigned)st.st_uid, (unsigned)geteuid(), (unsigned)geteuid(),
+                                dir);
+        /* Writable by others: only a sticky directory above the home (as /tmp), where
+         * no one else may rename or remove what the caller or root owns. */
+        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && (is_home || !(st.st_mode & S_ISVTX)))
+                return lfs_fail(err, LFS_PERMISSION_DENIED, EPERM,
+                                "the home '%s' cannot be trusted: '%s' (mode %04o) is writable by %s, who "
+                                "could swap what the home holds; 'chmod go-w '%s'', or give another home "
+                                "with --home DIR or LAYERFS_HOME",
+                                home, dir, (unsigned)(st.st_mode & 07777),
+                                st.st_mode & S_IWOTH ? "others" : "its group", dir);
+        return 0;
+}
+
+/* SPEC 1, as OpenSSH's StrictModes: every directory from / down to path (absolute, no
+ * symlink: the kernel's own resolution) owned by the caller or root and not writable
+ * by group or others. path_is_home: path is the home itself, else the nearest existing
+ * directory above a home still to be made. home: for messages. */
+static int check_strict_modes(const char *home, const char *path, bool path_is_home, lfs_error **err) {
+        _cleanup_free_ char *walk = xstrdup(path);
+        size_t len = strlen(walk);
+        int r = check_dir(home, "/", path_is_home && len == 1, err);
+        for (size_t i = 1; r == 0 && len > 1 && i <= len; i++) {
+                if (walk[i] != '/' && walk[i] != 0)
+                        continue;
+                char saved = walk[i];
+                walk[i] = 0;
+                r = check_dir(home, walk, path_is_home && i == len, err);
+                walk[i] = saved;
+        }
+        return r;
+}
+
+/* Sets home->path to the home's real path and home->fd to it, once both are checked; a
+ * home that does not exist yet keeps fd -1, its nearest existing directory checked. */
+static int resolve_home(lfs_home *home, const char *abs, lfs_error **err) {
+        int fd = open(abs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+                _cleanup_free_ char *real = fd_path(fd);
+                if (!real) {
+                        close(fd);
+                        return lfs_fail(err, LFS_FAILED, EIO, "cannot tell where the home '%s' is", abs);
+                }
+                struct stat held, named;
+                int r = check_strict_modes(abs, real, true, err);
+                /* What was checked by name is what is held. */
+                if (r == 0 && (fstat(fd, &held) < 0 || lstat(real, &named) < 0 ||
+                               held.st_dev != named.st_dev || held.st_ino != named.st_ino))
+                        r = lfs_fail(err, LFS_PERMISSION_DENIED, EAGAIN,
+                                     "the home '%s' changed while it was checked; check who can write to "
+                                     "its parents",
+                                     abs);
+                if (r < 0) {
+                        close(fd);
+                        return r;
+                }
+                free(home->path);
+                home->path = TAKE_PTR(real);
+                if (home->fd >= 0)
+                        close(home->fd);
+                home->fd = fd;
+                return 0;
+        }
+        if (errno != ENOENT)
+                return lfs_fail(err,
+                                errno == EACCES    ? LFS_PERMISSION_DENIED
+                                : errno == ENOTDIR ? LFS_INVALID_INPUT
+                                                   : LFS_FAILED,
+                                errno, "cannot open the home '%s': %s; give --home DIR or LAYERFS_HOME", abs,
+                                strerror(errno));
+        /* Not made yet (project init makes it): the nearest directory above it that
+         * exists must be trusted, and the rest of the path plain names. */
+        _cleanup_free_ char *prefix = xstrdup(abs);
+        _cleanup_close_ int pfd = -1;
+        while (pfd < 0) {
+                char *slash = strrchr(prefix, '/');
+                if (!slash)
+                        return lfs_fail(err, LFS_INVALID_INPUT, ENOENT, "the home '%s' is not a path", abs);
+                slash[slash == prefix ? 1 : 0] = 0;
+                pfd = open(prefix, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (pfd < 0 && errno != ENOENT)
+                        return lfs_fail(err, errno == EACCES ? LFS_PERMISSION_DENIED : LFS_INVALID_INPUT,
+                                        errno, "cannot make the home '%s': '%s': %s", abs, prefix,
+                                        strerror(errno));
+        }
+        const char *rest = abs + strlen(prefix);
+        for (const char *p = rest; *p;) {
+                p += strspn(p, "/");
+                size_t n = strcspn(p, "/");
+                if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+                        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                        "the home '%s' does not exist yet and its path has '.' or '..' in "
+                                        "it; give it as a plain path",
+                                        abs);
+                p += n;
+        }
+        _cleanup_free_ char *real = fd_path(pfd);
+        if (!real)
+                return lfs_fail(err, LFS_FAILED, EIO, "cannot tell where '%s' is", prefix);
+        int r = check_strict_modes(abs, real, false, err);
+        if (r < 0)
+                return r;
+        free(home->path);
+        home->path = xasprintf("%s/%s", strcmp(real, "/") ? real : "", rest + strspn(rest, "/"));
+        return 0;
+}
+
 int lfs_home_open(const char *dir, lfs_home **ret_home, lfs_error **err) {
         _cleanup_free_ char *chosen = dir ? xstrdup(dir) : default_home();
         if (!*chosen)
@@ -37,16 +179,92 @@ int lfs_home_open(const char *dir, lfs_home **ret_home, lfs_error **err) {
         if (stat(chosen, &st) == 0 && !S_ISDIR(st.st_mode))
                 return lfs_fail(err, LFS_INVALID_INPUT, ENOTDIR,
                                 "home '%s' is not a directory; give --home DIR or LAYERFS_HOME", chosen);
+        _cleanup_free_ char *abs = absolute(chosen);
         lfs_home *home = xcalloc(1, sizeof(*home));
-        home->path = absolute(chosen);
         home->fd = -1;
+        int r = resolve_home(home, abs, err);
+        if (r < 0) {
+                lfs_home_close(home);
+                return r;
+        }
         *ret_home = home;
+        return 0;
+}
+
+int lfs_home_make(lfs_home *home, lfs_error **err) {
+        if (home->fd >= 0)
+                return 0;
+        /* The parents that are missing, 0755 (the command identity passes through to the
+         * Sandboxes), then the home, 0711: it lists nothing to anyone else. */
+        _cleanup_free_ char *walk = xstrdup(home->path);
+        for (char *p = walk + 1;; p++) {
+                if (*p != '/' && *p)
+                        continue;
+                char saved = *p;
+                *p = 0;
+                bool last = !saved;
+                if (mkdir(walk, last ? 0711 : 0755) == 0 && last) {
+                        _cleanup_close_ int fd = open(walk, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (fd >= 0)
+                                (void)fchmod(fd, 0711); /* whatever the umask */
+                } else if (errno != EEXIST) {
+                        return lfs_fail(err, errno == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, errno,
+                                        "cannot make %s: %s", walk, strerror(errno));
+                }
+                if (last)
+                        break;
+                *p = saved;
+        }
+        /* Checked again: someone may have made it first. */
+        _cleanup_free_ char *path = xstrdup(home->path);
+        int r = resolve_home(home, path, err);
+        if (r == 0 && home->fd < 0)
+                r = lfs_fail(err, LFS_FAILED, ENOENT, "the home '%s' disappeared as it was made", path);
+        return r;
+}
+
+int lfs_home_dir(lfs_home *home, const char *name, mode_t mode, bool create, int *ret_fd, lfs_error **err) {
+        int r = create ? lfs_home_make(home, err) : 0;
+        if (r < 0)
+                return r;
+        if (home->fd < 0)
+                return -ENOENT;
+        if (create && mkdirat(home->fd, name, mode) < 0 && errno != EEXIST)
+                return lfs_fail(err, errno == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, errno,
+                                "cannot make %s/%s: %s", home->path, name, strerror(errno));
+        _cleanup_close_ int fd = lfs_open_beneath(home->fd, name, O_RDONLY | O_DIRECTORY);
+        if (fd == -ENOENT)
+                return -ENOENT;
+        if (fd == -ELOOP || fd == -ENOTDIR || fd == -EXDEV)
+                return lfs_fail(err, LFS_PERMISSION_DENIED, -fd,
+                                "'%s/%s' is not a directory of the home but a %s; LayerFS follows no link "
+                                "inside the home: remove it",
+                                home->path, name, fd == -ENOTDIR ? "file" : "symbolic link");
+        if (fd < 0)
+                return lfs_fail(err, fd == -EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, -fd,
+                                "cannot open %s/%s: %s", home->path, name, strerror(-fd));
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot stat %s/%s: %s", home->path, name,
+                                strerror(errno));
+        if (!trusted_owner(st.st_uid) || (st.st_mode & (S_IWGRP | S_IWOTH)))
+                return lfs_fail(err, LFS_PERMISSION_DENIED, EPERM,
+                                "'%s/%s' (owner uid %u, mode %04o) could be changed by others than you and "
+                                "root; 'chown %u' it and 'chmod go-w' it",
+                                home->path, name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                                (unsigned)geteuid());
+        /* Homes made before it was so keep nothing more open than it should be. */
+        if (create && (st.st_mode & 07777 & ~mode) && st.st_uid == geteuid())
+                (void)fchmod(fd, st.st_mode & mode & 07777);
+        *ret_fd = TAKE_FD(fd);
         return 0;
 }
 
 void lfs_home_close(lfs_home *home) {
         if (!home)
                 return;
+        if (home->fd >= 0)
+                close(home->fd);
         free(home->path);
         free(home);
 }
@@ -58,21 +276,6 @@ const char *lfs_home_path(const lfs_home *home) {
 void lfs_home_set_progress(lfs_home *home, lfs_progress_fn fn, void *userdata) {
         home->progress = fn;
         home->progress_data = userdata;
-}
-
-static int mkdir_p(const char *path, mode_t mode) {
-        _cleanup_free_ char *copy = xstrdup(path);
-        for (char *p = copy + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = 0;
-                if (mkdir(copy, mode) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = '/';
-        }
-        if (mkdir(copy, mode) < 0 && errno != EEXIST)
-                return -errno;
-        return 0;
 }
 
 static void remove_stale_init(void *userdata, int dirfd, const char *name) {
@@ -105,12 +308,11 @@ int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs
         if (access(final, F_OK) == 0)
                 return lfs_fail(err, LFS_INVALID_INPUT, EEXIST,
                                 "project '%s' already exists in %s; choose another name", name, home->path);
-        if ((r = mkdir_p(projects, 0755)) < 0)
-                return lfs_fail(err, r == -EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, r,
-                                "cannot make %s: %s", projects, strerror(-r));
-        _cleanup_close_ int projects_fd = open(projects, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (projects_fd < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", projects, strerror(errno));
+        /* The Stores are the home owner's alone: the command identity and other users
+         * read none of them (SPEC 3, docs/security.md). */
+        _cleanup_close_ int projects_fd = -1;
+        if ((r = lfs_home_dir(home, "projects", 0700, true, &projects_fd, err)) < 0)
+                return r;
         /* What inits killed part-way left behind. */
         for_each_dead_writer(projects_fd, ".init-", remove_stale_init, NULL);
 

@@ -1,21 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Sandboxes: numbered per project, one layerfs-daemon each, recorded in <home>/home.db.
- * The library claims the number in one transaction, makes the Sandbox's cgroup, starts
- * the daemon in its leaf, waits until its control socket answers, and then records the
- * daemon's pid, start time and boot id. Every later call goes to the daemon over its
- * socket with the Sandbox's token. A Sandbox whose daemon is gone is reclaimed: its
- * cgroup killed and removed, its mounts detached, its directory and record removed.
+ * Sandboxes: numbered per project, one layerfs-daemon each, recorded in <home>/home.db
+ * (records.c). The library claims the number in one transaction, makes the Sandbox's
+ * cgroup, starts the daemon in its leaf, waits until its control socket answers, and
+ * then hands the record to the daemon. Every later call goes to the daemon over its
+ * socket with the Sandbox's token, both reached through the Sandbox's directory held
+ * open. A Sandbox whose daemon is gone is reclaimed: whoever takes its record over (one
+ * compare-and-swap) ends its processes, removes its mounts, cgroups and directory, and
+ * deletes the record of that instance last.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
-#include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,349 +30,82 @@
 #include "json_path.h"
 #include "numbers.h"
 #include "platforms.h"
+#include "records.h"
 #include "store.h"
+#include "teardown.h"
 
-typedef struct sandbox_record {
-        char *project;
-        int number;
-        pid_t pid; /* the daemon; while 'starting', the process creating the Sandbox */
-        unsigned long long start_time;
-        char *boot_id;
-        char *dir;
-        char *cgroup;
-        char *platform;
-        char *state;
-} sandbox_record;
+#define record_done lfs_record_done
+#define record_alive lfs_record_alive
 
-static void record_done(sandbox_record *rec) {
-        free(rec->project);
-        free(rec->boot_id);
-        free(rec->dir);
-        free(rec->cgroup);
-        free(rec->platform);
-        free(rec->state);
-        *rec = (sandbox_record){ 0 };
-}
+/* ---- the Sandbox's directory ---- */
 
-/* ---- home.db ---- */
-
-static int home_db_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
-        _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
-        sqlite3 *db = NULL;
-        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                            NULL) != SQLITE_OK) {
-                int r = lfs_fail(err, LFS_FAILED, EIO, "cannot open %s: %s", path,
-                                 db ? sqlite3_errmsg(db) : "out of memory");
-                sqlite3_close(db);
-                return r;
-        }
-        char *msg = NULL;
-        if (sqlite3_exec(
-                    db,
-                    "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL;"
-                    "CREATE TABLE IF NOT EXISTS sandboxes(project TEXT NOT NULL, number INTEGER NOT NULL,"
-                    " platform TEXT NOT NULL, runtime TEXT NOT NULL, image TEXT, pid INTEGER,"
-                    " start_time INTEGER, boot_id TEXT, dir TEXT NOT NULL, state TEXT NOT NULL,"
-                    " cgroup TEXT, socket TEXT, PRIMARY KEY(project, number)) WITHOUT ROWID;",
-                    NULL, NULL, &msg) != SQLITE_OK) {
-                int r = lfs_fail(err, LFS_FAILED, EIO, "cannot use %s: %s", path, msg ? msg : "?");
-                sqlite3_free(msg);
-                sqlite3_close(db);
-                return r;
-        }
-        /* Records from before platforms were recorded: the column is added, empty; such a
-         * row reads as the platform its runtime implies. */
-        sqlite3_stmt *probe_platform = NULL;
-        if (sqlite3_prepare_v2(db, "SELECT platform FROM sandboxes LIMIT 0", -1, &probe_platform, NULL) !=
-            SQLITE_OK)
-                sqlite3_exec(db, "ALTER TABLE sandboxes ADD COLUMN platform TEXT;", NULL, NULL, NULL);
-        sqlite3_finalize(probe_platform);
-        /* Homes made before Sandboxes had cgroups lack the last two columns. */
-        sqlite3_stmt *probe = NULL;
-        if (sqlite3_prepare_v2(db, "SELECT cgroup, socket FROM sandboxes LIMIT 0", -1, &probe, NULL) !=
-            SQLITE_OK)
-                sqlite3_exec(db,
-                             "ALTER TABLE sandboxes ADD COLUMN cgroup TEXT;"
-                             "ALTER TABLE sandboxes ADD COLUMN socket TEXT;",
-                             NULL, NULL, NULL);
-        sqlite3_finalize(probe);
-        *ret = db;
-        return 0;
-}
-
-static int db_step_done(sqlite3 *db, sqlite3_stmt *st, lfs_error **err) {
-        int rc = sqlite3_step(st);
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-                return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
-        return 0;
-}
-
-static char *sandboxes_dir(const lfs_home *home) {
-        return xasprintf("%s/sandboxes", home->path);
-}
-
-static char *sandbox_dir(const lfs_home *home, const char *project, int number) {
-        return xasprintf("%s/sandboxes/%s-%d", home->path, project, number);
-}
-
-/* ---- who is alive ---- */
-
-/* Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot.
- * -ESRCH for a process that has exited but is not reaped yet (a zombie): a daemon whose
- * parent is an init that reaps slowly must count as dead as soon as it is. */
-static int process_start_time(pid_t pid, unsigned long long *ret) {
-        char path[64], buf[1024];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        ssize_t k = read(fd, buf, sizeof(buf) - 1);
-        if (k <= 0)
-                return -EIO;
-        buf[k] = 0;
-        const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-        if (!p)
-                return -EIO;
-        if (p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
-                return -ESRCH;
-        unsigned long long v = 0;
-        for (int field = 2; *p && field < 22; p++)
-                if (*p == ' ')
-                        field++;
-        if (sscanf(p, "%llu", &v) != 1)
-                return -EIO;
-        *ret = v;
-        return 0;
-}
-
-static char *boot_id(void) {
-        char buf[64] = "";
-        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-        if (f) {
-                if (!fgets(buf, sizeof(buf), f))
-                        buf[0] = 0;
-                fclose(f);
-        }
-        buf[strcspn(buf, "\n")] = 0;
-        return xstrdup(buf);
-}
-
-/* A record's process is alive only if pid, start time and boot id all match: a pid
- * reused by another process, or one from before a reboot, is not it (SPEC 4). */
-static bool record_alive(const sandbox_record *rec) {
-        unsigned long long start = 0;
-        _cleanup_free_ char *boot = boot_id();
-        return rec->pid > 0 && rec->start_time > 0 && rec->boot_id && *boot && !strcmp(rec->boot_id, boot) &&
-               process_start_time(rec->pid, &start) == 0 && start == rec->start_time;
-}
-
-/* ---- records ---- */
-
-/* Writes who owns the row now: pid with its start time and boot id. */
-static int record_owner(sqlite3 *db, const char *project, int number, pid_t pid, const char *state,
-                        lfs_error **err) {
-        unsigned long long start = 0;
-        _cleanup_free_ char *boot = boot_id();
-        sqlite3_stmt *st;
-        if (process_start_time(pid, &start) < 0)
-                return lfs_fail(err, LFS_FAILED, ESRCH, "process %d is gone", (int)pid);
-        if (sqlite3_prepare_v2(db,
-                               "UPDATE sandboxes SET pid=?, start_time=?, boot_id=?, state=? "
-                               "WHERE project=? AND number=?",
-                               -1, &st, NULL) != SQLITE_OK)
-                return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
-        sqlite3_bind_int(st, 1, (int)pid);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)start);
-        sqlite3_bind_text(st, 3, boot, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 4, state, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 5, project, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 6, number);
-        return db_step_done(db, st, err);
-}
-
-/* The smallest free number of project, claimed in one transaction by a 'starting' row
- * that names the creating process (so that reclaim can tell a create in progress from
- * one that died). */
-static int claim_number(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root, int *ret,
-                        lfs_error **err) {
-        if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-                return lfs_fail(err, LFS_BUSY, EBUSY, "the home's records are locked; try again");
-        sqlite3_stmt *st;
-        int number = 1;
-        if (sqlite3_prepare_v2(db, "SELECT number FROM sandboxes WHERE project=? ORDER BY number", -1, &st,
-                               NULL) == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-                while (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == number)
-                        number++;
-                sqlite3_finalize(st);
-        }
-        _cleanup_free_ char *dir = sandbox_dir(home, project, number);
-        _cleanup_free_ char *cgroup = lfs_cgroup_sandbox_path(cgroup_root, home->path, project, number);
-        _cleanup_free_ char *socket = xasprintf("%s/control.sock", dir);
-        int r = 0;
-        if (sqlite3_prepare_v2(
-                    db,
-                    "INSERT INTO sandboxes(project, number, platform, runtime, dir, cgroup, socket, "
-                    "state) VALUES(?, ?, 'linux', 'native', ?, ?, ?, 'starting')",
-                    -1, &st, NULL) != SQLITE_OK)
-                r = lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
-        else {
-                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-                sqlite3_bind_int(st, 2, number);
-                sqlite3_bind_text(st, 3, dir, -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 4, cgroup, -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 5, socket, -1, SQLITE_STATIC);
-                r = db_step_done(db, st, err);
-        }
-        if (r == 0)
-                r = record_owner(db, project, number, getpid(), "starting", err);
-        if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-                r = lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
+/* Opens <home>/sandboxes/<project>-<n> beneath the home without following a symlink:
+ * a 'sandboxes' swapped for a link to someone else's tree, with a token and a socket of
+ * theirs, is refused (PermissionDenied), never talked to. -ENOENT (no error set) when it
+ * does not exist. */
+static int open_sandbox_dir(lfs_home *home, const sandbox_record *rec, int *ret_fd, lfs_error **err) {
+        _cleanup_close_ int base = -1;
+        int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
         if (r < 0)
-                sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-        else
-                *ret = number;
-        return r;
-}
-
-static void delete_record(sqlite3 *db, const char *project, int number) {
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(db, "DELETE FROM sandboxes WHERE project=? AND number=?", -1, &st, NULL) !=
-            SQLITE_OK)
-                return;
-        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 2, number);
-        db_step_done(db, st, NULL);
-}
-
-void lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, pid_t pid) {
-        sqlite3 *db = NULL;
-        sqlite3_stmt *st;
-        if (home_db_open(home, &db, NULL) < 0)
-                return;
-        if (sqlite3_prepare_v2(db, "DELETE FROM sandboxes WHERE project=? AND number=? AND pid=?", -1, &st,
-                               NULL) == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-                sqlite3_bind_int(st, 2, number);
-                sqlite3_bind_int(st, 3, (int)pid);
-                db_step_done(db, st, NULL);
-        }
-        sqlite3_close(db);
-}
-
-static char *column_text(sqlite3_stmt *st, int i) {
-        const char *t = (const char *)sqlite3_column_text(st, i);
-        return t ? xstrdup(t) : NULL;
-}
-
-/* The platform a row names, or for a row from before platforms were recorded, the one
- * its runtime and the home imply (SPEC 5). */
-static const char *record_platform(sqlite3_stmt *st, int platform_col, int runtime_col) {
-        const char *placement = "host";
-        lfs_placement(&placement, NULL);
-        return lfs_record_platform((const char *)sqlite3_column_text(st, platform_col),
-                                   (const char *)sqlite3_column_text(st, runtime_col), placement);
-}
-
-#define RECORD_COLUMNS "project, number, pid, start_time, boot_id, dir, cgroup, platform, state, runtime"
-
-static void record_from_row(sqlite3_stmt *st, sandbox_record *ret) {
-        *ret = (sandbox_record){
-                .project = column_text(st, 0),
-                .number = sqlite3_column_int(st, 1),
-                .pid = (pid_t)sqlite3_column_int(st, 2),
-                .start_time = (unsigned long long)sqlite3_column_int64(st, 3),
-                .boot_id = column_text(st, 4),
-                .dir = column_text(st, 5),
-                .cgroup = column_text(st, 6),
-                .platform = xstrdup(record_platform(st, 7, 9)),
-                .state = column_text(st, 8),
-        };
-}
-
-static int read_record(sqlite3 *db, const char *project, int number, sandbox_record *ret, lfs_error **err) {
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(db, "SELECT " RECORD_COLUMNS " FROM sandboxes WHERE project=? AND number=?",
-                               -1, &st, NULL) != SQLITE_OK)
-                return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
-        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-        sqlite3_bind_int(st, 2, number);
-        int r = 0;
-        if (sqlite3_step(st) != SQLITE_ROW)
-                r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ENOENT,
-                             "project '%s' has no sandbox %d; 'layerfs project list_sandboxes' shows them",
-                             project, number);
-        else
-                record_from_row(st, ret);
-        sqlite3_finalize(st);
-        return r;
-}
-
-/* A record is used, signalled or deleted only if it names exactly the directory (and
- * cgroup) this home computes for it: a record pointing anywhere else is refused and
- * nothing there is touched (SPEC 4). */
-static int record_trusted(lfs_home *home, const sandbox_record *rec, lfs_error **err) {
-        _cleanup_free_ char *dir = sandbox_dir(home, rec->project, rec->number);
-        if (!rec->dir || strcmp(rec->dir, dir))
-                return lfs_fail(
-                        err, LFS_INVALID_INPUT, 0,
-                        "the record of sandbox %d of project '%s' points at '%s', but it should be '%s'; "
-                        "nothing was touched; fix or remove the record in %s/home.db",
-                        rec->number, rec->project, rec->dir ? rec->dir : "(nothing)", dir, home->path);
-        if (rec->cgroup) {
-                _cleanup_free_ char *root = NULL;
-                lfs_error *ignored = NULL;
-                if (lfs_cgroup_root(&root, &ignored) < 0) {
-                        lfs_error_free(ignored);
-                        return lfs_fail(err, LFS_UNSUPPORTED, ENOTSUP,
-                                        "sandbox %d of project '%s' has a cgroup (%s) but this host has "
-                                        "no cgroup2 to check it against; nothing was touched",
-                                        rec->number, rec->project, rec->cgroup);
-                }
-                _cleanup_free_ char *cgroup =
-                        lfs_cgroup_sandbox_path(root, home->path, rec->project, rec->number);
-                _cleanup_free_ char *untagged =
-                        lfs_cgroup_sandbox_path_untagged(root, rec->project, rec->number);
-                if (strcmp(rec->cgroup, cgroup) && strcmp(rec->cgroup, untagged))
-                        return lfs_fail(err, LFS_INVALID_INPUT, 0,
-                                        "the record of sandbox %d of project '%s' names cgroup '%s', but it "
-                                        "should be '%s' (is LAYERFS_CGROUP_ROOT the one it was made with?); "
-                                        "nothing was touched",
-                                        rec->number, rec->project, rec->cgroup, cgroup);
-        }
+                return r;
+        _cleanup_free_ char *name = xasprintf("%s-%d", rec->project, rec->number);
+        _cleanup_close_ int fd = lfs_open_beneath(base, name, O_RDONLY | O_DIRECTORY);
+        if (fd == -ENOENT)
+                return -ENOENT;
+        if (fd < 0)
+                return lfs_fail(err, fd == -ELOOP || fd == -ENOTDIR ? LFS_PERMISSION_DENIED : LFS_FAILED,
+                                -fd, "cannot open %s: %s; LayerFS follows no link inside the home", rec->dir,
+                                strerror(-fd));
+        struct stat st;
+        if (fstat(fd, &st) < 0 || (st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & 022))
+                return lfs_fail(err, LFS_PERMISSION_DENIED, EPERM,
+                                "%s is not a Sandbox's directory of this home (owner uid %u, mode %04o): it "
+                                "must be root's and writable by no one else; nothing there was used",
+                                rec->dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+        *ret_fd = TAKE_FD(fd);
         return 0;
 }
 
-/* Detaches every mount below <dir>/mnt, also those whose daemon died (ENOTCONN). */
-static void detach_mounts(const char *dir) {
-        _cleanup_free_ char *mnt = xasprintf("%s/mnt", dir);
-        DIR *d = opendir(mnt);
-        if (!d)
-                return;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-                        _cleanup_free_ char *p = xasprintf("%s/%s", mnt, de->d_name);
-                        umount2(p, MNT_DETACH | UMOUNT_NOFOLLOW);
-                }
-        closedir(d);
-}
-
-/* Everything a Sandbox whose daemon is gone left: processes in its cgroup (however
- * they detached), its mounts, its cgroups, its directory and its record. The record
- * must be trusted (record_trusted) and not alive. */
-static int remove_remains(sqlite3 *db, const sandbox_record *rec, lfs_error **err) {
-        int r = 0;
-        if (rec->cgroup && (r = lfs_cgroup_destroy(rec->cgroup, 10000)) < 0)
+/* Everything a Sandbox left: processes in its cgroup (however they detached, whatever
+ * FUSE connection of theirs holds them), its mounts, its cgroups, its directory; the
+ * record of this instance last, and only when all of that is gone. The caller owns the
+ * record (it claimed it, or took it over). When something stays, the record is left
+ * to whoever takes it over next (no owner), and the message says what stayed. */
+static int remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_error **err) {
+        _cleanup_close_ int base = -1;
+        int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
+        if (r < 0 && r != -ENOENT) {
+                /* A 'sandboxes' that is not the home's: nothing is touched. */
+                lfs_record_set_owner(db, rec, 0, "removing", NULL);
+                return r;
+        }
+        _cleanup_free_ char *why = NULL;
+        r = rec->cgroup ? lfs_sandbox_end_processes(rec->cgroup, 10000, &why) : 0;
+        if (r == 0)
+                r = lfs_sandbox_remove(rec->cgroup, rec->dir, &why);
+        if (r < 0) {
+                lfs_record_set_owner(db, rec, 0, "removing", NULL);
                 return lfs_fail(err, LFS_FAILED, -r,
-                                "cannot end the processes of sandbox %d of project '%s' in %s: %s; its "
-                                "record stays so that 'layerfs runtime reclaim' can try again",
-                                rec->number, rec->project, rec->cgroup, strerror(-r));
-        detach_mounts(rec->dir);
-        rm_rf_at(AT_FDCWD, rec->dir);
-        delete_record(db, rec->project, rec->number);
-        return 0;
+                                "sandbox %d of project '%s' could not be removed completely: %s; its record "
+                                "stays so that 'layerfs runtime reclaim' can finish once that is fixed",
+                                rec->number, rec->project, why ? why : strerror(-r));
+        }
+        return lfs_record_delete(db, rec, err);
+}
+
+/* Waits (on a pidfd: no polling) until the record's owner has exited, at most
+ * timeout_ms. True when it has. */
+static bool wait_owner_gone(const sandbox_record *rec, int timeout_ms) {
+        if (!record_alive(rec))
+                return true;
+        _cleanup_close_ int fd = (int)syscall(SYS_pidfd_open, rec->pid, 0);
+        /* The pidfd is the owner's only if the owner still runs now that it is open. */
+        if (fd < 0 || !record_alive(rec))
+                return !record_alive(rec);
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
+                ;
+        return !record_alive(rec);
 }
 
 /* ---- the daemon process ---- */
@@ -415,11 +152,14 @@ static int daemon_path(char **ret_path, lfs_error **err) {
  * <cgroup>/daemon; returns its pid. The intermediate child is reaped here. */
 static int spawn_daemon(lfs_home *home, const sandbox_record *rec, const char *exe, pid_t *ret_pid,
                         lfs_error **err) {
-        _cleanup_free_ char *log = xasprintf("%s/daemon.log", rec->dir), *num = xasprintf("%d", rec->number),
-                            *procs = xasprintf("%s/daemon/cgroup.procs", rec->cgroup);
-        _cleanup_close_ int procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
+        _cleanup_free_ char *num = xasprintf("%d", rec->number), *leaf = xasprintf("%s/daemon", rec->cgroup);
+        _cleanup_close_ int leaf_fd = lfs_cgroup_open(leaf);
+        _cleanup_close_ int procs_fd =
+                leaf_fd < 0 ? -1 : openat(leaf_fd, "cgroup.procs", O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
         if (procs_fd < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", procs, strerror(errno));
+                return lfs_fail(err, LFS_FAILED, leaf_fd < 0 ? -leaf_fd : errno,
+                                "cannot open %s/cgroup.procs: %s", leaf,
+                                strerror(leaf_fd < 0 ? -leaf_fd : errno));
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
@@ -442,7 +182,8 @@ static int spawn_daemon(lfs_home *home, const sandbox_record *rec, const char *e
                 if (write(procs_fd, "0", 1) != 1)
                         _exit(126);
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+                int out = openat(rec->dir_fd, "daemon.log",
+                                 O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
                 if (null >= 0)
                         dup2(null, 0);
                 if (out >= 0) {
@@ -453,7 +194,8 @@ static int spawn_daemon(lfs_home *home, const sandbox_record *rec, const char *e
                  * the caller's reader waiting until the Sandbox closes. */
                 close_range(3, ~0U, 0);
                 execl(exe, "layerfs-daemon", "--home", home->path, "--project", rec->project, "--sandbox",
-                      num, "--dir", rec->dir, "--cgroup", rec->cgroup, (char *)NULL);
+                      num, "--dir", rec->dir, "--cgroup", rec->cgroup, "--instance", rec->instance,
+                      (char *)NULL);
                 dprintf(2, "cannot run %s: %s\n", exe, strerror(errno));
                 _exit(127);
         }
@@ -471,11 +213,11 @@ static int spawn_daemon(lfs_home *home, const sandbox_record *rec, const char *e
 
 /* ---- the control socket ---- */
 
-static int connect_control(const char *dir) {
+/* The Sandbox's socket, reached through its directory held open (no path to swap, and
+ * no limit of 108 bytes on the home's path). */
+static int connect_control(int dir_fd) {
         struct sockaddr_un addr = { .sun_family = AF_UNIX };
-        int n = snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control.sock", dir);
-        if (n < 0 || (size_t)n >= sizeof(addr.sun_path))
-                return -ENAMETOOLONG;
+        snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/control.sock", dir_fd);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
@@ -487,12 +229,15 @@ static int connect_control(const char *dir) {
         return fd;
 }
 
-static char *read_token(const char *dir) {
-        _cleanup_free_ char *path = xasprintf("%s/token", dir);
+static char *read_token(int dir_fd) {
         char buf[128] = "";
-        FILE *f = fopen(path, "re");
-        if (!f)
+        int fd = openat(dir_fd, "token", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+        if (!f) {
+                if (fd >= 0)
+                        close(fd);
                 return NULL;
+        }
         if (!fgets(buf, sizeof(buf), f))
                 buf[0] = 0;
         fclose(f);
@@ -518,8 +263,8 @@ static int daemon_gone(const sandbox_record *rec, int errnum, lfs_error **err) {
  * connected socket. */
 static int send_request(const sandbox_record *rec, json_t *req, const int *fds, size_t n_fds,
                         lfs_error **err) {
-        _cleanup_free_ char *token = read_token(rec->dir);
-        _cleanup_close_ int fd = connect_control(rec->dir);
+        _cleanup_free_ char *token = rec->dir_fd >= 0 ? read_token(rec->dir_fd) : NULL;
+        _cleanup_close_ int fd = rec->dir_fd >= 0 ? connect_control(rec->dir_fd) : -ENOENT;
         if (fd < 0 || !token) {
                 json_decref(req);
                 return daemon_gone(rec, fd < 0 ? -fd : ENOENT, err);
@@ -564,8 +309,7 @@ static int send_request(const sandbox_record *rec, json_t *req, const int *fds, 
  * A daemon that died some other way (killed, crashed) leaves the directory, and the
  * call may have done part of its work. */
 static int no_answer(const sandbox_record *rec, lfs_error **err) {
-        for (int i = 0; i < 100 && record_alive(rec); i++)
-                usleep(20 * 1000);
+        wait_owner_gone(rec, 2000);
         if (!record_alive(rec) && access(rec->dir, F_OK) < 0 && errno == ENOENT)
                 return lfs_fail(err, LFS_NO_SUCH_SANDBOX, 0,
                                 "sandbox %d of project '%s' closed while the call was on its way; the call "
@@ -715,25 +459,38 @@ static int open_project(lfs_home *home, const char *project, char **ret_name, lf
 
 /* The Sandbox's directory (0711: the command identity passes through to mnt/ and tmp/;
  * token and socket are root's) with its token, its cgroup with the leaf "daemon", and the
- * daemon answering on its socket. */
-static int start_daemon(lfs_home *home, const sandbox_record *rec, const char *daemon, pid_t *ret_pid,
+ * daemon answering on its socket. rec->dir_fd is the directory once made. */
+static int start_daemon(lfs_home *home, int base_fd, sandbox_record *rec, const char *daemon, pid_t *ret_pid,
                         lfs_error **err) {
-        rm_rf_at(AT_FDCWD, rec->dir);
-        if (mkdir(rec->dir, 0711) < 0)
+        _cleanup_free_ char *name = xasprintf("%s-%d", rec->project, rec->number), *why = NULL;
+        /* Remains of a Sandbox whose record is gone (deleted by hand): the number is ours
+         * now, and so is whatever this home keeps under it. */
+        int r = lfs_sandbox_end_processes(rec->cgroup, 10000, &why);
+        if (r == 0)
+                r = lfs_sandbox_remove(rec->cgroup, rec->dir, &why);
+        if (r < 0)
+                return lfs_fail(err, LFS_FAILED, -r,
+                                "sandbox %d of project '%s' has remains without a record that cannot be "
+                                "removed: %s",
+                                rec->number, rec->project, why ? why : strerror(-r));
+        if (mkdirat(base_fd, name, 0711) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", rec->dir, strerror(errno));
+        rec->dir_fd = lfs_open_beneath(base_fd, name, O_RDONLY | O_DIRECTORY);
+        if (rec->dir_fd < 0)
+                return lfs_fail(err, LFS_FAILED, -rec->dir_fd, "cannot open %s: %s", rec->dir,
+                                strerror(-rec->dir_fd));
+        (void)fchmod(rec->dir_fd, 0711); /* whatever the umask */
         unsigned char raw[16];
         char token[33];
-        _cleanup_close_ int urandom = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        if (urandom < 0 || read(urandom, raw, sizeof(raw)) != (ssize_t)sizeof(raw))
-                return lfs_fail(err, LFS_FAILED, EIO, "cannot read /dev/urandom for the Sandbox's token");
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+                return lfs_fail(err, LFS_FAILED, EIO, "cannot get random bytes for the Sandbox's token");
         for (size_t i = 0; i < sizeof(raw); i++)
                 snprintf(token + 2 * i, 3, "%02x", raw[i]);
-        _cleanup_free_ char *token_path = xasprintf("%s/token", rec->dir);
-        _cleanup_close_ int tfd = open(token_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        _cleanup_close_ int tfd =
+                openat(rec->dir_fd, "token", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (tfd < 0 || write(tfd, token, 32) != 32)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot write %s", token_path);
+                return lfs_fail(err, LFS_FAILED, errno, "cannot write %s/token", rec->dir);
         _cleanup_free_ char *root = xstrdup(rec->cgroup), *leaf = xasprintf("%s/daemon", rec->cgroup);
-        int r;
         if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(rec->cgroup)) < 0 ||
             (r = lfs_cgroup_make(leaf)) < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot make the cgroup %s: %s", leaf, strerror(-r));
@@ -747,8 +504,11 @@ static int start_daemon(lfs_home *home, const sandbox_record *rec, const char *d
 
 /* Appends the last lines of the daemon's log to *err's message. */
 static void add_daemon_log(const sandbox_record *rec, lfs_error **err) {
-        _cleanup_free_ char *path = xasprintf("%s/daemon.log", rec->dir);
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        int fd =
+                rec->dir_fd >= 0 ? openat(rec->dir_fd, "daemon.log", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        _cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+        if (!f && fd >= 0)
+                close(fd);
         if (!f || !err || !*err)
                 return;
         char lines[3][512] = { "", "", "" }, line[512];
@@ -799,7 +559,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
                 return lfs_fail(
                         err, LFS_UNSUPPORTED, EPERM,
                         "the linux platform needs root (it mounts FUSE and makes cgroups); run as root");
-        _cleanup_free_ char *name = NULL, *base = sandboxes_dir(home), *cgroup_root = NULL, *daemon = NULL;
+        _cleanup_free_ char *name = NULL, *cgroup_root = NULL, *daemon = NULL;
         if ((r = open_project(home, project, &name, err)) < 0 ||
             (r = lfs_cgroup_root(&cgroup_root, err)) < 0 || (r = daemon_path(&daemon, err)) < 0)
                 return r;
@@ -810,38 +570,37 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         size_t n_gone = 0;
         if (lfs_runtime_reclaim(home, &gone, &n_gone, NULL) == 0)
                 lfs_reclaimed_free(gone, n_gone);
-        if (mkdir(base, 0711) < 0 && errno != EEXIST)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", base, strerror(errno));
-        sqlite3 *db = NULL;
-        if ((r = home_db_open(home, &db, err)) < 0)
+        /* The Stores are not the commands' to read: a home from before keeps its
+         * projects/ no more open than a new one (docs/security.md). */
+        _cleanup_close_ int base = -1, projects = -1;
+        if ((r = lfs_home_dir(home, "projects", 0700, true, &projects, err)) < 0 ||
+            (r = lfs_home_dir(home, "sandboxes", 0711, true, &base, err)) < 0)
                 return r;
-        int number = 0;
-        if ((r = claim_number(home, db, name, cgroup_root, &number, err)) < 0) {
+        sqlite3 *db = NULL;
+        if ((r = lfs_records_open(home, &db, err)) < 0)
+                return r;
+        sandbox_record rec = { .dir_fd = -1 };
+        if ((r = lfs_record_claim(home, db, name, cgroup_root, &rec, err)) < 0) {
                 sqlite3_close(db);
                 return r;
         }
-        sandbox_record rec = { .project = xstrdup(name),
-                               .number = number,
-                               .dir = sandbox_dir(home, name, number),
-                               .cgroup = lfs_cgroup_sandbox_path(cgroup_root, home->path, name, number) };
         pid_t pid = -1;
-        r = start_daemon(home, &rec, daemon, &pid, err);
-        if (r == 0)
-                r = injected("record")
-                            ? lfs_fail(err, LFS_FAILED, EIO,
-                                       "cannot record sandbox %d (LAYERFS_INJECT_FAILURE=record)", number)
-                            : record_owner(db, name, number, pid, "running", err);
+        r = start_daemon(home, base, &rec, daemon, &pid, err);
+        if (r == 0 && injected("record"))
+                r = lfs_fail(err, LFS_FAILED, EIO,
+                             "cannot record sandbox %d (LAYERFS_INJECT_FAILURE=record)", rec.number);
+        else if (r == 0 && (r = lfs_record_set_owner(db, &rec, pid, "running", err)) == -ESTALE)
+                r = lfs_fail(err, LFS_FAILED, ESTALE,
+                             "the record of sandbox %d of project '%s' changed while it was being created",
+                             rec.number, rec.project);
         if (r < 0) {
                 /* Nothing of a failed create stays: ending the cgroup ends the daemon (it
-                 * started in it); then the directory and the record go, the daemon's log
-                 * with them: its last words go into the error. */
-                lfs_cgroup_destroy(rec.cgroup, 10000);
+                 * started in it); then the mounts, the directory and the record go, the
+                 * daemon's log with them: its last words go into the error. */
                 add_daemon_log(&rec, err);
-                detach_mounts(rec.dir);
-                rm_rf_at(AT_FDCWD, rec.dir);
-                delete_record(db, name, number);
+                remove_remains(home, db, &rec, NULL);
         } else {
-                *ret_sandbox = number;
+                *ret_sandbox = rec.number;
         }
         sqlite3_close(db);
         record_done(&rec);
@@ -850,7 +609,8 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
 
 /* ---- opening, closing, reclaiming ---- */
 
-/* Opens the trusted record of project's Sandbox number. */
+/* Opens the checked record of project's Sandbox number, and its directory if it is
+ * there (rec->dir_fd, else -1). */
 static int sandbox_open(lfs_home *home, const char *project, int number, sandbox_record *ret,
                         lfs_error **err) {
         _cleanup_free_ char *name = NULL;
@@ -861,11 +621,13 @@ static int sandbox_open(lfs_home *home, const char *project, int number, sandbox
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "sandbox number %d is not valid: give 1 or more",
                                 number);
         sqlite3 *db = NULL;
-        if ((r = home_db_open(home, &db, err)) < 0)
+        if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
-        r = read_record(db, name, number, ret, err);
+        r = lfs_record_read(home, db, name, number, ret, err);
         sqlite3_close(db);
-        if (r == 0 && (r = record_trusted(home, ret, err)) < 0)
+        if (r == 0 && (r = open_sandbox_dir(home, ret, &ret->dir_fd, err)) == -ENOENT)
+                r = 0;
+        if (r < 0 && ret->project)
                 record_done(ret);
         return r;
 }
@@ -884,24 +646,76 @@ static int sandbox_open_live(lfs_home *home, const char *project, int number, sa
                         "sandbox %d of project '%s' runs on platform '%s', which this build cannot drive",
                         ret->number, ret->project, ret->platform ? ret->platform : "?");
                 record_done(ret);
-        } else if (!strcmp(ret->state ? ret->state : "", "starting") || !record_alive(ret)) {
+        } else if (!strcmp(ret->state ? ret->state : "", "removing")) {
+                r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ESRCH,
+                             "sandbox %d of project '%s' is being removed; the call did nothing",
+                             ret->number, ret->project);
+                record_done(ret);
+        } else if (!strcmp(ret->state ? ret->state : "", "starting") || !record_alive(ret) ||
+                   ret->dir_fd < 0) {
                 r = daemon_gone(ret, ESRCH, err);
                 record_done(ret);
         }
         return r;
 }
 
+static bool same_instance(const sandbox_record *a, const sandbox_record *b) {
+        return a->instance && b->instance ? !strcmp(a->instance, b->instance) : !a->instance && !b->instance;
+}
+
+/* Once the owner the caller saw is gone: whatever that instance of the Sandbox left is
+ * removed, by the caller unless someone else already took it over. A record that is gone,
+ * or names a later instance with the same number, means there is nothing left to do. */
+static int finish_removal(lfs_home *home, const sandbox_record *seen, lfs_error **err) {
+        sqlite3 *db = NULL;
+        int r = lfs_records_open(home, &db, err);
+        if (r < 0)
+                return r;
+        sandbox_record now = { .dir_fd = -1 };
+        lfs_error *why = NULL;
+        r = lfs_record_read(home, db, seen->project, seen->number, &now, &why);
+        if (r < 0 && why && why->code == LFS_NO_SUCH_SANDBOX)
+                r = 0; /* removed: by its daemon, or by whoever took it over */
+        else if (r < 0 && err)
+                *err = TAKE_PTR(why);
+        else if (r == 0 && same_instance(&now, seen)) {
+                if (record_alive(&now) ||
+                    (r = lfs_record_set_owner(db, &now, getpid(), "removing", err)) == -ESTALE)
+                        r = lfs_fail(err, LFS_BUSY, EBUSY,
+                                     "sandbox %d of project '%s' is being %s by process %d; try again in a "
+                                     "moment",
+                                     now.number, now.project,
+                                     !strcmp(now.state, "starting") ? "created" : "removed", (int)now.pid);
+                else if (r == 0)
+                        r = remove_remains(home, db, &now, err);
+        }
+        lfs_error_free(why);
+        record_done(&now);
+        sqlite3_close(db);
+        return r;
+}
+
+/* How long a close waits for the daemon it asked, or for another caller's removal. */
+#define CLOSE_WAIT_MS 30000
+
 int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force, lfs_error **err) {
-        sandbox_record rec = { 0 };
+        sandbox_record rec = { .dir_fd = -1 };
         int r = sandbox_open(home, project, sandbox, &rec, err);
         if (r < 0)
                 return r;
-        if (record_alive(&rec) && !strcmp(rec.state ? rec.state : "", "running")) {
+        bool alive = record_alive(&rec);
+        if (alive && !strcmp(rec.state, "starting")) {
+                record_done(&rec);
+                return lfs_fail(err, LFS_BUSY, EBUSY,
+                                "sandbox %d of project '%s' is still being created; try again in a moment",
+                                sandbox, project ? project : "");
+        }
+        if (alive && !strcmp(rec.state, "running")) {
                 json_t *req = json_pack("{s:s, s:b}", "call", "sandbox.close", "force", force);
                 lfs_error *refusal = NULL;
                 r = rpc(&rec, req, NULL, &refusal);
-                if (r < 0 && refusal->code != LFS_NO_SUCH_SANDBOX) {
-                        /* Dirty, or the daemon could not: nothing was removed. */
+                if (r < 0 && refusal->code != LFS_NO_SUCH_SANDBOX && refusal->code != LFS_FAILED) {
+                        /* Dirty: nothing was removed. */
                         if (err)
                                 *err = refusal;
                         else
@@ -909,24 +723,22 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
                         record_done(&rec);
                         return r;
                 }
+                /* The daemon tore the Sandbox down (or could not finish: then it left the
+                 * record to be taken over) and exits. */
                 lfs_error_free(refusal);
-                /* The daemon removed everything and exits; wait for that, then make sure. */
-                for (int i = 0; i < 500 && record_alive(&rec); i++) {
-                        struct timespec ts = { .tv_nsec = 10 * 1000 * 1000 };
-                        nanosleep(&ts, NULL);
-                }
-        } else if (!strcmp(rec.state ? rec.state : "", "starting") && record_alive(&rec)) {
+        }
+        if (!wait_owner_gone(&rec, CLOSE_WAIT_MS)) {
+                r = lfs_fail(
+                        err, LFS_BUSY, EBUSY,
+                        "sandbox %d of project '%s': process %d, which %s it, did not finish within %d s; "
+                        "see 'layerfs sandbox log %d'",
+                        sandbox, rec.project, (int)rec.pid,
+                        !strcmp(rec.state, "running") ? "was asked to close" : "is removing",
+                        CLOSE_WAIT_MS / 1000, sandbox);
                 record_done(&rec);
-                return lfs_fail(err, LFS_BUSY, EBUSY,
-                                "sandbox %d of project '%s' is still being created; try again in a moment",
-                                sandbox, project ? project : "");
+                return r;
         }
-        sqlite3 *db = NULL;
-        if ((r = home_db_open(home, &db, err)) == 0) {
-                /* Whatever the daemon left (or all of it, if it was gone) goes now. */
-                r = remove_remains(db, &rec, err);
-                sqlite3_close(db);
-        }
+        r = finish_removal(home, &rec, err);
         record_done(&rec);
         return r;
 }
@@ -935,8 +747,50 @@ void lfs_reclaimed_free(lfs_reclaimed *items, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 free(items[i].project);
                 free(items[i].dir);
+                free(items[i].left_alone);
         }
         free(items);
+}
+
+typedef struct reclaim_state {
+        lfs_home *home;
+        sqlite3 *db;
+        lfs_reclaimed *out;
+        size_t n, cap;
+} reclaim_state;
+
+static void reclaimed_add(reclaim_state *s, const char *project, long long number, const char *dir,
+                          const char *left_alone) {
+        GROW(s->out, s->cap, s->n + 1);
+        s->out[s->n++] = (lfs_reclaimed){ .project = xstrdup(project),
+                                          .sandbox = number > INT_MAX || number < INT_MIN ? 0 : (int)number,
+                                          .dir = xstrdup(dir ? dir : ""),
+                                          .left_alone = left_alone ? xstrdup(left_alone) : NULL };
+}
+
+static void reclaim_one(void *userdata, sandbox_record *rec, const char *project, long long number,
+                        lfs_error *why) {
+        reclaim_state *s = userdata;
+        if (!rec) {
+                reclaimed_add(s, project, number, NULL, why ? why->message : "refused");
+                return;
+        }
+        /* Alive (also a create in progress), or of a platform this build cannot tear
+         * down: left alone. Taken over (one compare-and-swap on the dead owner it was read
+         * with) before anything is touched, so that two reclaims, or a reclaim and a
+         * close, never both act on it, nor on a later Sandbox with its number. */
+        const lfs_platform *p = lfs_platform_find(rec->platform);
+        lfs_error *e = NULL;
+        if (!p || p->family != LFS_FAMILY_LINUX || record_alive(rec) ||
+            lfs_record_set_owner(s->db, rec, getpid(), "removing", &e) < 0) {
+                lfs_error_free(e);
+                return;
+        }
+        if (remove_remains(s->home, s->db, rec, &e) < 0)
+                reclaimed_add(s, rec->project, rec->number, rec->dir, e ? e->message : "failed");
+        else
+                reclaimed_add(s, rec->project, rec->number, rec->dir, NULL);
+        lfs_error_free(e);
 }
 
 int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err) {
@@ -945,108 +799,88 @@ int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_
         *ret_n = 0;
         if (access(path, F_OK) < 0)
                 return 0;
-        sqlite3 *db = NULL;
-        int r = home_db_open(home, &db, err);
-        if (r < 0)
+        /* A 'sandboxes' that is not the home's own: nothing below it is touched. */
+        _cleanup_close_ int base = -1;
+        int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
+        if (r < 0 && r != -ENOENT)
                 return r;
-        sandbox_record *recs = NULL;
-        size_t n = 0, cap = 0;
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(db, "SELECT " RECORD_COLUMNS " FROM sandboxes ORDER BY project, number", -1,
-                               &st, NULL) == SQLITE_OK) {
-                while (sqlite3_step(st) == SQLITE_ROW) {
-                        GROW(recs, cap, n + 1);
-                        record_from_row(st, &recs[n++]);
-                }
-                sqlite3_finalize(st);
+        reclaim_state s = { .home = home };
+        if ((r = lfs_records_open(home, &s.db, err)) < 0)
+                return r;
+        r = lfs_records_each(home, s.db, reclaim_one, &s, err);
+        sqlite3_close(s.db);
+        if (r < 0) {
+                lfs_reclaimed_free(s.out, s.n);
+                return r;
         }
-        lfs_reclaimed *out = NULL;
-        size_t n_out = 0, cap_out = 0;
-        for (size_t i = 0; i < n; i++) {
-                sandbox_record *rec = &recs[i];
-                lfs_error *why = NULL;
-                /* Alive (also a create in progress), or not ours to touch: left alone. */
-                if (!rec->project || record_alive(rec) || record_trusted(home, rec, &why) < 0 ||
-                    remove_remains(db, rec, &why) < 0) {
-                        lfs_error_free(why);
-                        record_done(rec);
-                        continue;
-                }
-                GROW(out, cap_out, n_out + 1);
-                lfs_reclaimed *item = &out[n_out++];
-                item->project = xstrdup(rec->project);
-                item->sandbox = rec->number;
-                item->dir = xstrdup(rec->dir);
-                record_done(rec);
-        }
-        free(recs);
-        sqlite3_close(db);
-        *ret = out;
-        *ret_n = n_out;
+        *ret = s.out;
+        *ret_n = s.n;
         return 0;
 }
 
-size_t lfs_count_sandboxes(lfs_home *home, const char *project) {
+typedef struct live_state {
+        const char *project; /* NULL: every project */
+        lfs_sandbox_info *out;
+        size_t n, cap;
+} live_state;
+
+/* A running Sandbox whose daemon is alive: what list_sandboxes lists and project list
+ * counts. Records refused, dead or being removed are not Sandboxes to use. */
+static void live_one(void *userdata, sandbox_record *rec, const char *project, long long number,
+                     lfs_error *why) {
+        (void)project, (void)number, (void)why;
+        live_state *s = userdata;
+        if (!rec || strcmp(rec->state, "running") || !record_alive(rec) ||
+            (s->project && strcmp(s->project, rec->project)))
+                return;
+        GROW(s->out, s->cap, s->n + 1);
+        s->out[s->n++] = (lfs_sandbox_info){ .project = xstrdup(rec->project),
+                                             .sandbox = rec->number,
+                                             .platform = xstrdup(rec->platform) };
+}
+
+static int live_sandboxes(lfs_home *home, live_state *s, lfs_error **err) {
         _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
-        sqlite3 *db = NULL;
-        size_t n = 0;
-        if (access(path, F_OK) < 0 || home_db_open(home, &db, NULL) < 0)
+        if (access(path, F_OK) < 0)
                 return 0;
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sandboxes WHERE project=? AND state='running'", -1,
-                               &st, NULL) == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-                if (sqlite3_step(st) == SQLITE_ROW)
-                        n = (size_t)sqlite3_column_int64(st, 0);
-                sqlite3_finalize(st);
-        }
+        sqlite3 *db = NULL;
+        int r = lfs_records_open(home, &db, err);
+        if (r == 0)
+                r = lfs_records_each(home, db, live_one, s, err);
         sqlite3_close(db);
-        return n;
+        return r;
+}
+
+size_t lfs_count_sandboxes(lfs_home *home, const char *project) {
+        live_state s = { .project = project };
+        live_sandboxes(home, &s, NULL);
+        lfs_sandbox_info_free(s.out, s.n);
+        return s.n;
 }
 
 int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_error **err) {
-        sqlite3 *db = NULL;
-        _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
-        lfs_sandbox_info *out = NULL;
-        size_t n = 0, cap = 0;
         /* What is listed is alive: Sandboxes whose daemon died are reclaimed first. */
         lfs_reclaimed *gone = NULL;
         size_t n_gone = 0;
         if (lfs_runtime_reclaim(home, &gone, &n_gone, NULL) == 0)
                 lfs_reclaimed_free(gone, n_gone);
-        if (access(path, F_OK) == 0) {
-                int r = home_db_open(home, &db, err);
-                if (r < 0)
-                        return r;
-                sqlite3_stmt *st;
-                if (sqlite3_prepare_v2(db,
-                                       "SELECT project, number, platform, image, runtime FROM sandboxes "
-                                       "WHERE state='running' ORDER BY project, number",
-                                       -1, &st, NULL) == SQLITE_OK) {
-                        while (sqlite3_step(st) == SQLITE_ROW) {
-                                GROW(out, cap, n + 1);
-                                const char *image = (const char *)sqlite3_column_text(st, 3);
-                                out[n++] = (lfs_sandbox_info){
-                                        .project = xstrdup((const char *)sqlite3_column_text(st, 0)),
-                                        .sandbox = sqlite3_column_int(st, 1),
-                                        .platform = xstrdup(record_platform(st, 2, 4)),
-                                        .image = image ? xstrdup(image) : NULL,
-                                };
-                        }
-                        sqlite3_finalize(st);
-                }
-                sqlite3_close(db);
+        live_state s = { 0 };
+        int r = live_sandboxes(home, &s, err);
+        if (r < 0) {
+                lfs_sandbox_info_free(s.out, s.n);
+                return r;
         }
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < s.n; i++) {
                 lfs_workspace_info *ws = NULL;
                 size_t k = 0;
-                if (lfs_sandbox_list_workspaces(home, out[i].project, out[i].sandbox, &ws, &k, NULL) == 0) {
-                        out[i].workspaces = k;
+                if (lfs_sandbox_list_workspaces(home, s.out[i].project, s.out[i].sandbox, &ws, &k, NULL) ==
+                    0) {
+                        s.out[i].workspaces = k;
                         lfs_workspace_info_free(ws, k);
                 }
         }
-        *ret = out;
-        *ret_n = n;
+        *ret = s.out;
+        *ret_n = s.n;
         return 0;
 }
 
@@ -1071,7 +905,7 @@ void lfs_workspace_info_free(lfs_workspace_info *items, size_t n) {
 /* Opens the Sandbox and sends call with the given fields. */
 static int sandbox_call(lfs_home *home, const char *project, int sandbox, json_t *req, json_t **ret,
                         lfs_error **err) {
-        sandbox_record rec = { 0 };
+        sandbox_record rec = { .dir_fd = -1 };
         int r = sandbox_open_live(home, project, sandbox, &rec, err);
         if (r < 0) {
                 json_decref(req);
@@ -1170,11 +1004,15 @@ int lfs_workspace_unmount(lfs_home *home, const char *project, int sandbox, cons
                             NULL, err);
 }
 
-/* Appends the file's contents to *buf (missing is fine). */
-static void append_file(const char *path, char **buf, size_t *len) {
-        FILE *f = fopen(path, "re");
-        if (!f)
+/* Appends the contents of dir_fd/name to *buf (missing is fine). */
+static void append_file(int dir_fd, const char *name, char **buf, size_t *len) {
+        int fd = dir_fd >= 0 ? openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+        if (!f) {
+                if (fd >= 0)
+                        close(fd);
                 return;
+        }
         char chunk[65536];
         size_t k;
         while ((k = fread(chunk, 1, sizeof(chunk), f)) > 0) {
@@ -1188,17 +1026,15 @@ static void append_file(const char *path, char **buf, size_t *len) {
 
 int lfs_sandbox_log(lfs_home *home, const char *project, int sandbox, size_t lines, char **ret_text,
                     lfs_error **err) {
-        sandbox_record rec = { 0 };
+        sandbox_record rec = { .dir_fd = -1 };
         int r = sandbox_open(home, project, sandbox, &rec, err);
         if (r < 0)
                 return r;
         /* The rotated part first: the tail may start there. */
-        _cleanup_free_ char *old = xasprintf("%s/daemon.log.1", rec.dir);
-        _cleanup_free_ char *cur = xasprintf("%s/daemon.log", rec.dir);
         char *text = xstrdup("");
         size_t len = 0;
-        append_file(old, &text, &len);
-        append_file(cur, &text, &len);
+        append_file(rec.dir_fd, "daemon.log.1", &text, &len);
+        append_file(rec.dir_fd, "daemon.log", &text, &len);
         record_done(&rec);
         if (!lines)
                 lines = 100;
@@ -1278,7 +1114,7 @@ int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const c
         int r = lfs_check_branch_name(branch, err);
         if (r < 0 || (r = check_exec_input(argv, n_argv, options, err)) < 0)
                 return r;
-        sandbox_record rec = { 0 };
+        sandbox_record rec = { .dir_fd = -1 };
         if ((r = sandbox_open_live(home, project, sandbox, &rec, err)) < 0)
                 return r;
         /* The command writes into pipes of ours (or its terminal); we copy while it runs.
@@ -1412,7 +1248,7 @@ int lfs_sandbox_events(lfs_home *home, const char *project, int sandbox, int fol
                 json_decref(result);
                 return 0;
         }
-        sandbox_record rec = { 0 };
+        sandbox_record rec = { .dir_fd = -1 };
         int r = sandbox_open_live(home, project, sandbox, &rec, err);
         if (r < 0) {
                 json_decref(req);

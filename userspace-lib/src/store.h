@@ -104,8 +104,8 @@ int lfs_io_rename_files(lfs_io *io, lfs_io_item *items, size_t n);
 
 /* ---- the database and the store handle (db.c) ---- */
 struct lfs_home {
-        char *path;
-        int fd; /* the home directory */
+        char *path; /* its real path, checked as StrictModes would (home.c) */
+        int fd; /* the home directory (O_PATH), or -1 until it is made */
         lfs_progress_fn progress;
         void *progress_data;
 };
@@ -128,6 +128,15 @@ struct lfs_store {
         sqlite3_stmt *get_tree_stmt, *put_tree_stmt, *get_commit_stmt, *locate_stmt;
         lfs_io *io;
 };
+
+/* Makes the home if it does not exist yet (0711; missing parents 0755), checked again
+ * once made; opens home->fd. */
+int lfs_home_make(lfs_home *home, lfs_error **err);
+/* Opens the home's directory name (create: made with mode first, and narrowed to mode if
+ * it is more open and ours) beneath home->fd without following any symlink; refused with
+ * PermissionDenied when it is a symlink or others than the caller and root could change
+ * it. -ENOENT (no error set) when it does not exist and create is false. */
+int lfs_home_dir(lfs_home *home, const char *name, mode_t mode, bool create, int *ret_fd, lfs_error **err);
 
 #define LFS_STORE_APPLICATION_ID 0x4C465331 /* 'LFS1' */
 #define LFS_STORE_SCHEMA 1
@@ -280,9 +289,13 @@ size_t lfs_count_sandboxes(lfs_home *home, const char *project);
 int lfs_check_project_name(const char *name, lfs_error **err);
 int lfs_check_branch_name(const char *name, lfs_error **err);
 
-/* ---- Sandbox records (sandbox.c), for the daemon's own idle close ---- */
-/* Deletes the record of project's Sandbox number if its daemon pid is pid. */
-void lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, pid_t pid);
+/* ---- Sandbox records (records.c), for the daemon's own teardown ---- */
+/* Deletes the record of this instance of project's Sandbox number: its teardown
+ * finished. */
+int lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, const char *instance);
+/* Its teardown could not finish: the record (owned by the calling daemon) is left to
+ * whoever takes it over next (state removing, no owner). */
+int lfs_sandbox_record_release(lfs_home *home, const char *project, int number, const char *instance);
 
 /* ---- probes (probe.c) ---- */
 /* One of runtime.status's kernel probes by its name ("kernel:cgroup2", "kernel:fuse",

@@ -3,8 +3,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 static void out_of_memory(void) {
         fputs("layerfs: out of memory\n", stderr);
@@ -67,7 +69,45 @@ char *path_join(const char *dir, const char *name) {
         return xasprintf("%s/%s", dir, name);
 }
 
-static int rm_rf_children(int dirfd) {
+int lfs_open_beneath(int dirfd, const char *path, int flags) {
+        struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd >= 0 || errno != ENOSYS)
+                return fd < 0 ? -errno : fd;
+        /* Before openat2 (Linux 5.6): one component at a time, none a symlink or "..". */
+        _cleanup_free_ char *copy = xstrdup(path);
+        int at = dirfd;
+        char *save = NULL;
+        for (char *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+                bool last = !save || !*save || strspn(save, "/") == strlen(save);
+                if (!strcmp(part, "..")) {
+                        fd = -EXDEV;
+                        break;
+                }
+                fd = openat(at, part,
+                            last ? flags | O_NOFOLLOW | O_CLOEXEC
+                                 : O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        fd = -errno;
+                if (at != dirfd)
+                        close(at);
+                if (fd < 0 || last)
+                        break;
+                at = fd;
+        }
+        return fd;
+}
+
+/* The first path that could not be removed, relative to where rm_rf_at started. */
+static void note_failure(char **ret_failed, const char *prefix, const char *name) {
+        if (ret_failed && !*ret_failed)
+                *ret_failed = path_join(prefix, name);
+}
+
+static int rm_rf_inner(int dirfd, const char *name, const char *prefix, char **ret_failed);
+
+static int rm_rf_children(int dirfd, const char *prefix, char **ret_failed) {
         DIR *d = fdopendir(dirfd);
         if (!d) {
                 close(dirfd);
@@ -78,7 +118,7 @@ static int rm_rf_children(int dirfd) {
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
                         continue;
-                int r = rm_rf_at(dirfd, de->d_name);
+                int r = rm_rf_inner(dirfd, de->d_name, prefix, ret_failed);
                 if (r < 0 && ret == 0)
                         ret = r;
         }
@@ -86,20 +126,81 @@ static int rm_rf_children(int dirfd) {
         return ret;
 }
 
-int rm_rf_at(int dirfd, const char *name) {
+/* Never follows a symlink and never crosses into a mount: a directory with something
+ * mounted on it stays, with what the mount holds (-EBUSY). */
+static int rm_rf_inner(int dirfd, const char *name, const char *prefix, char **ret_failed) {
         if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
                 return 0;
-        if (errno != EISDIR && errno != EPERM)
-                return -errno;
-        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return errno == ENOENT ? 0 : -errno;
+        int unlink_errno = errno;
+        if (errno != EISDIR && errno != EPERM) {
+                note_failure(ret_failed, prefix, name);
+                return -unlink_errno;
+        }
+        struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV };
+        int fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+        if (fd < 0 && errno == ENOSYS) {
+                struct stat parent, child;
+                fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0 &&
+                    (fstat(dirfd, &parent) < 0 || fstat(fd, &child) < 0 || parent.st_dev != child.st_dev)) {
+                        close(fd);
+                        fd = -1;
+                        errno = EXDEV;
+                }
+        }
+        if (fd < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                /* Not a directory after all: what unlink said is the reason. */
+                int r = errno == EXDEV ? -EBUSY : errno == ENOTDIR ? -unlink_errno : -errno;
+                note_failure(ret_failed, prefix, name);
+                return r;
+        }
         /* Objects are read-only; the directory must be writable to empty it. */
         (void)fchmod(fd, 0700);
-        int r = rm_rf_children(fd);
-        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                return r < 0 ? r : -errno;
+        _cleanup_free_ char *inner = path_join(prefix, name);
+        int r = rm_rf_children(fd, inner, ret_failed);
+        if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+                int e = -errno;
+                note_failure(ret_failed, prefix, name);
+                return r < 0 ? r : e;
+        }
         return r;
+}
+
+int rm_rf_at_report(int dirfd, const char *name, char **ret_failed) {
+        const char *slash = strrchr(name, '/');
+        if (!slash)
+                return rm_rf_inner(dirfd, name, "", ret_failed);
+        /* A path: its last component is removed beneath its parent, so that what is
+         * checked for a mount is the entry itself. */
+        _cleanup_free_ char *parent =
+                slash == name ? xstrdup("/") : xasprintf("%.*s", (int)(slash - name), name);
+        if (!slash[1])
+                return -EINVAL;
+        _cleanup_close_ int fd = openat(dirfd, parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        return rm_rf_inner(fd, slash + 1, parent, ret_failed);
+}
+
+int rm_rf_at(int dirfd, const char *name) {
+        return rm_rf_at_report(dirfd, name, NULL);
+}
+
+void lfs_unescape_octal(char *s) {
+        char *out = s;
+        for (char *p = s; *p; p++) {
+                if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+                    p[3] >= '0' && p[3] <= '7') {
+                        *out++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+                        p += 3;
+                } else {
+                        *out++ = *p;
+                }
+        }
+        *out = 0;
 }
 
 /* "<prefix><pid>-...": is that writer's process gone? */

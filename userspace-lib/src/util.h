@@ -82,7 +82,20 @@ char *path_join(const char *dir, const char *name);
 typedef void (*dead_writer_fn)(void *userdata, int dirfd, const char *name);
 void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void *userdata);
 
-/* rm -rf below dirfd/name; missing is fine. */
+/* rm -rf below dirfd/name; missing is fine. Never follows a symlink and never crosses
+ * into a mount (what is mounted there stays, and so does the directory: -EBUSY). */
 int rm_rf_at(int dirfd, const char *name);
+/* The same; on failure *ret_failed (if not yet set) names the first path that stayed,
+ * relative to dirfd ("name/a/b"). */
+int rm_rf_at_report(int dirfd, const char *name, char **ret_failed);
+
+/* openat2 below dirfd with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+ * (one component at a time with O_NOFOLLOW where openat2 is missing): no symlink, no
+ * "..", nothing outside dirfd. O_CLOEXEC is added. The fd, or a negative errno (-ELOOP
+ * for a symlink on the way). */
+int lfs_open_beneath(int dirfd, const char *path, int flags);
+
+/* /proc/PID/mountinfo escapes space, tab, newline and backslash as \ooo: undone in place. */
+void lfs_unescape_octal(char *s);
 
 #endif

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Attack: a command serves a FUSE mount in a user and mount namespace of its own
+# (unshare -Urm, /dev/fuse 0666 as udev makes it) and never answers (issue 12, item 3).
+# A process blocked on that mount after its request was read sleeps uninterruptibly
+# through cgroup.kill, and since it holds the connection's descriptor itself nothing
+# ends it: close took 20 s, exited 125 saying "its record stays so that reclaim can try
+# again" while the record was already gone, and the cgroup, the process and the
+# directory stayed; reclaim found nothing.
+# The same trap in a command that times out (--timeout) left its process in the
+# command's leaf.
+# Fixed by: processes still there a second after cgroup.kill are released from the
+# FUSE connections of the Sandbox's own: those whose /dev/fuse they hold (fdinfo names
+# the connection) and those mounted in their own mount namespaces, aborted through
+# /sys/fs/fuse/connections/N/abort; a record is deleted only after its teardown
+# finished.
+source "$(dirname "$0")/../e2e/lib.sh"
+
+use_private_sandboxes
+fuse_mode=$(stat -c %a /dev/fuse)
+# If the trap outlives the test (the code before the fix), abort its connection so
+# that nothing stays in D state: only connections whose /dev/fuse a process left in this
+# test's cgroups holds (fdinfo names the connection).
+release_traps() {
+        local pids conns
+        pids=$(find "$CGR" -name cgroup.procs -exec cat {} + 2>/dev/null || true)
+        [ -n "$pids" ] || return 0
+        conns=$(for p in $pids; do cat /proc/"$p"/fdinfo/* 2>/dev/null; done | awk '/^fuse_connection:/ {print $2}' | sort -u)
+        [ -n "$conns" ] || return 0
+        # shellcheck disable=SC2016,SC2086
+        unshare -m sh -c 'mount -t fusectl fusectl /sys/fs/fuse/connections &&
+                for c in "$@"; do echo 1 > /sys/fs/fuse/connections/$c/abort; done' sh $conns || true
+}
+TEARDOWN_EXTRA="chmod $fuse_mode /dev/fuse; release_traps"
+chmod 666 /dev/fuse
+records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
+cp "$(dirname "$0")/fuse_trap.py" "$WORK/fuse_trap.py"
+chmod 644 "$WORK/fuse_trap.py"
+mkdir -p "$WORK/src"
+echo hello >"$WORK/src/hello.txt"
+lfs project init p --from "$WORK/src" >/dev/null
+
+# set_trap SB: the trap runs in the Sandbox; returns once a process is stuck on it.
+set_trap() {
+        lfs workspace exec "$1" main -- sh -c '
+                mkdir -p $TMPDIR/m
+                unshare -Urm /usr/bin/python3 '"$WORK"'/fuse_trap.py $TMPDIR/m $TMPDIR/ready >$TMPDIR/trap.log 2>&1 &
+                for i in $(seq 600); do [ -e $TMPDIR/ready ] && exit 0; sleep 0.05; done
+                cat $TMPDIR/trap.log; exit 1' || fail "the trap was not set: exit $?"
+        ok
+}
+
+# The trap in a command that times out: its leaf is ended like the Sandbox's cgroup.
+SB=$(lfs sandbox create)
+lfs workspace mount "$SB" main >/dev/null
+set +e
+lfs workspace exec "$SB" main --timeout 3 -- sh -c '
+        mkdir -p $TMPDIR/m
+        exec unshare -Urm /usr/bin/python3 '"$WORK"'/fuse_trap.py $TMPDIR/m $TMPDIR/ready' >/dev/null 2>&1
+status=$?
+set -e
+assert_eq "$status" 124 "a command with a FUSE trap that times out"
+left=$(find "$CGR" -path '*/cmd-*' -name cgroup.procs -exec cat {} + 2>/dev/null)
+[ -z "$left" ] || fail "processes of the timed-out command stay: $left"
+ok
+lfs sandbox close "$SB" --force >/dev/null
+assert_no_sandbox_left "close after a timed-out FUSE trap"
+
+for how in close reclaim; do
+        SB=$(lfs sandbox create)
+        lfs workspace mount "$SB" main >/dev/null
+        set_trap "$SB"
+        if [ "$how" = close ]; then
+                set +e
+                out=$(lfs sandbox close "$SB" --force 2>&1)
+                status=$?
+                set -e
+                assert_eq "$status:$out" "0:closed sandbox $SB" "close of a Sandbox with a FUSE trap"
+        else
+                kill -9 "$(records "SELECT pid FROM sandboxes WHERE number=$SB")"
+                out=$(lfs runtime reclaim 2>&1)
+                case "$out" in "reclaimed sandbox $SB of p"*) ok ;; *) fail "reclaim of a Sandbox with a FUSE trap said: $out" ;; esac
+        fi
+        assert_no_sandbox_left "$how with a FUSE trap"
+done
+finish

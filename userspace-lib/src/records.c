@@ -1,0 +1,541 @@
+/* SPDX-License-Identifier: MIT */
+/* The Sandbox records in <home>/home.db (records.h). */
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include "cgroup.h"
+#include "platforms.h"
+#include "records.h"
+
+/* The largest pid Linux hands out (PID_MAX_LIMIT on 64-bit). */
+#define PID_LIMIT (4 * 1024 * 1024)
+
+void lfs_record_done(sandbox_record *rec) {
+        free(rec->project);
+        free(rec->instance);
+        free(rec->boot_id);
+        free(rec->dir);
+        free(rec->cgroup);
+        free(rec->platform);
+        free(rec->state);
+        if (rec->dir_fd >= 0)
+                close(rec->dir_fd);
+        *rec = (sandbox_record){ .dir_fd = -1 };
+}
+
+char *lfs_sandbox_dir(const lfs_home *home, const char *project, int number) {
+        return xasprintf("%s/sandboxes/%s-%d", home->path, project, number);
+}
+
+/* home.db and its WAL files are the home owner's alone (SPEC 3): the command identity
+ * reads no other Sandbox's record. Homes from before keep nothing more open. */
+static int private_db_file(lfs_home *home, lfs_error **err) {
+        int r = lfs_home_make(home, err);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd =
+                openat(home->fd, "home.db", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return lfs_fail(err, errno == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, errno,
+                                "cannot open %s/home.db: %s", home->path, strerror(errno));
+        static const char *const files[] = { "home.db", "home.db-wal", "home.db-shm" };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                _cleanup_close_ int f = openat(home->fd, files[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                struct stat st;
+                if (f >= 0 && fstat(f, &st) == 0 && (st.st_mode & 077) && st.st_uid == geteuid())
+                        (void)fchmod(f, 0600);
+        }
+        return 0;
+}
+
+int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
+        int r = private_db_file(home, err);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
+        sqlite3 *db = NULL;
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+                            NULL) != SQLITE_OK) {
+                r = lfs_fail(err, LFS_FAILED, EIO, "cannot open %s: %s", path,
+                             db ? sqlite3_errmsg(db) : "out of memory");
+                sqlite3_close(db);
+                return r;
+        }
+        char *msg = NULL;
+        if (sqlite3_exec(
+                    db,
+                    "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL;"
+                    "CREATE TABLE IF NOT EXISTS sandboxes(project TEXT NOT NULL, number INTEGER NOT NULL,"
+                    " platform TEXT NOT NULL, runtime TEXT NOT NULL, image TEXT, pid INTEGER,"
+                    " start_time INTEGER, boot_id TEXT, dir TEXT NOT NULL, state TEXT NOT NULL,"
+                    " cgroup TEXT, socket TEXT, instance TEXT, PRIMARY KEY(project, number)) WITHOUT ROWID;",
+                    NULL, NULL, &msg) != SQLITE_OK) {
+                r = lfs_fail(err, LFS_FAILED, EIO, "cannot use %s: %s", path, msg ? msg : "?");
+                sqlite3_free(msg);
+                sqlite3_close(db);
+                return r;
+        }
+        /* Columns added since the table was first made: platform (a row without one reads
+         * as the platform its runtime implies), cgroup and socket, instance. */
+        static const struct {
+                const char *probe, *add;
+        } columns[] = {
+                { "SELECT platform FROM sandboxes LIMIT 0",
+                  "ALTER TABLE sandboxes ADD COLUMN platform TEXT;" },
+                { "SELECT cgroup, socket FROM sandboxes LIMIT 0",
+                  "ALTER TABLE sandboxes ADD COLUMN cgroup TEXT; ALTER TABLE sandboxes ADD COLUMN socket TEXT;" },
+                { "SELECT instance FROM sandboxes LIMIT 0",
+                  "ALTER TABLE sandboxes ADD COLUMN instance TEXT;" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(columns); i++) {
+                sqlite3_stmt *probe = NULL;
+                if (sqlite3_prepare_v2(db, columns[i].probe, -1, &probe, NULL) != SQLITE_OK)
+                        sqlite3_exec(db, columns[i].add, NULL, NULL, NULL);
+                sqlite3_finalize(probe);
+        }
+        *ret = db;
+        return 0;
+}
+
+static int db_fail(sqlite3 *db, lfs_error **err) {
+        return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
+}
+
+static int step_done(sqlite3 *db, sqlite3_stmt *st, lfs_error **err) {
+        int rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : db_fail(db, err);
+}
+
+/* ---- who is alive ---- */
+
+/* Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot.
+ * -ESRCH for a process that has exited but is not reaped yet (a zombie): a daemon whose
+ * parent is an init that reaps slowly must count as dead as soon as it is. */
+int lfs_process_start_time(pid_t pid, unsigned long long *ret) {
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        if (k <= 0)
+                return -EIO;
+        buf[k] = 0;
+        const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+        if (!p)
+                return -EIO;
+        if (p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+                return -ESRCH;
+        unsigned long long v = 0;
+        for (int field = 2; *p && field < 22; p++)
+                if (*p == ' ')
+                        field++;
+        if (sscanf(p, "%llu", &v) != 1)
+                return -EIO;
+        *ret = v;
+        return 0;
+}
+
+static char *boot_id(void) {
+        char buf[64] = "";
+        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+        if (f) {
+                if (!fgets(buf, sizeof(buf), f))
+                        buf[0] = 0;
+                fclose(f);
+        }
+        buf[strcspn(buf, "\n")] = 0;
+        return xstrdup(buf);
+}
+
+bool lfs_record_alive(const sandbox_record *rec) {
+        unsigned long long start = 0;
+        _cleanup_free_ char *boot = boot_id();
+        return rec->pid > 0 && rec->start_time > 0 && rec->boot_id && *boot && !strcmp(rec->boot_id, boot) &&
+               lfs_process_start_time(rec->pid, &start) == 0 && start == rec->start_time;
+}
+
+/* ---- checking a record ---- */
+
+#define RECORD_COLUMNS                                                                                      \
+        "project, number, pid, start_time, boot_id, dir, cgroup, platform, state, runtime, instance, socket"
+enum {
+        COL_PROJECT,
+        COL_NUMBER,
+        COL_PID,
+        COL_START,
+        COL_BOOT,
+        COL_DIR,
+        COL_CGROUP,
+        COL_PLATFORM,
+        COL_STATE,
+        COL_RUNTIME,
+        COL_INSTANCE,
+        COL_SOCKET
+};
+
+static const char *text_or_null(sqlite3_stmt *st, int col) {
+        return sqlite3_column_type(st, col) == SQLITE_TEXT ? (const char *)sqlite3_column_text(st, col)
+                                                           : NULL;
+}
+
+static bool only_chars(const char *s, const char *set, size_t min, size_t max) {
+        size_t len = strlen(s);
+        return len >= min && len <= max && strspn(s, set) == len;
+}
+
+static bool one_of(const char *s, const char *const *names) {
+        for (; s && *names; names++)
+                if (!strcmp(s, *names))
+                        return true;
+        return false;
+}
+
+/* What a column holds, for messages: its text, its number, or its kind. */
+static char *column_shown(sqlite3_stmt *st, int col) {
+        switch (sqlite3_column_type(st, col)) {
+        case SQLITE_NULL:
+                return xstrdup("nothing");
+        case SQLITE_INTEGER:
+                return xasprintf("%lld", (long long)sqlite3_column_int64(st, col));
+        case SQLITE_TEXT:
+                return xasprintf("'%s'", (const char *)sqlite3_column_text(st, col));
+        default:
+                return xstrdup("a value of the wrong kind");
+        }
+}
+
+static int refuse(lfs_home *home, sqlite3_stmt *st, int col, const char *rule, lfs_error **err) {
+        static const char *const names[] = { "project", "number",  "pid",      "start_time",
+                                             "boot_id", "dir",     "cgroup",   "platform",
+                                             "state",   "runtime", "instance", "socket" };
+        _cleanup_free_ char *value = column_shown(st, col), *project = column_shown(st, COL_PROJECT),
+                            *number = column_shown(st, COL_NUMBER);
+        return lfs_fail(
+                err, LFS_INVALID_INPUT, 0,
+                "the record of sandbox %s of project %s in %s/home.db has %s %s, but %s; nothing was "
+                "touched; remove or fix the record",
+                number, project, home->path, names[col], value, rule);
+}
+
+/* SPEC 4: a record is used, signalled or deleted only if every field is what a create
+ * of this home writes: a project name, a number from 1, a known state, platform and
+ * runtime, a pid the kernel could hand out, and the directory, cgroup and socket exactly
+ * where this home puts them (the cgroup tagged by this home). A record that is not
+ * is refused (InvalidInput naming the field and the value) and nothing it names is
+ * touched. */
+static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, lfs_error **err) {
+        static const char *const states[] = { "starting", "running", "removing", NULL };
+        static const char *const runtimes[] = { "native", "namespaces", "docker", "vm", NULL };
+        const char *project = text_or_null(st, COL_PROJECT);
+        if (!project || lfs_check_project_name(project, NULL) < 0)
+                return refuse(home, st, COL_PROJECT, "that is not a project name", err);
+        long long number = sqlite3_column_int64(st, COL_NUMBER);
+        if (sqlite3_column_type(st, COL_NUMBER) != SQLITE_INTEGER || number < 1 || number > INT_MAX)
+                return refuse(home, st, COL_NUMBER, "Sandboxes are numbered from 1 to 2147483647", err);
+        const char *state = text_or_null(st, COL_STATE);
+        if (!one_of(state, states))
+                return refuse(home, st, COL_STATE, "a record is starting, running or removing", err);
+        bool owned = sqlite3_column_type(st, COL_PID) != SQLITE_NULL;
+        long long pid = sqlite3_column_int64(st, COL_PID);
+        if ((owned && (sqlite3_column_type(st, COL_PID) != SQLITE_INTEGER || pid < 1 || pid > PID_LIMIT)) ||
+            (!owned && strcmp(state, "removing")))
+                return refuse(home, st, COL_PID, "an owner is a process id from 1 to 4194304", err);
+        long long start = sqlite3_column_int64(st, COL_START);
+        if (owned ? sqlite3_column_type(st, COL_START) != SQLITE_INTEGER || start < 0
+                  : sqlite3_column_type(st, COL_START) != SQLITE_NULL)
+                return refuse(home, st, COL_START, "it is the owner's start time in clock ticks", err);
+        const char *boot = text_or_null(st, COL_BOOT);
+        if (owned ? !boot || !only_chars(boot, "0123456789abcdef-", 0, 64)
+                  : sqlite3_column_type(st, COL_BOOT) != SQLITE_NULL)
+                return refuse(home, st, COL_BOOT, "it is the owner's boot id", err);
+        if (!one_of(text_or_null(st, COL_RUNTIME), runtimes))
+                return refuse(home, st, COL_RUNTIME, "the runtimes are native, namespaces, docker and vm",
+                              err);
+        const char *platform = text_or_null(st, COL_PLATFORM);
+        if (sqlite3_column_type(st, COL_PLATFORM) != SQLITE_NULL && !lfs_platform_find(platform))
+                return refuse(home, st, COL_PLATFORM, "that is not one of the eight platforms", err);
+        const char *instance = text_or_null(st, COL_INSTANCE);
+        if (sqlite3_column_type(st, COL_INSTANCE) != SQLITE_NULL &&
+            (!instance || !only_chars(instance, "0123456789abcdef", 32, 32)))
+                return refuse(home, st, COL_INSTANCE, "an instance is 32 hex digits", err);
+        _cleanup_free_ char *dir = lfs_sandbox_dir(home, project, (int)number);
+        const char *rec_dir = text_or_null(st, COL_DIR);
+        if (!rec_dir || strcmp(rec_dir, dir)) {
+                _cleanup_free_ char *rule = xasprintf("this home puts that Sandbox in '%s'", dir);
+                return refuse(home, st, COL_DIR, rule, err);
+        }
+        _cleanup_free_ char *socket = xasprintf("%s/control.sock", dir);
+        if (sqlite3_column_type(st, COL_SOCKET) != SQLITE_NULL &&
+            strcmp(text_or_null(st, COL_SOCKET) ?: "", socket)) {
+                _cleanup_free_ char *rule = xasprintf("its socket is '%s'", socket);
+                return refuse(home, st, COL_SOCKET, rule, err);
+        }
+        const char *cgroup = text_or_null(st, COL_CGROUP);
+        if (sqlite3_column_type(st, COL_CGROUP) != SQLITE_NULL) {
+                _cleanup_free_ char *root = NULL;
+                lfs_error *why = NULL;
+                if (lfs_cgroup_root(&root, &why) < 0) {
+                        lfs_error_free(why);
+                        return lfs_fail(
+                                err, LFS_UNSUPPORTED, ENOTSUP,
+                                "sandbox %lld of project '%s' has a cgroup (%s) but this host has no "
+                                "cgroup2 to check it against; nothing was touched",
+                                number, project, cgroup ? cgroup : "?");
+                }
+                _cleanup_free_ char *want = lfs_cgroup_sandbox_path(root, home->path, project, (int)number);
+                if (!cgroup || strcmp(cgroup, want)) {
+                        _cleanup_free_ char *rule = xasprintf(
+                                "this home puts its cgroup at '%s' (is LAYERFS_CGROUP_ROOT the one "
+                                "it was made with?)",
+                                want);
+                        return refuse(home, st, COL_CGROUP, rule, err);
+                }
+        }
+        const char *placement = "host";
+        lfs_placement(&placement, NULL);
+        *ret = (sandbox_record){
+                .project = xstrdup(project),
+                .number = (int)number,
+                .instance = instance ? xstrdup(instance) : NULL,
+                .pid = owned ? (pid_t)pid : 0,
+                .start_time = owned ? (unsigned long long)start : 0,
+                .boot_id = boot ? xstrdup(boot) : NULL,
+                .dir = TAKE_PTR(dir),
+                .cgroup = cgroup ? xstrdup(cgroup) : NULL,
+                .platform = xstrdup(lfs_record_platform(platform, text_or_null(st, COL_RUNTIME), placement)),
+                .state = xstrdup(state),
+                .dir_fd = -1,
+        };
+        return 0;
+}
+
+int lfs_record_read(lfs_home *home, sqlite3 *db, const char *project, int number, sandbox_record *ret,
+                    lfs_error **err) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, "SELECT " RECORD_COLUMNS " FROM sandboxes WHERE project=? AND number=?",
+                               -1, &st, NULL) != SQLITE_OK)
+                return db_fail(db, err);
+        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, number);
+        int r = sqlite3_step(st) != SQLITE_ROW
+                        ? lfs_fail(
+                                  err, LFS_NO_SUCH_SANDBOX, ENOENT,
+                                  "project '%s' has no sandbox %d; 'layerfs project list_sandboxes' shows them",
+                                  project, number)
+                        : record_check(home, st, ret, err);
+        sqlite3_finalize(st);
+        return r;
+}
+
+int lfs_records_each(lfs_home *home, sqlite3 *db, lfs_record_fn fn, void *userdata, lfs_error **err) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, "SELECT " RECORD_COLUMNS " FROM sandboxes ORDER BY project, number", -1,
+                               &st, NULL) != SQLITE_OK)
+                return db_fail(db, err);
+        /* Read first, acted on after: fn may write to the table. */
+        typedef struct row {
+                sandbox_record rec;
+                lfs_error *why;
+                char *project;
+                long long number;
+        } row;
+        row *rows = NULL;
+        size_t n = 0, cap = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+                GROW(rows, cap, n + 1);
+                row *r = &rows[n++];
+                r->rec.dir_fd = -1;
+                if (record_check(home, st, &r->rec, &r->why) < 0)
+                        r->rec.project = NULL;
+                const char *project = (const char *)sqlite3_column_text(st, COL_PROJECT);
+                r->project = xstrdup(project ? project : "");
+                r->number = sqlite3_column_int64(st, COL_NUMBER);
+        }
+        sqlite3_finalize(st);
+        for (size_t i = 0; i < n; i++) {
+                fn(userdata, rows[i].why ? NULL : &rows[i].rec, rows[i].project, rows[i].number,
+                   rows[i].why);
+                lfs_error_free(rows[i].why);
+                lfs_record_done(&rows[i].rec);
+                free(rows[i].project);
+        }
+        free(rows);
+        return 0;
+}
+
+/* ---- claiming, owning, deleting ---- */
+
+static char *new_instance(void) {
+        unsigned char raw[16];
+        size_t got = 0;
+        while (got < sizeof(raw)) {
+                ssize_t k = getrandom(raw + got, sizeof(raw) - got, 0);
+                if (k < 0 && errno != EINTR)
+                        abort(); /* the kernel has no randomness for us: nothing sensible to do */
+                if (k > 0)
+                        got += (size_t)k;
+        }
+        char *hex = xmalloc(2 * sizeof(raw) + 1);
+        for (size_t i = 0; i < sizeof(raw); i++)
+                snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+        return hex;
+}
+
+int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
+                     sandbox_record *ret, lfs_error **err) {
+        unsigned long long start = 0;
+        if (lfs_process_start_time(getpid(), &start) < 0)
+                return lfs_fail(err, LFS_FAILED, ESRCH, "cannot read this process's start time");
+        if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+                return lfs_fail(err, LFS_BUSY, EBUSY, "the home's records are locked; try again");
+        /* The smallest free number from 1; rows of other shapes (refused when read) do
+         * not shift it. */
+        sqlite3_stmt *st;
+        long long number = 1;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT number FROM sandboxes WHERE project=? AND typeof(number)='integer' "
+                               "AND number >= 1 ORDER BY number",
+                               -1, &st, NULL) == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+                while (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) == number)
+                        number++;
+                sqlite3_finalize(st);
+        }
+        sandbox_record rec = { .project = xstrdup(project),
+                               .number = (int)number,
+                               .instance = new_instance(),
+                               .pid = getpid(),
+                               .start_time = start,
+                               .boot_id = boot_id(),
+                               .dir = lfs_sandbox_dir(home, project, (int)number),
+                               .cgroup = lfs_cgroup_sandbox_path(cgroup_root, home->path, project,
+                                                                 (int)number),
+                               .platform = xstrdup("linux"),
+                               .state = xstrdup("starting"),
+                               .dir_fd = -1 };
+        _cleanup_free_ char *socket = xasprintf("%s/control.sock", rec.dir);
+        int r = 0;
+        if (number > INT_MAX)
+                r = lfs_fail(err, LFS_LIMIT_REACHED, 0, "project '%s' has no free sandbox number", project);
+        else if (sqlite3_prepare_v2(
+                         db,
+                         "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, "
+                         "boot_id, dir, cgroup, socket, state, instance) "
+                         "VALUES(?, ?, 'linux', 'native', ?, ?, ?, ?, ?, ?, 'starting', ?)",
+                         -1, &st, NULL) != SQLITE_OK)
+                r = db_fail(db, err);
+        else {
+                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+                sqlite3_bind_int(st, 2, rec.number);
+                sqlite3_bind_int(st, 3, (int)rec.pid);
+                sqlite3_bind_int64(st, 4, (sqlite3_int64)rec.start_time);
+                sqlite3_bind_text(st, 5, rec.boot_id, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 6, rec.dir, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 7, rec.cgroup, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 8, socket, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 9, rec.instance, -1, SQLITE_STATIC);
+                r = step_done(db, st, err);
+        }
+        if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+                r = db_fail(db, err);
+        if (r < 0) {
+                sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+                lfs_record_done(&rec);
+                return r;
+        }
+        *ret = rec;
+        return 0;
+}
+
+/* Binds "this instance, with the owner it was read with" from column `at` on: project,
+ * number, instance, pid, start_time, boot_id (NULL where the record has none). */
+static void bind_identity(sqlite3_stmt *st, int at, const sandbox_record *rec) {
+        sqlite3_bind_text(st, at, rec->project, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, at + 1, rec->number);
+        if (rec->instance)
+                sqlite3_bind_text(st, at + 2, rec->instance, -1, SQLITE_STATIC);
+        if (rec->pid > 0) {
+                sqlite3_bind_int(st, at + 3, (int)rec->pid);
+                sqlite3_bind_int64(st, at + 4, (sqlite3_int64)rec->start_time);
+                sqlite3_bind_text(st, at + 5, rec->boot_id, -1, SQLITE_STATIC);
+        }
+}
+
+#define SAME_OWNER                                                                                          \
+        "project=? AND number=? AND instance IS ? AND pid IS ? AND start_time IS ? AND boot_id IS ?"
+
+int lfs_record_set_owner(sqlite3 *db, sandbox_record *rec, pid_t pid, const char *state, lfs_error **err) {
+        unsigned long long start = 0;
+        if (pid > 0 && lfs_process_start_time(pid, &start) < 0)
+                return lfs_fail(err, LFS_FAILED, ESRCH, "process %d is gone", (int)pid);
+        _cleanup_free_ char *boot = pid > 0 ? boot_id() : NULL;
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(
+                    db, "UPDATE sandboxes SET pid=?, start_time=?, boot_id=?, state=? WHERE " SAME_OWNER, -1,
+                    &st, NULL) != SQLITE_OK)
+                return db_fail(db, err);
+        if (pid > 0) {
+                sqlite3_bind_int(st, 1, (int)pid);
+                sqlite3_bind_int64(st, 2, (sqlite3_int64)start);
+                sqlite3_bind_text(st, 3, boot, -1, SQLITE_STATIC);
+        }
+        sqlite3_bind_text(st, 4, state, -1, SQLITE_STATIC);
+        bind_identity(st, 5, rec);
+        int r = step_done(db, st, err);
+        if (r < 0)
+                return r;
+        if (sqlite3_changes(db) != 1)
+                return -ESTALE;
+        rec->pid = pid > 0 ? pid : 0;
+        rec->start_time = start;
+        free(rec->boot_id);
+        rec->boot_id = TAKE_PTR(boot);
+        free(rec->state);
+        rec->state = xstrdup(state);
+        return 0;
+}
+
+int lfs_record_delete(sqlite3 *db, const sandbox_record *rec, lfs_error **err) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, "DELETE FROM sandboxes WHERE project=? AND number=? AND instance IS ?",
+                               -1, &st, NULL) != SQLITE_OK)
+                return db_fail(db, err);
+        sqlite3_bind_text(st, 1, rec->project, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, rec->number);
+        if (rec->instance)
+                sqlite3_bind_text(st, 3, rec->instance, -1, SQLITE_STATIC);
+        return step_done(db, st, err);
+}
+
+/* The daemon's end of its record (store.h): deleted once its teardown finished, or
+ * left to whoever takes it over. */
+static int daemon_record(lfs_home *home, const char *project, int number, const char *instance, bool done) {
+        sqlite3 *db = NULL;
+        if (lfs_records_open(home, &db, NULL) < 0)
+                return -EIO;
+        sandbox_record rec = { .project = xstrdup(project),
+                               .number = number,
+                               .instance = xstrdup(instance),
+                               .pid = getpid(),
+                               .boot_id = boot_id(),
+                               .dir_fd = -1 };
+        int r = lfs_process_start_time(rec.pid, &rec.start_time);
+        if (r == 0)
+                r = done ? lfs_record_delete(db, &rec, NULL)
+                         : lfs_record_set_owner(db, &rec, 0, "removing", NULL);
+        lfs_record_done(&rec);
+        sqlite3_close(db);
+        return r;
+}
+
+int lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, const char *instance) {
+        return daemon_record(home, project, number, instance, true);
+}
+
+int lfs_sandbox_record_release(lfs_home *home, const char *project, int number, const char *instance) {
+        return daemon_record(home, project, number, instance, false);
+}

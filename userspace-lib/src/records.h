@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Sandbox records in <home>/home.db (records.c). A record is one instance of a
+ * numbered Sandbox: it is claimed in one transaction, owned by one live process at a
+ * time (the creator while 'starting', the daemon while 'running', whoever removes it
+ * while 'removing'), changes owner only by compare-and-swap on the owner it was read
+ * with, and is deleted by its instance only after everything it names is gone. Every
+ * field is checked against the rules that made it before anything acts on it.
+ */
+#ifndef LFS_RECORDS_H
+#define LFS_RECORDS_H
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+typedef struct sandbox_record {
+        char *project;
+        int number;
+        char *instance; /* 32 hex digits: this Sandbox, not an earlier or later one with its number */
+        /* The owner: the creating process while 'starting', the daemon while 'running',
+         * who removes it while 'removing' (0: nobody now; anyone may take it over). */
+        pid_t pid;
+        unsigned long long start_time; /* of the owner, in clock ticks since boot */
+        char *boot_id;
+        char *dir;
+        char *cgroup; /* NULL in records from before Sandboxes had cgroups */
+        char *platform;
+        char *state; /* starting, running, removing */
+        int dir_fd; /* the Sandbox's directory once opened (sandbox.c), else -1 */
+} sandbox_record;
+
+void lfs_record_done(sandbox_record *rec);
+
+/* Opens home.db (made 0600 if missing), the table made or brought up to date. */
+int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err);
+
+/* "<home>/sandboxes/<project>-<n>": where a Sandbox's directory is. */
+char *lfs_sandbox_dir(const lfs_home *home, const char *project, int number);
+
+/* Field 22 of /proc/PID/stat, -ESRCH for a zombie. */
+int lfs_process_start_time(pid_t pid, unsigned long long *ret);
+/* True only if pid, start time and boot id all match a running process (SPEC 4). */
+bool lfs_record_alive(const sandbox_record *rec);
+
+/* Claims the smallest free number of project: a 'starting' row owned by the caller,
+ * with a new instance, in one transaction. */
+int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
+                     sandbox_record *ret, lfs_error **err);
+
+/* The record of project's Sandbox number, checked field by field: NoSuchSandbox when
+ * there is none, InvalidInput saying which field is wrong with which value. */
+int lfs_record_read(lfs_home *home, sqlite3 *db, const char *project, int number, sandbox_record *ret,
+                    lfs_error **err);
+
+/* Calls fn for each record: checked (rec set, why NULL) or refused (rec NULL, why the
+ * message; project and number as the row has them, for reports). */
+typedef void (*lfs_record_fn)(void *userdata, sandbox_record *rec, const char *project, long long number,
+                              lfs_error *why);
+int lfs_records_each(lfs_home *home, sqlite3 *db, lfs_record_fn fn, void *userdata, lfs_error **err);
+
+/* Moves the record from the owner it was read with to pid (0: nobody) in state, in one
+ * compare-and-swap: -ESTALE (no error set) if its owner or instance changed meanwhile.
+ * rec is updated. */
+int lfs_record_set_owner(sqlite3 *db, sandbox_record *rec, pid_t pid, const char *state, lfs_error **err);
+
+/* Deletes the record of this instance (and no later one with its number). */
+int lfs_record_delete(sqlite3 *db, const sandbox_record *rec, lfs_error **err);
+
+#endif
