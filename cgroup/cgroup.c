@@ -2,6 +2,7 @@
 /* Finding the cgroup2 tree, making cgroups, and ending a subtree (cgroup.h). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
@@ -133,6 +134,37 @@ static int write_at(int dirfd, const char *name, const char *value) {
         if (write(fd, value, len) != (ssize_t)len)
                 return errno ? -errno : -EIO;
         return 0;
+}
+
+/* Whether name is a word of the space-separated list in dir/file. */
+static bool listed(const char *dir, const char *file, const char *name) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        char word[64];
+        while (f && fscanf(f, "%63s", word) == 1)
+                if (!strcmp(word, name))
+                        return true;
+        return false;
+}
+
+int lfs_cgroup_limit_memory(const char *sandbox, const char *leaf, uint64_t bytes) {
+        _cleanup_free_ char *root = xstrdup(sandbox);
+        const char *parent = dirname(root);
+        if (!listed(parent, "cgroup.controllers", "memory"))
+                return -EOPNOTSUPP;
+        const char *chain[] = { parent, sandbox };
+        for (size_t i = 0; i < 2; i++) {
+                if (listed(chain[i], "cgroup.subtree_control", "memory"))
+                        continue;
+                _cleanup_close_ int fd = lfs_cgroup_open(chain[i]);
+                int r = fd < 0 ? fd : write_at(fd, "cgroup.subtree_control", "+memory");
+                if (r < 0)
+                        return r;
+        }
+        char value[32];
+        snprintf(value, sizeof(value), "%llu", (unsigned long long)bytes);
+        _cleanup_close_ int fd = lfs_cgroup_open(leaf);
+        return fd < 0 ? fd : write_at(fd, "memory.max", value);
 }
 
 int lfs_cgroup_enter(const char *path, pid_t pid) {

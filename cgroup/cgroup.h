@@ -8,6 +8,7 @@
 #define LFS_CGROUP_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "layerfs.h"
@@ -42,6 +43,12 @@ void lfs_cgroup_each_id(int cgroup_fd, const char *file, void (*fn)(int id, void
 
 /* mkdir; an existing cgroup is fine. */
 int lfs_cgroup_make(const char *path);
+
+/* Sets memory.max of leaf, a child of the Sandbox's cgroup, enabling the memory
+ * controller in the LayerFS root's and the Sandbox's subtree_control on the way.
+ * -EOPNOTSUPP where the controller is not in the LayerFS root's cgroup.controllers (a
+ * hybrid host's v2 hierarchy has none). */
+int lfs_cgroup_limit_memory(const char *sandbox, const char *leaf, uint64_t bytes);
 
 /* Moves pid (0: the caller, with all its threads) into the cgroup. */
 int lfs_cgroup_enter(const char *path, pid_t pid);

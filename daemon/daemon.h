@@ -13,6 +13,14 @@
 #include "workspace.h"
 
 #define MAX_WORKSPACES 16
+/* Connections served at once (each has a thread); past them, one still waiting for its
+ * request gives its place, else the newcomer is refused Busy. */
+#define MAX_CLIENTS 128
+/* Connections told to give their place and not gone yet: past this many, the accept loop
+ * waits for them before it takes more (threads stay below MAX_CLIENTS + MAX_EVICTING). */
+#define MAX_EVICTING 16
+/* Each Workspace's metadata budget unless LAYERFS_WORKSPACE_MEMORY says otherwise. */
+#define DEFAULT_WORKSPACE_MEMORY (1ull << 30)
 
 typedef struct workspace {
         bool active;
@@ -67,6 +75,9 @@ typedef struct daemon_state {
         pthread_cond_t started_cond; /* signalled as each of them gets there */
         unsigned waiters; /* threads reaping started processes */
         unsigned clients; /* connections being served */
+        struct client *first_client, *last_client; /* in the order they came */
+        unsigned evicting; /* of clients: told to go (still waiting for a request), not gone yet */
+        uint64_t ws_memory; /* each Workspace's metadata budget (ws_set_limits) */
         /* Process starts and ends, the last EVENT_RING of them (events.c). */
         const char *watcher_kind; /* "bpf" or "cgroup" */
         lfs_watcher *watcher; /* the BPF tier */

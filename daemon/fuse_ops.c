@@ -262,6 +262,20 @@ static bool fill_entry(void *userdata, const char *name, const struct stat *st, 
         return true;
 }
 
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+        int r = ws_opendir(fs_of(req), ino);
+        if (r < 0)
+                fuse_reply_err(req, -r);
+        else
+                fuse_reply_open(req, fi);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+        (void)fi;
+        ws_releasedir(fs_of(req), ino);
+        fuse_reply_err(req, 0);
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
         (void)fi;
         dir_fill df = { .req = req, .buf = malloc(size ? size : 1), .size = size };
@@ -340,7 +354,9 @@ static const struct fuse_lowlevel_ops ops = {
         .flush = op_flush,
         .release = op_release,
         .fsync = op_fsync,
+        .opendir = op_opendir,
         .readdir = op_readdir,
+        .releasedir = op_releasedir,
         .statfs = op_statfs,
         .setxattr = op_setxattr,
         .getxattr = op_getxattr,

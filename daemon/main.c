@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -236,6 +237,7 @@ static json_t *call_mount(daemon_state *d, const char *branch) {
                                   branch, d->number);
         }
         ws_set_invalidator(w->fs, invalidate, w);
+        ws_set_limits(w->fs, d->ws_memory, MAX_WORKSPACES);
         if (pthread_create(&w->thread, NULL, serve_mount, w) != 0) {
                 ws_release_slot(w);
                 return error_json(LFS_FAILED, "cannot start the Workspace's thread");
@@ -272,15 +274,26 @@ static json_t *changes_json(const lfs_change *changes, size_t n) {
         return out;
 }
 
-/* Data written through the kernel's page cache (writeback cache, shared mmap) reaches
- * us only on writeback: ask for it before looking at what changed. Without the
- * workspace's lock held, since the mount's thread serves the writes this causes. */
+/* Data written through the kernel's page cache (a shared mapping) reaches us only on
+ * writeback: ask for it before looking at what changed. syncfs does not wait for a FUSE
+ * mount's writeback to be answered (only virtiofs has FUSE_SYNCFS), so a process still
+ * running with a shared mapping had its writes missed by the commit. Invalidating the
+ * pages of each file open for writing makes the kernel write every dirty one back
+ * (launder) and wait for our answer before it returns; the process's next access reads
+ * them from us again. Without the workspace's lock held, since the mount's thread
+ * serves the writes this causes. */
 static void flush_kernel_cache(workspace *w) {
         int fd = open(w->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd >= 0) {
                 syncfs(fd);
                 close(fd);
         }
+        uint64_t *writers = NULL;
+        size_t n = 0;
+        if (ws_open_writers(w->fs, &writers, &n) == 0)
+                for (size_t i = 0; i < n; i++)
+                        (void)fuse_lowlevel_notify_inval_inode(w->se, writers[i], 0, 0);
+        free(writers);
 }
 
 static json_t *call_status(daemon_state *d, const char *branch) {
@@ -579,7 +592,16 @@ static json_t *read_request(int fd, int fds[MAX_FDS], size_t *ret_n_fds, json_t 
 typedef struct client {
         daemon_state *d;
         int fd;
+        /* Guarded by d->lock: */
+        bool waiting; /* for its request: may give its place to a newer connection */
+        bool evicted; /* told to (its reading shut down) */
+        struct client *prev, *next; /* d's list, in the order they came */
 } client;
+
+static void client_unlink(daemon_state *d, client *c) {
+        *(c->prev ? &c->prev->next : &d->first_client) = c->next;
+        *(c->next ? &c->next->prev : &d->last_client) = c->prev;
+}
 
 /* One request per connection; exec holds its connection until the command ends, so
  * each connection has its own thread. Calls other than exec run under d->lock. */
@@ -590,6 +612,11 @@ static void *serve_client(void *arg) {
         size_t n_fds = 0;
         json_t *resp = NULL;
         json_t *req = read_request(c->fd, fds, &n_fds, &resp);
+        pthread_mutex_lock(&d->lock);
+        c->waiting = false;
+        pthread_mutex_unlock(&d->lock);
+        /* Told to give its place as its request arrived: a whole request is still served
+         * (only reading was shut down), one cut short is not. */
         if (req) {
                 const char *call = json_string_value(json_object_get(req, "call")) ?: "";
                 /* These take the lock themselves, only while they look at the state. */
@@ -613,13 +640,112 @@ static void *serve_client(void *arg) {
                 (void)!write(c->fd, text, len + 1);
                 free(text);
         }
+        pthread_mutex_lock(&d->lock);
+        client_unlink(d, c);
+        d->clients--;
+        d->evicting -= c->evicted;
+        pthread_mutex_unlock(&d->lock);
         close(c->fd);
         free(c);
-        pthread_mutex_lock(&d->lock);
-        d->clients--;
-        pthread_mutex_unlock(&d->lock);
         wake_main_loop(d);
         return NULL;
+}
+
+/* Refused connections, told why and waiting for their request to arrive before they
+ * are closed: closed at once, the client's send of its request would fail (EPIPE) before
+ * it could read the answer. At most MAX_REFUSED wait (the oldest goes first); the accept
+ * loop polls them. */
+#define MAX_REFUSED 32
+static int refused[MAX_REFUSED];
+static size_t n_refused;
+
+static void refused_drop(size_t i) {
+        close(refused[i]);
+        refused[i] = refused[--n_refused];
+}
+
+/* The connection past MAX_CLIENTS, all of them running a call: told why, and closed
+ * once its request came (refused_drop). */
+static void refuse_client(daemon_state *d, int fd) {
+        json_t *j = error_json(LFS_BUSY,
+                               "sandbox %d serves %d connections at once, the most it takes, and each is "
+                               "running a call (an exec, a follow of events); try again when one ends",
+                               d->number, MAX_CLIENTS);
+        char *text = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (text) {
+                size_t len = strlen(text);
+                text[len] = '\n';
+                (void)!send(fd, text, len + 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+                free(text);
+        }
+        shutdown(fd, SHUT_WR);
+        if (n_refused == MAX_REFUSED)
+                refused_drop(0);
+        refused[n_refused++] = fd;
+}
+
+/* Whether bytes of fd's request wait to be read: such a connection is not idle. */
+static bool request_pending(int fd) {
+        int n = 0;
+        return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/* A new connection gets a thread of its own if there is a place for it: when all are
+ * taken, the oldest connection still waiting for its request with nothing sent gives
+ * its place (its reading is shut down, its thread ends), so that connections that never
+ * send anything cannot hold the daemon; if none is waiting, the newcomer is refused. */
+static void admit_client(daemon_state *d, int fd) {
+        pthread_mutex_lock(&d->lock);
+        bool room = d->clients - d->evicting < MAX_CLIENTS;
+        for (client *o = d->first_client; o && !room; o = o->next)
+                if (o->waiting && !o->evicted && !request_pending(o->fd)) {
+                        o->evicted = true;
+                        d->evicting++;
+                        shutdown(o->fd, SHUT_RD);
+                        room = true;
+                }
+        if (!room) {
+                pthread_mutex_unlock(&d->lock);
+                refuse_client(d, fd);
+                return;
+        }
+        client *c = xcalloc(1, sizeof(*c));
+        *c = (client){ .d = d, .fd = fd, .waiting = true, .prev = d->last_client };
+        *(d->last_client ? &d->last_client->next : &d->first_client) = c;
+        d->last_client = c;
+        d->clients++;
+        pthread_mutex_unlock(&d->lock);
+        if (start_detached(serve_client, c) < 0) {
+                pthread_mutex_lock(&d->lock);
+                client_unlink(d, c);
+                d->clients--;
+                pthread_mutex_unlock(&d->lock);
+                close(fd);
+                free(c);
+        }
+}
+
+/* One fd held in reserve: when the daemon is out of fds, it is given up so that the
+ * connection waiting can still be accepted (and a close --force served). */
+static int spare_fd = -1;
+
+/* The next connection, or -1. Out of fds with the spare spent, *paused: the accept loop
+ * stops looking at the socket until a connection ends, instead of spinning on it. */
+static int accept_client(int lfd, bool *paused) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
+                close(spare_fd);
+                spare_fd = -1;
+                fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        }
+        if (fd < 0 && errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+                log_line("cannot accept a connection: %s; waiting for one to end", strerror(errno));
+                *paused = true;
+        }
+        if (spare_fd < 0)
+                spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        return fd;
 }
 
 int start_detached(void *(*fn)(void *), void *arg) {
@@ -690,10 +816,12 @@ static bool mounted_any(daemon_state *d) {
  * timer is that one deadline: an idle daemon sleeps in poll. */
 static void serve(daemon_state *d, int lfd, long long idle_ms) {
         long long last_activity = now_ms();
+        bool paused = false;
         for (;;) {
                 pthread_mutex_lock(&d->lock);
                 bool closing = d->closing;
                 bool idle = !mounted_any(d) && d->running_execs == 0;
+                bool evictions_pending = d->evicting >= MAX_EVICTING;
                 pthread_mutex_unlock(&d->lock);
                 if (closing)
                         return;
@@ -709,13 +837,24 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                         }
                         timeout = (int)(left > INT32_MAX ? INT32_MAX : left);
                 }
-                struct pollfd p[4] = { { .fd = lfd, .events = POLLIN },
-                                       { .fd = d->wake_fd, .events = POLLIN },
-                                       { .fd = d->watcher ? lfs_watcher_fd(d->watcher) : -1,
-                                         .events = POLLIN },
-                                       { .fd = d->proc ? proc_watch_fd(d->proc) : -1, .events = POLLIN } };
-                if (poll(p, 4, timeout) < 0 && errno != EINTR)
+                struct pollfd p[4 + MAX_REFUSED] = {
+                        { .fd = lfd, .events = paused || evictions_pending ? 0 : POLLIN },
+                        { .fd = d->wake_fd, .events = POLLIN },
+                        { .fd = d->watcher ? lfs_watcher_fd(d->watcher) : -1, .events = POLLIN },
+                        { .fd = d->proc ? proc_watch_fd(d->proc) : -1, .events = POLLIN }
+                };
+                size_t n_polled = n_refused;
+                for (size_t i = 0; i < n_polled; i++)
+                        p[4 + i] = (struct pollfd){ .fd = refused[i], .events = POLLIN };
+                if (poll(p, 4 + n_polled, timeout) < 0 && errno != EINTR)
                         return;
+                for (size_t i = n_polled; i-- > 0;)
+                        if (p[4 + i].revents) { /* its request (or its end) came: read, let go */
+                                char sink[4096];
+                                while (recv(refused[i], sink, sizeof(sink), MSG_DONTWAIT) > 0)
+                                        ;
+                                refused_drop(i);
+                        }
                 if (p[2].revents & POLLIN)
                         lfs_watcher_consume(d->watcher);
                 if (p[3].revents & POLLIN)
@@ -724,26 +863,42 @@ static void serve(daemon_state *d, int lfd, long long idle_ms) {
                         uint64_t n;
                         (void)!read(d->wake_fd, &n, sizeof(n));
                         last_activity = now_ms();
+                        paused = false;
                 }
                 if (!(p[0].revents & POLLIN))
                         continue;
                 last_activity = now_ms();
-                int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-                if (cfd < 0)
-                        continue;
-                client *c = xmalloc(sizeof(*c));
-                *c = (client){ .d = d, .fd = cfd };
-                pthread_mutex_lock(&d->lock);
-                d->clients++;
-                pthread_mutex_unlock(&d->lock);
-                if (start_detached(serve_client, c) < 0) {
-                        close(cfd);
-                        free(c);
-                        pthread_mutex_lock(&d->lock);
-                        d->clients--;
-                        pthread_mutex_unlock(&d->lock);
-                }
+                int cfd = accept_client(lfd, &paused);
+                if (cfd >= 0)
+                        admit_client(d, cfd);
         }
+}
+
+/* LAYERFS_WORKSPACE_MEMORY (checked by the library when the Sandbox was made). */
+static uint64_t workspace_memory_from_env(void) {
+        uint64_t bytes;
+        const char *s = getenv("LAYERFS_WORKSPACE_MEMORY");
+        return s && lfs_parse_size("LAYERFS_WORKSPACE_MEMORY", s, &bytes, NULL) == 0
+                       ? bytes
+                       : DEFAULT_WORKSPACE_MEMORY;
+}
+
+/* The daemon's memory, bounded by its cgroup where the memory controller is there: its
+ * Workspaces' budgets and a margin for the rest (threads, Store caches, commits). A
+ * hybrid host's v2 hierarchy (this project's test machines) has no controllers: there
+ * the budgets alone bound it, and the log says so. */
+static void limit_daemon_memory(daemon_state *d) {
+        uint64_t max = MAX_WORKSPACES * d->ws_memory + (512ull << 20);
+        _cleanup_free_ char *leaf = xasprintf("%s/daemon", d->cgroup);
+        int r = lfs_cgroup_limit_memory(d->cgroup, leaf, max);
+        if (r == 0)
+                log_line("memory.max of %s: %llu bytes", leaf, (unsigned long long)max);
+        else
+                log_line("no memory limit on the daemon's cgroup (%s): %s; each Workspace's metadata stays "
+                         "within %llu bytes",
+                         leaf,
+                         r == -EOPNOTSUPP ? "no memory controller in this cgroup2 hierarchy" : strerror(-r),
+                         (unsigned long long)d->ws_memory);
 }
 
 /* The commands' HOME and TMPDIR: private to the Sandbox, owned by the command identity. */
@@ -924,6 +1079,9 @@ int main(int argc, char **argv) {
         pthread_cond_init(&d.started_cond, NULL);
         if (start_watcher(&d) < 0)
                 return 1;
+        d.ws_memory = workspace_memory_from_env();
+        limit_daemon_memory(&d);
+        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         log_line("sandbox %d of %s ready (pid %d, cgroup %s, watcher %s)", d.number, d.project,
                  (int)getpid(), d.cgroup, d.watcher_kind);
         serve(&d, lfd, (long long)(idle_seconds * 1000));

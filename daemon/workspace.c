@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/ioctl.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -34,6 +36,7 @@ typedef struct ws_xattr {
 } ws_xattr;
 
 typedef struct ws_inode {
+        uint64_t ino;
         uint32_t mode;
         uid_t uid;
         gid_t gid;
@@ -44,7 +47,8 @@ typedef struct ws_inode {
         bool upper;
         bool has_blob;
         lfs_id blob;
-        int upper_fd; /* open while the file is open or being written; -1 otherwise */
+        int upper_fd; /* open while the file is open or being written (unless the fd cache
+                       * closed it: reopened on use); -1 otherwise */
         blkcnt_t upper_blocks; /* the upper file's st_blocks when its fd was last closed */
         bool hashed; /* upper_hash is the upper file's id (reset by every change) */
         lfs_id upper_hash;
@@ -56,12 +60,30 @@ typedef struct ws_inode {
         uint64_t parent;
         ws_dirent *ents;
         size_t n_ents, cap_ents, live_ents, subdirs;
-        unsigned open_count;
+        unsigned open_count; /* handles, of files and of directories being listed */
+        unsigned writers; /* handles open for writing: the kernel may hold dirty pages */
         uint64_t nlookup; /* the kernel's references (entries replied less FORGETs) */
-        bool reap_queued; /* its old upper file waits for the reaper */
         ws_xattr *xattrs;
         size_t n_xattrs;
+        size_t xattr_block; /* what its xattrs would take of an ext4 block */
+        /* Reads of a file not copied up: a pack's fd (borrowed from the Store) or a loose
+         * object's (owned), found on first read while it is open. */
+        int lower_fd;
+        bool lower_owned;
+        uint64_t lower_offset;
+        /* Inodes holding fds of ours (upper_fd, an owned lower_fd), most recently used
+         * first: the fd cache (see fd_room). */
+        struct ws_inode *lru_prev, *lru_next;
+        unsigned fds_held;
 } ws_inode;
+
+/* The inode table: number -> record, open addressing (linear probing, deletion by
+ * backward shift). Records are freed once nothing can reach them (inode_release), and
+ * numbers are never reused while mounted. */
+typedef struct ws_ino_slot {
+        uint64_t ino; /* 0: empty */
+        ws_inode *in;
+} ws_ino_slot;
 
 /* (parent, name) -> index in the parent's ents; open addressing with tombstones. */
 typedef struct ws_slot {
@@ -72,10 +94,8 @@ typedef struct ws_slot {
 
 typedef struct ws_handle {
         uint64_t ino;
-        int lower_fd; /* for reads of a file not copied up: a pack (borrowed) or a loose object */
-        bool lower_owned;
-        uint64_t lower_offset;
         bool in_use;
+        bool writable;
 } ws_handle;
 
 struct ws_fs {
@@ -89,10 +109,18 @@ struct ws_fs {
         uid_t owner;
         gid_t group;
         struct timespec base_time;
-        ws_inode *inodes; /* inodes[ino - 1] */
-        size_t n_inodes, cap_inodes;
+        ws_ino_slot *itab;
+        size_t cap_itab, n_live; /* n_live: records in itab */
+        uint64_t last_ino;
+        /* What the namespace's records take (meta_cost), against the budget meta_max:
+         * past it, new names and xattrs get ENOSPC. Freed bytes are handed back to the
+         * system (malloc_trim) every TRIM_EVERY. */
+        uint64_t meta_used, meta_max, freed_since_trim;
+        unsigned fd_shares; /* this Workspace's share of the daemon's fds: 1/fd_shares */
+        ws_inode lru; /* the fd cache's list head */
+        size_t n_fds;
         ws_slot *slots;
-        size_t cap_slots, used_slots;
+        size_t cap_slots, used_slots, live_slots; /* used: live and removed */
         ws_handle *handles; /* fh = index + 1 */
         size_t n_handles, cap_handles;
         unsigned open_files;
@@ -128,22 +156,197 @@ static void mark_stale(ws_fs *fs, uint64_t parent, const char *name, uint64_t ch
         fs->stale[fs->n_stale++].name = xstrdup(name);
 }
 
+/* ---- what the namespace costs ----
+ * Bytes counted against the Workspace's budget: a record with its table slots, a name
+ * with its entry and index slots, a symlink's target, an xattr. Close to what malloc
+ * hands out, so that the budget bounds the daemon's memory. */
+#define INODE_COST (sizeof(ws_inode) + 2 * sizeof(ws_ino_slot) + 16)
+#define NAME_COST(len) (sizeof(ws_dirent) + 2 * sizeof(ws_slot) + (len) + 1 + 16)
+#define XATTR_COST(name_len, size) (sizeof(ws_xattr) + (name_len) + 1 + (size) + 32)
+/* Past this many bytes freed, the allocator gives free pages back to the system. */
+#define TRIM_EVERY (4u << 20)
+
+static void meta_add(ws_fs *fs, uint64_t bytes) {
+        fs->meta_used += bytes;
+}
+
+static void meta_sub(ws_fs *fs, uint64_t bytes) {
+        fs->meta_used = bytes < fs->meta_used ? fs->meta_used - bytes : 0;
+        fs->freed_since_trim += bytes;
+        if (fs->freed_since_trim >= TRIM_EVERY) {
+                fs->freed_since_trim = 0;
+                malloc_trim(0);
+        }
+}
+
+/* 0 if bytes more fit in the budget, else -ENOSPC: what a full inode table answers. */
+static int meta_room(ws_fs *fs, uint64_t bytes) {
+        return fs->meta_used + bytes > fs->meta_max ? -ENOSPC : 0;
+}
+
 /* ---- the inode table and the name index ---- */
 
+static size_t ino_slot_of(const ws_fs *fs, uint64_t ino) {
+        return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 17) & (fs->cap_itab - 1);
+}
+
 static ws_inode *inode_get(ws_fs *fs, uint64_t ino) {
-        if (ino == 0 || ino > fs->n_inodes)
+        if (ino == 0 || !fs->cap_itab)
                 return NULL;
-        return &fs->inodes[ino - 1];
+        for (size_t i = ino_slot_of(fs, ino);; i = (i + 1) & (fs->cap_itab - 1)) {
+                if (fs->itab[i].ino == ino)
+                        return fs->itab[i].in;
+                if (fs->itab[i].ino == 0)
+                        return NULL;
+        }
+}
+
+static void itab_put(ws_fs *fs, ws_inode *in) {
+        size_t i = ino_slot_of(fs, in->ino);
+        while (fs->itab[i].ino)
+                i = (i + 1) & (fs->cap_itab - 1);
+        fs->itab[i] = (ws_ino_slot){ .ino = in->ino, .in = in };
+}
+
+/* Rehashes at a size for the live records (a quarter full): grown at half full, shrunk
+ * at an eighth, so that records made and freed give the table's memory back too. */
+static void itab_resize(ws_fs *fs) {
+        ws_ino_slot *old = fs->itab;
+        size_t old_cap = fs->cap_itab;
+        fs->cap_itab = 1024;
+        while (fs->cap_itab < 4 * (fs->n_live + 1))
+                fs->cap_itab *= 2;
+        fs->itab = xcalloc(fs->cap_itab, sizeof(ws_ino_slot));
+        for (size_t i = 0; i < old_cap; i++)
+                if (old[i].ino)
+                        itab_put(fs, old[i].in);
+        free(old);
+}
+
+/* Removes ino's slot, moving back the entries of its probe run that would otherwise be
+ * cut off from their home slot (no tombstones: churn cannot fill the table). */
+static void itab_remove(ws_fs *fs, uint64_t ino) {
+        size_t mask = fs->cap_itab - 1, i = ino_slot_of(fs, ino);
+        while (fs->itab[i].ino != ino) {
+                if (!fs->itab[i].ino)
+                        return;
+                i = (i + 1) & mask;
+        }
+        for (size_t j = (i + 1) & mask; fs->itab[j].ino; j = (j + 1) & mask) {
+                size_t home = ino_slot_of(fs, fs->itab[j].ino);
+                /* j's entry may move to i unless its home lies cyclically in (i, j]. */
+                if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+                        fs->itab[i] = fs->itab[j];
+                        i = j;
+                }
+        }
+        fs->itab[i] = (ws_ino_slot){ 0 };
+        fs->n_live--;
+        if (fs->cap_itab > 1024 && fs->n_live * 8 < fs->cap_itab)
+                itab_resize(fs);
 }
 
 static uint64_t inode_new(ws_fs *fs, uint32_t mode, uid_t uid, gid_t gid) {
-        GROW(fs->inodes, fs->cap_inodes, fs->n_inodes + 1);
-        ws_inode *in = &fs->inodes[fs->n_inodes++];
+        if ((fs->n_live + 1) * 2 > fs->cap_itab)
+                itab_resize(fs);
+        ws_inode *in = xmalloc(sizeof(*in));
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
-        *in = (ws_inode){ .mode = mode, .uid = uid, .gid = gid, .nlink = 1, .upper_fd = -1 };
+        *in = (ws_inode){ .ino = ++fs->last_ino,
+                          .mode = mode,
+                          .uid = uid,
+                          .gid = gid,
+                          .nlink = 1,
+                          .upper_fd = -1,
+                          .lower_fd = -1 };
         in->atime = in->mtime = in->ctime = now;
-        return fs->n_inodes;
+        itab_put(fs, in);
+        fs->n_live++;
+        meta_add(fs, INODE_COST);
+        return in->ino;
+}
+
+/* ---- the fd cache ----
+ * Every open file would otherwise hold a daemon fd (its upper file, or a loose object it
+ * reads), and a command holding 20,000 files open took the daemon to its limit: accept
+ * failed and nothing answered. Instead each Workspace keeps at most its share of the
+ * daemon's fds, less a reserve for the control socket and the commands; past it the
+ * least recently used are closed (an upper file's block count is kept) and reopened on
+ * use. Only the mount's thread opens through the cache, so the fd of a read in flight
+ * (ws_read_extent) is not closed under it. */
+static size_t fd_cap(const ws_fs *fs) {
+        struct rlimit rl;
+        size_t limit =
+                getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 4096;
+        size_t reserve = limit / 4 < 1024 ? limit / 4 : 1024;
+        size_t share = (limit - reserve) / (fs->fd_shares ? fs->fd_shares : 1);
+        return share > 4 ? share : 4;
+}
+
+static void lru_unlink(ws_inode *in) {
+        in->lru_prev->lru_next = in->lru_next;
+        in->lru_next->lru_prev = in->lru_prev;
+        in->lru_prev = in->lru_next = NULL;
+}
+
+static void lru_push(ws_fs *fs, ws_inode *in) {
+        in->lru_next = fs->lru.lru_next;
+        in->lru_prev = &fs->lru;
+        fs->lru.lru_next->lru_prev = in;
+        fs->lru.lru_next = in;
+}
+
+/* After in's fds changed: counts them, keeps it in the cache's list while it holds any,
+ * most recently used first. */
+static void fd_account(ws_fs *fs, ws_inode *in) {
+        unsigned held = (in->upper_fd >= 0) + (in->lower_owned && in->lower_fd >= 0);
+        fs->n_fds = fs->n_fds + held - in->fds_held;
+        in->fds_held = held;
+        if (in->lru_next)
+                lru_unlink(in);
+        if (held)
+                lru_push(fs, in);
+}
+
+static void close_upper(ws_inode *in);
+
+/* Closes in's fds (they are reopened on use). */
+static void fd_evict(ws_fs *fs, ws_inode *in) {
+        if (in->upper_fd >= 0)
+                close_upper(in);
+        if (in->lower_owned && in->lower_fd >= 0) {
+                close(in->lower_fd);
+                in->lower_fd = -1;
+                in->lower_owned = false;
+        }
+        fd_account(fs, in);
+}
+
+/* Makes room for one more fd of keep's: closes the least recently used others' until
+ * the Workspace is under cap. */
+static void fd_room(ws_fs *fs, const ws_inode *keep, size_t cap) {
+        while (fs->n_fds + 1 > cap && fs->lru.lru_prev != &fs->lru) {
+                ws_inode *victim = fs->lru.lru_prev;
+                if (victim == keep) {
+                        if (victim->lru_prev == &fs->lru)
+                                return;
+                        victim = victim->lru_prev;
+                }
+                fd_evict(fs, victim);
+        }
+}
+
+/* Opens a backing fd for in through open_fn, within the cache: when the daemon is out
+ * of fds anyway (EMFILE, ENFILE), half the cache is closed and it tries once more; then
+ * the error goes to the caller, as a local filesystem's open would. */
+static int fd_open(ws_fs *fs, ws_inode *in, int (*open_fn)(ws_fs *fs, ws_inode *in, void *arg), void *arg) {
+        fd_room(fs, in, fd_cap(fs));
+        int fd = open_fn(fs, in, arg);
+        if (fd == -EMFILE || fd == -ENFILE) {
+                fd_room(fs, in, fs->n_fds / 2 + 1);
+                fd = open_fn(fs, in, arg);
+        }
+        return fd;
 }
 
 static uint64_t name_hash(uint64_t parent, const char *name) {
@@ -158,6 +361,7 @@ static void index_grow(ws_fs *fs);
 /* The slot of (parent, name), or of where it would go (with *found false). */
 static size_t index_find(ws_fs *fs, uint64_t parent, const char *name, bool *found) {
         size_t mask = fs->cap_slots - 1, i = name_hash(parent, name) & mask, tomb = SIZE_MAX;
+        const ws_inode *dir = inode_get(fs, parent);
         for (;; i = (i + 1) & mask) {
                 ws_slot *sl = &fs->slots[i];
                 if (sl->state == 0) {
@@ -169,7 +373,7 @@ static size_t index_find(ws_fs *fs, uint64_t parent, const char *name, bool *fou
                                 tomb = i;
                         continue;
                 }
-                if (sl->parent == parent && !strcmp(fs->inodes[parent - 1].ents[sl->index].name, name)) {
+                if (sl->parent == parent && !strcmp(dir->ents[sl->index].name, name)) {
                         *found = true;
                         return i;
                 }
@@ -183,18 +387,24 @@ static void index_put(ws_fs *fs, uint64_t parent, const char *name, uint32_t ind
         size_t i = index_find(fs, parent, name, &found);
         if (!found && fs->slots[i].state == 0)
                 fs->used_slots++;
+        if (!found)
+                fs->live_slots++;
         fs->slots[i] = (ws_slot){ .parent = parent, .index = index, .state = 1 };
 }
 
+/* Rehashes without the removed slots, at a size for the live ones (a quarter full):
+ * names made and removed leave nothing behind. */
 static void index_grow(ws_fs *fs) {
         ws_slot *old = fs->slots;
         size_t old_cap = fs->cap_slots;
-        fs->cap_slots = old_cap ? old_cap * 2 : 1024;
+        fs->cap_slots = 1024;
+        while (fs->cap_slots < 4 * (fs->live_slots + 1))
+                fs->cap_slots *= 2;
         fs->slots = xcalloc(fs->cap_slots, sizeof(ws_slot));
-        fs->used_slots = 0;
+        fs->used_slots = fs->live_slots = 0;
         for (size_t i = 0; i < old_cap; i++)
                 if (old[i].state == 1) {
-                        ws_dirent *d = &fs->inodes[old[i].parent - 1].ents[old[i].index];
+                        ws_dirent *d = &inode_get(fs, old[i].parent)->ents[old[i].index];
                         index_put(fs, old[i].parent, d->name, old[i].index);
                 }
         free(old);
@@ -208,13 +418,14 @@ static uint64_t child_get(ws_fs *fs, uint64_t parent, const char *name, uint32_t
                 return 0;
         if (ret_index)
                 *ret_index = fs->slots[i].index;
-        return fs->inodes[parent - 1].ents[fs->slots[i].index].ino;
+        return inode_get(fs, parent)->ents[fs->slots[i].index].ino;
 }
 
 static void child_add(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino) {
         ws_inode *dir = inode_get(fs, parent);
         GROW(dir->ents, dir->cap_ents, dir->n_ents + 1);
         dir->ents[dir->n_ents] = (ws_dirent){ .name = xstrdup(name), .ino = ino };
+        meta_add(fs, NAME_COST(strlen(name)));
         index_put(fs, parent, name, (uint32_t)dir->n_ents);
         dir->n_ents++;
         dir->live_ents++;
@@ -222,6 +433,30 @@ static void child_add(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino
                 dir->subdirs++;
                 inode_get(fs, ino)->parent = parent;
         }
+}
+
+/* Removed entries keep their place so that the offsets of a listing in progress stay
+ * true; once they outnumber the live ones and no listing is open, the live entries move
+ * down (their index slots follow) and the array shrinks. */
+static void dir_compact(ws_fs *fs, uint64_t ino) {
+        ws_inode *dir = inode_get(fs, ino);
+        size_t dead = dir->n_ents - dir->live_ents;
+        if (dir->open_count || dead < 64 || dead < dir->live_ents)
+                return;
+        size_t k = 0;
+        for (size_t i = 0; i < dir->n_ents; i++) {
+                if (!dir->ents[i].name)
+                        continue;
+                if (k != i) {
+                        bool found;
+                        dir->ents[k] = dir->ents[i];
+                        fs->slots[index_find(fs, ino, dir->ents[k].name, &found)].index = (uint32_t)k;
+                }
+                k++;
+        }
+        dir->n_ents = k;
+        dir->cap_ents = k ? k : 1;
+        dir->ents = xrealloc(dir->ents, dir->cap_ents * sizeof(ws_dirent));
 }
 
 static void child_remove(ws_fs *fs, uint64_t parent, const char *name) {
@@ -233,10 +468,15 @@ static void child_remove(ws_fs *fs, uint64_t parent, const char *name) {
         ws_dirent *d = &dir->ents[fs->slots[i].index];
         if (S_ISDIR(inode_get(fs, d->ino)->mode))
                 dir->subdirs--;
+        meta_sub(fs, NAME_COST(strlen(d->name)));
         free(d->name);
         d->name = NULL;
         dir->live_ents--;
         fs->slots[i].state = 2;
+        fs->live_slots--;
+        if (fs->cap_slots > 1024 && fs->live_slots * 8 < fs->cap_slots)
+                index_grow(fs);
+        dir_compact(fs, parent);
 }
 
 /* ---- loading from the Store ---- */
@@ -297,6 +537,7 @@ static void upper_name(uint64_t ino, char name[UPPER_NAME_MAX]) {
 
 static bool reap_drain(ws_fs *fs);
 static bool reaped_for_space(ws_fs *fs, int err);
+static int space_for(ws_fs *fs, uint64_t bytes);
 
 static int upper_create_once(ws_fs *fs, const char *name) {
         int fd = openat(fs->upper_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -309,11 +550,22 @@ static int upper_create_once(ws_fs *fs, const char *name) {
         return fd < 0 ? -errno : fd;
 }
 
-static int upper_create(ws_fs *fs, const char *name) {
-        int fd = upper_create_once(fs, name);
+static int upper_create_fd(ws_fs *fs, ws_inode *in, void *arg) {
+        (void)in;
+        int fd = upper_create_once(fs, arg);
         if (fd < 0 && reaped_for_space(fs, -fd))
-                fd = upper_create_once(fs, name);
+                fd = upper_create_once(fs, arg);
         return fd;
+}
+
+static int upper_create(ws_fs *fs, ws_inode *in, const char *name) {
+        return fd_open(fs, in, upper_create_fd, (void *)name);
+}
+
+static int upper_reopen_fd(ws_fs *fs, ws_inode *in, void *arg) {
+        (void)in;
+        int fd = openat(fs->upper_fd, arg, O_RDWR | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
 }
 
 /* Best effort: only ext2/3/4 know the flag; elsewhere the layout works the same. */
@@ -370,6 +622,7 @@ static void touch(ws_inode *in, bool modified) {
 /* ---- opening ---- */
 
 static void *reaper_main(void *arg);
+static void inode_free(ws_fs *fs, ws_inode *in);
 
 int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t owner, gid_t group,
             ws_fs **ret, lfs_error **err) {
@@ -398,6 +651,9 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
         mark_top_directory(upper_fd);
         fs->owner = owner;
         fs->group = group;
+        fs->meta_max = UINT64_MAX;
+        fs->fd_shares = 1;
+        fs->lru.lru_next = fs->lru.lru_prev = &fs->lru;
         fs->base_time = (struct timespec){ .tv_sec = (time_t)c.time };
         lfs_commit_info_done(&c);
         /* The command identity's alone: other local users reach none of the Workspace
@@ -433,25 +689,14 @@ void ws_close(ws_fs *fs) {
         pthread_cond_destroy(&fs->reap_wake);
         pthread_cond_destroy(&fs->reap_idle);
         pthread_mutex_destroy(&fs->reap_lock);
-        for (size_t i = 0; i < fs->n_handles; i++)
-                if (fs->handles[i].in_use && fs->handles[i].lower_owned)
-                        close(fs->handles[i].lower_fd);
-        for (size_t i = 0; i < fs->n_inodes; i++) {
-                ws_inode *in = &fs->inodes[i];
-                for (size_t j = 0; j < in->n_ents; j++)
-                        free(in->ents[j].name);
-                for (size_t j = 0; j < in->n_xattrs; j++) {
-                        free(in->xattrs[j].name);
-                        free(in->xattrs[j].value);
+        for (size_t i = 0; i < fs->cap_itab; i++)
+                if (fs->itab[i].ino) {
+                        ws_inode *in = fs->itab[i].in;
+                        fs->itab[i].ino = 0; /* inode_free's removal finds nothing */
+                        inode_free(fs, in);
                 }
-                free(in->xattrs);
-                free(in->ents);
-                free(in->link);
-                if (in->upper_fd >= 0)
-                        close(in->upper_fd);
-        }
         free(fs->stale);
-        free(fs->inodes);
+        free(fs->itab);
         free(fs->slots);
         free(fs->handles);
         close(fs->upper_fd);
@@ -560,17 +805,21 @@ static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
         char name[UPPER_NAME_MAX];
         upper_name(ino, name);
         if (in->upper) {
-                if (in->upper_fd < 0)
-                        in->upper_fd = openat(fs->upper_fd, name, O_RDWR | O_CLOEXEC);
-                return in->upper_fd < 0 ? -errno : 0;
+                if (in->upper_fd >= 0) {
+                        fd_account(fs, in); /* most recently used */
+                        return 0;
+                }
+                int fd = fd_open(fs, in, upper_reopen_fd, name);
+                if (fd < 0)
+                        return fd;
+                in->upper_fd = fd;
+                fd_account(fs, in);
+                return 0;
         }
-        /* An unlinked inode can still be used (O_PATH, /proc/PID/fd) and copied up again:
-         * its old upper file, of the same name, must be gone before the new one exists. */
-        if (in->reap_queued) {
-                reap_drain(fs);
-                in->reap_queued = false;
-        }
-        int fd = upper_create(fs, name);
+        int r = space_for(fs, with_data && in->has_blob ? in->size : 0);
+        if (r < 0)
+                return r;
+        int fd = upper_create(fs, in, name);
         if (fd < 0)
                 return fd;
         if (with_data && in->has_blob && in->size) {
@@ -607,6 +856,12 @@ static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
         in->upper = true;
         in->upper_fd = fd;
         in->hashed = false;
+        if (in->lower_owned) { /* reads go to the upper file from now on */
+                close(in->lower_fd);
+                in->lower_owned = false;
+        }
+        in->lower_fd = -1;
+        fd_account(fs, in);
         return 0;
 }
 
@@ -632,9 +887,8 @@ static bool may_close_upper(ws_inode *in) {
         return in->open_count == 0;
 }
 
-/* Inode numbers are never reused while mounted; an unlinked inode that is copied up
- * again (reap_queued) waits for the reaper first, so a queued name never meets a newer
- * file. */
+/* Inode numbers are never reused while mounted, and a file goes to the reaper only
+ * with its record: a queued name never meets a newer file. */
 static void reap_later(ws_fs *fs, uint64_t ino) {
         pthread_mutex_lock(&fs->reap_lock);
         GROW(fs->reap, fs->cap_reap, fs->n_reap + 1);
@@ -691,19 +945,118 @@ static bool reaped_for_space(ws_fs *fs, int err) {
         return (err == ENOSPC || err == EDQUOT) && reap_drain(fs);
 }
 
+/* ---- disk space ----
+ * Upper files are written by root, whom ext4 lets into its reserved blocks; the command
+ * would not be let in. A change that may take bytes more of the upper filesystem is
+ * refused with ENOSPC unless they fit in its available blocks (f_bavail, one block
+ * spare for the file's own metadata), so the reserve stays for root's records and
+ * teardown. Space that unlinks freed and the reaper has not yet given back counts, as
+ * on a local disk. One statfs per change that may allocate: ext4 answers it from
+ * per-CPU counters, well below a FUSE round trip. */
+static int space_for(ws_fs *fs, uint64_t bytes) {
+        if (bytes == 0)
+                return 0;
+        for (bool drained = false;; drained = true) {
+                struct statvfs sv;
+                if (fstatvfs(fs->upper_fd, &sv) < 0)
+                        return 0; /* cannot tell: the write itself decides */
+                uint64_t block = sv.f_frsize ? sv.f_frsize : 4096;
+                if ((uint64_t)sv.f_bavail > bytes / block + 1)
+                        return 0;
+                if (drained || !reap_drain(fs))
+                        return -ENOSPC;
+        }
+}
+
+typedef struct ws_range {
+        off_t off, len;
+} ws_range;
+#define MAX_HOLES 64
+
+/* The holes of fd in [off, end), past its end included: up to MAX_HOLES of them in ret
+ * (-E2BIG if there are more), their total in *ret_bytes. */
+static int holes_in(int fd, off_t off, off_t end, ws_range ret[MAX_HOLES], size_t *ret_n,
+                    uint64_t *ret_bytes) {
+        size_t n = 0;
+        uint64_t bytes = 0;
+        while (off < end) {
+                off_t hole = lseek(fd, off, SEEK_HOLE);
+                if (hole < 0 && errno != ENXIO)
+                        return -errno;
+                if (hole < 0)
+                        hole = off; /* past the end: all hole */
+                if (hole >= end)
+                        break;
+                off_t data = lseek(fd, hole, SEEK_DATA);
+                if (data < 0 && errno != ENXIO)
+                        return -errno;
+                if (data < 0 || data > end)
+                        data = end;
+                if (n == MAX_HOLES)
+                        return -E2BIG;
+                ret[n++] = (ws_range){ .off = hole, .len = data - hole };
+                bytes += (uint64_t)(data - hole);
+                off = data;
+        }
+        *ret_n = n;
+        *ret_bytes = bytes;
+        return 0;
+}
+
+/* A write of size bytes at off: near a full disk, one over blocks the file already has
+ * takes nothing more and goes ahead, as on ext4. */
+static int space_for_write(ws_fs *fs, ws_inode *in, off_t off, size_t size) {
+        int r = space_for(fs, size);
+        if (r == 0 || (uint64_t)off + size > in->size)
+                return r;
+        ws_range holes[MAX_HOLES];
+        size_t n;
+        uint64_t bytes;
+        if (holes_in(in->upper_fd, off, off + (off_t)size, holes, &n, &bytes) == 0)
+                return space_for(fs, bytes);
+        return r;
+}
+
+/* Everything a record holds, then the record itself. */
+static void inode_free(ws_fs *fs, ws_inode *in) {
+        if (in->upper_fd >= 0)
+                close(in->upper_fd);
+        if (in->lower_owned && in->lower_fd >= 0)
+                close(in->lower_fd);
+        if (in->lru_next)
+                lru_unlink(in);
+        fs->n_fds -= in->fds_held;
+        for (size_t j = 0; j < in->n_ents; j++)
+                if (in->ents[j].name) {
+                        meta_sub(fs, NAME_COST(strlen(in->ents[j].name)));
+                        free(in->ents[j].name);
+                }
+        free(in->ents);
+        for (size_t j = 0; j < in->n_xattrs; j++) {
+                meta_sub(fs, XATTR_COST(strlen(in->xattrs[j].name), in->xattrs[j].size));
+                free(in->xattrs[j].name);
+                free(in->xattrs[j].value);
+        }
+        free(in->xattrs);
+        if (in->link) {
+                meta_sub(fs, strlen(in->link) + 1);
+                free(in->link);
+        }
+        itab_remove(fs, in->ino);
+        meta_sub(fs, INODE_COST);
+        free(in);
+}
+
+/* An inode with no name, no open handle and no reference of the kernel's can never be
+ * reached again (numbers are not reused): its upper file goes to the reaper and its
+ * record is freed, with its target and xattrs. */
 static void drop_if_gone(ws_fs *fs, uint64_t ino) {
         ws_inode *in = inode_get(fs, ino);
-        if (in->nlink > 0 || in->open_count > 0 || in->nlookup > 0 || S_ISDIR(in->mode))
+        if (!in || in->nlink > 0 || in->open_count > 0 || in->nlookup > 0 || ino == WS_ROOT_INO)
                 return;
-        if (in->upper_fd >= 0) {
-                close(in->upper_fd);
-                in->upper_fd = -1;
-        }
-        if (in->upper) {
+        if (in->upper)
                 reap_later(fs, ino);
-                in->reap_queued = true;
-                in->upper = false;
-        }
+        inode_free(fs, in);
 }
 
 int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, struct stat *ret) {
@@ -729,8 +1082,10 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                         }
                         in->size = (uint64_t)attr->st_size;
                         in->hashed = false;
-                        if (may_close_upper(in))
+                        if (may_close_upper(in)) {
                                 close_upper(in);
+                                fd_account(fs, in);
+                        }
                         touch(in, true);
                 }
                 if (to_set & WS_SET_MODE)
@@ -766,6 +1121,7 @@ static int read_link_target(ws_fs *fs, ws_inode *in) {
         if (lfs_object_read_whole(fs->store, &in->blob, in->size, &data, NULL) < 0)
                 return -EIO;
         in->link = data;
+        meta_add(fs, strlen(data) + 1);
         return 0;
 }
 
@@ -784,13 +1140,16 @@ int ws_readlink(ws_fs *fs, uint64_t ino, char **ret) {
         return r;
 }
 
-/* A new entry in parent: checks the name and that it is free. */
-static int new_entry_ok(ws_fs *fs, uint64_t parent, const char *name) {
+/* A new entry in parent: checks the name, that it is free, and that the Workspace's
+ * budget has room for it and extra bytes more (its record, a symlink's target). */
+static int new_entry_ok(ws_fs *fs, uint64_t parent, const char *name, uint64_t extra) {
         ws_inode *dir;
         int r = check_name(name);
         if (r < 0 || (r = dir_ready(fs, parent, &dir)) < 0)
                 return r;
-        return child_get(fs, parent, name, NULL) ? -EEXIST : 0;
+        if (child_get(fs, parent, name, NULL))
+                return -EEXIST;
+        return meta_room(fs, NAME_COST(strlen(name)) + extra);
 }
 
 /* Owner and group of a new inode: setgid directories pass their group (and, to new
@@ -817,7 +1176,7 @@ int ws_mknod(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name,
                         r = -EPERM; /* device nodes are refused */
                         break;
                 }
-                if ((r = new_entry_ok(fs, parent, name)) < 0)
+                if ((r = new_entry_ok(fs, parent, name, INODE_COST)) < 0)
                         break;
                 uint64_t ino = make_inode(fs, who, parent, mode);
                 inode_get(fs, ino)->loaded = true;
@@ -832,7 +1191,7 @@ int ws_mkdir(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name,
         int r;
         LOCK_GUARD(fs);
         do {
-                if ((r = new_entry_ok(fs, parent, name)) < 0)
+                if ((r = new_entry_ok(fs, parent, name, INODE_COST)) < 0)
                         break;
                 uint64_t ino = make_inode(fs, who, parent, S_IFDIR | (mode & 07777));
                 ws_inode *in = inode_get(fs, ino);
@@ -849,12 +1208,14 @@ int ws_symlink(ws_fs *fs, const ws_caller *who, const char *target, uint64_t par
         int r;
         LOCK_GUARD(fs);
         do {
-                if ((r = new_entry_ok(fs, parent, name)) < 0)
+                size_t len = strlen(target);
+                if ((r = new_entry_ok(fs, parent, name, INODE_COST + len + 1)) < 0)
                         break;
                 uint64_t ino = make_inode(fs, who, parent, S_IFLNK | 0777);
                 ws_inode *in = inode_get(fs, ino);
                 in->link = xstrdup(target);
-                in->size = strlen(target);
+                in->size = len;
+                meta_add(fs, len + 1);
                 child_add(fs, parent, name, ino);
                 entry_of(fs, ino, ret);
         } while (0);
@@ -874,7 +1235,7 @@ int ws_link(ws_fs *fs, uint64_t ino, uint64_t parent, const char *name, struct s
                         r = -EPERM;
                         break;
                 }
-                if ((r = new_entry_ok(fs, parent, name)) < 0)
+                if ((r = new_entry_ok(fs, parent, name, 0)) < 0)
                         break;
                 in = inode_get(fs, ino);
                 in->nlink++;
@@ -931,6 +1292,7 @@ int ws_rmdir(ws_fs *fs, uint64_t parent, const char *name) {
                 child_remove(fs, parent, name);
                 inode_get(fs, ino)->nlink = 0;
                 touch(inode_get(fs, parent), true);
+                drop_if_gone(fs, ino);
         } while (0);
         return r;
 }
@@ -1024,7 +1386,7 @@ int ws_rename(ws_fs *fs, uint64_t parent, const char *name, uint64_t new_parent,
 
 /* ---- open files ---- */
 
-static uint64_t handle_new(ws_fs *fs, uint64_t ino) {
+static uint64_t handle_new(ws_fs *fs, uint64_t ino, bool writable) {
         size_t i = 0;
         while (i < fs->n_handles && fs->handles[i].in_use)
                 i++;
@@ -1032,8 +1394,9 @@ static uint64_t handle_new(ws_fs *fs, uint64_t ino) {
                 GROW(fs->handles, fs->cap_handles, fs->n_handles + 1);
                 fs->n_handles++;
         }
-        fs->handles[i] = (ws_handle){ .ino = ino, .lower_fd = -1, .in_use = true };
+        fs->handles[i] = (ws_handle){ .ino = ino, .in_use = true, .writable = writable };
         inode_get(fs, ino)->open_count++;
+        inode_get(fs, ino)->writers += writable;
         fs->open_files++;
         return i + 1;
 }
@@ -1073,7 +1436,7 @@ static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh) {
                         touch(in, true);
                 }
         }
-        *ret_fh = handle_new(fs, ino);
+        *ret_fh = handle_new(fs, ino, acc != O_RDONLY);
         return 0;
 }
 
@@ -1091,11 +1454,14 @@ int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name
         int r;
         LOCK_GUARD(fs);
         do {
-                if ((r = new_entry_ok(fs, parent, name)) < 0)
+                if ((r = new_entry_ok(fs, parent, name, INODE_COST)) < 0)
                         break;
                 uint64_t ino = make_inode(fs, who, parent, S_IFREG | (mode & 07777));
-                if ((r = copy_up(fs, ino)) < 0)
+                if ((r = copy_up(fs, ino)) < 0) {
+                        inode_get(fs, ino)->nlink = 0; /* never named: freed */
+                        drop_if_gone(fs, ino);
                         break;
+                }
                 child_add(fs, parent, name, ino);
                 if ((r = open_inode(fs, ino, flags & ~O_TRUNC, ret_fh)) < 0)
                         break;
@@ -1104,23 +1470,34 @@ int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name
         return r;
 }
 
-/* Where a read of a lower file goes: found once per handle. */
-static int lower_source(ws_fs *fs, ws_handle *h, ws_inode *in) {
-        if (h->lower_fd >= 0)
+static int lower_open_fd(ws_fs *fs, ws_inode *in, void *arg) {
+        (void)arg;
+        errno = 0;
+        int fd = lfs_object_open(fs->store, &in->blob, NULL);
+        return fd >= 0 ? fd : errno == EMFILE || errno == ENFILE ? -errno : -EIO;
+}
+
+/* Where a read of a lower file goes: found on the first read while it is open. */
+static int lower_source(ws_fs *fs, ws_inode *in) {
+        if (in->lower_fd >= 0) {
+                fd_account(fs, in); /* most recently used */
                 return 0;
+        }
         lfs_object_loc loc = { .fd = -1 };
         if (lfs_object_locate(fs->store, &in->blob, &loc, NULL) < 0)
                 return -EIO;
         if (loc.fd >= 0) {
-                h->lower_fd = loc.fd;
-                h->lower_offset = loc.offset;
+                in->lower_fd = loc.fd;
+                in->lower_offset = loc.offset;
                 return 0;
         }
-        int fd = lfs_object_open(fs->store, &in->blob, NULL);
+        int fd = fd_open(fs, in, lower_open_fd, NULL);
         if (fd < 0)
-                return -EIO;
-        h->lower_fd = fd;
-        h->lower_owned = true;
+                return fd;
+        in->lower_fd = fd;
+        in->lower_offset = 0;
+        in->lower_owned = true;
+        fd_account(fs, in);
         return 0;
 }
 
@@ -1133,7 +1510,7 @@ int ws_read_extent(ws_fs *fs, uint64_t fh, size_t size, off_t off, ws_extent *re
                         break;
                 ws_inode *in = inode_get(fs, h->ino);
                 if (in->upper) {
-                        if (in->upper_fd < 0 && (r = copy_up(fs, h->ino)) < 0)
+                        if ((r = copy_up(fs, h->ino)) < 0) /* reopened if the cache closed it */
                                 break;
                         *ret = (ws_extent){ .fd = in->upper_fd, .offset = off, .length = size };
                         break;
@@ -1144,10 +1521,10 @@ int ws_read_extent(ws_fs *fs, uint64_t fh, size_t size, off_t off, ws_extent *re
                 }
                 if (size > in->size - (uint64_t)off)
                         size = in->size - (uint64_t)off;
-                if ((r = lower_source(fs, h, in)) < 0)
+                if ((r = lower_source(fs, in)) < 0)
                         break;
-                *ret = (ws_extent){ .fd = h->lower_fd,
-                                    .offset = (off_t)h->lower_offset + off,
+                *ret = (ws_extent){ .fd = in->lower_fd,
+                                    .offset = (off_t)in->lower_offset + off,
                                     .length = size };
         } while (0);
         return r;
@@ -1186,6 +1563,8 @@ ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off
                 ws_inode *in;
                 if ((r = writable_inode(fs, fh, &in)) < 0)
                         break;
+                if ((r = space_for_write(fs, in, off, size)) < 0)
+                        break;
                 r = pwrite(in->upper_fd, buf, size, off);
                 if (r < 0 && reaped_for_space(fs, errno))
                         r = pwrite(in->upper_fd, buf, size, off);
@@ -1210,7 +1589,11 @@ int ws_fsync(ws_fs *fs, uint64_t fh, bool datasync) {
                 if ((r = handle_of(fs, fh, &h)) < 0)
                         break;
                 ws_inode *in = inode_get(fs, h->ino);
-                if (in->upper_fd >= 0 && (datasync ? fdatasync(in->upper_fd) : fsync(in->upper_fd)) < 0)
+                if (!in->upper)
+                        break;
+                if ((r = copy_up(fs, h->ino)) < 0) /* reopened if the cache closed it */
+                        break;
+                if ((datasync ? fdatasync(in->upper_fd) : fsync(in->upper_fd)) < 0)
                         r = -errno;
         } while (0);
         return r;
@@ -1223,11 +1606,30 @@ int ws_fallocate(ws_fs *fs, uint64_t fh, int mode, off_t off, off_t len) {
                 ws_inode *in;
                 if ((r = writable_inode(fs, fh, &in)) < 0)
                         break;
+                /* What may be allocated: the holes of the range. ext4 keeps what it
+                 * allocated before it failed, so on failure they are punched again (holes
+                 * before, they hold no data) and the size put back. */
+                bool allocates = !(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE));
+                ws_range holes[MAX_HOLES];
+                size_t n_holes = 0;
+                uint64_t hole_bytes = (uint64_t)len;
+                off_t end;
+                bool undo = allocates && off >= 0 && len > 0 && !__builtin_add_overflow(off, len, &end) &&
+                            holes_in(in->upper_fd, off, end, holes, &n_holes, &hole_bytes) == 0;
+                if (allocates && (r = space_for(fs, hole_bytes)) < 0)
+                        break;
+                uint64_t size_before = in->size;
                 r = fallocate(in->upper_fd, mode, off, len);
                 if (r < 0 && reaped_for_space(fs, errno))
                         r = fallocate(in->upper_fd, mode, off, len);
                 if (r < 0) {
                         r = -errno;
+                        for (size_t i = 0; undo && i < n_holes; i++)
+                                (void)fallocate(in->upper_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                                holes[i].off, holes[i].len);
+                        struct stat st;
+                        if (undo && fstat(in->upper_fd, &st) == 0 && (uint64_t)st.st_size > size_before)
+                                (void)!ftruncate(in->upper_fd, (off_t)size_before);
                         break;
                 }
                 struct stat st;
@@ -1247,14 +1649,15 @@ int ws_release(ws_fs *fs, uint64_t fh) {
                 if ((r = handle_of(fs, fh, &h)) < 0)
                         break;
                 uint64_t ino = h->ino;
-                if (h->lower_owned)
-                        close(h->lower_fd);
                 h->in_use = false;
                 fs->open_files--;
                 ws_inode *in = inode_get(fs, ino);
                 in->open_count--;
-                if (in->open_count == 0 && in->upper_fd >= 0)
-                        close_upper(in);
+                in->writers -= h->writable;
+                if (in->open_count == 0) {
+                        fd_evict(fs, in);
+                        in->lower_fd = -1; /* a pack's, borrowed */
+                }
                 drop_if_gone(fs, ino);
         } while (0);
         return r;
@@ -1270,6 +1673,34 @@ unsigned ws_open_files(ws_fs *fs) {
 }
 
 /* ---- directories ---- */
+
+/* A listing holds its directory: removed entries keep their offsets until it ends. */
+int ws_opendir(ws_fs *fs, uint64_t ino) {
+        int r = 0;
+        LOCK_GUARD(fs);
+        do {
+                ws_inode *in = inode_get(fs, ino);
+                if (!in)
+                        r = -ENOENT;
+                else if (!S_ISDIR(in->mode))
+                        r = -ENOTDIR;
+                else
+                        in->open_count++;
+        } while (0);
+        return r;
+}
+
+void ws_releasedir(ws_fs *fs, uint64_t ino) {
+        LOCK_GUARD(fs);
+        do {
+                ws_inode *in = inode_get(fs, ino);
+                if (!in || !in->open_count)
+                        break;
+                in->open_count--;
+                dir_compact(fs, ino);
+                drop_if_gone(fs, ino);
+        } while (0);
+}
 
 int ws_readdir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, void *userdata) {
         int r;
@@ -1307,12 +1738,73 @@ int ws_readdir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, void *use
         return r;
 }
 
+/* What the Workspace's writer can use: the upper filesystem less its root reserve
+ * (space_for keeps the writer out of it), and as many inodes as the budget has room for
+ * (counted as records with a 32-byte name). */
 int ws_statfs(ws_fs *fs, struct statvfs *ret) {
         reap_drain(fs); /* df right after rm shows the space freed, as on a local disk */
-        return fstatvfs(fs->upper_fd, ret) < 0 ? -errno : 0;
+        struct statvfs sv;
+        if (fstatvfs(fs->upper_fd, &sv) < 0)
+                return -errno;
+        sv.f_blocks -= sv.f_bfree - sv.f_bavail;
+        sv.f_bfree = sv.f_bavail;
+        LOCK_GUARD(fs);
+        if (fs->meta_max != UINT64_MAX) {
+                uint64_t unit = INODE_COST + NAME_COST(32);
+                uint64_t files = fs->meta_max / unit;
+                uint64_t left = fs->meta_used < fs->meta_max ? (fs->meta_max - fs->meta_used) / unit : 0;
+                if (files < sv.f_files)
+                        sv.f_files = (fsfilcnt_t)files;
+                if (left < sv.f_ffree)
+                        sv.f_ffree = (fsfilcnt_t)left;
+                if (left < sv.f_favail)
+                        sv.f_favail = (fsfilcnt_t)left;
+        }
+        *ret = sv;
+        return 0;
 }
 
-/* ---- extended attributes: the user namespace, in memory ---- */
+void ws_set_limits(ws_fs *fs, uint64_t memory, unsigned fd_shares) {
+        LOCK_GUARD(fs);
+        fs->meta_max = memory ? memory : UINT64_MAX;
+        fs->fd_shares = fd_shares ? fd_shares : 1;
+}
+
+uint64_t ws_memory_used(ws_fs *fs) {
+        LOCK_GUARD(fs);
+        return fs->meta_used;
+}
+
+int ws_open_writers(ws_fs *fs, uint64_t **ret, size_t *ret_n) {
+        LOCK_GUARD(fs);
+        uint64_t *inos = xmalloc((fs->n_handles + 1) * sizeof(uint64_t));
+        size_t n = 0;
+        for (size_t i = 0; i < fs->n_handles; i++) {
+                const ws_handle *h = &fs->handles[i];
+                if (!h->in_use || !h->writable)
+                        continue;
+                bool seen = false; /* usually a few: a linear look is enough */
+                for (size_t j = n; j-- > 0 && !seen && n - j <= 64;)
+                        seen = inos[j] == h->ino;
+                if (!seen)
+                        inos[n++] = h->ino;
+        }
+        *ret = inos;
+        *ret_n = n;
+        return 0;
+}
+
+/* ---- extended attributes: the user namespace, in memory ----
+ * A file's xattrs fit in what ext4 gives them, one 4 KiB block: a 32-byte header, then
+ * per xattr a 16-byte entry, the name without its "user." prefix and the value, each
+ * padded to 4 bytes, and a 4-byte end. Past it, ENOSPC, as ext4 answers; a value past
+ * 64 KiB the kernel refuses itself (E2BIG). They count against the budget too. */
+#define XATTR_BLOCK (4096 - 32 - 4)
+#define PAD4(n) (((n) + 3) & ~(size_t)3)
+
+static size_t xattr_block_cost(const char *name, size_t size) {
+        return 16 + PAD4(strlen(name) - 5) + PAD4(size);
+}
 
 static ws_xattr *xattr_find(ws_inode *in, const char *name) {
         for (size_t i = 0; i < in->n_xattrs; i++)
@@ -1341,6 +1833,19 @@ int ws_setxattr(ws_fs *fs, uint64_t ino, const char *name, const char *value, si
                         r = -ENODATA;
                         break;
                 }
+                size_t old_block = x ? xattr_block_cost(x->name, x->size) : 0;
+                size_t old_cost = x ? XATTR_COST(strlen(x->name), x->size) : 0;
+                size_t new_cost = XATTR_COST(strlen(name), size);
+                if (in->xattr_block - old_block + xattr_block_cost(name, size) > XATTR_BLOCK) {
+                        r = -ENOSPC;
+                        break;
+                }
+                if (new_cost > old_cost && (r = meta_room(fs, new_cost - old_cost)) < 0)
+                        break;
+                in->xattr_block += xattr_block_cost(name, size) - old_block;
+                meta_add(fs, new_cost);
+                if (x)
+                        meta_sub(fs, old_cost);
                 if (!x) {
                         in->xattrs = xrealloc(in->xattrs, (in->n_xattrs + 1) * sizeof(ws_xattr));
                         x = &in->xattrs[in->n_xattrs++];
@@ -1422,6 +1927,8 @@ int ws_removexattr(ws_fs *fs, uint64_t ino, const char *name) {
                         r = -ENODATA;
                         break;
                 }
+                in->xattr_block -= xattr_block_cost(x->name, x->size);
+                meta_sub(fs, XATTR_COST(strlen(x->name), x->size));
                 free(x->name);
                 free(x->value);
                 *x = in->xattrs[--in->n_xattrs];

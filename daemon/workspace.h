@@ -78,10 +78,24 @@ int ws_fsync(ws_fs *fs, uint64_t fh, bool datasync);
 int ws_fallocate(ws_fs *fs, uint64_t fh, int mode, off_t off, off_t len);
 int ws_release(ws_fs *fs, uint64_t fh);
 
+/* A listing of directory ino starts and ends: while one is open, the offsets that
+ * readdir gave stay true. */
+int ws_opendir(ws_fs *fs, uint64_t ino);
+void ws_releasedir(ws_fs *fs, uint64_t ino);
 /* Calls fill for each entry from offset on, until fill returns false (buffer full). */
 typedef bool (*ws_fill_fn)(void *userdata, const char *name, const struct stat *st, off_t next_offset);
 int ws_readdir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, void *userdata);
+/* What the Workspace's writer can use: the upper filesystem without its root reserve
+ * (writes that would reach into it get ENOSPC) and the inodes the budget has room for. */
 int ws_statfs(ws_fs *fs, struct statvfs *ret);
+/* memory: the budget in bytes of the Workspace's records, names, symlink targets and
+ * xattrs (0: none); past it new names and xattrs get ENOSPC. fd_shares: how many
+ * Workspaces share the daemon's fds, each keeping at most its share of them open. */
+void ws_set_limits(ws_fs *fs, uint64_t memory, unsigned fd_shares);
+uint64_t ws_memory_used(ws_fs *fs);
+/* The inodes open for writing now, whose pages in the kernel (a live shared mapping's
+ * too) may hold data not yet written to us; *ret to be freed. */
+int ws_open_writers(ws_fs *fs, uint64_t **ret, size_t *ret_n);
 
 int ws_setxattr(ws_fs *fs, uint64_t ino, const char *name, const char *value, size_t size, int flags);
 /* size 0: returns the size needed. */

@@ -57,6 +57,29 @@ int lfs_parse_whole(const char *what, const char *text, uint64_t min, uint64_t m
         return 0;
 }
 
+int lfs_parse_size(const char *what, const char *text, uint64_t *ret, lfs_error **err) {
+        static const char units[] = "KMGT";
+        uint64_t v = 0;
+        const char *p = text;
+        for (; p && *p >= '0' && *p <= '9'; p++)
+                if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, (uint64_t)(*p - '0'), &v))
+                        goto too_big;
+        const char *unit = p && *p ? strchr(units, *p) : NULL;
+        if (!p || p == text || (*p && (!unit || p[1])) || v == 0)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "%s '%s' is not a size: give bytes above zero, or a number with K, M, G or "
+                                "T (e.g. 512M)",
+                                what, text ? text : "");
+        for (int shift = unit ? (int)(unit - units + 1) * 10 : 0; shift > 0; shift -= 10)
+                if (__builtin_mul_overflow(v, 1024, &v))
+                        goto too_big;
+        *ret = v;
+        return 0;
+too_big:
+        return lfs_fail(err, LFS_INVALID_INPUT, ERANGE, "%s '%s' is out of range: give a size below 16 EiB",
+                        what, text);
+}
+
 int lfs_parse_seconds(const char *what, const char *text, double min, double max, double *ret,
                       lfs_error **err) {
         char lo[64], hi[64];

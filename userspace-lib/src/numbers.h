@@ -28,6 +28,10 @@ int lfs_parse_whole(const char *what, const char *text, uint64_t min, uint64_t m
 int lfs_parse_seconds(const char *what, const char *text, double min, double max, double *ret,
                       lfs_error **err);
 
+/* text as a size in bytes: digits with an optional K, M, G or T (powers of 1024),
+ * above zero and below 2^64 (-ERANGE past it). */
+int lfs_parse_size(const char *what, const char *text, uint64_t *ret, lfs_error **err);
+
 /* The call argument v (JSON) as a whole number from min to max: an integer, never a
  * fraction, a string or a number cut to fit. */
 int lfs_json_whole(const char *what, const json_t *v, long long min, long long max, long long *ret,

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "cgroup.h"
 #include "platforms.h"
@@ -50,7 +51,51 @@ static int private_db_file(lfs_home *home, lfs_error **err) {
         return 0;
 }
 
+/* Space kept for home.db on the home's filesystem: a file of SPACE_RESERVE bytes,
+ * allocated while there is room, given up when home.db cannot be used for lack of it.
+ * Records and teardown must work on a full disk (exec, close --force, reclaim), and
+ * SQLite needs new blocks for its WAL and index files whenever another opener (the
+ * sqlite3 shell, an old layerfs) had them deleted. */
+#define SPACE_RESERVE (512 << 10)
+#define SPACE_RESERVE_NAME ".space-reserve"
+
+static void keep_space_reserve(lfs_home *home) {
+        struct statvfs sv;
+        if (faccessat(home->fd, SPACE_RESERVE_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+            fstatvfs(home->fd, &sv) < 0 ||
+            (uint64_t)sv.f_bavail * sv.f_frsize < 64 * (uint64_t)SPACE_RESERVE)
+                return;
+        _cleanup_close_ int fd = openat(home->fd, SPACE_RESERVE_NAME,
+                                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0 && fallocate(fd, 0, 0, SPACE_RESERVE) < 0)
+                unlinkat(home->fd, SPACE_RESERVE_NAME, 0);
+}
+
+static bool give_up_space_reserve(lfs_home *home) {
+        return unlinkat(home->fd, SPACE_RESERVE_NAME, 0) == 0;
+}
+
+static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err);
+
 int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
+        lfs_error *first = NULL;
+        int r = records_open_once(home, ret, &first);
+        if (r < 0 && give_up_space_reserve(home)) {
+                lfs_error_free(first);
+                return records_open_once(home, ret, err);
+        }
+        if (r < 0) {
+                if (err)
+                        *err = first;
+                else
+                        lfs_error_free(first);
+                return r;
+        }
+        keep_space_reserve(home);
+        return 0;
+}
+
+static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         int r = private_db_file(home, err);
         if (r < 0)
                 return r;
@@ -63,6 +108,12 @@ int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                 sqlite3_close(db);
                 return r;
         }
+        /* The WAL and its index stay when the last connection closes (emptied, not
+         * deleted): making them again needs new blocks, and on a full disk every call
+         * then failed with "disk I/O error" -- exec and close --force too. Kept, they are
+         * written over in place (a record's change takes a few pages of them). */
+        int persist = 1;
+        sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
         char *msg = NULL;
         if (sqlite3_exec(
                     db,

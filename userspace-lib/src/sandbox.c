@@ -408,6 +408,14 @@ static int check_linux_runtime(lfs_error **err) {
         return 0;
 }
 
+/* LAYERFS_WORKSPACE_MEMORY, for a new Sandbox's daemon: the budget of each Workspace's
+ * metadata, a size (4096, 512M, 2G). */
+static int check_workspace_memory(lfs_error **err) {
+        const char *v = getenv("LAYERFS_WORKSPACE_MEMORY");
+        uint64_t bytes;
+        return v && *v ? lfs_parse_size("LAYERFS_WORKSPACE_MEMORY", v, &bytes, err) : 0;
+}
+
 /* LAYERFS_WATCHER, for a new Sandbox's daemon: bpf, proc or cgroup (unset: bpf where it
  * loads, else cgroup). */
 static int check_watcher(lfs_error **err) {
@@ -548,7 +556,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         int r = check_default_runtime(err);
         if (r < 0 || (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
             (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
-            (r = lfs_idle_seconds(&idle, err)) < 0)
+            (r = lfs_idle_seconds(&idle, err)) < 0 || (r = check_workspace_memory(err)) < 0)
                 return r;
         if (chosen->family != LFS_FAMILY_LINUX)
                 return lfs_fail(err, LFS_UNSUPPORTED, 0, "platform '%s' cannot be driven by this build",
