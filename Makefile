@@ -1,22 +1,54 @@
 # LayerFS in C. `make help` lists the targets.
 
-DEBIAN_PACKAGES := build-essential pkg-config clang clang-format clang-tidy cppcheck \
-	libsqlite3-dev sqlite3 liburing-dev libssl-dev libjansson-dev libcmocka-dev \
-	libfuse3-dev fuse3 fuse-overlayfs libbpf-dev bpftool libelf-dev libmnl-dev git rsync linux-perf
+# What `make`, `make demo`, `make install` and `make deb` need (the compiler, the libraries
+# and tools of the build, and what the demo runs)...
+BUILD_PACKAGES := build-essential pkg-config clang bpftool libsqlite3-dev liburing-dev libssl-dev \
+	libjansson-dev libfuse3-dev fuse3 libbpf-dev libelf-dev libmnl-dev libcmocka-dev
+# ...and what `make check` adds: lint, the tests' tools (pgrep, python3, sqlite3), the
+# benchmarks' rivals, the packaging checks (lintian, systemd-analyze, man) and the fresh
+# root of fresh-check (debootstrap), and perf (a test counts the commit's tree sorts with a
+# uprobe).
+CHECK_PACKAGES := clang-format clang-tidy cppcheck sqlite3 procps python3 fuse-overlayfs git rsync \
+	lintian systemd man-db debootstrap linux-perf
+DEBIAN_PACKAGES := $(BUILD_PACKAGES) $(CHECK_PACKAGES)
 # Build-time libraries, through pkg-config.
 PKGS := sqlite3 liburing libcrypto jansson
 
 BUILD ?= build
 CC ?= cc
 VERSION := 0.1.0
+SOVERSION := 0
+# Where `make install` puts things (DESTDIR is prepended to each). The daemon's place is
+# compiled into the library (config.h), so build with the PREFIX you install with.
 PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+LIBEXECDIR ?= $(PREFIX)/libexec
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+BASHCOMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
+# systemd reads /usr/local/lib/systemd/system too; Debian packages use /lib/systemd/system.
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+DAEMON_PATH := $(LIBEXECDIR)/layerfs/layerfs-daemon
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Ibackends -Ibpf -Icli -Idaemon
-ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(INCLUDES) \
-	$(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS) $(EXTRA_CFLAGS)
-LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Ibackends -Ibpf -Icli -Idaemon -I$(BUILD)
+
+# The libraries' flags come from pkg-config, and pkg-config knows them only once their
+# -dev packages are installed. Reading them when this file is read (as `LIBS :=
+# $(shell pkg-config ...)` did) gave an empty link line on a bare machine, because `deps`
+# ran later. So they live in $(BUILD)/config.mk, which make builds (installing the missing
+# packages as root, or saying which are missing otherwise) and then restarts with,
+# before any target, whatever the goals and their order.
+CONFIG_FREE_GOALS := clean help deps format fresh-check deb uninstall print-version
+ifneq ($(filter-out $(CONFIG_FREE_GOALS),$(or $(MAKECMDGOALS),all)),)
+include $(BUILD)/config.mk
+endif
+
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(INCLUDES) $(PKG_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
+LIBS := $(PKG_LIBS)
 LDFLAGS += $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard userspace-lib/src/*.c cgroup/*.c backends/*.c)
@@ -29,43 +61,91 @@ DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/bpf/watcher.o
 # 7.1 and libbpf 1.1: the program and loader use nothing newer).
 BPF_CLANG ?= clang
 BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
-BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(shell $(CC) -dumpmachine) -Ibpf
+BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(CC_TRIPLET) -Ibpf
 BPF_LIBS := -lbpf -lelf -lz -lmnl
-FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
-FUSE_LIBS := $(shell pkg-config --libs fuse3 2>/dev/null)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# Made at build time from one source each: layerfs(1) from `layerfs --help` and every
+# command's --help, layerfs-daemon(8) from the daemon's --help, liblayerfs(3) from
+# layerfs.h and the README's C example (packaging/man/).
+MAN_PAGES := $(BUILD)/man/layerfs.1 $(BUILD)/man/layerfs-daemon.8 $(BUILD)/man/liblayerfs.3
+UNITS := $(BUILD)/systemd/layerfs-reclaim.service $(BUILD)/systemd/layerfs-delegate.conf
+INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs-daemon \
+	$(BUILD)/layerfs.pc $(MAN_PAGES) $(UNITS)
 
-.PHONY: all deps demo check unit e2e adversarial sanitize lint format bench install clean help
+.PHONY: all deps demo check unit e2e adversarial packaging fresh-check sanitize lint format bench \
+	install uninstall deb print-version clean help FORCE
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs-daemon $(BUILD)/layerfs.pc \
-	$(UNIT_BIN) $(BUILD)/fuse-floor
+all: $(INSTALLED) $(UNIT_BIN) $(BUILD)/fuse-floor
 
 help:
 	@echo "make deps      install the Debian packages the build and the tests need (as root)"
-	@echo "make           build liblayerfs (.a, .so, layerfs.pc), the layerfs CLI and the tests"
-	@echo "make demo      deps + build + a short end-to-end run of the CLI"
-	@echo "make check     deps + build + every test (unit, end-to-end, sanitizers) + lint"
+	@echo "make           build liblayerfs (.a, .so, layerfs.pc), the CLI, the daemon, man pages, tests"
+	@echo "make demo      build (installing the packages it needs) + a short end-to-end run of the CLI"
+	@echo "make check     deps + build + every test (unit, end-to-end, adversarial, packaging,"
+	@echo "               sanitizers, fresh-check) + lint"
 	@echo "make adversarial  the attacks kept as tests (tests/adversarial)"
+	@echo "make packaging make install's layout, man pages against --help, completion, systemd units,"
+	@echo "               make deb under lintian (tests/packaging)"
+	@echo "make fresh-check  the README's first command in a fresh Debian 12 root, then the .deb"
+	@echo "               installed, used and removed there (tests/fresh)"
 	@echo "make sanitize  the tests again, built with ASan + UBSan"
 	@echo "make lint      clang-format (check), cppcheck and clang-tidy"
 	@echo "make bench     the Store against git, Workspaces against ext4, overlayfs, fuse-overlayfs,"
 	@echo "               and Sandbox teardown against the cgroup.kill floor"
+	@echo "make install   everything under PREFIX (default /usr/local), DESTDIR prepended; uninstall"
+	@echo "make deb       build/deb/: layerfs, liblayerfs$(SOVERSION) and liblayerfs-dev .deb packages"
 
-# Installs only what is missing, so it costs nothing on a ready machine.
+# $(call install_packages,PACKAGES): installs those not installed, as root; otherwise names
+# them and says how to install them. Costs nothing on a ready machine.
+define install_packages
+missing=$$(for p in $(1); do \
+	dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+done); \
+if [ -n "$$missing" ]; then \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "make: these Debian packages are missing:" $$missing >&2; \
+		echo "make: install them as root with: apt-get install" $$missing >&2; \
+		echo "make: (or run 'make deps' as root, which installs what 'make check' needs too)" >&2; \
+		exit 1; \
+	fi; \
+	echo "installing:" $$missing; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+fi
+endef
+
 deps:
-	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
-		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
-	done); \
-	if [ -n "$$missing" ]; then \
-		echo "installing:" $$missing; \
-		if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root to install:" $$missing >&2; exit 1; fi; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	@$(call install_packages,$(DEBIAN_PACKAGES))
 
-$(BUILD)/%.o: %.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cgroup/*.h backends/*.h cli/*.h tests/unit/*.h)
+# What pkg-config and the compiler say, once the build's packages are there.
+$(BUILD)/config.mk: Makefile
+	@$(call install_packages,$(BUILD_PACKAGES))
+	@mkdir -p $(@D)
+	@set -e; pkg=$$(pkg-config --cflags $(PKGS)); libs=$$(pkg-config --libs $(PKGS)); \
+	fuse=$$(pkg-config --cflags fuse3); fuse_libs=$$(pkg-config --libs fuse3); \
+	triplet=$$($(CC) -dumpmachine); \
+	pkg=$$(echo $$pkg); libs=$$(echo $$libs); fuse=$$(echo $$fuse); fuse_libs=$$(echo $$fuse_libs); \
+	printf 'PKG_CFLAGS := %s\nPKG_LIBS := %s\nFUSE_CFLAGS := %s\nFUSE_LIBS := %s\nCC_TRIPLET := %s\n' \
+		"$$pkg" "$$libs" "$$fuse" "$$fuse_libs" "$$triplet" >$@.tmp
+	@mv $@.tmp $@
+
+# What the build was configured with, for the code; rewritten only when it changes, so
+# that a `make PREFIX=/usr` rebuilds what depends on it and nothing else does.
+$(BUILD)/config.h: FORCE
+	@mkdir -p $(@D)
+	@printf '/* Made by the Makefile. */\n#define LAYERFS_VERSION "%s"\n#define LAYERFS_DAEMON_PATH "%s"\n' \
+		'$(VERSION)' '$(DAEMON_PATH)' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+FORCE:
+$(BUILD)/dirs: FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' '$(VERSION)' '$(BINDIR)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(DAEMON_PATH)' >$@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+
+HEADERS := $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cgroup/*.h backends/*.h cli/*.h tests/unit/*.h)
+$(BUILD)/%.o: %.c $(HEADERS) $(BUILD)/config.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
@@ -73,21 +153,43 @@ $(BUILD)/liblayerfs.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/liblayerfs.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,liblayerfs.so.0 -o $@ $^ $(LDFLAGS) $(LIBS)
+# The shared library exports exactly the functions of layerfs.h (the version script), and
+# names every library it needs (-z defs).
+$(BUILD)/api-functions: userspace-lib/include/layerfs.h packaging/api-functions.sh
+	sh packaging/api-functions.sh $< >$@
+$(BUILD)/liblayerfs.map: $(BUILD)/api-functions
+	{ echo '{ global:'; sed 's/.*/  &;/' $<; echo 'local: *; };'; } >$@
+$(BUILD)/liblayerfs.so: $(LIB_OBJ) $(BUILD)/liblayerfs.map
+	$(CC) -shared -Wl,-soname,liblayerfs.so.$(SOVERSION) -Wl,--version-script=$(BUILD)/liblayerfs.map \
+		-Wl,-z,defs -o $@ $(LIB_OBJ) $(LDFLAGS) $(LIBS)
 
-$(BUILD)/layerfs.pc: userspace-lib/layerfs.pc.in
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBS@|$(LIBS)|g' $< > $@
+$(BUILD)/layerfs.pc: userspace-lib/layerfs.pc.in $(BUILD)/dirs $(BUILD)/config.mk
+	sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+		-e 's|@LIBS@|$(strip $(LIBS))|g' $< >$@
 
 $(BUILD)/layerfs: $(CLI_OBJ) $(BUILD)/liblayerfs.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS)
 
-$(BUILD)/daemon/%.o: daemon/%.c $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cgroup/*.h daemon/*.h)
+$(BUILD)/daemon/%.o: daemon/%.c $(HEADERS) $(wildcard daemon/*.h) $(BUILD)/config.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
 
 $(BUILD)/layerfs-daemon: $(DAEMON_OBJ) $(BUILD)/liblayerfs.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) $(BPF_LIBS) -lpthread
+
+$(BUILD)/man/layerfs.1: $(BUILD)/layerfs packaging/man/help2man.sh
+	@mkdir -p $(@D)
+	sh packaging/man/help2man.sh $< 1 >$@
+$(BUILD)/man/layerfs-daemon.8: $(BUILD)/layerfs-daemon packaging/man/help2man.sh
+	@mkdir -p $(@D)
+	sh packaging/man/help2man.sh $< 8 >$@
+$(BUILD)/man/liblayerfs.3: userspace-lib/include/layerfs.h README.md packaging/man/header2man.sh $(BUILD)/api-functions
+	@mkdir -p $(@D)
+	sh packaging/man/header2man.sh $< README.md $(VERSION) >$@
+
+$(BUILD)/systemd/%: packaging/systemd/%.in $(BUILD)/dirs
+	@mkdir -p $(@D)
+	sed -e 's|@BINDIR@|$(BINDIR)|g' $< >$@
 
 # The FUSE floor of bench/workspace_fs.sh: the same transport as the daemon, no work.
 $(BUILD)/fuse-floor: bench/fuse_floor.c
@@ -100,14 +202,14 @@ $(BUILD)/bpf/watcher.bpf.o: bpf/watcher.bpf.c bpf/watcher.h
 $(BUILD)/bpf/watcher.skel.h: $(BUILD)/bpf/watcher.bpf.o
 	bpftool gen skeleton $< name watcher_bpf > $@
 
-$(BUILD)/bpf/watcher.o: bpf/watcher.c bpf/watcher.h bpf/bpf_watcher.h $(BUILD)/bpf/watcher.skel.h
+$(BUILD)/bpf/watcher.o: bpf/watcher.c bpf/watcher.h bpf/bpf_watcher.h $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	$(CC) $(ALL_CFLAGS) -I$(BUILD)/bpf -c $< -o $@
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(BUILD)/liblayerfs.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) -lcmocka
 
-demo: deps all
+demo: all
 	BUILD=$(BUILD) tests/e2e/demo.sh
 
 unit: all
@@ -120,13 +222,25 @@ e2e: all
 adversarial: all
 	BUILD=$(BUILD) tests/e2e/run.sh tests/adversarial
 
+# make install's layout, the man pages against --help, the completion, the systemd units
+# and make deb under lintian (tests/packaging/README.md).
+packaging: all
+	BUILD=$(BUILD) tests/e2e/run.sh tests/packaging
+
+# The README's first command in a fresh Debian 12 root (tests/fresh/README.md).
+fresh-check:
+	@$(call install_packages,debootstrap git)
+	bash tests/fresh/fresh_check.sh
+
 check: deps
 	$(MAKE) lint
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) e2e
 	$(MAKE) adversarial
+	$(MAKE) packaging
 	$(MAKE) sanitize
+	$(MAKE) fresh-check
 
 # Reports of detached daemons (whose stderr is a log removed at close) go to files
 # beside the build; any report fails the run.
@@ -138,13 +252,15 @@ sanitize: deps
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 unit e2e adversarial
 	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
 
-FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
-lint: $(BUILD)/bpf/watcher.skel.h
+# A checkout without git (a `git archive` of it) lints the same files.
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
+	find userspace-lib cli daemon cgroup backends bpf tests bench -name '*.[ch]' | sort)
+lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf userspace-lib cgroup backends bpf/watcher.c cli daemon tests bench
 	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf \
-		$(shell pkg-config --cflags $(PKGS)) $(FUSE_CFLAGS)
+		$(PKG_CFLAGS) $(FUSE_CFLAGS)
 
 format:
 	clang-format -i $(FORMAT_FILES)
@@ -154,13 +270,40 @@ bench: deps all
 	BENCH_BIG_MIB=1024 BUILD=$(BUILD) bench/workspace_fs.sh
 	BUILD=$(BUILD) bench/runtime.sh
 
-install: all
-	install -Dm755 $(BUILD)/layerfs $(DESTDIR)$(PREFIX)/bin/layerfs
-	install -Dm755 $(BUILD)/layerfs-daemon $(DESTDIR)$(PREFIX)/bin/layerfs-daemon
-	install -Dm644 $(BUILD)/liblayerfs.a $(DESTDIR)$(PREFIX)/lib/liblayerfs.a
-	install -Dm755 $(BUILD)/liblayerfs.so $(DESTDIR)$(PREFIX)/lib/liblayerfs.so
-	install -Dm644 userspace-lib/include/layerfs.h $(DESTDIR)$(PREFIX)/include/layerfs.h
-	install -Dm644 $(BUILD)/layerfs.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/layerfs.pc
+# Every file with its directory made; the .so as liblayerfs.so.VERSION with the soname
+# link (.so.0, what programs load) and the link-time link (.so, in -dev packages).
+install: $(INSTALLED)
+	install -Dm755 $(BUILD)/layerfs $(DESTDIR)$(BINDIR)/layerfs
+	install -Dm755 $(BUILD)/layerfs-daemon $(DESTDIR)$(DAEMON_PATH)
+	install -Dm644 $(BUILD)/liblayerfs.so $(DESTDIR)$(LIBDIR)/liblayerfs.so.$(VERSION)
+	ln -sfn liblayerfs.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblayerfs.so.$(SOVERSION)
+	ln -sfn liblayerfs.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/liblayerfs.so
+	install -Dm644 $(BUILD)/liblayerfs.a $(DESTDIR)$(LIBDIR)/liblayerfs.a
+	install -Dm644 userspace-lib/include/layerfs.h $(DESTDIR)$(INCLUDEDIR)/layerfs.h
+	install -Dm644 $(BUILD)/layerfs.pc $(DESTDIR)$(LIBDIR)/pkgconfig/layerfs.pc
+	install -Dm644 $(BUILD)/man/layerfs.1 $(DESTDIR)$(MANDIR)/man1/layerfs.1
+	install -Dm644 $(BUILD)/man/layerfs-daemon.8 $(DESTDIR)$(MANDIR)/man8/layerfs-daemon.8
+	install -Dm644 $(BUILD)/man/liblayerfs.3 $(DESTDIR)$(MANDIR)/man3/liblayerfs.3
+	install -Dm644 packaging/bash-completion/layerfs $(DESTDIR)$(BASHCOMPLETIONDIR)/layerfs
+	install -Dm644 $(BUILD)/systemd/layerfs-reclaim.service $(DESTDIR)$(SYSTEMDUNITDIR)/layerfs-reclaim.service
+	install -Dm644 $(BUILD)/systemd/layerfs-delegate.conf $(DESTDIR)$(DATADIR)/layerfs/systemd/layerfs-delegate.conf
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/layerfs $(DESTDIR)$(DAEMON_PATH) $(DESTDIR)$(LIBDIR)/liblayerfs.so* \
+		$(DESTDIR)$(LIBDIR)/liblayerfs.a $(DESTDIR)$(INCLUDEDIR)/layerfs.h $(DESTDIR)$(LIBDIR)/pkgconfig/layerfs.pc \
+		$(DESTDIR)$(MANDIR)/man1/layerfs.1 $(DESTDIR)$(MANDIR)/man8/layerfs-daemon.8 \
+		$(DESTDIR)$(MANDIR)/man3/liblayerfs.3 $(DESTDIR)$(BASHCOMPLETIONDIR)/layerfs \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/layerfs-reclaim.service $(DESTDIR)$(DATADIR)/layerfs/systemd/layerfs-delegate.conf
+	-rmdir $(DESTDIR)$(LIBEXECDIR)/layerfs $(DESTDIR)$(DATADIR)/layerfs/systemd $(DESTDIR)$(DATADIR)/layerfs 2>/dev/null
+
+# Debian packages, built as Debian builds them (dpkg-buildflags) in build/deb/obj, in
+# build/deb/ (packaging/deb/README.md).
+deb:
+	sh packaging/deb/mkdeb.sh $(BUILD)/deb
+
+print-version:
+	@echo $(VERSION)
 
 clean:
 	rm -rf build build-san

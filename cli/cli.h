@@ -5,11 +5,11 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "config.h" /* LAYERFS_VERSION, LAYERFS_DAEMON_PATH: made by the Makefile */
 #include "layerfs.h"
 #include "quote.h"
 #include "util.h"
 
-#define LAYERFS_VERSION "0.1.0"
 #define _cli_printf_(a, b) __attribute__((format(printf, a, b)))
 
 typedef struct cli_opt {

@@ -17,7 +17,11 @@
 /* Exit status of a refusal or failure of LayerFS itself (SPEC 2a), as docker run uses. */
 #define EXIT_LAYERFS 125
 
-static const char main_help[] =
+/* --help is main_help_head, the COMMANDS list made from the table below (so that it names
+ * every command the CLI accepts), then main_help_tail. The man page layerfs(1) and the bash
+ * completion are made from this output (packaging/), so keep its layout: section names
+ * alone on a line, entries indented by four spaces. */
+static const char main_help_head[] =
         "NAME\n"
         "    layerfs - sandboxes with a versioned filesystem\n"
         "\n"
@@ -32,39 +36,9 @@ static const char main_help[] =
         "    'workspace commit'. Commands run in a Workspace each in a cgroup of their own;\n"
         "    closing a Sandbox ends every process it started.\n"
         "\n"
-        "COMMANDS\n"
-        "    project init NAME [--from DIR]     make a project; branch main holds DIR or nothing\n"
-        "    project list                       projects with their branches\n"
-        "    project verify                     check the Store: database and every object\n"
-        "    branch create NAME [--from REF]    a branch at REF (a branch or commit; default main)\n"
-        "    branch list                        branches and their commits\n"
-        "    branch delete NAME                 remove a branch (its commits stay)\n"
-        "    branch log NAME [--limit N]        commits, newest first\n"
-        "    branch diff A B                    paths changed from A to B\n"
-        "    branch merge FROM INTO             three-way merge; Conflict lists every path\n"
-        "    branch export REF DIR              write a commit's files into a new or empty DIR\n"
-        "    branch commit BRANCH --from DIR -m MESSAGE\n"
-        "                                       record DIR as the branch's next commit\n"
-        "    project list_sandboxes             running Sandboxes of every project\n"
-        "    sandbox create [--image T] [--platform NAME]   a new Sandbox; prints its number\n"
-        "                                       (platforms: linux, docker, podman, firecracker,\n"
-        "                                       qemu, lima, mac, wsl)\n"
-        "    sandbox close N [--force]          unmount all, end the daemon, remove it all\n"
-        "    sandbox list_workspaces N          mounted branches, clean or dirty\n"
-        "    sandbox log N [--lines K]          the tail of the Sandbox daemon's log\n"
-        "    sandbox events N [--follow]        process starts and exits, as JSON lines\n"
-        "    workspace mount N BRANCH           mount BRANCH read-write; prints the path\n"
-        "    workspace status N BRANCH          changed paths against the mount's base\n"
-        "    workspace commit N BRANCH -m MESSAGE   record the changes (merging if needed)\n"
-        "    workspace unmount N BRANCH [--discard] refused Busy while in use, Dirty if changed\n"
-        "    workspace exec N BRANCH [--cwd DIR] [--env K=V]... [--timeout S] [--tty] -- COMMAND...\n"
-        "                                       run COMMAND in the Workspace, in its own cgroup;\n"
-        "                                       --tty: on a terminal of its own\n"
-        "    process start N BRANCH -- COMMAND...   run COMMAND in the background; prints its pid\n"
-        "    process list N                     the Sandbox's processes, also detached ones\n"
-        "    process kill N PID                 end one of them\n"
-        "    runtime status                     what the kernel offers; which watcher runs\n"
-        "    runtime reclaim                    clean up after Sandboxes whose daemon died\n"
+        "COMMANDS\n";
+
+static const char main_help_tail[] =
         "\n"
         "GLOBAL OPTIONS\n"
         "    --home DIR       the home (else $LAYERFS_HOME; /var/lib/layerfs for root;\n"
@@ -80,20 +54,42 @@ static const char main_help[] =
         "    --version        the version\n"
         "\n"
         "ENVIRONMENT\n"
-        "    LAYERFS_HOME, LAYERFS_PROJECT as above; LAYERFS_AUTHOR names the author of\n"
-        "    commits (default user@host); LAYERFS_NO_URING=1 uses plain system calls\n"
-        "    instead of io_uring. LAYERFS_COMMAND_UID/_GID: who commands run as and who\n"
-        "    files from the Store appear to belong to in a Workspace (default 501:20; each\n"
-        "    from 1 to 4294967294, never root). LAYERFS_DAEMON: the layerfs-daemon to start\n"
-        "    (default: beside layerfs). LAYERFS_FUSE_DEBUG=1 logs every FUSE request to the\n"
-        "    Sandbox's log. LAYERFS_CGROUP_ROOT: where the Sandboxes' cgroups go (default\n"
-        "    <cgroup2 mount>/layerfs). LAYERFS_IDLE_SECONDS: a Sandbox with no Workspace\n"
-        "    mounted and no request closes itself after this many seconds (default 120;\n"
-        "    from 0.001 to 120). LAYERFS_SANDBOX: the home's default runtime (native,\n"
-        "    namespaces, docker). LAYERFS_PLACEMENT: host, or the VM route the home's\n"
-        "    Stores live in (firecracker, qemu, lima, mac, wsl).\n"
-        "    LAYERFS_WATCHER=bpf|proc|cgroup: how a new Sandbox watches its processes\n"
-        "    (default: bpf where it loads, else cgroup).\n"
+        "    LAYERFS_HOME     the home, when --home is not given\n"
+        "    LAYERFS_PROJECT  the project, when --project is not given\n"
+        "    LAYERFS_AUTHOR   the author of commits (default user@host)\n"
+        "    LAYERFS_NO_URING=1\n"
+        "                     plain system calls instead of io_uring\n"
+        "    LAYERFS_COMMAND_UID, LAYERFS_COMMAND_GID\n"
+        "                     the identity commands run as, and that files from the Store\n"
+        "                     appear to belong to in a Workspace (default 501 and 20; each\n"
+        "                     from 1 to 4294967294, never root)\n"
+        "    LAYERFS_DAEMON   the layerfs-daemon to start (default: the one beside the\n"
+        "                     program, else the installed one named in FILES)\n"
+        "    LAYERFS_CGROUP_ROOT\n"
+        "                     where the Sandboxes' cgroups go (default CGROUP2/layerfs)\n"
+        "    LAYERFS_IDLE_SECONDS\n"
+        "                     a Sandbox with no Workspace mounted and no request closes\n"
+        "                     itself after this many seconds (default 120; from 0.001 to\n"
+        "                     120)\n"
+        "    LAYERFS_SANDBOX  the home's default runtime: native, namespaces or docker\n"
+        "    LAYERFS_PLACEMENT\n"
+        "                     host, or the VM route the home's Stores live in (firecracker,\n"
+        "                     qemu, lima, mac, wsl)\n"
+        "    LAYERFS_WATCHER  how a new Sandbox watches its processes: bpf, proc or cgroup\n"
+        "                     (default: bpf where it loads, else cgroup)\n"
+        "    LAYERFS_FUSE_DEBUG=1\n"
+        "                     log every FUSE request to the Sandbox's log\n"
+        "\n"
+        "FILES\n"
+        "    /var/lib/layerfs         root's default home\n"
+        "    HOME/projects/NAME/      a project's Store: store.db (SQLite) and objects/\n"
+        "    HOME/home.db             the Sandbox records\n"
+        "    HOME/sandboxes/P-N/      Sandbox N of project P: its control socket, daemon.log,\n"
+        "                             private tmp/ and the Workspaces under mnt/\n"
+        "    " LAYERFS_DAEMON_PATH "\n"
+        "                             the daemon started for each Sandbox\n"
+        "    CGROUP2/layerfs/         the Sandboxes' cgroups (CGROUP2: the cgroup2 mount;\n"
+        "                             LAYERFS_CGROUP_ROOT moves them)\n"
         "\n"
         "EXIT STATUS\n"
         "    0 on success. 125 when LayerFS refuses or fails; stderr then says\n"
@@ -102,11 +98,16 @@ static const char main_help[] =
         "    Dirty, Conflict, PermissionDenied, Failed.\n"
         "\n"
         "EXAMPLES\n"
-        "    layerfs --home /tmp/h project init web --from ./site\n"
-        "    layerfs --home /tmp/h branch create feature\n"
-        "    layerfs --home /tmp/h branch commit feature --from ./site -m 'new page'\n"
-        "    layerfs --home /tmp/h branch merge feature main\n"
-        "    layerfs --home /tmp/h --json branch diff main feature\n";
+        "    layerfs project init web --from ./site\n"
+        "    layerfs branch create feature\n"
+        "    layerfs branch commit feature --from ./site -m 'new page'\n"
+        "    layerfs branch merge feature main\n"
+        "    layerfs --json branch diff main feature\n"
+        "    n=$(layerfs sandbox create)\n"
+        "    layerfs workspace mount $n main\n"
+        "    layerfs workspace exec $n main -- make -j2\n"
+        "    layerfs workspace commit $n main -m 'build'\n"
+        "    layerfs sandbox close $n\n";
 
 typedef struct command {
         const char *group, *method;
@@ -115,6 +116,7 @@ typedef struct command {
         const char *options; /* long options taking a value, ","-separated; "m" is -m */
         const char *help;
         const char *flags; /* options without a value, ","-separated */
+        const char *summary; /* one line for --help's list; "\n" continues it below */
 } command;
 
 static const command commands[] = {
@@ -126,35 +128,38 @@ static const command commands[] = {
           "the home itself (if DIR holds it) are skipped. Without it, main starts with an\n"
           "empty commit. A failed or interrupted init leaves no project behind.\n\n"
           "Prints the project, the branch and the commit ({project, branch, commit} with --json).\n",
-          NULL },
+          NULL, "make a project; branch main holds DIR or nothing" },
         { "project", "list", cmd_project_list, 0, 0, "",
-          "layerfs project list\n\nLists the home's projects with their branches and sandboxes.\n", NULL },
+          "layerfs project list\n\nLists the home's projects with their branches and sandboxes.\n", NULL,
+          "projects with their branches" },
         { "project", "verify", cmd_project_verify, 0, 0, "",
           "layerfs project verify\n\n"
           "Runs SQLite's integrity check on the project's Store and checks that every commit,\n"
           "tree and file reachable from a branch hashes to its name. Exits 125 with Failed,\n"
           "naming the first damaged object, otherwise prints how many objects were checked.\n",
-          NULL },
+          NULL, "check the Store: database and every object" },
         { "branch", "create", cmd_branch_create, 1, 1, "from",
           "layerfs branch create NAME [--from BRANCH|COMMIT]\n\n"
           "Makes branch NAME at the head of BRANCH or at COMMIT (a commit id or a unique\n"
           "prefix of at least 4 hex digits); default: main. Names are letters, digits, '.',\n"
           "'_', '-' with '/' between parts.\n",
-          NULL },
+          NULL, "a new branch at a branch or a commit (default: main)" },
         { "branch", "list", cmd_branch_list, 0, 0, "",
-          "layerfs branch list\n\nLists branches with their head commits.\n", NULL },
+          "layerfs branch list\n\nLists branches with their head commits.\n", NULL,
+          "branches and their commits" },
         { "branch", "delete", cmd_branch_delete, 1, 1, "",
-          "layerfs branch delete NAME\n\nRemoves the branch. Its commits stay in the Store.\n", NULL },
+          "layerfs branch delete NAME\n\nRemoves the branch. Its commits stay in the Store.\n", NULL,
+          "remove a branch (its commits stay)" },
         { "branch", "log", cmd_branch_log, 1, 1, "limit",
           "layerfs branch log NAME [--limit N]\n\n"
           "Commits of NAME (a branch or commit), newest first, following first parents.\n",
-          NULL },
+          NULL, "commits, newest first" },
         { "branch", "diff", cmd_branch_diff, 2, 2, "",
           "layerfs branch diff A B\n\n"
           "Paths that differ from A to B (branches or commits), one per line as\n"
           "'A path', 'M path' or 'D path' (added, modified, deleted). Files, symlinks and\n"
           "empty directories are listed; a mode change is a modification.\n",
-          NULL },
+          NULL, "paths changed from A to B" },
         { "branch", "merge", cmd_branch_merge, 2, 2, "",
           "layerfs branch merge FROM INTO\n\n"
           "Merges FROM (a branch or commit) into branch INTO, three-way per path against\n"
@@ -162,26 +167,26 @@ static const command commands[] = {
           "moves (fast-forward). A path changed on both sides differently, changed on one\n"
           "side and deleted on the other, or a file on one side and a directory on the\n"
           "other, is a conflict: Conflict lists every such path and nothing changes.\n",
-          NULL },
+          NULL, "three-way merge; Conflict lists every path" },
         { "branch", "export", cmd_branch_export, 2, 2, "",
           "layerfs branch export BRANCH|COMMIT DIR\n\n"
           "Writes the commit's files into DIR, which must not exist or be empty. Files are\n"
           "checked against their ids while being written; the result appears whole or not\n"
           "at all.\n",
-          NULL },
+          NULL, "write a commit's files into a new or empty DIR" },
         { "branch", "commit", cmd_branch_commit, 1, 1, "from,m",
           "layerfs branch commit BRANCH --from DIR -m MESSAGE\n\n"
           "Records DIR as the next commit of BRANCH: DIR's contents replace the branch's\n"
           "tree (the home, if DIR holds it, is left out). Only files whose contents the\n"
           "Store lacks are written. When nothing differs no commit is made and the head\n"
           "is printed unchanged.\n",
-          NULL },
+          NULL, "record DIR as the branch's next commit" },
         { "project", "list_sandboxes", cmd_project_list_sandboxes, 0, 0, "page-size,page",
           "layerfs project list_sandboxes [--page-size N] [--page K]\n\n"
           "Every running Sandbox of the home (all projects and platforms): number, project,\n"
           "platform and how many Workspaces it has mounted. With --page-size, only page K\n"
           "(from 1, default 1) of N Sandboxes; past the end, none.\n",
-          NULL },
+          NULL, "running Sandboxes of every project" },
         { "sandbox", "create", cmd_sandbox_create, 0, 0, "image,platform",
           "layerfs sandbox create [--image TEXT] [--platform NAME]\n\n"
           "Starts a Sandbox for the project and prints its number, the smallest free one\n"
@@ -195,31 +200,45 @@ static const command commands[] = {
           "native, a typo, another case) is InvalidInput; a platform the home does not allow,\n"
           "or one that is not ready here (see 'layerfs runtime status'), is Unsupported.\n"
           "This build drives linux (as root); --image is ignored for it.\n",
-          NULL },
+          NULL,
+          "a new Sandbox; prints its number (platforms: linux,\ndocker, podman, firecracker, qemu, lima, mac, wsl)" },
         { "sandbox", "close", cmd_sandbox_close, 1, 1, "",
           "layerfs sandbox close N [--force]\n\n"
           "Unmounts every Workspace of Sandbox N, ends its daemon and removes its directory and\n"
           "record. A Workspace with uncommitted changes is refused with Dirty unless --force.\n",
-          "force" },
+          "force", "unmount all, end the daemon, remove it all" },
         { "sandbox", "list_workspaces", cmd_sandbox_list_workspaces, 1, 1, "",
           "layerfs sandbox list_workspaces N\n\nThe Workspaces of Sandbox N: branch, clean or dirty, path.\n",
-          NULL },
+          NULL, "mounted branches, clean or dirty" },
         { "sandbox", "log", cmd_sandbox_log, 1, 1, "lines",
           "layerfs sandbox log N [--lines K]\n\n"
           "The last K lines (default 100) of Sandbox N's daemon log: mounts, commits, errors.\n"
           "It stays readable after the daemon died. The log is bounded: past 1 MiB it moves\n"
           "to daemon.log.1 and a new one starts.\n",
-          NULL },
+          NULL, "the tail of the Sandbox daemon's log" },
+        { "sandbox", "events", cmd_sandbox_events, 1, 1, "",
+          "layerfs sandbox events N [--follow]\n\n"
+          "Process starts and ends in sandbox N, one JSON object per line, oldest first:\n"
+          "{\"event\": \"start\"|\"exit\", \"pid\", \"ppid\", \"cgroup\" (the command's leaf),\n"
+          "\"comm\", \"time\" (seconds since the epoch), \"received\" (when the daemon learnt of\n"
+          "it), and for an exit \"exit\" (its code) or \"signal\"}.\n\n"
+          "With the BPF watcher every process of the Sandbox is reported, also those that\n"
+          "detached (a multithreaded process once, when its last thread ends); the proc\n"
+          "connector watcher (LAYERFS_WATCHER=proc) reports the same; the cgroup watcher\n"
+          "(LAYERFS_WATCHER=cgroup, or no BPF) only the commands the Sandbox started.\n"
+          "The daemon keeps the last 4,096. With --follow, each new event is printed as it happens, until\n"
+          "the Sandbox closes or the reader goes away.\n",
+          "follow", "process starts and exits, as JSON lines" },
         { "workspace", "mount", cmd_workspace_mount, 2, 2, "",
           "layerfs workspace mount N BRANCH\n\n"
           "Mounts BRANCH read-write in Sandbox N and prints the path. Reads show the branch as\n"
           "of the mount; writes stay in the Workspace until 'layerfs workspace commit'.\n",
-          NULL },
+          NULL, "mount BRANCH read-write; prints the path" },
         { "workspace", "status", cmd_workspace_status, 2, 2, "",
           "layerfs workspace status N BRANCH\n\n"
           "Paths changed in the Workspace against its base commit ('A path', 'M path',\n"
           "'D path').\n",
-          NULL },
+          NULL, "changed paths against the mount's base" },
         { "workspace", "commit", cmd_workspace_commit, 2, 2, "m",
           "layerfs workspace commit N BRANCH -m MESSAGE\n\n"
           "Records the Workspace's changes as a new commit on BRANCH. When the branch moved\n"
@@ -227,12 +246,12 @@ static const command commands[] = {
           "keeps its changes. Afterwards the Workspace's base is the new commit. With no\n"
           "changes nothing is recorded ('nothing changed'). Prints the commit ({commit,\n"
           "merged, changed} with --json).\n",
-          NULL },
+          NULL, "record the changes (merging if needed)" },
         { "workspace", "unmount", cmd_workspace_unmount, 2, 2, "",
           "layerfs workspace unmount N BRANCH [--discard]\n\n"
           "Unmounts the Workspace. Refused with Busy while a process has its cwd or a file\n"
           "open in it, and with Dirty when it has uncommitted changes, unless --discard.\n",
-          "discard" },
+          "discard", "refused Busy while in use, Dirty if changed" },
         { "workspace", "exec", cmd_workspace_exec, 3, 1 << 20, "cwd,env,timeout",
           "layerfs workspace exec N BRANCH [--cwd DIR] [--env K=V]... [--timeout SECONDS] [--tty] -- COMMAND [ARG...]\n\n"
           "Runs COMMAND in the Workspace of BRANCH in sandbox N, in a cgroup of its own, as the\n"
@@ -260,7 +279,7 @@ static const command commands[] = {
           "the command's output.\n\n"
           "Examples: layerfs workspace exec 1 main --cwd src -- make -j2\n"
           "          layerfs workspace exec 1 main --tty -- bash\n",
-          "tty" },
+          "tty", "run COMMAND in the Workspace, in its own cgroup;\n--tty: on a terminal of its own" },
         { "process", "start", cmd_process_start, 3, 1 << 20, "cwd,env",
           "layerfs process start N BRANCH [--cwd DIR] [--env K=V]... -- COMMAND [ARG...]\n\n"
           "Starts COMMAND in the background in the Workspace of BRANCH in sandbox N, in a cgroup\n"
@@ -269,31 +288,18 @@ static const command commands[] = {
           "directory. It runs until it ends, 'process kill' ends it, or the Sandbox closes; a\n"
           "Workspace it holds refuses unmount with Busy. Prints its pid ({sandbox, pid, log}\n"
           "with --json).\n",
-          NULL },
+          NULL, "run COMMAND in the background; prints its pid" },
         { "process", "list", cmd_process_list, 1, 1, "",
           "layerfs process list N\n\n"
           "Every process living in sandbox N's command cgroups, also those that detached (setsid,\n"
           "double fork): pid, cgroup leaf, 'running', command line. Then the processes started\n"
           "with 'process start' that have ended, with 'exited' and their exit status.\n",
-          NULL },
+          NULL, "the Sandbox's processes, also detached ones" },
         { "process", "kill", cmd_process_kill, 2, 2, "",
           "layerfs process kill N PID\n\n"
           "Ends process PID of sandbox N with SIGKILL. A PID that is not a process of the Sandbox\n"
           "is refused with InvalidInput and nothing is signalled.\n",
-          NULL },
-        { "sandbox", "events", cmd_sandbox_events, 1, 1, "",
-          "layerfs sandbox events N [--follow]\n\n"
-          "Process starts and ends in sandbox N, one JSON object per line, oldest first:\n"
-          "{\"event\": \"start\"|\"exit\", \"pid\", \"ppid\", \"cgroup\" (the command's leaf),\n"
-          "\"comm\", \"time\" (seconds since the epoch), \"received\" (when the daemon learnt of\n"
-          "it), and for an exit \"exit\" (its code) or \"signal\"}.\n\n"
-          "With the BPF watcher every process of the Sandbox is reported, also those that\n"
-          "detached (a multithreaded process once, when its last thread ends); the proc\n"
-          "connector watcher (LAYERFS_WATCHER=proc) reports the same; the cgroup watcher\n"
-          "(LAYERFS_WATCHER=cgroup, or no BPF) only the commands the Sandbox started.\n"
-          "The daemon keeps the last 4,096. With --follow, each new event is printed as it happens, until\n"
-          "the Sandbox closes or the reader goes away.\n",
-          "follow" },
+          NULL, "end one of them" },
         { "runtime", "status", cmd_runtime_status, 0, 0, "",
           "layerfs runtime status\n\n"
           "What this host offers the runtime: the home, its placement, the default runtime\n"
@@ -305,7 +311,7 @@ static const command commands[] = {
           "mount and net namespaces); 'missing' lists those it lacks. kconfig-notes/ in the\n"
           "source says what each needs and what degrades without it. As root it makes\n"
           "LayerFS's cgroup root if missing (two probes use it).\n",
-          NULL },
+          NULL, "what the kernel offers; which watcher runs" },
         { "runtime", "reclaim", cmd_runtime_reclaim, 0, 0, "",
           "layerfs runtime reclaim\n\n"
           "Cleans up after every Sandbox of the home whose daemon is gone (killed, crashed, or\n"
@@ -318,8 +324,32 @@ static const command commands[] = {
           "(its record stays for the next reclaim). Both are printed as 'left alone: WHY'\n"
           "(left_alone with --json). Running Sandboxes are not affected. 'project\n"
           "list_sandboxes' and 'sandbox create' reclaim too.\n",
-          NULL },
+          NULL, "clean up after Sandboxes whose daemon died" },
 };
+
+/* --help's COMMANDS list: "    USAGE  SUMMARY", the usage taken from each command's own
+ * text; a usage too long for the left column goes on a line of its own. */
+#define SUMMARY_COLUMN 39
+static void print_main_help(void) {
+        fputs(main_help_head, stdout);
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
+                const char *usage = commands[i].help + strlen("layerfs ");
+                int n = (int)strcspn(usage, "\n"), left = SUMMARY_COLUMN - 4 - 2;
+                if (n <= left)
+                        printf("    %-*.*s  ", left, n, usage);
+                else
+                        printf("    %.*s\n%*s", n, usage, SUMMARY_COLUMN, "");
+                for (const char *p = commands[i].summary;;) {
+                        size_t k = strcspn(p, "\n");
+                        printf("%.*s\n", (int)k, p);
+                        if (!p[k])
+                                break;
+                        p += k + 1;
+                        printf("%*s", SUMMARY_COLUMN, "");
+                }
+        }
+        fputs(main_help_tail, stdout);
+}
 
 static void usage_error(cli_ctx *ctx, const char *fmt, ...) _cli_printf_(2, 3);
 
@@ -588,7 +618,10 @@ int main(int argc, char **argv) {
                 printf("layerfs %s\n", LAYERFS_VERSION);
                 status = 0;
         } else if (r == 0 && help) {
-                fputs(cmd ? cmd->help : main_help, stdout);
+                if (cmd)
+                        fputs(cmd->help, stdout);
+                else
+                        print_main_help();
                 status = 0;
         } else if (r < 0) {
                 status = cli_report(&ctx, r);

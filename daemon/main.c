@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "cgroup.h"
+#include "config.h" /* LAYERFS_VERSION */
 #include "daemon.h"
 #include "teardown.h"
 #include "json_path.h"
@@ -1012,7 +1013,65 @@ static int make_private_tmp(daemon_state *d) {
 }
 
 static const char usage[] =
-        "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP --instance ID\n";
+        "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP --instance ID\n"
+        "(started by liblayerfs for each Sandbox; see 'layerfs-daemon --help')\n";
+
+/* The man page layerfs-daemon(8) is made from this text (packaging/man/help2man.sh): keep
+ * its layout, section names alone on a line and entries indented by four spaces. */
+static const char help[] =
+        "NAME\n"
+        "    layerfs-daemon - the daemon of one LayerFS Sandbox\n"
+        "\n"
+        "SYNOPSIS\n"
+        "    layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP\n"
+        "                   --instance ID\n"
+        "\n"
+        "DESCRIPTION\n"
+        "    liblayerfs (and so 'layerfs sandbox create') starts one layerfs-daemon for each\n"
+        "    Sandbox, as root, detached in its own session, in the leaf 'daemon' of the\n"
+        "    Sandbox's cgroup, with its output going to DIR/daemon.log. It is not meant to\n"
+        "    be run by hand: the library makes the Sandbox's directory, token, cgroup and\n"
+        "    record first.\n"
+        "\n"
+        "    It serves the Sandbox's calls on DIR/control.sock (mode 0600; a client proves\n"
+        "    itself with the token in DIR/token), mounts the Sandbox's Workspaces over FUSE\n"
+        "    under DIR/mnt/, runs commands each in a cgroup leaf of their own as the command\n"
+        "    identity, watches their processes (BPF, else the proc connector or the cgroup's\n"
+        "    events) and closes the Sandbox on 'sandbox close' or when idle: it ends every\n"
+        "    process in the cgroup, unmounts, and removes the cgroups, DIR and the record.\n"
+        "\n"
+        "OPTIONS\n"
+        "    --home DIR       the home whose Sandbox this is\n"
+        "    --project NAME   the project\n"
+        "    --sandbox N      the Sandbox's number\n"
+        "    --dir DIR        the Sandbox's directory, HOME/sandboxes/NAME-N\n"
+        "    --cgroup CGROUP  the Sandbox's cgroup (LAYERFS_CGROUP_ROOT/TAG-NAME-N)\n"
+        "    --instance ID    this start of the Sandbox, as its record names it\n"
+        "    --help           this text\n"
+        "    --version        the version\n"
+        "\n"
+        "ENVIRONMENT\n"
+        "    LAYERFS_IDLE_SECONDS\n"
+        "                     with no Workspace mounted and no request for this long\n"
+        "                     (default 120), the Sandbox closes itself\n"
+        "    LAYERFS_WATCHER  how it watches its processes: bpf, proc or cgroup\n"
+        "    LAYERFS_COMMAND_UID, LAYERFS_COMMAND_GID\n"
+        "                     the command identity (default 501 and 20)\n"
+        "    LAYERFS_FUSE_DEBUG=1\n"
+        "                     log every FUSE request\n"
+        "    LAYERFS_BPF_DEBUG=1\n"
+        "                     log libbpf's messages\n"
+        "\n"
+        "FILES\n"
+        "    DIR/control.sock  the control socket\n"
+        "    DIR/token         the token a client must send first\n"
+        "    DIR/daemon.log    this daemon's log ('layerfs sandbox log N'), kept to 1 MiB\n"
+        "    DIR/mnt/BRANCH    a mounted Workspace\n"
+        "    DIR/tmp/          the commands' HOME and TMPDIR\n"
+        "\n"
+        "EXIT STATUS\n"
+        "    0 after the Sandbox closed; 1 when it could not start (the reason is in its\n"
+        "    log); 2 for wrong arguments.\n";
 
 int main(int argc, char **argv) {
         daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -1024,6 +1083,8 @@ int main(int argc, char **argv) {
                 { "dir", required_argument, NULL, 'd' },
                 { "cgroup", required_argument, NULL, 'c' },
                 { "instance", required_argument, NULL, 'i' },
+                { "help", no_argument, NULL, 'H' },
+                { "version", no_argument, NULL, 'V' },
                 { NULL, 0, NULL, 0 },
         };
         int c;
@@ -1047,6 +1108,12 @@ int main(int argc, char **argv) {
                 case 'i':
                         d.instance = optarg;
                         break;
+                case 'H':
+                        fputs(help, stdout);
+                        return 0;
+                case 'V':
+                        printf("layerfs-daemon %s\n", LAYERFS_VERSION);
+                        return 0;
                 default:
                         fputs(usage, stderr);
                         return 2;

@@ -5,20 +5,22 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
+# The CLI to run: the build's, or LAYERFS (an installed one: tests/fresh).
+LAYERFS=${LAYERFS:-$BUILD/layerfs}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/layerfs-demo.XXXXXX")
 # Commands run as the command identity (501:20) in Workspaces below the home: it must
 # be able to pass through (mktemp makes 0700).
 chmod 711 "$WORK"
 sandbox=""
 cleanup() {
-        [ -n "$sandbox" ] && "$BUILD/layerfs" sandbox close "$sandbox" --force >/dev/null 2>&1
+        [ -n "$sandbox" ] && "$LAYERFS" sandbox close "$sandbox" --force >/dev/null 2>&1
         rm -rf "$WORK"
 }
 trap cleanup EXIT
 export LAYERFS_HOME="$WORK/home"
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
-layerfs() { "$BUILD/layerfs" "$@"; }
+layerfs() { "$LAYERFS" "$@"; }
 
 step layerfs project init demo --from /usr/include
 step layerfs project list

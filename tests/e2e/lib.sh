@@ -69,6 +69,16 @@ assert_eq() {
         ok
 }
 
+# pids_matching PATTERN: the pids whose command line matches PATTERN (pgrep -f); nothing
+# when none does. pgrep's own failure (127: not installed, 2: a bad pattern) fails the
+# test, so that "no daemon is left" comes from a check that ran. Use it in an assignment
+# (left=$(pids_matching ...)), where that failure stops the test.
+pids_matching() {
+        local status=0
+        pgrep -f -- "$1" || status=$?
+        [ "$status" -le 1 ] || fail "pgrep -f '$1' exited $status: is procps installed? ('make deps' installs it)"
+}
+
 # json_get 'expression on j' < json: prints a field with python3.
 json_get() {
         python3 -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"

@@ -12,7 +12,9 @@ nothing_made() {
         assert_eq "$(records)" 0 "$1: no record"
         [ -z "$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null)" ] || fail "$1: a sandbox directory was made"
         [ -z "$(find "$LAYERFS_CGROUP_ROOT" -mindepth 1 -type d 2>/dev/null)" ] || fail "$1: a cgroup was made"
-        [ -z "$(pgrep -f "layerfs-daemon --home $LAYERFS_HOME" || true)" ] || fail "$1: a daemon was started"
+        local daemons
+        daemons=$(pids_matching "layerfs-daemon --home $LAYERFS_HOME")
+        [ -z "$daemons" ] || fail "$1: a daemon was started: $daemons"
 }
 # refused CODE TEXT ARGS...: exits 125 with CODE, its message contains TEXT, nothing made.
 refused() {

@@ -36,7 +36,7 @@ assert_nothing_left() {
         left=$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null || true)
         [ -z "$left" ] || fail "$what: sandbox directories left: $left"
         assert_eq "$(records)" 0 "$what: records left"
-        left=$(pgrep -f "layerfs-daemon --home $LAYERFS_HOME" || true)
+        left=$(pids_matching "layerfs-daemon --home $LAYERFS_HOME")
         [ -z "$left" ] || fail "$what: daemons left: $left"
 }
 
@@ -445,7 +445,8 @@ assert_nothing_left "refusals"
 for failure in record daemon-no-socket; do
         LAYERFS_INJECT_FAILURE=$failure expect_error Failed lfs sandbox create
         assert_nothing_left "create failing at $failure"
-        pgrep -f "layerfs-daemon --home $LAYERFS_HOME" >/dev/null && fail "$failure: a daemon is left"
+        left=$(pids_matching "layerfs-daemon --home $LAYERFS_HOME")
+        [ -z "$left" ] || fail "$failure: a daemon is left: $left"
         assert_eq "$(lfs sandbox create)" 1 "$failure: the number is free again"
         lfs sandbox close 1 >/dev/null
 done

@@ -11,7 +11,9 @@ manifest() { python3 "$FSOPS" manifest "$1" 2>/dev/null | grep -v -P '\t(.*/)?\.
 
 sandboxes_cleaned() {
         grep -q " $LAYERFS_HOME/" /proc/mounts && fail "a mount is left: $(grep " $LAYERFS_HOME/" /proc/mounts)"
-        pgrep -f "layerfs-daemon .*--home $LAYERFS_HOME" >/dev/null && fail "a daemon is left"
+        local daemons
+        daemons=$(pids_matching "layerfs-daemon .*--home $LAYERFS_HOME")
+        [ -z "$daemons" ] || fail "a daemon is left: $daemons"
         [ -z "$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null)" ] || fail "sandbox directories left: $(ls "$LAYERFS_HOME/sandboxes")"
         assert_eq "$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" 'SELECT count(*) FROM sandboxes')" 0 "records left"
 }

@@ -47,6 +47,7 @@ for round in $(seq 1 "$ROUNDS"); do
         grep -q " $LAYERFS_HOME/" /proc/mounts && fail "round $round: a mount is left"
         ok
 done
-pgrep -f "layerfs-daemon .*--home $LAYERFS_HOME" >/dev/null && fail "a daemon is left"
+daemons=$(pids_matching "layerfs-daemon .*--home $LAYERFS_HOME")
+[ -z "$daemons" ] || fail "a daemon is left: $daemons"
 ok
 finish

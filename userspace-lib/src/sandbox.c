@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "cgroup.h"
+#include "config.h" /* LAYERFS_DAEMON_PATH: where make install puts the daemon */
 #include "exec_streams.h"
 #include "json_path.h"
 #include "numbers.h"
@@ -109,27 +110,49 @@ static bool wait_owner_gone(const sandbox_record *rec, int timeout_ms) {
 
 /* ---- the daemon process ---- */
 
-static char *daemon_path(void) {
+/* Which layerfs-daemon a Sandbox runs: LAYERFS_DAEMON; else the one beside the running
+ * program (the build tree, where the tests run build/layerfs); else where `make install`
+ * put it (LAYERFS_DAEMON_PATH, recorded by the build in config.h). Always an absolute
+ * path: execve of a bare name runs ./layerfs-daemon from whatever directory the caller
+ * is in. Found before anything is made, so that a missing daemon leaves nothing behind. */
+static int daemon_path(char **ret_path, lfs_error **err) {
         const char *env = getenv("LAYERFS_DAEMON");
-        if (env && *env)
-                return xstrdup(env);
-        char self[4096];
+        if (env && *env) {
+                if (env[0] != '/')
+                        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                        "LAYERFS_DAEMON='%s' is not an absolute path; give the full path of "
+                                        "a layerfs-daemon, or unset it to use %s",
+                                        env, LAYERFS_DAEMON_PATH);
+                *ret_path = xstrdup(env);
+                return 0;
+        }
+        _cleanup_free_ char *beside = NULL;
+        char self[PATH_MAX];
         ssize_t k = readlink("/proc/self/exe", self, sizeof(self) - 1);
         if (k > 0) {
                 self[k] = 0;
-                char *path = xasprintf("%s/layerfs-daemon", dirname(self));
-                if (access(path, X_OK) == 0)
-                        return path;
-                free(path);
+                beside = xasprintf("%s/layerfs-daemon", dirname(self));
+                if (access(beside, X_OK) == 0) {
+                        *ret_path = TAKE_PTR(beside);
+                        return 0;
+                }
         }
-        return xstrdup("layerfs-daemon");
+        if (access(LAYERFS_DAEMON_PATH, X_OK) == 0) {
+                *ret_path = xstrdup(LAYERFS_DAEMON_PATH);
+                return 0;
+        }
+        return lfs_fail(
+                err, LFS_FAILED, ENOENT,
+                "no layerfs-daemon to start: none beside this program (%s) and none installed at %s; "
+                "install LayerFS ('make install') or set LAYERFS_DAEMON to a daemon's absolute path",
+                beside ? beside : "/proc/self/exe unreadable", LAYERFS_DAEMON_PATH);
 }
 
 /* Starts the daemon detached (its own session, not our child) in the leaf
  * <cgroup>/daemon; returns its pid. The intermediate child is reaped here. */
-static int spawn_daemon(lfs_home *home, const sandbox_record *rec, pid_t *ret_pid, lfs_error **err) {
-        _cleanup_free_ char *exe = daemon_path(), *num = xasprintf("%d", rec->number),
-                            *leaf = xasprintf("%s/daemon", rec->cgroup);
+static int spawn_daemon(lfs_home *home, const sandbox_record *rec, const char *exe, pid_t *ret_pid,
+                        lfs_error **err) {
+        _cleanup_free_ char *num = xasprintf("%d", rec->number), *leaf = xasprintf("%s/daemon", rec->cgroup);
         _cleanup_close_ int leaf_fd = lfs_cgroup_open(leaf);
         _cleanup_close_ int procs_fd =
                 leaf_fd < 0 ? -1 : openat(leaf_fd, "cgroup.procs", O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -445,7 +468,8 @@ static int open_project(lfs_home *home, const char *project, char **ret_name, lf
 /* The Sandbox's directory (0711: the command identity passes through to mnt/ and tmp/;
  * token and socket are root's) with its token, its cgroup with the leaf "daemon", and the
  * daemon answering on its socket. rec->dir_fd is the directory once made. */
-static int start_daemon(lfs_home *home, int base_fd, sandbox_record *rec, pid_t *ret_pid, lfs_error **err) {
+static int start_daemon(lfs_home *home, int base_fd, sandbox_record *rec, const char *daemon, pid_t *ret_pid,
+                        lfs_error **err) {
         _cleanup_free_ char *name = xasprintf("%s-%d", rec->project, rec->number), *why = NULL;
         /* Remains of a Sandbox whose record is gone (deleted by hand): the number is ours
          * now, and so is whatever this home keeps under it. */
@@ -478,7 +502,7 @@ static int start_daemon(lfs_home *home, int base_fd, sandbox_record *rec, pid_t 
         if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(rec->cgroup)) < 0 ||
             (r = lfs_cgroup_make(leaf)) < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot make the cgroup %s: %s", leaf, strerror(-r));
-        if ((r = spawn_daemon(home, rec, ret_pid, err)) < 0)
+        if ((r = spawn_daemon(home, rec, daemon, ret_pid, err)) < 0)
                 return r;
         if ((r = wait_ready(rec, *ret_pid)) < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's daemon did not become ready (%s)",
@@ -543,9 +567,9 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
                 return lfs_fail(
                         err, LFS_UNSUPPORTED, EPERM,
                         "the linux platform needs root (it mounts FUSE and makes cgroups); run as root");
-        _cleanup_free_ char *name = NULL, *cgroup_root = NULL;
+        _cleanup_free_ char *name = NULL, *cgroup_root = NULL, *daemon = NULL;
         if ((r = open_project(home, project, &name, err)) < 0 ||
-            (r = lfs_cgroup_root(&cgroup_root, err)) < 0)
+            (r = lfs_cgroup_root(&cgroup_root, err)) < 0 || (r = daemon_path(&daemon, err)) < 0)
                 return r;
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
                 return r;
@@ -569,7 +593,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
                 return r;
         }
         pid_t pid = -1;
-        r = start_daemon(home, base, &rec, &pid, err);
+        r = start_daemon(home, base, &rec, daemon, &pid, err);
         if (r == 0 && injected("record"))
                 r = lfs_fail(err, LFS_FAILED, EIO,
                              "cannot record sandbox %d (LAYERFS_INJECT_FAILURE=record)", rec.number);
