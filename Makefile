@@ -34,7 +34,20 @@ DAEMON_PATH := $(LIBEXECDIR)/layerfs/layerfs-daemon
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Ibackends -Ibpf -Icli -Idaemon -I$(BUILD)
+# The layers, bottom to top (docs/architecture.md): each folder's files are compiled with
+# the include paths of their own folder and of the layers below it only, so an include
+# that goes up a layer fails to compile (tests/lint/layers.sh says so by name first).
+# include/layerfs.h, the public header, is everyone's. $(BUILD) holds config.h.
+BASE_INC := -Iinclude -Iuserspace-lib/base
+STORE_INC := $(BASE_INC) -Iuserspace-lib/store
+CGROUP_INC := $(BASE_INC) -Icgroup
+BPF_INC := $(CGROUP_INC) -Ibpf -I$(BUILD)/bpf
+BACKENDS_INC := $(CGROUP_INC) -Ibackends
+CLIENT_INC := $(STORE_INC) -Icgroup -Ibackends -Iuserspace-lib/client -I$(BUILD)
+DAEMON_INC := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Idaemon
+CLI_INC := $(BASE_INC) -Icli -I$(BUILD)
+# The unit tests and the linters see every layer.
+INCLUDES := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Idaemon -Icli
 
 # The libraries' flags come from pkg-config, and pkg-config knows them only once their
 # -dev packages are installed. Reading them when this file is read (as `LIBS :=
@@ -47,11 +60,11 @@ ifneq ($(filter-out $(CONFIG_FREE_GOALS),$(or $(MAKECMDGOALS),all)),)
 include $(BUILD)/config.mk
 endif
 
-ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(INCLUDES) $(PKG_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
+ALL_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(LAYER_INC) $(PKG_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
 LIBS := $(PKG_LIBS)
 LDFLAGS += $(EXTRA_LDFLAGS)
 
-LIB_SRC := $(wildcard userspace-lib/src/*.c cgroup/*.c backends/*.c)
+LIB_SRC := $(wildcard userspace-lib/base/*.c userspace-lib/store/*.c cgroup/*.c backends/*.c userspace-lib/client/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -144,7 +157,18 @@ $(BUILD)/dirs: FORCE
 	@printf '%s\n' '$(VERSION)' '$(BINDIR)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(DAEMON_PATH)' >$@.tmp
 	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 
-HEADERS := $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cgroup/*.h backends/*.h cli/*.h tests/unit/*.h)
+HEADERS := $(wildcard include/*.h userspace-lib/*/*.h cgroup/*.h backends/*.h cli/*.h tests/unit/*.h)
+# Each folder's include paths (the layers above).
+$(BUILD)/userspace-lib/base/%.o: LAYER_INC = $(BASE_INC)
+$(BUILD)/userspace-lib/store/%.o: LAYER_INC = $(STORE_INC)
+$(BUILD)/cgroup/%.o: LAYER_INC = $(CGROUP_INC)
+$(BUILD)/bpf/%.o: LAYER_INC = $(BPF_INC)
+$(BUILD)/backends/%.o: LAYER_INC = $(BACKENDS_INC)
+$(BUILD)/userspace-lib/client/%.o: LAYER_INC = $(CLIENT_INC)
+$(BUILD)/daemon/%.o: LAYER_INC = $(DAEMON_INC)
+$(BUILD)/cli/%.o: LAYER_INC = $(CLI_INC)
+$(BUILD)/tests/%.o: LAYER_INC = $(INCLUDES)
+$(BUILD)/fuse-floor: LAYER_INC = $(BASE_INC)
 $(BUILD)/%.o: %.c $(HEADERS) $(BUILD)/config.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -155,7 +179,7 @@ $(BUILD)/liblayerfs.a: $(LIB_OBJ)
 
 # The shared library exports exactly the functions of layerfs.h (the version script), and
 # names every library it needs (-z defs).
-$(BUILD)/api-functions: userspace-lib/include/layerfs.h packaging/api-functions.sh
+$(BUILD)/api-functions: include/layerfs.h packaging/api-functions.sh
 	sh packaging/api-functions.sh $< >$@
 $(BUILD)/liblayerfs.map: $(BUILD)/api-functions
 	{ echo '{ global:'; sed 's/.*/  &;/' $<; echo 'local: *; };'; } >$@
@@ -183,7 +207,7 @@ $(BUILD)/man/layerfs.1: $(BUILD)/layerfs packaging/man/help2man.sh
 $(BUILD)/man/layerfs-daemon.8: $(BUILD)/layerfs-daemon packaging/man/help2man.sh
 	@mkdir -p $(@D)
 	sh packaging/man/help2man.sh $< 8 >$@
-$(BUILD)/man/liblayerfs.3: userspace-lib/include/layerfs.h README.md packaging/man/header2man.sh $(BUILD)/api-functions
+$(BUILD)/man/liblayerfs.3: include/layerfs.h README.md packaging/man/header2man.sh $(BUILD)/api-functions
 	@mkdir -p $(@D)
 	sh packaging/man/header2man.sh $< README.md $(VERSION) >$@
 
@@ -203,7 +227,7 @@ $(BUILD)/bpf/watcher.skel.h: $(BUILD)/bpf/watcher.bpf.o
 	bpftool gen skeleton $< name watcher_bpf > $@
 
 $(BUILD)/bpf/watcher.o: bpf/watcher.c bpf/watcher.h bpf/bpf_watcher.h $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
-	$(CC) $(ALL_CFLAGS) -I$(BUILD)/bpf -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(BUILD)/liblayerfs.a
 	@mkdir -p $(dir $@)
@@ -254,12 +278,12 @@ sanitize: deps
 
 # A checkout without git (a `git archive` of it) lints the same files.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
-	find userspace-lib cli daemon cgroup backends bpf tests bench -name '*.[ch]' | sort)
+	find include userspace-lib cli daemon cgroup backends bpf tests bench -name '*.[ch]' | sort)
 lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf userspace-lib cgroup backends bpf/watcher.c cli daemon tests bench
-	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf \
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib cgroup backends bpf/watcher.c cli daemon tests bench
+	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) \
 		$(PKG_CFLAGS) $(FUSE_CFLAGS)
 
 format:
@@ -279,7 +303,7 @@ install: $(INSTALLED)
 	ln -sfn liblayerfs.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblayerfs.so.$(SOVERSION)
 	ln -sfn liblayerfs.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/liblayerfs.so
 	install -Dm644 $(BUILD)/liblayerfs.a $(DESTDIR)$(LIBDIR)/liblayerfs.a
-	install -Dm644 userspace-lib/include/layerfs.h $(DESTDIR)$(INCLUDEDIR)/layerfs.h
+	install -Dm644 include/layerfs.h $(DESTDIR)$(INCLUDEDIR)/layerfs.h
 	install -Dm644 $(BUILD)/layerfs.pc $(DESTDIR)$(LIBDIR)/pkgconfig/layerfs.pc
 	install -Dm644 $(BUILD)/man/layerfs.1 $(DESTDIR)$(MANDIR)/man1/layerfs.1
 	install -Dm644 $(BUILD)/man/layerfs-daemon.8 $(DESTDIR)$(MANDIR)/man8/layerfs-daemon.8

@@ -5,7 +5,8 @@
 #include <sys/un.h>
 
 #include "platforms.h"
-#include "store.h"
+#include "probe.h"
+#include "util.h"
 
 static void need(lfs_missing *m, const char *name) {
         if (m->n < ELEMENTSOF(m->names))
@@ -164,6 +165,47 @@ char *lfs_allowed_names(const char *placement) {
         return out;
 }
 
+int lfs_default_runtime(const char **ret, lfs_error **err) {
+        static const char *const runtimes[] = { "native", "namespaces", "docker" };
+        const char *v = getenv("LAYERFS_SANDBOX");
+        if (!v) {
+                *ret = runtimes[0];
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
+                if (!strcmp(v, runtimes[i])) {
+                        *ret = runtimes[i];
+                        return 0;
+                }
+        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_SANDBOX='%s' is not a runtime; give docker, native or namespaces", v);
+}
+
+const char *lfs_default_runtime_shown(void) {
+        const char *runtime;
+        return lfs_default_runtime(&runtime, NULL) < 0 ? getenv("LAYERFS_SANDBOX") : runtime;
+}
+
+void lfs_platforms_status(lfs_runtime_info *s) {
+        s->platforms = xcalloc(lfs_n_platforms, sizeof(*s->platforms));
+        s->n_platforms = lfs_n_platforms;
+        for (size_t i = 0; i < lfs_n_platforms; i++) {
+                const lfs_platform *p = &lfs_platforms[i];
+                lfs_platform_status *ps = &s->platforms[i];
+                lfs_missing m = { 0 };
+                p->probe(&m);
+                ps->id = xstrdup(p->id);
+                ps->allowed = lfs_platform_allowed(p, s->placement);
+                ps->ready = ps->allowed && m.n == 0;
+                ps->missing = xcalloc(m.n ? m.n : 1, sizeof(char *));
+                for (size_t k = 0; k < m.n; k++) {
+                        ps->missing[ps->n_missing++] = xstrdup(m.names[k]);
+                        if (ps->allowed)
+                                lfs_runtime_add_missing(s, m.names[k]);
+                }
+        }
+}
+
 const char *lfs_record_platform(const char *platform, const char *runtime, const char *placement) {
         if (platform && *platform)
                 return platform;
@@ -181,8 +223,11 @@ int lfs_platform_choose(const char *home, const char *requested, const lfs_platf
                 return r;
         const char *name = requested;
         if (!name) {
-                const char *runtime = getenv("LAYERFS_SANDBOX");
-                name = runtime && !strcmp(runtime, "docker") ? "docker" : "linux";
+                const char *runtime;
+                r = lfs_default_runtime(&runtime, err);
+                if (r < 0)
+                        return r;
+                name = !strcmp(runtime, "docker") ? "docker" : "linux";
         }
         const lfs_platform *p = lfs_platform_find(name);
         if (!p)

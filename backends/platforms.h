@@ -42,6 +42,18 @@ bool lfs_platform_allowed(const lfs_platform *p, const char *placement);
 /* The platforms a placement allows, comma-separated. */
 char *lfs_allowed_names(const char *placement);
 
+/* LAYERFS_SANDBOX, the home's default runtime, read here only: "native" when unset, else
+ * native, namespaces or docker (static strings); anything else (the empty string too) is
+ * InvalidInput naming the value. */
+int lfs_default_runtime(const char **ret, lfs_error **err);
+/* What runtime.status shows: that runtime, or the value as given when it is none (a
+ * create refuses it). */
+const char *lfs_default_runtime_shown(void);
+
+/* runtime.status's platforms: each one's readiness on this host, and whether s's
+ * placement allows it; what an allowed one lacks joins s->missing. */
+void lfs_platforms_status(lfs_runtime_info *s);
+
 /* The platform a record names; one from before platforms were recorded (NULL) reads as
  * the one its runtime implies: native/namespaces linux, docker docker, vm the home's
  * route. */

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "cgroup.h"
-#include "store.h"
+#include "hash.h"
 #include "util.h"
 
 static bool is_cgroup2(const char *path) {

@@ -29,6 +29,7 @@
 #include "cgroup.h"
 #include "config.h" /* LAYERFS_VERSION */
 #include "daemon.h"
+#include "records.h"
 #include "teardown.h"
 #include "json_path.h"
 #include "numbers.h"

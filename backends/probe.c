@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runtime.status: what this host's kernel offers the runtime, found by trying it (probes,
- * never version numbers), and which watcher a new Sandbox would use. kconfig-notes/
- * explains each probe: the kernel version and CONFIG options behind it, and what
- * degrades without it.
+ * The kernel probes of runtime.status: what this host's kernel offers the runtime, found by trying it
+ * (probes, never version numbers), and which watcher a new Sandbox would use. kconfig-notes/ explains each
+ * probe: the kernel version and CONFIG options behind it, and what degrades without it.
  */
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -20,8 +19,8 @@
 #include <linux/netlink.h>
 
 #include "cgroup.h"
-#include "platforms.h"
-#include "store.h"
+#include "probe.h"
+#include "util.h"
 
 #ifndef FUSE_DEV_IOC_BACKING_OPEN /* protocol 7.40; Debian 12's header is 7.38 */
 struct fuse_backing_map {
@@ -148,7 +147,7 @@ static void add(lfs_runtime_info *s, const char *name, bool present, const char 
                                                       .note = note ? xstrdup(note) : NULL };
 }
 
-static void add_missing(lfs_runtime_info *s, const char *name) {
+void lfs_runtime_add_missing(lfs_runtime_info *s, const char *name) {
         for (size_t i = 0; i < s->n_missing; i++)
                 if (!strcmp(s->missing[i], name))
                         return;
@@ -156,36 +155,7 @@ static void add_missing(lfs_runtime_info *s, const char *name) {
         s->missing[s->n_missing++] = xstrdup(name);
 }
 
-static void add_platforms(lfs_runtime_info *s) {
-        s->platforms = xcalloc(lfs_n_platforms, sizeof(*s->platforms));
-        s->n_platforms = lfs_n_platforms;
-        for (size_t i = 0; i < lfs_n_platforms; i++) {
-                const lfs_platform *p = &lfs_platforms[i];
-                lfs_platform_status *ps = &s->platforms[i];
-                lfs_missing m = { 0 };
-                p->probe(&m);
-                ps->id = xstrdup(p->id);
-                ps->allowed = lfs_platform_allowed(p, s->placement);
-                ps->ready = ps->allowed && m.n == 0;
-                ps->missing = xcalloc(m.n ? m.n : 1, sizeof(char *));
-                for (size_t k = 0; k < m.n; k++) {
-                        ps->missing[ps->n_missing++] = xstrdup(m.names[k]);
-                        if (ps->allowed)
-                                add_missing(s, m.names[k]);
-                }
-        }
-}
-
-int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) {
-        const char *placement = "host";
-        int r = lfs_placement(&placement, err);
-        if (r < 0)
-                return r;
-        lfs_runtime_info *s = xcalloc(1, sizeof(*s));
-        s->home = xstrdup(home->path);
-        s->placement = xstrdup(placement);
-        const char *runtime = getenv("LAYERFS_SANDBOX");
-        s->default_runtime = xstrdup(runtime && *runtime ? runtime : "native");
+void lfs_probe_features(lfs_runtime_info *s) {
         _cleanup_free_ char *root = NULL;
         bool cgroup2 = probe_cgroup2(&root);
         bool root_user = geteuid() == 0;
@@ -223,33 +193,5 @@ int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) 
         s->watcher = xstrdup(want && *want ? want : bpf_ok ? "bpf" : "cgroup");
         for (size_t i = 0; i < s->n_features; i++)
                 if (!s->features[i].present)
-                        add_missing(s, s->features[i].name);
-        add_platforms(s);
-        *ret = s;
-        return 0;
-}
-
-void lfs_runtime_info_free(lfs_runtime_info *s) {
-        if (!s)
-                return;
-        for (size_t i = 0; i < s->n_features; i++) {
-                free(s->features[i].name);
-                free(s->features[i].note);
-        }
-        free(s->features);
-        for (size_t i = 0; i < s->n_platforms; i++) {
-                for (size_t k = 0; k < s->platforms[i].n_missing; k++)
-                        free(s->platforms[i].missing[k]);
-                free(s->platforms[i].missing);
-                free(s->platforms[i].id);
-        }
-        free(s->platforms);
-        for (size_t i = 0; i < s->n_missing; i++)
-                free(s->missing[i]);
-        free(s->missing);
-        free(s->home);
-        free(s->placement);
-        free(s->default_runtime);
-        free(s->watcher);
-        free(s);
+                        lfs_runtime_add_missing(s, s->features[i].name);
 }

@@ -67,4 +67,11 @@ int lfs_record_set_owner(sqlite3 *db, sandbox_record *rec, pid_t pid, const char
 /* Deletes the record of this instance (and no later one with its number). */
 int lfs_record_delete(sqlite3 *db, const sandbox_record *rec, lfs_error **err);
 
+/* For the daemon's own teardown: deletes the record of this instance of project's
+ * Sandbox number: its teardown finished. */
+int lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, const char *instance);
+/* Its teardown could not finish: the record (owned by the calling daemon) is left to
+ * whoever takes it over next (state removing, no owner). */
+int lfs_sandbox_record_release(lfs_home *home, const char *project, int number, const char *instance);
+
 #endif

@@ -2,7 +2,8 @@
 /* What a project or a branch may be called. */
 #include <ctype.h>
 
-#include "store.h"
+#include "names.h"
+#include "util.h"
 
 static bool is_lower_alnum(char c) {
         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* The one error type: codes and their names (both ways), made with lfs_fail. */
 #include "util.h"
 
 static const char *const code_names[] = {
@@ -22,6 +23,13 @@ const char *lfs_code_name(lfs_code code) {
         if ((size_t)code < ELEMENTSOF(code_names) && code_names[code])
                 return code_names[code];
         return "Failed";
+}
+
+lfs_code lfs_code_from_name(const char *name) {
+        for (int c = LFS_INVALID_INPUT; c <= LFS_FAILED; c++)
+                if (name && !strcmp(lfs_code_name((lfs_code)c), name))
+                        return (lfs_code)c;
+        return LFS_FAILED;
 }
 
 void lfs_error_free(lfs_error *err) {

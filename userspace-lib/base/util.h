@@ -57,6 +57,9 @@ static inline void lfs_error_freep(lfs_error **e) {
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
 
+/* The code named name (lfs_code_name's inverse); Failed for an unknown name. */
+lfs_code lfs_code_from_name(const char *name);
+
 /* Sets *err (if err) and returns a negative errno: -errnum, or -EINVAL when errnum is 0. */
 int lfs_fail(lfs_error **err, lfs_code code, int errnum, const char *fmt, ...) _printf_(4, 5);
 int lfs_failv(lfs_error **err, lfs_code code, int errnum, const char *fmt, va_list ap);

@@ -400,7 +400,7 @@ static int project_names(lfs_home *home, char ***ret, size_t *ret_n, lfs_error *
         return 0;
 }
 
-int lfs_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *ret_n, lfs_error **err) {
+int lfs_store_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *ret_n, lfs_error **err) {
         char **names = NULL;
         size_t n = 0;
         int r = project_names(home, &names, &n, err);
@@ -424,7 +424,6 @@ int lfs_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *re
                         for (size_t j = 0; j < nb; j++)
                                 out[k].branches[j] = TAKE_PTR(branches[j].name);
                         out[k].n_branches = nb;
-                        out[k].sandboxes = lfs_count_sandboxes(home, names[i]);
                         k++;
                         lfs_branch_list_free(branches, nb);
                 }

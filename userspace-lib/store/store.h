@@ -6,30 +6,9 @@
 #include <sqlite3.h>
 #include <sys/types.h>
 
+#include "hash.h"
+#include "names.h"
 #include "util.h"
-
-/* ---- ids (hash.c) ---- */
-void lfs_sha256(const void *data, size_t len, lfs_id *ret);
-typedef struct lfs_hasher lfs_hasher;
-lfs_hasher *lfs_hasher_new(void);
-void lfs_hasher_update(lfs_hasher *h, const void *data, size_t len);
-void lfs_hasher_finish(lfs_hasher *h, lfs_id *ret); /* frees h */
-int lfs_id_from_hex(const char *hex, lfs_id *ret);
-static inline bool lfs_id_eq(const lfs_id *a, const lfs_id *b) {
-        return memcmp(a->bytes, b->bytes, LFS_ID_LEN) == 0;
-}
-/* "ab/cdef…": the object's path below objects/. */
-void lfs_id_object_path(const lfs_id *id, char ret[LFS_HEX_LEN + 2]);
-
-/* A set of ids (open addressing), for walks that must visit each object once. */
-typedef struct lfs_idset {
-        lfs_id *slots;
-        uint8_t *used;
-        size_t cap, n;
-} lfs_idset;
-bool lfs_idset_add(lfs_idset *s, const lfs_id *id); /* true if it was new */
-bool lfs_idset_has(const lfs_idset *s, const lfs_id *id);
-void lfs_idset_done(lfs_idset *s);
 
 /* ---- trees (tree.c) ---- */
 #define LFS_MODE_FILE 0100644u
@@ -144,6 +123,10 @@ int lfs_home_make(lfs_home *home, lfs_error **err);
  * PermissionDenied when it is a symlink or others than the caller and root could change
  * it. -ENOENT (no error set) when it does not exist and create is false. */
 int lfs_home_dir(lfs_home *home, const char *name, mode_t mode, bool create, int *ret_fd, lfs_error **err);
+
+/* The home's projects, sorted, with their branches (lfs_project_list without the
+ * Sandboxes, which the client counts). */
+int lfs_store_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *ret_n, lfs_error **err);
 
 #define LFS_STORE_APPLICATION_ID 0x4C465331 /* 'LFS1' */
 #define LFS_STORE_SCHEMA 1
@@ -307,26 +290,5 @@ int lfs_for_each_ancestor(lfs_store *s, const lfs_id *start, lfs_idset *seen, lf
                           void *userdata, lfs_error **err);
 /* Is a an ancestor of (or equal to) b? */
 int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err);
-
-/* ---- Sandboxes (sandbox.c) ---- */
-/* Running Sandboxes of project, from the home's records (0 when there are none). */
-size_t lfs_count_sandboxes(lfs_home *home, const char *project);
-
-/* ---- names (names.c) ---- */
-int lfs_check_project_name(const char *name, lfs_error **err);
-int lfs_check_branch_name(const char *name, lfs_error **err);
-
-/* ---- Sandbox records (records.c), for the daemon's own teardown ---- */
-/* Deletes the record of this instance of project's Sandbox number: its teardown
- * finished. */
-int lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, const char *instance);
-/* Its teardown could not finish: the record (owned by the calling daemon) is left to
- * whoever takes it over next (state removing, no owner). */
-int lfs_sandbox_record_release(lfs_home *home, const char *project, int number, const char *instance);
-
-/* ---- probes (probe.c) ---- */
-/* One of runtime.status's kernel probes by its name ("kernel:cgroup2", "kernel:fuse",
- * "kernel:pidfd", "kernel:cgroup.kill", "kernel:kvm"); false for an unknown name. */
-bool lfs_probe_kernel(const char *name);
 
 #endif

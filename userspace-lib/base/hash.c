@@ -2,7 +2,8 @@
 /* SHA-256 ids through OpenSSL's libcrypto, which uses the CPU's SHA extensions. */
 #include <openssl/evp.h>
 
-#include "store.h"
+#include "hash.h"
+#include "util.h"
 
 static const EVP_MD *sha256_md(void) {
         static const EVP_MD *md;

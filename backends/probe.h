@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel probes (probe.c): what this host's kernel offers, found by trying it (never
+ * version numbers). The platforms' readiness (platforms.c) asks them; nothing here asks
+ * the platforms.
+ */
+#ifndef LFS_PROBE_H
+#define LFS_PROBE_H
+
+#include <stdbool.h>
+
+#include "layerfs.h"
+
+/* One of runtime.status's kernel probes by its name ("kernel:cgroup2", "kernel:fuse",
+ * "kernel:pidfd", "kernel:cgroup.kill", "kernel:kvm"); false for an unknown name. */
+bool lfs_probe_kernel(const char *name);
+/* runtime.status's features: each kernel probe, the watcher a new Sandbox would use, and
+ * the absent features in s->missing. */
+void lfs_probe_features(lfs_runtime_info *s);
+/* Adds name to s->missing unless it is there already. */
+void lfs_runtime_add_missing(lfs_runtime_info *s, const char *name);
+
+#endif

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the Sandbox client's files share (userspace-lib/client/): opening a Sandbox's
+ * record, its daemon (daemon.c), the RPC client (rpc.c), the removal of what a Sandbox
+ * left (sandbox.c) and the checks of a command (exec.c). Functions return 0 or a
+ * negative errno with *err set.
+ */
+#ifndef LFS_CLIENT_H
+#define LFS_CLIENT_H
+
+#include <jansson.h>
+
+#include "records.h"
+
+/* ---- the Sandbox (sandbox.c) ---- */
+/* Opens the checked record of project's Sandbox number, and its directory if it is
+ * there (ret->dir_fd, else -1). */
+int lfs_sandbox_open(lfs_home *home, const char *project, int number, sandbox_record *ret, lfs_error **err);
+/* Opens the record of a Sandbox whose daemon must be alive to answer. */
+int lfs_sandbox_open_live(lfs_home *home, const char *project, int number, sandbox_record *ret,
+                          lfs_error **err);
+/* Opens the Sandbox and sends req (taken) to its daemon: *ret its "ok" result. */
+int lfs_sandbox_call(lfs_home *home, const char *project, int sandbox, json_t *req, json_t **ret,
+                     lfs_error **err);
+/* Everything a Sandbox left, its record last; the caller owns the record. */
+int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_error **err);
+
+/* ---- the daemon (daemon.c) ---- */
+/* Waits (on a pidfd) until the record's owner has exited, at most timeout_ms. True when
+ * it has. */
+bool lfs_wait_owner_gone(const sandbox_record *rec, int timeout_ms);
+/* Which layerfs-daemon a Sandbox runs (an absolute path). */
+int lfs_daemon_path(char **ret_path, lfs_error **err);
+/* Makes the Sandbox's directory, token and cgroup and starts daemon there; returns once
+ * it answers on its socket. */
+int lfs_start_daemon(lfs_home *home, int base_fd, sandbox_record *rec, const char *daemon, pid_t *ret_pid,
+                     lfs_error **err);
+/* Appends the last lines of the daemon's log to *err's message. */
+void lfs_add_daemon_log(const sandbox_record *rec, lfs_error **err);
+
+/* ---- the RPC client (rpc.c) ---- */
+/* NoSuchSandbox: the record's daemon is gone. */
+int lfs_daemon_gone(const sandbox_record *rec, int errnum, lfs_error **err);
+/* Connects and sends req (taken; the token added) with fds passed along; returns the
+ * connected socket. */
+int lfs_rpc_send(const sandbox_record *rec, json_t *req, const int *fds, size_t n_fds, lfs_error **err);
+/* The daemon's answer line (NULL: none came): *ret its "ok" result (if ret), or its
+ * error as ours. */
+int lfs_rpc_answer(const sandbox_record *rec, const char *line, json_t **ret, lfs_error **err);
+/* Sends req (taken) and returns the "ok" result, or the daemon's error. */
+int lfs_rpc(const sandbox_record *rec, json_t *req, json_t **ret, lfs_error **err);
+
+/* ---- commands (exec.c) ---- */
+/* The workspace.exec request for argv with o's settings. */
+json_t *lfs_exec_request(const char *branch, const char *const *argv, size_t n_argv,
+                         const lfs_exec_options *o);
+/* The command, its environment, cwd and timeout: refused before anything is sent. */
+int lfs_check_exec_input(const char *const *argv, size_t n_argv, const lfs_exec_options *o, lfs_error **err);
+
+#endif

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime.status (what this host offers: the kernel probes of backends/probe.c and the
+ * platforms of backends/platforms.c) and runtime.reclaim (Sandboxes whose daemon is gone,
+ * taken over and removed).
+ */
+#include <limits.h>
+
+#include "client.h"
+#include "platforms.h"
+#include "probe.h"
+
+int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) {
+        const char *placement = "host";
+        int r = lfs_placement(&placement, err);
+        if (r < 0)
+                return r;
+        lfs_runtime_info *s = xcalloc(1, sizeof(*s));
+        s->home = xstrdup(home->path);
+        s->placement = xstrdup(placement);
+        s->default_runtime = xstrdup(lfs_default_runtime_shown());
+        lfs_probe_features(s);
+        lfs_platforms_status(s);
+        *ret = s;
+        return 0;
+}
+
+void lfs_runtime_info_free(lfs_runtime_info *s) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_features; i++) {
+                free(s->features[i].name);
+                free(s->features[i].note);
+        }
+        free(s->features);
+        for (size_t i = 0; i < s->n_platforms; i++) {
+                for (size_t k = 0; k < s->platforms[i].n_missing; k++)
+                        free(s->platforms[i].missing[k]);
+                free(s->platforms[i].missing);
+                free(s->platforms[i].id);
+        }
+        free(s->platforms);
+        for (size_t i = 0; i < s->n_missing; i++)
+                free(s->missing[i]);
+        free(s->missing);
+        free(s->home);
+        free(s->placement);
+        free(s->default_runtime);
+        free(s->watcher);
+        free(s);
+}
+
+void lfs_reclaimed_free(lfs_reclaimed *items, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(items[i].project);
+                free(items[i].dir);
+                free(items[i].left_alone);
+        }
+        free(items);
+}
+
+typedef struct reclaim_state {
+        lfs_home *home;
+        sqlite3 *db;
+        lfs_reclaimed *out;
+        size_t n, cap;
+} reclaim_state;
+
+static void reclaimed_add(reclaim_state *s, const char *project, long long number, const char *dir,
+                          const char *left_alone) {
+        GROW(s->out, s->cap, s->n + 1);
+        s->out[s->n++] = (lfs_reclaimed){ .project = xstrdup(project),
+                                          .sandbox = number > INT_MAX || number < INT_MIN ? 0 : (int)number,
+                                          .dir = xstrdup(dir ? dir : ""),
+                                          .left_alone = left_alone ? xstrdup(left_alone) : NULL };
+}
+
+static void reclaim_one(void *userdata, sandbox_record *rec, const char *project, long long number,
+                        lfs_error *why) {
+        reclaim_state *s = userdata;
+        if (!rec) {
+                reclaimed_add(s, project, number, NULL, why ? why->message : "refused");
+                return;
+        }
+        /* Alive (also a create in progress), or of a platform this build cannot tear
+         * down: left alone. Taken over (one compare-and-swap on the dead owner it was read
+         * with) before anything is touched, so that two reclaims, or a reclaim and a
+         * close, never both act on it, nor on a later Sandbox with its number. */
+        const lfs_platform *p = lfs_platform_find(rec->platform);
+        lfs_error *e = NULL;
+        if (!p || p->family != LFS_FAMILY_LINUX || lfs_record_alive(rec) ||
+            lfs_record_set_owner(s->db, rec, getpid(), "removing", &e) < 0) {
+                lfs_error_free(e);
+                return;
+        }
+        if (lfs_remove_remains(s->home, s->db, rec, &e) < 0)
+                reclaimed_add(s, rec->project, rec->number, rec->dir, e ? e->message : "failed");
+        else
+                reclaimed_add(s, rec->project, rec->number, rec->dir, NULL);
+        lfs_error_free(e);
+}
+
+int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err) {
+        _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
+        *ret = NULL;
+        *ret_n = 0;
+        if (access(path, F_OK) < 0)
+                return 0;
+        /* A 'sandboxes' that is not the home's own: nothing below it is touched. */
+        _cleanup_close_ int base = -1;
+        int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        reclaim_state s = { .home = home };
+        if ((r = lfs_records_open(home, &s.db, err)) < 0)
+                return r;
+        r = lfs_records_each(home, s.db, reclaim_one, &s, err);
+        sqlite3_close(s.db);
+        if (r < 0) {
+                lfs_reclaimed_free(s.out, s.n);
+                return r;
+        }
+        *ret = s.out;
+        *ret_n = s.n;
+        return 0;
+}

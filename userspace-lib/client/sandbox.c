@@ -1,0 +1,518 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sandboxes: numbered per project, one layerfs-daemon each, recorded in <home>/home.db
+ * (records.c). The library claims the number in one transaction, makes the Sandbox's
+ * cgroup, starts the daemon in its leaf, waits until its control socket answers, and
+ * then hands the record to the daemon. Every later call goes to the daemon over its
+ * socket with the Sandbox's token, both reached through the Sandbox's directory held
+ * open. A Sandbox whose daemon is gone is reclaimed: whoever takes its record over (one
+ * compare-and-swap) ends its processes, removes its mounts, cgroups and directory, and
+ * deletes the record of that instance last.
+ */
+#include <fcntl.h>
+#include <jansson.h>
+#include <sys/stat.h>
+
+#include "cgroup.h"
+#include "client.h"
+#include "numbers.h"
+#include "platforms.h"
+#include "teardown.h"
+
+/* ---- the Sandbox's directory ---- */
+
+/* Opens <home>/sandboxes/<project>-<n> beneath the home without following a symlink:
+ * a 'sandboxes' swapped for a link to someone else's tree, with a token and a socket of
+ * theirs, is refused (PermissionDenied), never talked to. -ENOENT (no error set) when it
+ * does not exist. */
+static int open_sandbox_dir(lfs_home *home, const sandbox_record *rec, int *ret_fd, lfs_error **err) {
+        _cleanup_close_ int base = -1;
+        int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *name = xasprintf("%s-%d", rec->project, rec->number);
+        _cleanup_close_ int fd = lfs_open_beneath(base, name, O_RDONLY | O_DIRECTORY);
+        if (fd == -ENOENT)
+                return -ENOENT;
+        if (fd < 0)
+                return lfs_fail(err, fd == -ELOOP || fd == -ENOTDIR ? LFS_PERMISSION_DENIED : LFS_FAILED,
+                                -fd, "cannot open %s: %s; LayerFS follows no link inside the home", rec->dir,
+                                strerror(-fd));
+        struct stat st;
+        if (fstat(fd, &st) < 0 || (st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & 022))
+                return lfs_fail(err, LFS_PERMISSION_DENIED, EPERM,
+                                "%s is not a Sandbox's directory of this home (owner uid %u, mode %04o): it "
+                                "must be root's and writable by no one else; nothing there was used",
+                                rec->dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* Everything a Sandbox left: processes in its cgroup (however they detached, whatever
+ * FUSE connection of theirs holds them), its mounts, its cgroups, its directory; the
+ * record of this instance last, and only when all of that is gone. The caller owns the
+ * record (it claimed it, or took it over). When something stays, the record is left
+ * to whoever takes it over next (no owner), and the message says what stayed. */
+int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_error **err) {
+        _cleanup_close_ int base = -1;
+        int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
+        if (r < 0 && r != -ENOENT) {
+                /* A 'sandboxes' that is not the home's: nothing is touched. */
+                lfs_record_set_owner(db, rec, 0, "removing", NULL);
+                return r;
+        }
+        _cleanup_free_ char *why = NULL;
+        r = rec->cgroup ? lfs_sandbox_end_processes(rec->cgroup, 10000, &why) : 0;
+        if (r == 0)
+                r = lfs_sandbox_remove(rec->cgroup, rec->dir, &why);
+        if (r < 0) {
+                lfs_record_set_owner(db, rec, 0, "removing", NULL);
+                return lfs_fail(err, LFS_FAILED, -r,
+                                "sandbox %d of project '%s' could not be removed completely: %s; its record "
+                                "stays so that 'layerfs runtime reclaim' can finish once that is fixed",
+                                rec->number, rec->project, why ? why : strerror(-r));
+        }
+        return lfs_record_delete(db, rec, err);
+}
+
+/* ---- the control socket ---- */
+
+/* ---- checks before anything is made ---- */
+
+/* The runtime a linux Sandbox records: native; namespaces is not in this build. */
+static int check_linux_runtime(const char *runtime, lfs_error **err) {
+        if (!strcmp(runtime, "namespaces"))
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, 0,
+                        "LAYERFS_SANDBOX=namespaces: the namespaces runtime is not in this build; use "
+                        "native (or unset it)");
+        return 0;
+}
+
+/* LAYERFS_WORKSPACE_MEMORY, for a new Sandbox's daemon: the budget of each Workspace's
+ * metadata, a size (4096, 512M, 2G). */
+static int check_workspace_memory(lfs_error **err) {
+        const char *v = getenv("LAYERFS_WORKSPACE_MEMORY");
+        uint64_t bytes;
+        return v && *v ? lfs_parse_size("LAYERFS_WORKSPACE_MEMORY", v, &bytes, err) : 0;
+}
+
+/* LAYERFS_WATCHER, for a new Sandbox's daemon: bpf, proc or cgroup (unset: bpf where it
+ * loads, else cgroup). */
+static int check_watcher(lfs_error **err) {
+        const char *v = getenv("LAYERFS_WATCHER");
+        if (!v || !*v || !strcmp(v, "bpf") || !strcmp(v, "proc") || !strcmp(v, "cgroup"))
+                return 0;
+        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_WATCHER='%s' is not a watcher; give bpf, proc or cgroup", v);
+}
+
+/* Commands run as the command identity in a Workspace below the sandboxes directory, so
+ * every directory on the way there must let that identity through. */
+static int check_traversable(const char *path, uid_t uid, gid_t gid, lfs_error **err) {
+        _cleanup_free_ char *walk = xstrdup(path);
+        size_t len = strlen(walk);
+        for (size_t i = 1; i <= len; i++) {
+                if (walk[i] != '/' && walk[i] != 0)
+                        continue;
+                char saved = walk[i];
+                walk[i] = 0;
+                struct stat st;
+                if (stat(walk, &st) == 0) {
+                        mode_t bit = st.st_uid == uid ? S_IXUSR : st.st_gid == gid ? S_IXGRP : S_IXOTH;
+                        if (!(st.st_mode & bit))
+                                return lfs_fail(err, LFS_PERMISSION_DENIED, EACCES,
+                                                "the command identity %u:%u cannot pass through %s (mode "
+                                                "%04o, owner %u:%u), which holds the Sandboxes; "
+                                                "'chmod o+x %s' lets it through",
+                                                (unsigned)uid, (unsigned)gid, walk,
+                                                (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+                                                (unsigned)st.st_gid, walk);
+                }
+                walk[i] = saved;
+        }
+        return 0;
+}
+
+static int open_project(lfs_home *home, const char *project, char **ret_name, lfs_error **err) {
+        lfs_store *s = NULL;
+        int r = lfs_store_open(home, project, &s, err);
+        if (r < 0)
+                return r;
+        *ret_name = xstrdup(lfs_store_project(s));
+        lfs_store_close(s);
+        return 0;
+}
+
+/* ---- create ---- */
+
+/* LAYERFS_INJECT_FAILURE=record makes recording the running daemon fail, for the tests
+ * of a create that must undo everything. */
+static bool injected(const char *what) {
+        const char *v = getenv("LAYERFS_INJECT_FAILURE");
+        return v && !strcmp(v, what);
+}
+
+int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, const char *platform,
+                       int *ret_sandbox, lfs_error **err) {
+        (void)image; /* ignored for linux Sandboxes (SPEC 5) */
+        const lfs_platform *chosen = NULL;
+        uid_t uid;
+        gid_t gid;
+        double idle;
+        const char *runtime;
+        /* The daemon reads the same settings (the identity, the idle close): refused here,
+         * before anything is made. */
+        int r = lfs_default_runtime(&runtime, err);
+        if (r < 0 || (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
+            (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
+            (r = lfs_idle_seconds(&idle, err)) < 0 || (r = check_workspace_memory(err)) < 0)
+                return r;
+        if (chosen->family != LFS_FAMILY_LINUX)
+                return lfs_fail(err, LFS_UNSUPPORTED, 0, "platform '%s' cannot be driven by this build",
+                                chosen->id);
+        if ((r = check_linux_runtime(runtime, err)) < 0)
+                return r;
+        if (geteuid() != 0)
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, EPERM,
+                        "the linux platform needs root (it mounts FUSE and makes cgroups); run as root");
+        _cleanup_free_ char *name = NULL, *cgroup_root = NULL, *daemon = NULL;
+        if ((r = open_project(home, project, &name, err)) < 0 ||
+            (r = lfs_cgroup_root(&cgroup_root, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
+                return r;
+        if ((r = check_traversable(home->path, uid, gid, err)) < 0)
+                return r;
+        /* Numbers held by dead Sandboxes become free again. */
+        lfs_reclaimed *gone = NULL;
+        size_t n_gone = 0;
+        if (lfs_runtime_reclaim(home, &gone, &n_gone, NULL) == 0)
+                lfs_reclaimed_free(gone, n_gone);
+        /* The Stores are not the commands' to read: a home from before keeps its
+         * projects/ no more open than a new one (docs/security.md). */
+        _cleanup_close_ int base = -1, projects = -1;
+        if ((r = lfs_home_dir(home, "projects", 0700, true, &projects, err)) < 0 ||
+            (r = lfs_home_dir(home, "sandboxes", 0711, true, &base, err)) < 0)
+                return r;
+        sqlite3 *db = NULL;
+        if ((r = lfs_records_open(home, &db, err)) < 0)
+                return r;
+        sandbox_record rec = { .dir_fd = -1 };
+        if ((r = lfs_record_claim(home, db, name, cgroup_root, &rec, err)) < 0) {
+                sqlite3_close(db);
+                return r;
+        }
+        pid_t pid = -1;
+        r = lfs_start_daemon(home, base, &rec, daemon, &pid, err);
+        if (r == 0 && injected("record"))
+                r = lfs_fail(err, LFS_FAILED, EIO,
+                             "cannot record sandbox %d (LAYERFS_INJECT_FAILURE=record)", rec.number);
+        else if (r == 0 && (r = lfs_record_set_owner(db, &rec, pid, "running", err)) == -ESTALE)
+                r = lfs_fail(err, LFS_FAILED, ESTALE,
+                             "the record of sandbox %d of project '%s' changed while it was being created",
+                             rec.number, rec.project);
+        if (r < 0) {
+                /* Nothing of a failed create stays: ending the cgroup ends the daemon (it
+                 * started in it); then the mounts, the directory and the record go, the
+                 * daemon's log with them: its last words go into the error. */
+                lfs_add_daemon_log(&rec, err);
+                lfs_remove_remains(home, db, &rec, NULL);
+        } else {
+                *ret_sandbox = rec.number;
+        }
+        sqlite3_close(db);
+        lfs_record_done(&rec);
+        return r;
+}
+
+/* ---- opening, closing, reclaiming ---- */
+
+/* Opens the checked record of project's Sandbox number, and its directory if it is
+ * there (rec->dir_fd, else -1). */
+int lfs_sandbox_open(lfs_home *home, const char *project, int number, sandbox_record *ret, lfs_error **err) {
+        _cleanup_free_ char *name = NULL;
+        int r = open_project(home, project, &name, err);
+        if (r < 0)
+                return r;
+        if (number <= 0)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "sandbox number %d is not valid: give 1 or more",
+                                number);
+        sqlite3 *db = NULL;
+        if ((r = lfs_records_open(home, &db, err)) < 0)
+                return r;
+        r = lfs_record_read(home, db, name, number, ret, err);
+        sqlite3_close(db);
+        if (r == 0 && (r = open_sandbox_dir(home, ret, &ret->dir_fd, err)) == -ENOENT)
+                r = 0;
+        if (r < 0 && ret->project)
+                lfs_record_done(ret);
+        return r;
+}
+
+/* Opens the record of a Sandbox whose daemon must be alive to answer. */
+int lfs_sandbox_open_live(lfs_home *home, const char *project, int number, sandbox_record *ret,
+                          lfs_error **err) {
+        int r = lfs_sandbox_open(home, project, number, ret, err);
+        if (r < 0)
+                return r;
+        const lfs_platform *p = lfs_platform_find(ret->platform);
+        if (!p || p->family != LFS_FAMILY_LINUX) {
+                /* Calls follow the record's platform, never the caller's default. */
+                r = lfs_fail(
+                        err, LFS_UNSUPPORTED, 0,
+                        "sandbox %d of project '%s' runs on platform '%s', which this build cannot drive",
+                        ret->number, ret->project, ret->platform ? ret->platform : "?");
+                lfs_record_done(ret);
+        } else if (!strcmp(ret->state ? ret->state : "", "removing")) {
+                r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ESRCH,
+                             "sandbox %d of project '%s' is being removed; the call did nothing",
+                             ret->number, ret->project);
+                lfs_record_done(ret);
+        } else if (!strcmp(ret->state ? ret->state : "", "starting") || !lfs_record_alive(ret) ||
+                   ret->dir_fd < 0) {
+                r = lfs_daemon_gone(ret, ESRCH, err);
+                lfs_record_done(ret);
+        }
+        return r;
+}
+
+static bool same_instance(const sandbox_record *a, const sandbox_record *b) {
+        return a->instance && b->instance ? !strcmp(a->instance, b->instance) : !a->instance && !b->instance;
+}
+
+/* Once the owner the caller saw is gone: whatever that instance of the Sandbox left is
+ * removed, by the caller unless someone else already took it over. A record that is gone,
+ * or names a later instance with the same number, means there is nothing left to do. */
+static int finish_removal(lfs_home *home, const sandbox_record *seen, lfs_error **err) {
+        sqlite3 *db = NULL;
+        int r = lfs_records_open(home, &db, err);
+        if (r < 0)
+                return r;
+        sandbox_record now = { .dir_fd = -1 };
+        lfs_error *why = NULL;
+        r = lfs_record_read(home, db, seen->project, seen->number, &now, &why);
+        if (r < 0 && why && why->code == LFS_NO_SUCH_SANDBOX)
+                r = 0; /* removed: by its daemon, or by whoever took it over */
+        else if (r < 0 && err)
+                *err = TAKE_PTR(why);
+        else if (r == 0 && same_instance(&now, seen)) {
+                if (lfs_record_alive(&now) ||
+                    (r = lfs_record_set_owner(db, &now, getpid(), "removing", err)) == -ESTALE)
+                        r = lfs_fail(err, LFS_BUSY, EBUSY,
+                                     "sandbox %d of project '%s' is being %s by process %d; try again in a "
+                                     "moment",
+                                     now.number, now.project,
+                                     !strcmp(now.state, "starting") ? "created" : "removed", (int)now.pid);
+                else if (r == 0)
+                        r = lfs_remove_remains(home, db, &now, err);
+        }
+        lfs_error_free(why);
+        lfs_record_done(&now);
+        sqlite3_close(db);
+        return r;
+}
+
+/* How long a close waits for the daemon it asked, or for another caller's removal. */
+#define CLOSE_WAIT_MS 30000
+
+int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force, lfs_error **err) {
+        sandbox_record rec = { .dir_fd = -1 };
+        int r = lfs_sandbox_open(home, project, sandbox, &rec, err);
+        if (r < 0)
+                return r;
+        bool alive = lfs_record_alive(&rec);
+        if (alive && !strcmp(rec.state, "starting")) {
+                lfs_record_done(&rec);
+                return lfs_fail(err, LFS_BUSY, EBUSY,
+                                "sandbox %d of project '%s' is still being created; try again in a moment",
+                                sandbox, project ? project : "");
+        }
+        if (alive && !strcmp(rec.state, "running")) {
+                json_t *req = json_pack("{s:s, s:b}", "call", "sandbox.close", "force", force);
+                lfs_error *refusal = NULL;
+                r = lfs_rpc(&rec, req, NULL, &refusal);
+                if (r < 0 && refusal->code != LFS_NO_SUCH_SANDBOX && refusal->code != LFS_FAILED) {
+                        /* Dirty: nothing was removed. */
+                        if (err)
+                                *err = refusal;
+                        else
+                                lfs_error_free(refusal);
+                        lfs_record_done(&rec);
+                        return r;
+                }
+                /* The daemon tore the Sandbox down (or could not finish: then it left the
+                 * record to be taken over) and exits. */
+                lfs_error_free(refusal);
+        }
+        if (!lfs_wait_owner_gone(&rec, CLOSE_WAIT_MS)) {
+                r = lfs_fail(
+                        err, LFS_BUSY, EBUSY,
+                        "sandbox %d of project '%s': process %d, which %s it, did not finish within %d s; "
+                        "see 'layerfs sandbox log %d'",
+                        sandbox, rec.project, (int)rec.pid,
+                        !strcmp(rec.state, "running") ? "was asked to close" : "is removing",
+                        CLOSE_WAIT_MS / 1000, sandbox);
+                lfs_record_done(&rec);
+                return r;
+        }
+        r = finish_removal(home, &rec, err);
+        lfs_record_done(&rec);
+        return r;
+}
+
+typedef struct live_state {
+        const char *project; /* NULL: every project */
+        lfs_sandbox_info *out;
+        size_t n, cap;
+} live_state;
+
+/* A running Sandbox whose daemon is alive: what list_sandboxes lists and project list
+ * counts. Records refused, dead or being removed are not Sandboxes to use. */
+static void live_one(void *userdata, sandbox_record *rec, const char *project, long long number,
+                     lfs_error *why) {
+        (void)project, (void)number, (void)why;
+        live_state *s = userdata;
+        if (!rec || strcmp(rec->state, "running") || !lfs_record_alive(rec) ||
+            (s->project && strcmp(s->project, rec->project)))
+                return;
+        GROW(s->out, s->cap, s->n + 1);
+        s->out[s->n++] = (lfs_sandbox_info){ .project = xstrdup(rec->project),
+                                             .sandbox = rec->number,
+                                             .platform = xstrdup(rec->platform) };
+}
+
+static int live_sandboxes(lfs_home *home, live_state *s, lfs_error **err) {
+        _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
+        if (access(path, F_OK) < 0)
+                return 0;
+        sqlite3 *db = NULL;
+        int r = lfs_records_open(home, &db, err);
+        if (r == 0)
+                r = lfs_records_each(home, db, live_one, s, err);
+        sqlite3_close(db);
+        return r;
+}
+
+/* Running Sandboxes of project, from the home's records (0 when there are none). */
+static size_t count_sandboxes(lfs_home *home, const char *project) {
+        live_state s = { .project = project };
+        live_sandboxes(home, &s, NULL);
+        lfs_sandbox_info_free(s.out, s.n);
+        return s.n;
+}
+
+/* The Store lists the projects and their branches; how many Sandboxes each runs is
+ * the client's to count (the Store knows no Sandbox). */
+int lfs_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *ret_n, lfs_error **err) {
+        lfs_project_info *projects = NULL;
+        size_t n = 0;
+        int r = lfs_store_project_list(home, &projects, &n, err);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                projects[i].sandboxes = count_sandboxes(home, projects[i].project);
+        *ret_projects = projects;
+        *ret_n = n;
+        return 0;
+}
+
+int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_error **err) {
+        /* What is listed is alive: Sandboxes whose daemon died are reclaimed first. */
+        lfs_reclaimed *gone = NULL;
+        size_t n_gone = 0;
+        if (lfs_runtime_reclaim(home, &gone, &n_gone, NULL) == 0)
+                lfs_reclaimed_free(gone, n_gone);
+        live_state s = { 0 };
+        int r = live_sandboxes(home, &s, err);
+        if (r < 0) {
+                lfs_sandbox_info_free(s.out, s.n);
+                return r;
+        }
+        for (size_t i = 0; i < s.n; i++) {
+                lfs_workspace_info *ws = NULL;
+                size_t k = 0;
+                if (lfs_sandbox_list_workspaces(home, s.out[i].project, s.out[i].sandbox, &ws, &k, NULL) ==
+                    0) {
+                        s.out[i].workspaces = k;
+                        lfs_workspace_info_free(ws, k);
+                }
+        }
+        *ret = s.out;
+        *ret_n = s.n;
+        return 0;
+}
+
+void lfs_sandbox_info_free(lfs_sandbox_info *items, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(items[i].project);
+                free(items[i].platform);
+                free(items[i].image);
+        }
+        free(items);
+}
+
+/* Opens the Sandbox and sends call with the given fields. */
+int lfs_sandbox_call(lfs_home *home, const char *project, int sandbox, json_t *req, json_t **ret,
+                     lfs_error **err) {
+        sandbox_record rec = { .dir_fd = -1 };
+        int r = lfs_sandbox_open_live(home, project, sandbox, &rec, err);
+        if (r < 0) {
+                json_decref(req);
+                return r;
+        }
+        r = lfs_rpc(&rec, req, ret, err);
+        lfs_record_done(&rec);
+        return r;
+}
+
+/* Appends the contents of dir_fd/name to *buf (missing is fine). */
+static void append_file(int dir_fd, const char *name, char **buf, size_t *len) {
+        int fd = dir_fd >= 0 ? openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+        if (!f) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        char chunk[65536];
+        size_t k;
+        while ((k = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+                *buf = xrealloc(*buf, *len + k + 1);
+                memcpy(*buf + *len, chunk, k);
+                *len += k;
+                (*buf)[*len] = 0;
+        }
+        fclose(f);
+}
+
+int lfs_sandbox_log(lfs_home *home, const char *project, int sandbox, size_t lines, char **ret_text,
+                    lfs_error **err) {
+        sandbox_record rec = { .dir_fd = -1 };
+        int r = lfs_sandbox_open(home, project, sandbox, &rec, err);
+        if (r < 0)
+                return r;
+        /* The rotated part first: the tail may start there. */
+        char *text = xstrdup("");
+        size_t len = 0;
+        append_file(rec.dir_fd, "daemon.log.1", &text, &len);
+        append_file(rec.dir_fd, "daemon.log", &text, &len);
+        lfs_record_done(&rec);
+        if (!lines)
+                lines = 100;
+        size_t seen = 0;
+        char *start = text + len;
+        if (len && text[len - 1] == '\n')
+                start--;
+        while (start > text && seen < lines) {
+                start--;
+                if (*start == '\n' && ++seen == lines) {
+                        start++;
+                        break;
+                }
+        }
+        *ret_text = xstrdup(start);
+        free(text);
+        return 0;
+}
+
+/* ---- background processes ---- */
