@@ -96,15 +96,48 @@ typedef struct daemon_state {
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
 } daemon_state;
 
-void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-json_t *error_json(lfs_code code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-json_t *error_from(lfs_error *err); /* frees err */
-json_t *ok_json(json_t *result);
-json_t *not_mounted(daemon_state *d, const char *branch);
-workspace *find_ws(daemon_state *d, const char *branch); /* with d->lock held */
-void wake_main_loop(daemon_state *d);
+/* Tells the accept loop to look again (close, idle). */
+static inline void wake_main_loop(daemon_state *d) {
+        uint64_t one = 1;
+        (void)!write(d->wake_fd, &one, sizeof(one));
+}
 /* Runs fn(arg) in a thread of its own that nobody joins; 0 or a negative errno. */
-int start_detached(void *(*fn)(void *), void *arg);
+static inline int start_detached(void *(*fn)(void *), void *arg) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int r = pthread_create(&t, &attr, fn, arg);
+        pthread_attr_destroy(&attr);
+        return -r;
+}
+
+/* control.c: the control socket at path (0600), and the accept loop, until the Sandbox
+ * closes; with nothing mounted, running or asked for idle_ms, the daemon closes it. */
+int control_listen(const char *path);
+void control_serve(daemon_state *d, int lfd, long long idle_ms);
+
+/* mounts.c: the mount table and the Workspace calls. With d->lock held unless said. */
+workspace *find_ws(daemon_state *d, const char *branch);
+json_t *not_mounted(daemon_state *d, const char *branch);
+json_t *call_mount(daemon_state *d, const char *branch);
+/* status and commit release d->lock while they read the Workspace. */
+json_t *call_status(daemon_state *d, const char *branch);
+json_t *call_commit(daemon_state *d, const char *branch, const char *message);
+json_t *call_unmount(daemon_state *d, const char *branch, bool discard);
+json_t *call_list(daemon_state *d);
+/* Each Workspace's dirtiness, read with d->lock released; false when the Sandbox began
+ * closing meanwhile. */
+bool check_dirty(daemon_state *d, bool dirty[MAX_WORKSPACES]);
+/* Unmounts (force: also while busy) and frees the slot; a negative errno if it stays. */
+int stop_mount(workspace *w, bool force);
+/* Waits (on d->ws_released) until no call reads w any more. */
+void wait_ws_released(daemon_state *d, workspace *w);
+
+/* close.c: everything the Sandbox made goes, its record last (why: for the log);
+ * *ret_why says what stayed when something did. */
+int close_sandbox(daemon_state *d, const char *why, char **ret_why);
+json_t *call_close(daemon_state *d, bool force);
 
 /* workspace.exec: runs req's command in a new leaf of the Sandbox's cgroup with the
  * client's stdin, stdout and stderr (fds, passed with the request), waits for it and

@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "log.h"
+#include "reply.h"
 
 /* A CLOCK_MONOTONIC time (0: now) as seconds since the epoch. */
 static double realtime_of(uint64_t monotonic_ns) {

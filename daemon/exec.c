@@ -14,6 +14,8 @@
 
 #include "cgroup.h"
 #include "daemon.h"
+#include "log.h"
+#include "reply.h"
 #include "exec_streams.h"
 #include "numbers.h"
 

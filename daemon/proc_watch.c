@@ -15,6 +15,8 @@
 
 #include "cgroup.h"
 #include "daemon.h"
+#include "log.h"
+#include "reply.h"
 
 typedef struct tracked {
         pid_t tgid;

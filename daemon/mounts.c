@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mount table: the Sandbox's Workspaces (d->ws, at most MAX_WORKSPACES), each a FUSE
+ * mount served by a thread of its own, and the calls on them: workspace.mount, status,
+ * commit, unmount and sandbox.list_workspaces.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "fuse_ops.h"
+#include "json_path.h"
+#include "log.h"
+#include "reply.h"
+
+/* "feature/x" -> "feature%2Fx": a branch as one directory name. */
+static char *branch_key(const char *branch) {
+        size_t len = strlen(branch);
+        char *key = xmalloc(3 * len + 1), *p = key;
+        for (const char *s = branch; *s; s++) {
+                if (*s == '/' || *s == '%')
+                        p += sprintf(p, "%%%02X", (unsigned char)*s);
+                else
+                        *p++ = *s;
+        }
+        *p = 0;
+        /* A directory name has at most NAME_MAX bytes; a branch may have 200 of which
+         * each '/' takes three here. A longer key keeps its start and ends in "%~" and a
+         * hash of the branch: no short key has "%~" in it, so none is confused. */
+        if (p - key > NAME_MAX) {
+                lfs_id digest;
+                char hex[LFS_HEX_LEN + 1];
+                lfs_sha256(branch, len, &digest);
+                lfs_id_to_hex(&digest, hex);
+                snprintf(key + 200, 3 * len + 1 - 200, "%%~%.32s", hex);
+        }
+        return key;
+}
+
+workspace *find_ws(daemon_state *d, const char *branch) {
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (d->ws[i].active && !strcmp(d->ws[i].branch, branch))
+                        return &d->ws[i];
+        return NULL;
+}
+
+static void *serve_mount(void *arg) {
+        workspace *w = arg;
+        fuse_session_loop(w->se);
+        return NULL;
+}
+
+/* A name a merged commit replaced. With the old inode named, the kernel treats it as
+ * deleted (its link count cleared), so it is evicted and FORGET lets its upper file go;
+ * a directory that is not empty in the kernel's cache can only be forgotten. */
+static void invalidate(void *userdata, uint64_t parent, uint64_t child, const char *name) {
+        workspace *w = userdata;
+        if (child && fuse_lowlevel_notify_delete(w->se, parent, child, name, strlen(name)) == 0)
+                return;
+        fuse_lowlevel_notify_inval_entry(w->se, parent, name, strlen(name));
+}
+
+static void ws_release_slot(workspace *w) {
+        if (w->se) {
+                fuse_session_unmount(w->se);
+                fuse_session_destroy(w->se);
+        }
+        ws_close(w->fs);
+        lfs_store_close(w->store);
+        if (w->upper)
+                rm_rf_at(AT_FDCWD, w->upper);
+        if (w->mountpoint)
+                rmdir(w->mountpoint);
+        free(w->branch);
+        free(w->key);
+        free(w->mountpoint);
+        free(w->upper);
+        *w = (workspace){ 0 };
+}
+
+json_t *call_mount(daemon_state *d, const char *branch) {
+        lfs_error *err = NULL;
+        if (!branch || lfs_check_branch_name(branch, &err) < 0)
+                return err ? error_from(err) : error_json(LFS_INVALID_INPUT, "give the branch to mount");
+        if (find_ws(d, branch))
+                return error_json(
+                        LFS_ALREADY_MOUNTED,
+                        "branch '%s' is already mounted in sandbox %d; unmount it first or use it there",
+                        branch, d->number);
+        workspace *w = NULL;
+        for (int i = 0; i < MAX_WORKSPACES && !w; i++)
+                if (!d->ws[i].active)
+                        w = &d->ws[i];
+        if (!w)
+                return error_json(LFS_LIMIT_REACHED,
+                                  "sandbox %d already has %d Workspaces mounted; unmount one first",
+                                  d->number, MAX_WORKSPACES);
+        w->branch = xstrdup(branch);
+        w->key = branch_key(branch);
+        w->mountpoint = xasprintf("%s/mnt/%s", d->dir, w->key);
+        w->upper = xasprintf("%s/upper/%s", d->dir, w->key);
+        int r = lfs_store_open(d->home, d->project, &w->store, &err);
+        lfs_id head;
+        if (r == 0)
+                r = lfs_branch_head(w->store, branch, &head, &err);
+        if (r < 0) {
+                free(w->upper);
+                free(w->mountpoint);
+                w->upper = w->mountpoint = NULL;
+                ws_release_slot(w);
+                return error_from(err);
+        }
+        rm_rf_at(AT_FDCWD, w->upper);
+        struct stat st;
+        if (mkdir(w->mountpoint, 0755) < 0 &&
+            (errno != EEXIST || lstat(w->mountpoint, &st) < 0 || !S_ISDIR(st.st_mode))) {
+                json_t *j = error_json(LFS_FAILED, "cannot mount at %s: %s; remove what is in the way",
+                                       w->mountpoint,
+                                       errno == EEXIST ? "it is not a directory" : strerror(errno));
+                free(TAKE_PTR(w->mountpoint)); /* not ours to remove */
+                ws_release_slot(w);
+                return j;
+        }
+        if (mkdir(w->upper, 0700) < 0) {
+                json_t *j = error_json(LFS_FAILED, "cannot make %s: %s", w->upper, strerror(errno));
+                ws_release_slot(w);
+                return j;
+        }
+        if (ws_open(w->store, branch, w->upper, d->uid, d->gid, &w->fs, &err) < 0) {
+                ws_release_slot(w);
+                return error_from(err);
+        }
+        _cleanup_free_ char *fsname = xasprintf("layerfs:%s/%s", d->project, branch);
+        w->se = ws_fuse_mount(w->fs, w->mountpoint, fsname);
+        if (!w->se) {
+                ws_release_slot(w);
+                return error_json(LFS_FAILED,
+                                  "cannot mount the Workspace of '%s' (see 'layerfs sandbox log %d')",
+                                  branch, d->number);
+        }
+        ws_set_invalidator(w->fs, invalidate, w);
+        ws_set_limits(w->fs, d->ws_memory, MAX_WORKSPACES);
+        if (pthread_create(&w->thread, NULL, serve_mount, w) != 0) {
+                ws_release_slot(w);
+                return error_json(LFS_FAILED, "cannot start the Workspace's thread");
+        }
+        /* Waits for the mount to answer (INIT), then knows its device. */
+        if (stat(w->mountpoint, &st) < 0) {
+                stop_mount(w, true);
+                return error_json(LFS_FAILED, "the Workspace of '%s' does not answer at %s", branch,
+                                  w->mountpoint);
+        }
+        w->dev = st.st_dev;
+        ws_fuse_widen_readahead(w->dev);
+        w->active = true;
+        log_line("mounted %s at %s", branch, w->mountpoint);
+        return ok_json(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,
+                                 "image", "platform", "linux"));
+}
+
+json_t *not_mounted(daemon_state *d, const char *branch) {
+        return error_json(
+                LFS_NOT_MOUNTED,
+                "branch '%s' is not mounted in sandbox %d; 'layerfs sandbox list_workspaces %d' shows "
+                "what is",
+                branch ? branch : "", d->number, d->number);
+}
+
+static json_t *changes_json(const lfs_change *changes, size_t n) {
+        json_t *out = json_array();
+        for (size_t i = 0; i < n; i++) {
+                json_t *c = json_pack("{s:s}", "change", lfs_change_kind_name(changes[i].kind));
+                lfs_json_set_path(c, "path", changes[i].path);
+                json_array_append_new(out, c);
+        }
+        return out;
+}
+
+/* Data written through the kernel's page cache (a shared mapping) reaches us only on
+ * writeback: ask for it before looking at what changed. syncfs does not wait for a FUSE
+ * mount's writeback to be answered (only virtiofs has FUSE_SYNCFS), so a process still
+ * running with a shared mapping had its writes missed by the commit. Invalidating the
+ * pages of each file open for writing makes the kernel write every dirty one back
+ * (launder) and wait for our answer before it returns; the process's next access reads
+ * them from us again. Without the workspace's lock held, since the mount's thread
+ * serves the writes this causes. */
+static void flush_kernel_cache(workspace *w) {
+        int fd = open(w->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+                syncfs(fd);
+                close(fd);
+        }
+        uint64_t *writers = NULL;
+        size_t n = 0;
+        if (ws_open_writers(w->fs, &writers, &n) == 0)
+                for (size_t i = 0; i < n; i++)
+                        (void)fuse_lowlevel_notify_inval_inode(w->se, writers[i], 0, 0);
+        free(writers);
+}
+
+/* Status, commit and the dirty checks can take long (a large file to read) and must not
+ * stop the Sandbox's other calls meanwhile: they run without d->lock, holding the
+ * Workspace instead. A held Workspace stays mounted; unmount and close wait for its
+ * holders (close --force and unmount --discard cancel them first). With d->lock held. */
+static void hold_ws(workspace *w) {
+        w->holders++;
+}
+
+static void release_ws(daemon_state *d, workspace *w) {
+        if (--w->holders == 0)
+                pthread_cond_broadcast(&d->ws_released);
+}
+
+/* A long read of w: held, d->lock let go, the kernel's cached data flushed first. */
+static void work_begin(daemon_state *d, workspace *w) {
+        hold_ws(w);
+        pthread_mutex_unlock(&d->lock);
+        flush_kernel_cache(w);
+}
+
+static void work_end(daemon_state *d, workspace *w) {
+        pthread_mutex_lock(&d->lock);
+        release_ws(d, w);
+}
+
+/* With d->lock held; released while waiting. */
+void wait_ws_released(daemon_state *d, workspace *w) {
+        while (w->holders)
+                pthread_cond_wait(&d->ws_released, &d->lock);
+}
+
+/* What a cancelled status or commit tells its caller. With d->lock held. */
+static json_t *cancelled(daemon_state *d, const char *what, const char *branch) {
+        if (d->closing)
+                return error_json(LFS_NO_SUCH_SANDBOX, "the %s of '%s' was cancelled: sandbox %d is closing",
+                                  what, branch, d->number);
+        return error_json(LFS_NOT_MOUNTED,
+                          "the %s of '%s' was cancelled: the Workspace is being unmounted with --discard",
+                          what, branch);
+}
+
+/* Called with d->lock held (dispatch); releases it while the Workspace is read. */
+json_t *call_status(daemon_state *d, const char *branch) {
+        workspace *w = branch ? find_ws(d, branch) : NULL;
+        if (!w)
+                return not_mounted(d, branch);
+        work_begin(d, w);
+        lfs_change *changes = NULL;
+        size_t n = 0;
+        lfs_error *err = NULL;
+        int r = ws_status(w->fs, &changes, &n, &err);
+        work_end(d, w);
+        if (r == -ECANCELED) {
+                lfs_error_free(err);
+                return cancelled(d, "status", branch);
+        }
+        if (r < 0)
+                return error_from(err);
+        json_t *j = ok_json(changes_json(changes, n));
+        lfs_change_list_free(changes, n);
+        return j;
+}
+
+/* Called with d->lock held (dispatch); releases it while the Workspace is committed. */
+json_t *call_commit(daemon_state *d, const char *branch, const char *message) {
+        workspace *w = branch ? find_ws(d, branch) : NULL;
+        if (!w)
+                return not_mounted(d, branch);
+        work_begin(d, w);
+        lfs_error *err = NULL;
+        lfs_id commit;
+        int merged = 0;
+        int r = ws_commit(w->fs, message, &commit, &merged, &err);
+        work_end(d, w);
+        if (r == -ECANCELED) {
+                lfs_error_free(err);
+                return cancelled(d, "commit", branch);
+        }
+        if (r < 0)
+                return error_from(err);
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(&commit, hex);
+        log_line("committed %s on %s%s", hex, branch, merged ? " (merged)" : "");
+        return ok_json(json_pack("{s:s, s:b}", "commit", hex, "merged", merged));
+}
+
+/* Whether each Workspace has changes (dirty[i] for d->ws[i]), without d->lock held
+ * meanwhile. With d->lock held; false if the Sandbox began closing meanwhile. */
+bool check_dirty(daemon_state *d, bool dirty[MAX_WORKSPACES]) {
+        bool held[MAX_WORKSPACES] = { false };
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if ((held[i] = d->ws[i].active))
+                        hold_ws(&d->ws[i]);
+        pthread_mutex_unlock(&d->lock);
+        for (int i = 0; i < MAX_WORKSPACES; i++) {
+                dirty[i] = false;
+                if (held[i]) {
+                        flush_kernel_cache(&d->ws[i]);
+                        dirty[i] = ws_is_dirty(d->ws[i].fs, NULL);
+                }
+        }
+        pthread_mutex_lock(&d->lock);
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (held[i])
+                        release_ws(d, &d->ws[i]);
+        return !d->closing;
+}
+
+/* The mount's FUSE loop can outlive our unmount: a copy of the mount in another mount
+ * namespace (unshare -m, a container) or a bind mount keeps the connection, so its
+ * read of /dev/fuse never ends. Tell the loop to exit and interrupt that read (SIGUSR1,
+ * whose handler does nothing, without SA_RESTART) until the thread is gone; destroying
+ * the session then closes /dev/fuse, which aborts the connection for those copies
+ * (ENOTCONN). The signal is repeated because it can land just before the read. */
+static void end_mount_thread(workspace *w) {
+        fuse_session_exit(w->se);
+        for (;;) {
+                pthread_kill(w->thread, SIGUSR1);
+                struct timespec deadline;
+                clock_gettime(CLOCK_REALTIME, &deadline);
+                deadline.tv_nsec += 100 * 1000 * 1000;
+                if (deadline.tv_nsec >= 1000000000L) {
+                        deadline.tv_sec++;
+                        deadline.tv_nsec -= 1000000000L;
+                }
+                if (pthread_timedjoin_np(w->thread, NULL, &deadline) == 0)
+                        return;
+        }
+}
+
+/* Unmounts and ends the mount's thread. Busy stays EBUSY unless force (teardown, the
+ * Sandbox's own processes are dead by then): MNT_FORCE aborts the FUSE connection
+ * first, so that whatever outside the Sandbox still uses the mount (a shell's cwd, an
+ * open file) gets ENOTCONN rather than keeping it, then a busy mount is detached. */
+int stop_mount(workspace *w, bool force) {
+        int r;
+        if (force) {
+                r = umount2(w->mountpoint, MNT_FORCE);
+                if (r < 0 && errno == EBUSY)
+                        r = umount2(w->mountpoint, MNT_DETACH);
+        } else {
+                r = umount2(w->mountpoint, 0);
+        }
+        if (r < 0 && errno != EINVAL && errno != ENOENT)
+                return -errno;
+        end_mount_thread(w);
+        log_line("unmounted %s", w->branch);
+        ws_release_slot(w);
+        return 0;
+}
+
+/* Called with d->lock held (dispatch); releases it for the dirty check and while it waits
+ * for the Workspace's other holders. */
+json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
+        workspace *w = branch ? find_ws(d, branch) : NULL;
+        if (!w)
+                return not_mounted(d, branch);
+        if (discard) {
+                ws_cancel(w->fs); /* its changes go anyway: a status or commit need not finish */
+        } else {
+                work_begin(d, w);
+                bool dirty = ws_is_dirty(w->fs, NULL);
+                work_end(d, w);
+                if (dirty && !d->closing)
+                        return error_json(
+                                LFS_DIRTY,
+                                "the Workspace of '%s' has uncommitted changes; commit them, or unmount with "
+                                "--discard to drop them",
+                                branch);
+        }
+        wait_ws_released(d, w);
+        /* Meanwhile the Sandbox may have begun closing, or another unmount ended this one. */
+        if (d->closing)
+                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+        if (find_ws(d, branch) != w)
+                return not_mounted(d, branch);
+        int r = stop_mount(w, false);
+        if (r == -EBUSY)
+                return error_json(
+                        LFS_BUSY,
+                        "the Workspace of '%s' is in use (a process has its cwd or a file open in %s); "
+                        "end it, then unmount",
+                        branch, w->mountpoint);
+        if (r < 0)
+                return error_json(LFS_FAILED, "cannot unmount %s: %s", w->mountpoint, strerror(-r));
+        return ok_json(NULL);
+}
+
+/* Called with d->lock held (dispatch); releases it for the dirty checks. */
+json_t *call_list(daemon_state *d) {
+        bool dirty[MAX_WORKSPACES];
+        if (!check_dirty(d, dirty))
+                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+        json_t *out = json_array();
+        for (int i = 0; i < MAX_WORKSPACES; i++) {
+                workspace *w = &d->ws[i];
+                if (!w->active)
+                        continue;
+                json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s}", "branch", w->branch, "path",
+                                                     w->mountpoint, "dirty", dirty[i], "platform", "linux"));
+        }
+        return ok_json(out);
+}
