@@ -60,7 +60,7 @@ ifneq ($(filter-out $(CONFIG_FREE_GOALS),$(or $(MAKECMDGOALS),all)),)
 include $(BUILD)/config.mk
 endif
 
-ALL_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC $(LAYER_INC) $(PKG_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
+ALL_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden $(LAYER_INC) $(PKG_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
 LIBS := $(PKG_LIBS)
 LDFLAGS += $(EXTRA_LDFLAGS)
 
@@ -177,15 +177,15 @@ $(BUILD)/liblayerfs.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# The shared library exports exactly the functions of layerfs.h (the version script), and
-# names every library it needs (-z defs).
+# The shared library exports exactly the functions of layerfs.h: everything is compiled
+# with hidden visibility and layerfs.h marks its declarations LFS_PUBLIC
+# (tests/packaging/test_exports.sh compares the two). It names every library it needs
+# (-z defs). The CLI, the daemon and the unit tests link liblayerfs.a, whose internal
+# functions they may use.
 $(BUILD)/api-functions: include/layerfs.h packaging/api-functions.sh
 	sh packaging/api-functions.sh $< >$@
-$(BUILD)/liblayerfs.map: $(BUILD)/api-functions
-	{ echo '{ global:'; sed 's/.*/  &;/' $<; echo 'local: *; };'; } >$@
-$(BUILD)/liblayerfs.so: $(LIB_OBJ) $(BUILD)/liblayerfs.map
-	$(CC) -shared -Wl,-soname,liblayerfs.so.$(SOVERSION) -Wl,--version-script=$(BUILD)/liblayerfs.map \
-		-Wl,-z,defs -o $@ $(LIB_OBJ) $(LDFLAGS) $(LIBS)
+$(BUILD)/liblayerfs.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,liblayerfs.so.$(SOVERSION) -Wl,-z,defs -o $@ $(LIB_OBJ) $(LDFLAGS) $(LIBS)
 
 $(BUILD)/layerfs.pc: userspace-lib/layerfs.pc.in $(BUILD)/dirs $(BUILD)/config.mk
 	sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \

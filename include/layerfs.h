@@ -17,6 +17,10 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: what this header declares is all it
+ * exports (tests/packaging/test_exports.sh checks it). */
+#define LFS_PUBLIC __attribute__((visibility("default")))
+
 typedef enum lfs_code {
         LFS_OK = 0,
         LFS_INVALID_INPUT,
@@ -44,8 +48,8 @@ typedef struct lfs_error {
 } lfs_error;
 
 /* "InvalidInput", "NoSuchBranch", ... as SPEC section 6 spells them. */
-const char *lfs_code_name(lfs_code code);
-void lfs_error_free(lfs_error *err);
+LFS_PUBLIC const char *lfs_code_name(lfs_code code);
+LFS_PUBLIC void lfs_error_free(lfs_error *err);
 
 #define LFS_ID_LEN 32
 #define LFS_HEX_LEN 64
@@ -54,7 +58,7 @@ typedef struct lfs_id {
         uint8_t bytes[LFS_ID_LEN];
 } lfs_id;
 
-void lfs_id_to_hex(const lfs_id *id, char ret_hex[LFS_HEX_LEN + 1]);
+LFS_PUBLIC void lfs_id_to_hex(const lfs_id *id, char ret_hex[LFS_HEX_LEN + 1]);
 
 /* Long work reports progress here; done counts files, total is 0 when unknown. */
 typedef void (*lfs_progress_fn)(void *userdata, const char *phase, uint64_t done, uint64_t total);
@@ -63,14 +67,14 @@ typedef struct lfs_home lfs_home;
 typedef struct lfs_store lfs_store;
 
 /* dir NULL: $LAYERFS_HOME, else /var/lib/layerfs for root, else $XDG_DATA_HOME/layerfs. */
-int lfs_home_open(const char *dir, lfs_home **ret_home, lfs_error **err);
-void lfs_home_close(lfs_home *home);
-const char *lfs_home_path(const lfs_home *home);
-void lfs_home_set_progress(lfs_home *home, lfs_progress_fn fn, void *userdata);
+LFS_PUBLIC int lfs_home_open(const char *dir, lfs_home **ret_home, lfs_error **err);
+LFS_PUBLIC void lfs_home_close(lfs_home *home);
+LFS_PUBLIC const char *lfs_home_path(const lfs_home *home);
+LFS_PUBLIC void lfs_home_set_progress(lfs_home *home, lfs_progress_fn fn, void *userdata);
 
 /* project.init(name, from_dir?): branch "main" holds from_dir's tree, or is empty. */
-int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs_id *ret_commit,
-                     lfs_error **err);
+LFS_PUBLIC int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs_id *ret_commit,
+                                lfs_error **err);
 
 typedef struct lfs_project_info {
         char *project;
@@ -79,13 +83,14 @@ typedef struct lfs_project_info {
         size_t sandboxes;
 } lfs_project_info;
 
-int lfs_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *ret_n, lfs_error **err);
-void lfs_project_list_free(lfs_project_info *projects, size_t n);
+LFS_PUBLIC int lfs_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *ret_n,
+                                lfs_error **err);
+LFS_PUBLIC void lfs_project_list_free(lfs_project_info *projects, size_t n);
 
 /* name NULL: the home's only project (NoSuchProject or InvalidInput otherwise). */
-int lfs_store_open(lfs_home *home, const char *project, lfs_store **ret_store, lfs_error **err);
-void lfs_store_close(lfs_store *store);
-const char *lfs_store_project(const lfs_store *store);
+LFS_PUBLIC int lfs_store_open(lfs_home *home, const char *project, lfs_store **ret_store, lfs_error **err);
+LFS_PUBLIC void lfs_store_close(lfs_store *store);
+LFS_PUBLIC const char *lfs_store_project(const lfs_store *store);
 
 typedef struct lfs_branch_info {
         char *name;
@@ -93,11 +98,12 @@ typedef struct lfs_branch_info {
 } lfs_branch_info;
 
 /* from: a branch name or a commit id (a unique hex prefix of at least 4); NULL = "main". */
-int lfs_branch_create(lfs_store *store, const char *name, const char *from, lfs_id *ret_commit,
-                      lfs_error **err);
-int lfs_branch_list(lfs_store *store, lfs_branch_info **ret_branches, size_t *ret_n, lfs_error **err);
-void lfs_branch_list_free(lfs_branch_info *branches, size_t n);
-int lfs_branch_delete(lfs_store *store, const char *name, lfs_error **err);
+LFS_PUBLIC int lfs_branch_create(lfs_store *store, const char *name, const char *from, lfs_id *ret_commit,
+                                 lfs_error **err);
+LFS_PUBLIC int lfs_branch_list(lfs_store *store, lfs_branch_info **ret_branches, size_t *ret_n,
+                               lfs_error **err);
+LFS_PUBLIC void lfs_branch_list_free(lfs_branch_info *branches, size_t n);
+LFS_PUBLIC int lfs_branch_delete(lfs_store *store, const char *name, lfs_error **err);
 
 typedef struct lfs_commit_info {
         lfs_id id;
@@ -110,9 +116,9 @@ typedef struct lfs_commit_info {
 } lfs_commit_info;
 
 /* Newest first, following first parents; limit 0 = all. */
-int lfs_branch_log(lfs_store *store, const char *name, size_t limit, lfs_commit_info **ret_commits,
-                   size_t *ret_n, lfs_error **err);
-void lfs_commit_info_free(lfs_commit_info *commits, size_t n);
+LFS_PUBLIC int lfs_branch_log(lfs_store *store, const char *name, size_t limit,
+                              lfs_commit_info **ret_commits, size_t *ret_n, lfs_error **err);
+LFS_PUBLIC void lfs_commit_info_free(lfs_commit_info *commits, size_t n);
 
 typedef enum lfs_change_kind {
         LFS_ADDED,
@@ -125,12 +131,12 @@ typedef struct lfs_change {
         lfs_change_kind kind;
 } lfs_change;
 
-const char *lfs_change_kind_name(lfs_change_kind kind);
+LFS_PUBLIC const char *lfs_change_kind_name(lfs_change_kind kind);
 
 /* a, b: branch names or commit ids. Paths of files, symlinks and empty directories. */
-int lfs_branch_diff(lfs_store *store, const char *a, const char *b, lfs_change **ret_changes, size_t *ret_n,
-                    lfs_error **err);
-void lfs_change_list_free(lfs_change *changes, size_t n);
+LFS_PUBLIC int lfs_branch_diff(lfs_store *store, const char *a, const char *b, lfs_change **ret_changes,
+                               size_t *ret_n, lfs_error **err);
+LFS_PUBLIC void lfs_change_list_free(lfs_change *changes, size_t n);
 
 typedef struct lfs_merge_result {
         lfs_id commit;
@@ -139,15 +145,15 @@ typedef struct lfs_merge_result {
 } lfs_merge_result;
 
 /* On conflict: LFS_CONFLICT with every conflicting path in err->paths; nothing changes. */
-int lfs_branch_merge(lfs_store *store, const char *from, const char *into, lfs_merge_result *ret,
-                     lfs_error **err);
+LFS_PUBLIC int lfs_branch_merge(lfs_store *store, const char *from, const char *into, lfs_merge_result *ret,
+                                lfs_error **err);
 
 /* Records from_dir as the branch's next commit, writing only objects the Store lacks. */
-int lfs_branch_commit(lfs_store *store, const char *branch, const char *from_dir, const char *message,
-                      lfs_id *ret_commit, lfs_error **err);
+LFS_PUBLIC int lfs_branch_commit(lfs_store *store, const char *branch, const char *from_dir,
+                                 const char *message, lfs_id *ret_commit, lfs_error **err);
 
 /* Writes ref's tree into dir, which must be missing or empty. */
-int lfs_branch_export(lfs_store *store, const char *ref, const char *dir, lfs_error **err);
+LFS_PUBLIC int lfs_branch_export(lfs_store *store, const char *ref, const char *dir, lfs_error **err);
 
 /* ---- lower level, for the Workspace: commit a set of changed paths against a base. ---- */
 
@@ -174,28 +180,29 @@ typedef struct lfs_path_change {
 /* Builds base's tree with the changes applied and records it as a commit whose parent is
  * base; then moves branch from base to it (compare-and-swap). If the branch has moved,
  * merges three-way; a conflict changes nothing. */
-int lfs_store_commit_changes(lfs_store *store, const char *branch, const lfs_id *base,
-                             const lfs_path_change *changes, size_t n, const char *message,
-                             lfs_id *ret_commit, int *ret_merged, lfs_error **err);
+LFS_PUBLIC int lfs_store_commit_changes(lfs_store *store, const char *branch, const lfs_id *base,
+                                        const lfs_path_change *changes, size_t n, const char *message,
+                                        lfs_id *ret_commit, int *ret_merged, lfs_error **err);
 
 /* Resolves a branch name or a commit id prefix. */
-int lfs_store_resolve(lfs_store *store, const char *ref, lfs_id *ret_commit, lfs_error **err);
+LFS_PUBLIC int lfs_store_resolve(lfs_store *store, const char *ref, lfs_id *ret_commit, lfs_error **err);
 
 /* Moves a branch head only if it is still at expected. */
-int lfs_branch_move(lfs_store *store, const char *branch, const lfs_id *expected, const lfs_id *to,
-                    lfs_error **err);
+LFS_PUBLIC int lfs_branch_move(lfs_store *store, const char *branch, const lfs_id *expected,
+                               const lfs_id *to, lfs_error **err);
 
 /* Checks every reachable object against its name and the database's integrity. */
-int lfs_store_verify(lfs_store *store, uint64_t *ret_objects_checked, lfs_error **err);
+LFS_PUBLIC int lfs_store_verify(lfs_store *store, uint64_t *ret_objects_checked, lfs_error **err);
 
 /* ---- Sandboxes and Workspaces (platform linux) ---- */
 
 /* project NULL: the home's only project. Returns the new Sandbox's number. Root only. */
-int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, const char *platform,
-                       int *ret_sandbox, lfs_error **err);
+LFS_PUBLIC int lfs_sandbox_create(lfs_home *home, const char *project, const char *image,
+                                  const char *platform, int *ret_sandbox, lfs_error **err);
 /* Ends the Sandbox's daemon, unmounts, removes its directory and record. Refuses Dirty
  * unless force. */
-int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force, lfs_error **err);
+LFS_PUBLIC int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force,
+                                 lfs_error **err);
 
 typedef struct lfs_workspace_info {
         char *branch;
@@ -204,9 +211,9 @@ typedef struct lfs_workspace_info {
         char *platform; /* the Sandbox's */
 } lfs_workspace_info;
 
-int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox, lfs_workspace_info **ret,
-                                size_t *ret_n, lfs_error **err);
-void lfs_workspace_info_free(lfs_workspace_info *items, size_t n);
+LFS_PUBLIC int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox,
+                                           lfs_workspace_info **ret, size_t *ret_n, lfs_error **err);
+LFS_PUBLIC void lfs_workspace_info_free(lfs_workspace_info *items, size_t n);
 
 typedef struct lfs_sandbox_info {
         char *project;
@@ -217,22 +224,23 @@ typedef struct lfs_sandbox_info {
 } lfs_sandbox_info;
 
 /* Every running Sandbox of the home (all projects), by project and number. */
-int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_error **err);
-void lfs_sandbox_info_free(lfs_sandbox_info *items, size_t n);
+LFS_PUBLIC int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_error **err);
+LFS_PUBLIC void lfs_sandbox_info_free(lfs_sandbox_info *items, size_t n);
 
 /* The last lines (0: 100) of the Sandbox daemon's log, also after the daemon died. */
-int lfs_sandbox_log(lfs_home *home, const char *project, int sandbox, size_t lines, char **ret_text,
-                    lfs_error **err);
+LFS_PUBLIC int lfs_sandbox_log(lfs_home *home, const char *project, int sandbox, size_t lines,
+                               char **ret_text, lfs_error **err);
 
 /* Mounts branch in the Sandbox; *ret_path is the Workspace's path (free it). */
-int lfs_workspace_mount(lfs_home *home, const char *project, int sandbox, const char *branch,
-                        char **ret_path, lfs_error **err);
-int lfs_workspace_status(lfs_home *home, const char *project, int sandbox, const char *branch,
-                         lfs_change **ret_changes, size_t *ret_n, lfs_error **err);
-int lfs_workspace_commit(lfs_home *home, const char *project, int sandbox, const char *branch,
-                         const char *message, lfs_id *ret_commit, int *ret_merged, lfs_error **err);
-int lfs_workspace_unmount(lfs_home *home, const char *project, int sandbox, const char *branch, int discard,
-                          lfs_error **err);
+LFS_PUBLIC int lfs_workspace_mount(lfs_home *home, const char *project, int sandbox, const char *branch,
+                                   char **ret_path, lfs_error **err);
+LFS_PUBLIC int lfs_workspace_status(lfs_home *home, const char *project, int sandbox, const char *branch,
+                                    lfs_change **ret_changes, size_t *ret_n, lfs_error **err);
+LFS_PUBLIC int lfs_workspace_commit(lfs_home *home, const char *project, int sandbox, const char *branch,
+                                    const char *message, lfs_id *ret_commit, int *ret_merged,
+                                    lfs_error **err);
+LFS_PUBLIC int lfs_workspace_unmount(lfs_home *home, const char *project, int sandbox, const char *branch,
+                                     int discard, lfs_error **err);
 
 typedef struct lfs_exec_options {
         const char *cwd; /* below the Workspace (relative, or absolute inside it) */
@@ -257,16 +265,16 @@ typedef struct lfs_exec_options {
  * status as docker run gives it (126 could not run, 127 not found, 124 timeout, 128+N
  * signal N). Output that processes it left in the background write after it ended is
  * not copied. */
-int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const char *branch,
-                       const char *const *argv, size_t n_argv, const lfs_exec_options *options,
-                       int *ret_exit, lfs_error **err);
+LFS_PUBLIC int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const char *branch,
+                                  const char *const *argv, size_t n_argv, const lfs_exec_options *options,
+                                  int *ret_exit, lfs_error **err);
 
 /* Starts argv in the Workspace of branch in the background, in a cgroup of its own; its
  * stdin is /dev/null and its output goes to *ret_log (a file in the Sandbox's directory;
  * NULL: not returned). It lives until it ends, is killed, or the Sandbox closes. */
-int lfs_process_start(lfs_home *home, const char *project, int sandbox, const char *branch,
-                      const char *const *argv, size_t n_argv, const lfs_exec_options *options, int *ret_pid,
-                      char **ret_log, lfs_error **err);
+LFS_PUBLIC int lfs_process_start(lfs_home *home, const char *project, int sandbox, const char *branch,
+                                 const char *const *argv, size_t n_argv, const lfs_exec_options *options,
+                                 int *ret_pid, char **ret_log, lfs_error **err);
 
 typedef struct lfs_process_info {
         int pid;
@@ -278,11 +286,11 @@ typedef struct lfs_process_info {
 
 /* Every live process of the Sandbox (also those that detached), then the processes
  * started with lfs_process_start that have ended, with their exit status. */
-int lfs_process_list(lfs_home *home, const char *project, int sandbox, lfs_process_info **ret, size_t *ret_n,
-                     lfs_error **err);
-void lfs_process_info_free(lfs_process_info *items, size_t n);
+LFS_PUBLIC int lfs_process_list(lfs_home *home, const char *project, int sandbox, lfs_process_info **ret,
+                                size_t *ret_n, lfs_error **err);
+LFS_PUBLIC void lfs_process_info_free(lfs_process_info *items, size_t n);
 /* SIGKILLs pid if it is a process of the Sandbox; InvalidInput otherwise. */
-int lfs_process_kill(lfs_home *home, const char *project, int sandbox, int pid, lfs_error **err);
+LFS_PUBLIC int lfs_process_kill(lfs_home *home, const char *project, int sandbox, int pid, lfs_error **err);
 
 /* Called with each process event of a Sandbox, one JSON object as text:
  * {"event": "start"|"exit", "pid", "ppid", "cgroup", "comm", "time", "exit"|"signal"}.
@@ -292,8 +300,8 @@ typedef int (*lfs_event_fn)(void *userdata, const char *json);
 /* The Sandbox's recent process events (the daemon keeps the last 4,096), then, with
  * follow, each new one as it happens until the Sandbox closes or fn returns non-zero.
  * *ret_watcher (if not NULL, without follow): "bpf" or "cgroup". */
-int lfs_sandbox_events(lfs_home *home, const char *project, int sandbox, int follow, lfs_event_fn fn,
-                       void *userdata, char **ret_watcher, lfs_error **err);
+LFS_PUBLIC int lfs_sandbox_events(lfs_home *home, const char *project, int sandbox, int follow,
+                                  lfs_event_fn fn, void *userdata, char **ret_watcher, lfs_error **err);
 
 typedef struct lfs_feature {
         char *name; /* "kernel:cgroup.kill", ... (kconfig-notes/ says what each needs) */
@@ -324,8 +332,8 @@ typedef struct lfs_runtime_info {
 
 /* Probes what this host's kernel offers (by trying it, not by its version). As root it
  * makes LayerFS's cgroup root if missing (the cgroup.kill and clone3 probes use it). */
-int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err);
-void lfs_runtime_info_free(lfs_runtime_info *s);
+LFS_PUBLIC int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err);
+LFS_PUBLIC void lfs_runtime_info_free(lfs_runtime_info *s);
 
 typedef struct lfs_reclaimed {
         char *project;
@@ -341,8 +349,8 @@ typedef struct lfs_reclaimed {
  * its cgroup, detaches its mounts, removes its cgroups, directory and record. Records
  * that fail their checks, or whose remains cannot all be removed, are left alone and
  * listed with left_alone set. */
-int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err);
-void lfs_reclaimed_free(lfs_reclaimed *items, size_t n);
+LFS_PUBLIC int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err);
+LFS_PUBLIC void lfs_reclaimed_free(lfs_reclaimed *items, size_t n);
 
 #ifdef __cplusplus
 }

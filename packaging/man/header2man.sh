@@ -42,8 +42,10 @@ The header after its top comment: every type and function with its comment.
 .PP
 .nf
 EOF
-# From the end of the top comment, without the preprocessor lines and the C++ guard.
-sed -n '/^ \*\/$/,$p' "$header" | sed -e '1d' -e '/^#/d' -e '/^extern "C" {$/d' -e '/^}$/d' | cat -s | escape
+# From the end of the top comment, without the preprocessor lines, the C++ guard and the
+# LFS_PUBLIC marks.
+sed -n '/^ \*\/$/,$p' "$header" | sed -e '1d' -e '/^#/d' -e '/^extern "C" {$/d' -e '/^}$/d' -e 's/^LFS_PUBLIC //' | cat -s |
+        escape
 cat <<EOF
 .fi
 .SH ENVIRONMENT

@@ -27,7 +27,7 @@ grep -q "apt-get install layerfs-no-such-package" <<<"$out" || fail "make did no
 ok
 
 # With the packages: the flags are there before the first compile.
-make -s -C "$ROOT" BUILD="$WORK/b2" "$WORK/b2/userspace-lib/src/hash.o" >"$WORK/b2.log" 2>&1 ||
+make -s -C "$ROOT" BUILD="$WORK/b2" "$WORK/b2/userspace-lib/base/hash.o" >"$WORK/b2.log" 2>&1 ||
         fail "make: $(tail -5 "$WORK/b2.log")"
 grep -qx "PKG_LIBS := $(pkg-config --libs sqlite3 liburing libcrypto jansson | sed 's/ *$//')" "$WORK/b2/config.mk" ||
         fail "config.mk: $(cat "$WORK/b2/config.mk")"

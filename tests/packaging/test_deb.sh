@@ -46,6 +46,6 @@ dpkg-deb -x "$D/layerfs_${version}_$arch.deb" "$WORK/x"
         fail "the packaged layerfs does not look for /usr/libexec/layerfs/layerfs-daemon"
 # The symbols file lists exactly layerfs.h's functions.
 assert_eq "$(dpkg-deb -I "$D/liblayerfs0_${version}_$arch.deb" symbols | sed -n 's/^ \(lfs_[a-z0-9_]*\)@Base .*/\1/p' | sort)" \
-        "$(sh "$ROOT/packaging/api-functions.sh" "$ROOT/userspace-lib/include/layerfs.h" | sort)" "the symbols file"
+        "$(sh "$ROOT/packaging/api-functions.sh" "$ROOT/include/layerfs.h" | sort)" "the symbols file"
 ok
 finish

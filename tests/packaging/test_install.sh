@@ -34,7 +34,7 @@ assert_eq "$(sort <<<"$got")" "$(sort <<<"$expected")" "the installed files"
 assert_eq "$(readelf -d "$DEST$P/lib/liblayerfs.so.0.1.0" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')" \
         liblayerfs.so.0 "the soname"
 # The library exports exactly the functions of layerfs.h.
-api=$(sh "$ROOT/packaging/api-functions.sh" "$ROOT/userspace-lib/include/layerfs.h" | sort)
+api=$(sh "$ROOT/packaging/api-functions.sh" "$ROOT/include/layerfs.h" | sort)
 assert_eq "$(nm -D --defined-only "$DEST$P/lib/liblayerfs.so.0" | awk '$2 == "T" {print $3}' | sed 's/@.*//' | sort)" \
         "$api" "the library's exported functions"
 assert_eq "$(grep -E '^(libdir=|includedir=|Libs:|Cflags:)' "$DEST$P/lib/pkgconfig/layerfs.pc")" "libdir=$P/lib
