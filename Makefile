@@ -105,7 +105,7 @@ help:
 	@echo "make fresh-check  the README's first command in a fresh Debian 12 root, then the .deb"
 	@echo "               installed, used and removed there (tests/fresh)"
 	@echo "make sanitize  the tests again, built with ASan + UBSan"
-	@echo "make lint      clang-format (check), cppcheck and clang-tidy"
+	@echo "make lint      the layer rule of the includes (tests/lint), clang-format (check), cppcheck, clang-tidy"
 	@echo "make bench     the Store against git, Workspaces against ext4, overlayfs, fuse-overlayfs,"
 	@echo "               and Sandbox teardown against the cgroup.kill floor"
 	@echo "make install   everything under PREFIX (default /usr/local), DESTDIR prepended; uninstall"
@@ -280,6 +280,8 @@ sanitize: deps
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
 	find include userspace-lib cli daemon cgroup backends bpf tests bench -name '*.[ch]' | sort)
 lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
+	bash tests/lint/layers.sh
+	bash tests/lint/test_layers.sh
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib cgroup backends bpf/watcher.c cli daemon tests bench

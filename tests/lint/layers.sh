@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# layers.sh [ROOT]: every `#include "..."` of the C sources goes to the file's own layer
+# or one below it (docs/architecture.md). Fails naming each include that goes up. The
+# Makefile compiles each folder with only those include paths (BASE_INC, STORE_INC...),
+# so such an include fails to compile too; this says why, by name.
+set -euo pipefail
+root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$root"
+
+# Each folder and what it may include: its own folder and the layers below. "config" is
+# the build's config.h, "skel" the BPF skeleton (both made in the build directory).
+declare -A may=(
+        [include]="include"
+        [userspace-lib/base]="include userspace-lib/base"
+        [userspace-lib/store]="include userspace-lib/base userspace-lib/store"
+        [cgroup]="include userspace-lib/base cgroup"
+        [bpf]="include userspace-lib/base cgroup bpf skel"
+        [backends]="include userspace-lib/base cgroup backends"
+        [userspace-lib/client]="include userspace-lib/base userspace-lib/store cgroup backends userspace-lib/client config"
+        [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends userspace-lib/client daemon config skel"
+        [cli]="include userspace-lib/base cli config"
+)
+folders="include userspace-lib/base userspace-lib/store cgroup bpf backends userspace-lib/client daemon cli"
+
+# Which folder holds a header of that name.
+home_of() {
+        case $1 in
+        config.h) echo config; return ;;
+        watcher.skel.h) echo skel; return ;;
+        esac
+        for f in $folders; do
+                [ -f "$f/$1" ] && { echo "$f"; return; }
+        done
+        echo "?"
+}
+
+bad=0
+for folder in $folders; do
+        for file in "$folder"/*.[ch]; do
+                [ -f "$file" ] || continue
+                [ "$file" = bpf/watcher.bpf.c ] && continue # the BPF program: its own build
+                while IFS=: read -r line header; do
+                        from=$(home_of "$header")
+                        if [ "$from" = "?" ]; then
+                                echo "$file:$line: includes \"$header\", which no layer has" >&2
+                                bad=1
+                        elif [[ " ${may[$folder]} " != *" $from "* ]]; then
+                                echo "$file:$line: includes \"$header\" of $from/, a layer above $folder/ (it may include: ${may[$folder]})" >&2
+                                bad=1
+                        fi
+                done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" |
+                                 sed 's/^\([0-9]*\):[^"]*"\([^"]*\)".*/\1:\2/')
+        done
+done
+[ "$bad" = 0 ] || { echo "layers.sh: includes go up a layer (docs/architecture.md, 'Layers')" >&2; exit 1; }
+echo "layers.sh: every include goes to its own layer or one below"
