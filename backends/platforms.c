@@ -182,7 +182,7 @@ int lfs_default_runtime(const char **ret, lfs_error **err) {
 }
 
 const char *lfs_default_runtime_shown(void) {
-        const char *runtime;
+        const char *runtime = "native";
         return lfs_default_runtime(&runtime, NULL) < 0 ? getenv("LAYERFS_SANDBOX") : runtime;
 }
 
@@ -223,7 +223,7 @@ int lfs_platform_choose(const char *home, const char *requested, const lfs_platf
                 return r;
         const char *name = requested;
         if (!name) {
-                const char *runtime;
+                const char *runtime = "native";
                 r = lfs_default_runtime(&runtime, err);
                 if (r < 0)
                         return r;

@@ -160,7 +160,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         uid_t uid;
         gid_t gid;
         double idle;
-        const char *runtime;
+        const char *runtime = "native";
         /* The daemon reads the same settings (the identity, the idle close): refused here,
          * before anything is made. */
         int r = lfs_default_runtime(&runtime, err);
@@ -321,13 +321,14 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
         if (r < 0)
                 return r;
         bool alive = lfs_record_alive(&rec);
-        if (alive && !strcmp(rec.state, "starting")) {
+        const char *state = rec.state ? rec.state : ""; /* a checked record has one */
+        if (alive && !strcmp(state, "starting")) {
                 lfs_record_done(&rec);
                 return lfs_fail(err, LFS_BUSY, EBUSY,
                                 "sandbox %d of project '%s' is still being created; try again in a moment",
                                 sandbox, project ? project : "");
         }
-        if (alive && !strcmp(rec.state, "running")) {
+        if (alive && !strcmp(state, "running")) {
                 json_t *req = json_pack("{s:s, s:b}", "call", "sandbox.close", "force", force);
                 lfs_error *refusal = NULL;
                 r = lfs_rpc(&rec, req, NULL, &refusal);
@@ -350,7 +351,7 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
                         "sandbox %d of project '%s': process %d, which %s it, did not finish within %d s; "
                         "see 'layerfs sandbox log %d'",
                         sandbox, rec.project, (int)rec.pid,
-                        !strcmp(rec.state, "running") ? "was asked to close" : "is removing",
+                        !strcmp(state, "running") ? "was asked to close" : "is removing",
                         CLOSE_WAIT_MS / 1000, sandbox);
                 lfs_record_done(&rec);
                 return r;
