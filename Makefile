@@ -35,6 +35,9 @@ DAEMON_PATH := $(LIBEXECDIR)/layerfs/layerfs-daemon
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
 INCLUDES := -Iuserspace-lib/include -Iuserspace-lib/src -Icgroup -Ibackends -Ibpf -Icli -Idaemon -I$(BUILD)
+# The wire protocol of the control socket (proto/: frames, the call table, the codec;
+# docs/protocol.md). It sees only what is below it (util.h, json_path.h, layerfs.h).
+INCLUDES += -Iproto
 
 # The libraries' flags come from pkg-config, and pkg-config knows them only once their
 # -dev packages are installed. Reading them when this file is read (as `LIBS :=
@@ -52,6 +55,7 @@ LIBS := $(PKG_LIBS)
 LDFLAGS += $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(wildcard userspace-lib/src/*.c cgroup/*.c backends/*.c)
+LIB_SRC += $(wildcard proto/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -145,6 +149,7 @@ $(BUILD)/dirs: FORCE
 	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 
 HEADERS := $(wildcard userspace-lib/include/*.h userspace-lib/src/*.h cgroup/*.h backends/*.h cli/*.h tests/unit/*.h)
+HEADERS += $(wildcard proto/*.h)
 $(BUILD)/%.o: %.c $(HEADERS) $(BUILD)/config.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -254,11 +259,11 @@ sanitize: deps
 
 # A checkout without git (a `git archive` of it) lints the same files.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
-	find userspace-lib cli daemon cgroup backends bpf tests bench -name '*.[ch]' | sort)
+	find userspace-lib proto cli daemon cgroup backends bpf tests bench -name '*.[ch]' | sort)
 lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf userspace-lib cgroup backends bpf/watcher.c cli daemon tests bench
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf userspace-lib proto cgroup backends bpf/watcher.c cli daemon tests bench
 	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) -I$(BUILD)/bpf \
 		$(PKG_CFLAGS) $(FUSE_CFLAGS)
 
