@@ -104,7 +104,7 @@ static const char *json_kind(const json_t *j) {
 static int take_frame(lfs_frame_reader *r, size_t n, json_t **ret_frame, lfs_error **err) {
         json_error_t jerr;
         /* Duplicate keys are refused: two readers must not see two different requests. */
-        json_t *frame = json_loadb(r->buf, n, JSON_REJECT_DUPLICATES, &jerr);
+        json_t *frame = json_loadb(r->buf, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
         memmove(r->buf, r->buf + n + 1, r->len - n - 1);
         r->len -= n + 1;
         r->scanned = 0;
