@@ -41,9 +41,12 @@ CFLAGS ?= -O2 -g
 BASE_INC := -Iinclude -Iuserspace-lib/base
 STORE_INC := $(BASE_INC) -Iuserspace-lib/store
 CGROUP_INC := $(BASE_INC) -Icgroup
+# The control socket's protocol (proto/, docs/protocol.md): frames, the call table, the
+# codec; the library, the daemon and later the VM agent speak through it.
+PROTO_INC := $(BASE_INC) -Iproto -I$(BUILD)
 BPF_INC := $(CGROUP_INC) -Ibpf -I$(BUILD)/bpf
 BACKENDS_INC := $(CGROUP_INC) -Ibackends
-CLIENT_INC := $(STORE_INC) -Icgroup -Ibackends -Iuserspace-lib/client -I$(BUILD)
+CLIENT_INC := $(STORE_INC) -Icgroup -Ibackends -Iproto -Iuserspace-lib/client -I$(BUILD)
 DAEMON_INC := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Idaemon
 CLI_INC := $(BASE_INC) -Icli -I$(BUILD)
 # The unit tests and the linters see every layer.
@@ -64,7 +67,7 @@ ALL_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden $(LAYER_
 LIBS := $(PKG_LIBS)
 LDFLAGS += $(EXTRA_LDFLAGS)
 
-LIB_SRC := $(wildcard userspace-lib/base/*.c userspace-lib/store/*.c cgroup/*.c backends/*.c userspace-lib/client/*.c)
+LIB_SRC := $(wildcard userspace-lib/base/*.c userspace-lib/store/*.c cgroup/*.c backends/*.c userspace-lib/client/*.c proto/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -157,13 +160,14 @@ $(BUILD)/dirs: FORCE
 	@printf '%s\n' '$(VERSION)' '$(BINDIR)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(DAEMON_PATH)' >$@.tmp
 	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 
-HEADERS := $(wildcard include/*.h userspace-lib/*/*.h cgroup/*.h backends/*.h cli/*.h tests/unit/*.h)
+HEADERS := $(wildcard include/*.h userspace-lib/*/*.h cgroup/*.h backends/*.h proto/*.h cli/*.h tests/unit/*.h)
 # Each folder's include paths (the layers above).
 $(BUILD)/userspace-lib/base/%.o: LAYER_INC = $(BASE_INC)
 $(BUILD)/userspace-lib/store/%.o: LAYER_INC = $(STORE_INC)
 $(BUILD)/cgroup/%.o: LAYER_INC = $(CGROUP_INC)
 $(BUILD)/bpf/%.o: LAYER_INC = $(BPF_INC)
 $(BUILD)/backends/%.o: LAYER_INC = $(BACKENDS_INC)
+$(BUILD)/proto/%.o: LAYER_INC = $(PROTO_INC)
 $(BUILD)/userspace-lib/client/%.o: LAYER_INC = $(CLIENT_INC)
 $(BUILD)/daemon/%.o: LAYER_INC = $(DAEMON_INC)
 $(BUILD)/cli/%.o: LAYER_INC = $(CLI_INC)
@@ -278,13 +282,13 @@ sanitize: deps
 
 # A checkout without git (a `git archive` of it) lints the same files.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
-	find include userspace-lib cli daemon cgroup backends bpf tests bench -name '*.[ch]' | sort)
+	find include userspace-lib proto cli daemon cgroup backends bpf tests bench -name '*.[ch]' | sort)
 lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	bash tests/lint/layers.sh
 	bash tests/lint/test_layers.sh
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib cgroup backends bpf/watcher.c cli daemon tests bench
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c cli daemon tests bench
 	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) \
 		$(PKG_CFLAGS) $(FUSE_CFLAGS)
 

@@ -16,11 +16,12 @@ declare -A may=(
         [cgroup]="include userspace-lib/base cgroup"
         [bpf]="include userspace-lib/base cgroup bpf skel"
         [backends]="include userspace-lib/base cgroup backends"
-        [userspace-lib/client]="include userspace-lib/base userspace-lib/store cgroup backends userspace-lib/client config"
-        [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends userspace-lib/client daemon config skel"
+        [proto]="include userspace-lib/base proto config"
+        [userspace-lib/client]="include userspace-lib/base userspace-lib/store cgroup backends proto userspace-lib/client config"
+        [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client daemon config skel"
         [cli]="include userspace-lib/base cli config"
 )
-folders="include userspace-lib/base userspace-lib/store cgroup bpf backends userspace-lib/client daemon cli"
+folders="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client daemon cli"
 
 # Which folder holds a header of that name.
 home_of() {

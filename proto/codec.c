@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+#include "codec.h"
+
+#include "config.h" /* LAYERFS_VERSION: named in a version refusal */
+#include "json_path.h"
+
+/* ---- errors ---- */
+
+static int code_from_name(const char *name, lfs_code *ret_code) {
+        for (int c = LFS_INVALID_INPUT; c <= LFS_FAILED; c++)
+                if (name && !strcmp(lfs_code_name((lfs_code)c), name)) {
+                        *ret_code = (lfs_code)c;
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+json_t *lfs_error_to_json(const lfs_error *e) {
+        json_t *obj = json_object();
+        json_object_set_new(obj, "code", json_string(lfs_code_name(e ? e->code : LFS_FAILED)));
+        /* A message may quote a path that is not UTF-8: lfs_json_path keeps it text. */
+        json_object_set_new(obj, "message", lfs_json_path(e && e->message ? e->message : "failed"));
+        if (!e || !e->n_paths)
+                return obj;
+        json_t *paths = json_array(), *bytes = json_array();
+        bool lossy = false;
+        for (size_t i = 0; i < e->n_paths; i++) {
+                /* lfs_json_set_path's "<key>_bytes", one path at a time. */
+                json_t *one = json_object();
+                lfs_json_set_path(one, "p", e->paths[i]);
+                json_t *exact = json_object_get(one, "p_bytes");
+                json_array_append(paths, json_object_get(one, "p"));
+                json_array_append(bytes, exact ? exact : json_null());
+                lossy = lossy || exact;
+                json_decref(one);
+        }
+        json_object_set_new(obj, "paths", paths);
+        if (lossy)
+                json_object_set_new(obj, "paths_bytes", bytes);
+        else
+                json_decref(bytes);
+        return obj;
+}
+
+/* Entry i of paths, exact when paths_bytes has its bytes. */
+static char *path_from_json(const json_t *paths, const json_t *bytes, size_t i) {
+        json_t *one = json_object();
+        json_t *text = json_array_get(paths, i), *exact = json_array_get(bytes, i);
+        if (json_is_string(text))
+                json_object_set(one, "p", text);
+        if (json_is_string(exact))
+                json_object_set(one, "p_bytes", exact);
+        char *path = lfs_json_get_path(one, "p");
+        json_decref(one);
+        return path ? path : xstrdup("");
+}
+
+int lfs_error_from_json(const json_t *obj, lfs_error **ret_error, lfs_error **err) {
+        if (!json_is_object(obj))
+                return lfs_fail(err, LFS_FAILED, EBADMSG, "the error is not a JSON object");
+        const char *name = json_string_value(json_object_get(obj, "code"));
+        const char *message = json_string_value(json_object_get(obj, "message"));
+        lfs_error *e = xcalloc(1, sizeof(*e));
+        if (code_from_name(name, &e->code) == 0) {
+                e->message = xstrdup(message ? message : "failed");
+        } else {
+                e->code = LFS_FAILED;
+                e->message = xasprintf("%s (code '%.40s', which this build does not know)",
+                                       message ? message : "failed", name ? name : "none");
+        }
+        const json_t *paths = json_object_get(obj, "paths"), *bytes = json_object_get(obj, "paths_bytes");
+        if (json_is_array(paths) && json_array_size(paths)) {
+                e->n_paths = json_array_size(paths);
+                e->paths = xcalloc(e->n_paths, sizeof(char *));
+                for (size_t i = 0; i < e->n_paths; i++)
+                        e->paths[i] = path_from_json(paths, bytes, i);
+        }
+        *ret_error = e;
+        return 0;
+}
+
+/* ---- answers ---- */
+
+static json_t *versioned(const char *key, json_t *value) {
+        return json_pack("{s:i, s:o}", "v", LFS_PROTO_VERSION, key, value);
+}
+
+json_t *lfs_proto_ok(json_t *result) {
+        return versioned("ok", result ? result : json_object());
+}
+
+json_t *lfs_proto_error(const lfs_error *e) {
+        return versioned("error", lfs_error_to_json(e));
+}
+
+json_t *lfs_proto_errorf(lfs_code code, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        char *message = NULL;
+        if (vasprintf(&message, fmt, ap) < 0)
+                message = NULL;
+        va_end(ap);
+        lfs_error e = { .code = code, .message = message ? message : (char *)"(no message: out of memory)" };
+        json_t *j = lfs_proto_error(&e);
+        free(message);
+        return j;
+}
+
+json_t *lfs_proto_stream_item(json_t *item) {
+        json_t *frame = json_pack("{s:i}", "v", LFS_PROTO_VERSION);
+        json_object_update(frame, item);
+        json_decref(item);
+        return frame;
+}
+
+int lfs_proto_check_version(const json_t *frame, bool answer, lfs_error **err) {
+        const json_t *v = json_object_get(frame, "v");
+        if (json_is_integer(v) && json_integer_value(v) == LFS_PROTO_VERSION)
+                return 0;
+        _cleanup_free_ char *shown = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        const char *theirs = shown ? shown : "none (a build from before protocol versions)";
+        if (!answer)
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, EPROTO,
+                        "the request is of protocol version %.40s and this daemon (layerfs %s) speaks "
+                        "version %d: the CLI or program and the daemon are from different builds; use "
+                        "the layerfs of the daemon's build (or close the Sandbox with it and create a "
+                        "new one with yours)",
+                        theirs, LAYERFS_VERSION, LFS_PROTO_VERSION);
+        return lfs_fail(
+                err, LFS_UNSUPPORTED, EPROTO,
+                "the daemon answered in protocol version %.40s and this library (layerfs %s) speaks "
+                "version %d: the daemon and the CLI or program are from different builds (a daemon "
+                "started before an upgrade?), and the call may have taken effect; use the layerfs of "
+                "the daemon's build (or close the Sandbox with it and create a new one with this one)",
+                theirs, LAYERFS_VERSION, LFS_PROTO_VERSION);
+}
+
+/* The daemon's refusal in an answer (or a stream's first frame) as the caller's error. */
+static int refusal(const json_t *error, lfs_error **err) {
+        lfs_error *e = NULL;
+        int r = lfs_error_from_json(error, &e, err);
+        if (r < 0)
+                return r;
+        if (err && !*err)
+                *err = e;
+        else
+                lfs_error_free(e);
+        return -EINVAL; /* as lfs_fail gives for an error without an errno */
+}
+
+int lfs_proto_parse_answer(const json_t *answer, json_t **ret_result, lfs_error **err) {
+        int r = lfs_proto_check_version(answer, true, err);
+        if (r < 0)
+                return r;
+        const json_t *ok = json_object_get(answer, "ok"), *error = json_object_get(answer, "error");
+        if (error && !ok)
+                return refusal(error, err);
+        if (!ok || error)
+                return lfs_fail(err, LFS_FAILED, EBADMSG,
+                                "the daemon's answer has %s of \"ok\" and \"error\"; it should have one",
+                                ok ? "both" : "neither");
+        if (ret_result)
+                *ret_result = json_incref((json_t *)ok);
+        return 0;
+}
+
+int lfs_proto_parse_stream_item(const json_t *frame, json_t **ret_item, lfs_error **err) {
+        int r = lfs_proto_check_version(frame, true, err);
+        if (r < 0)
+                return r;
+        const json_t *error = json_object_get(frame, "error");
+        if (error)
+                return refusal(error, err);
+        json_t *item = json_copy((json_t *)frame);
+        json_object_del(item, "v");
+        *ret_item = item;
+        return 0;
+}
+
+/* ---- requests ---- */
+
+json_t *lfs_proto_request(lfs_call call, const char *token) {
+        return json_pack("{s:i, s:s, s:s}", "v", LFS_PROTO_VERSION, "token", token ? token : "", "call",
+                         lfs_call_name(call));
+}
+
+/* In time that does not depend on where they differ. */
+static bool same_token(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b);
+        unsigned char diff = la != lb;
+        for (size_t i = 0; i < la && i < lb; i++)
+                diff |= (unsigned char)(a[i] ^ b[i]);
+        return !diff;
+}
+
+int lfs_proto_parse_request(const json_t *request, const char *token, lfs_call *ret_call, lfs_error **err) {
+        int r = lfs_proto_check_version(request, false, err);
+        if (r < 0)
+                return r;
+        const char *given = json_string_value(json_object_get(request, "token"));
+        if (!given || !token || !same_token(given, token))
+                return lfs_fail(err, LFS_PERMISSION_DENIED, EACCES,
+                                "the request did not carry this Sandbox's token; send the one in the "
+                                "Sandbox's directory (the file 'token', root's)");
+        const json_t *call = json_object_get(request, "call");
+        if (!json_is_string(call))
+                return lfs_fail(err, LFS_INVALID_INPUT, EINVAL,
+                                "the request names no call: give \"call\": \"group.method\" as a string");
+        if (lfs_call_from_name(json_string_value(call), ret_call) == 0)
+                return 0;
+        _cleanup_free_ char *known = xstrdup("");
+        for (unsigned i = 0; i < LFS_CALL_COUNT; i++) {
+                char *more = xasprintf("%s%s%s", known, i ? ", " : "", lfs_call_name((lfs_call)i));
+                free(known);
+                known = more;
+        }
+        return lfs_fail(err, LFS_INVALID_INPUT, EINVAL, "unknown call '%.100s'; the calls are %s",
+                        json_string_value(call), known);
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a frame means (docs/protocol.md): requests {"v", "token", "call", args...},
+ * answers {"v", "ok": result} or {"v", "error": {"code", "message", "paths"?}}, and the
+ * frames of a stream (an event, with "v"). Every frame carries "v": LFS_PROTO_VERSION; a
+ * frame of another version, or none, is refused Unsupported on either side, naming both
+ * versions: the two ends are from different builds, and a call of another version may
+ * mean something else, so neither side guesses. The daemon checks before it does
+ * anything; the library can only check the answer, after the daemon acted.
+ */
+#ifndef LFS_PROTO_CODEC_H
+#define LFS_PROTO_CODEC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "calls.h"
+#include "util.h"
+
+/* 1: the first version with "v". Before it (LayerFS 0.1.0 and earlier) frames had none. */
+#define LFS_PROTO_VERSION 1
+
+/* ---- errors ---- */
+
+/* {"code", "message", "paths"?}: the error object of an answer and of the CLI's --json.
+ * A message or path that is not UTF-8 is shown lossy; a path's exact bytes go in
+ * "paths_bytes" (hex, null for a path that is UTF-8) when any path needs it. */
+json_t *lfs_error_to_json(const lfs_error *e);
+/* The error object back as an lfs_error (the decoder of lfs_error_to_json): 0 and
+ * *ret_error; -EBADMSG (with *err) when obj is not one. An unknown code reads as Failed,
+ * its name kept in the message. */
+int lfs_error_from_json(const json_t *obj, lfs_error **ret_error, lfs_error **err);
+
+/* ---- answers ---- */
+
+/* {"v", "ok": result}; takes result (NULL: {}). */
+json_t *lfs_proto_ok(json_t *result);
+/* {"v", "error": ...} of e (NULL: Failed). */
+json_t *lfs_proto_error(const lfs_error *e);
+/* The same of a new error. */
+json_t *lfs_proto_errorf(lfs_code code, const char *fmt, ...) _printf_(2, 3);
+/* A frame of a stream: takes item (an object) and adds "v". */
+json_t *lfs_proto_stream_item(json_t *item);
+
+/*
+ * An answer as the library takes it: 0 and *ret_result (a new reference to "ok"'s value;
+ * ret_result may be NULL); the daemon's refusal as *err (its code, message and paths) and
+ * a negative errno; a frame of another version (Unsupported), or one with neither ok nor
+ * error (Failed), refused the same way.
+ */
+int lfs_proto_parse_answer(const json_t *answer, json_t **ret_result, lfs_error **err);
+/* A stream's frame: 0 and *ret_item (the frame without "v", a new reference); the same
+ * refusals as lfs_proto_parse_answer (a stream may start with an error). */
+int lfs_proto_parse_stream_item(const json_t *frame, json_t **ret_item, lfs_error **err);
+
+/* ---- requests ---- */
+
+/* {"v", "token", "call"}: the caller adds the call's arguments. */
+json_t *lfs_proto_request(lfs_call call, const char *token);
+
+/*
+ * A request as the daemon takes it, checked in this order before anything is done:
+ * its version (Unsupported), its token (PermissionDenied; token is the Sandbox's), its
+ * call (InvalidInput naming an unknown one). 0 and *ret_call, or a negative errno and *err.
+ */
+int lfs_proto_parse_request(const json_t *request, const char *token, lfs_call *ret_call, lfs_error **err);
+
+/* The version check alone; answer: frame is an answer (the message's words differ). */
+int lfs_proto_check_version(const json_t *frame, bool answer, lfs_error **err);
+
+#endif
