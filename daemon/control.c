@@ -234,7 +234,7 @@ static void admit_client(daemon_state *d, int fd) {
         d->last_client = c;
         d->clients++;
         pthread_mutex_unlock(&d->lock);
-        if (start_detached(serve_client, c) < 0) {
+        if (start_detached("lfs-connection", serve_client, c) < 0) {
                 pthread_mutex_lock(&d->lock);
                 client_unlink(d, c);
                 d->clients--;

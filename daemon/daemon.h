@@ -101,14 +101,17 @@ static inline void wake_main_loop(daemon_state *d) {
         uint64_t one = 1;
         (void)!write(d->wake_fd, &one, sizeof(one));
 }
-/* Runs fn(arg) in a thread of its own that nobody joins; 0 or a negative errno. */
-static inline int start_detached(void *(*fn)(void *), void *arg) {
+/* Runs fn(arg) in a thread of its own, named name (15 bytes at most: its comm), that
+ * nobody joins; 0 or a negative errno. */
+static inline int start_detached(const char *name, void *(*fn)(void *), void *arg) {
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         int r = pthread_create(&t, &attr, fn, arg);
         pthread_attr_destroy(&attr);
+        if (r == 0)
+                (void)pthread_setname_np(t, name); /* /proc/PID/task/TID/comm: who is who */
         return -r;
 }
 

@@ -455,7 +455,7 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
         pthread_mutex_lock(&d->lock);
         d->waiters++;
         pthread_mutex_unlock(&d->lock);
-        if (start_detached(wait_started, w) < 0) {
+        if (start_detached("lfs-wait", wait_started, w) < 0) {
                 close(pidfd);
                 free(w->leaf);
                 free(w->program);

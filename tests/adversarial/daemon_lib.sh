@@ -20,6 +20,8 @@ start_sandbox() {
 # In KiB, as /proc shows it.
 daemon_rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status"; }
 daemon_threads() { awk '/^Threads:/ {print $2}' "/proc/$DPID/status"; }
+# The threads that serve a control connection (the daemon names them).
+daemon_connection_threads() { cat /proc/"$DPID"/task/*/comm 2>/dev/null | grep -c '^lfs-connection$' || true; }
 daemon_fds() { ls "/proc/$DPID/fd" | wc -l; }
 
 # Runs python code inside the Workspace as the command identity; prints its output.

@@ -67,9 +67,12 @@ PY
 client idle "$IDLE"
 read -r held <"$WORK/held"
 threads=$(daemon_threads)
-echo "$held idle connections open: the daemon has $threads threads"
-# At most CAP clients, 16 leaving, and the daemon's own few.
-[ "$threads" -le $((CAP + 16 + 8)) ] || fail "$held idle connections made $threads threads"
+serving=$(daemon_connection_threads)
+echo "$held idle connections open: the daemon has $threads threads, $serving serving connections"
+# At most CAP connections served and 16 leaving. (Its other threads, FUSE workers among
+# them, come and go with the load: counting all of them failed under a loaded make check.)
+[ "$serving" -le $((CAP + 16)) ] || fail "$held idle connections made $serving connection threads ($threads in all)"
+[ "$serving" -ge 1 ] || fail "no thread of the daemon is named lfs-connection: the count above cannot fail"
 ok
 # The daemon still answers: an idle connection gives its place.
 assert_eq "$(timeout 120 "$LAYERFS" --json sandbox list_workspaces "$N" | json_get 'len(j)')" 1 \
