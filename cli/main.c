@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "json_path.h"
+#include "error_json.h"
 #include "numbers.h"
 
 /* Exit status of a refusal or failure of LayerFS itself (SPEC 2a), as docker run uses. */
@@ -355,15 +355,8 @@ static void usage_error(cli_ctx *ctx, const char *fmt, ...) _cli_printf_(2, 3);
 
 static void print_error(cli_ctx *ctx, const lfs_error *e) {
         if (ctx->json) {
-                json_t *err = json_pack("{s:s, s:o}", "code", lfs_code_name(e->code), "message",
-                                        lfs_json_path(e->message));
-                if (e->n_paths) {
-                        json_t *paths = json_array();
-                        for (size_t i = 0; i < e->n_paths; i++)
-                                json_array_append_new(paths, lfs_json_path(e->paths[i]));
-                        json_object_set_new(err, "paths", paths);
-                }
-                cli_print_json(json_pack("{s:o}", "error", err));
+                /* The same error object the daemon's answers carry (error_json.c). */
+                cli_print_json(json_pack("{s:o}", "error", lfs_error_to_json(e)));
                 return;
         }
         /* A message may name what a command chose (a path, a symlink's target). */

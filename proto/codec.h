@@ -15,21 +15,11 @@
 #include <stdbool.h>
 
 #include "calls.h"
+#include "error_json.h" /* the error object: lfs_error_to_json, lfs_error_from_json */
 #include "util.h"
 
 /* 1: the first version with "v". Before it (LayerFS 0.1.0 and earlier) frames had none. */
 #define LFS_PROTO_VERSION 1
-
-/* ---- errors ---- */
-
-/* {"code", "message", "paths"?}: the error object of an answer and of the CLI's --json.
- * A message or path that is not UTF-8 is shown lossy; a path's exact bytes go in
- * "paths_bytes" (hex, null for a path that is UTF-8) when any path needs it. */
-json_t *lfs_error_to_json(const lfs_error *e);
-/* The error object back as an lfs_error (the decoder of lfs_error_to_json): 0 and
- * *ret_error; -EBADMSG (with *err) when obj is not one. An unknown code reads as Failed,
- * its name kept in the message. */
-int lfs_error_from_json(const json_t *obj, lfs_error **ret_error, lfs_error **err);
 
 /* ---- answers ---- */
 
@@ -67,5 +57,20 @@ int lfs_proto_parse_request(const json_t *request, const char *token, lfs_call *
 
 /* The version check alone; answer: frame is an answer (the message's words differ). */
 int lfs_proto_check_version(const json_t *frame, bool answer, lfs_error **err);
+
+/* ---- a request's arguments ---- */
+
+/* "an object", "a string", ...: a JSON value's type, as a refusal names it. */
+const char *lfs_proto_json_kind(const json_t *value);
+/*
+ * The argument name of call's request: a wrong JSON type is InvalidInput naming the
+ * argument, the call, the type expected and the one given (a reader that took it as
+ * absent or false would act on what the caller did not ask). An absent argument is
+ * NULL (string) or fallback (bool): the call says whether it needs one.
+ */
+int lfs_proto_arg_string(const json_t *request, lfs_call call, const char *name, const char **ret,
+                         lfs_error **err);
+int lfs_proto_arg_bool(const json_t *request, lfs_call call, const char *name, bool fallback, bool *ret,
+                       lfs_error **err);
 
 #endif

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "frame.h"
 
+#include "codec.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -80,26 +82,6 @@ static int fill(lfs_frame_reader *r) {
         }
 }
 
-static const char *json_kind(const json_t *j) {
-        switch (json_typeof(j)) {
-        case JSON_OBJECT:
-                return "an object";
-        case JSON_ARRAY:
-                return "an array";
-        case JSON_STRING:
-                return "a string";
-        case JSON_INTEGER:
-        case JSON_REAL:
-                return "a number";
-        case JSON_TRUE:
-        case JSON_FALSE:
-                return "a boolean";
-        case JSON_NULL:
-                return "null";
-        }
-        return "not JSON";
-}
-
 /* The frame of buf's first n bytes (its "\n" left out), taken out of the buffer. */
 static int take_frame(lfs_frame_reader *r, size_t n, json_t **ret_frame, lfs_error **err) {
         json_error_t jerr;
@@ -117,7 +99,7 @@ static int take_frame(lfs_frame_reader *r, size_t n, json_t **ret_frame, lfs_err
         if (!json_is_object(frame)) {
                 int r2 = lfs_fail(err, LFS_INVALID_INPUT, EBADMSG,
                                   "the frame is %s, not a JSON object; send one JSON object on one line",
-                                  json_kind(frame));
+                                  lfs_proto_json_kind(frame));
                 json_decref(frame);
                 return r2;
         }
