@@ -45,7 +45,7 @@ static int end_commands(daemon_state *d, char **ret_why) {
 int close_sandbox(daemon_state *d, const char *why, char **ret_why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
-        pthread_cond_broadcast(&d->events_cond); /* followers of sandbox events end */
+        wake_followers(d); /* followers of sandbox events end */
         /* Whatever reads a Workspace stops now; then nothing holds them. */
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active)

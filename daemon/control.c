@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The control socket: the accept loop (with the idle close), the cap on connections,
- * the framing (one JSON request line with its fds over SCM_RIGHTS, one JSON answer line)
- * and the dispatch of each call; docs/protocol.md.
+ * The control socket: the accept loop (with the idle close), the cap on connections, and
+ * each connection's request read (proto/frame.c), checked (proto/codec.c) and answered;
+ * the handlers are calls.c's. docs/protocol.md is the protocol.
  */
 #include <fcntl.h>
 #include <poll.h>
@@ -12,98 +12,9 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "frame.h"
 #include "log.h"
-#include "reply.h"
-
-static json_t *dispatch(daemon_state *d, int client_fd, json_t *req, int *fds, size_t n_fds) {
-        const char *token = json_string_value(json_object_get(req, "token"));
-        const char *call = json_string_value(json_object_get(req, "call"));
-        const char *branch = json_string_value(json_object_get(req, "branch"));
-        if (!token || strcmp(token, d->token))
-                return error_json(LFS_PERMISSION_DENIED, "the request did not carry this Sandbox's token");
-        if (!call)
-                return error_json(LFS_INVALID_INPUT, "the request names no call");
-        if (!strcmp(call, "workspace.exec"))
-                return call_exec(d, req, TAKE_PTR(fds), n_fds);
-        for (size_t i = 0; i < n_fds; i++)
-                close(fds[i]);
-        if (!strcmp(call, "process.start"))
-                return call_process_start(d, req);
-        if (!strcmp(call, "sandbox.events"))
-                return call_events(d, client_fd, json_is_true(json_object_get(req, "follow")));
-        if (d->closing)
-                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
-        if (!strcmp(call, "workspace.mount"))
-                return call_mount(d, branch);
-        if (!strcmp(call, "workspace.status"))
-                return call_status(d, branch);
-        if (!strcmp(call, "workspace.commit")) {
-                const char *message = json_string_value(json_object_get(req, "message"));
-                return call_commit(d, branch, message);
-        }
-        if (!strcmp(call, "workspace.unmount"))
-                return call_unmount(d, branch, json_is_true(json_object_get(req, "discard")));
-        if (!strcmp(call, "sandbox.list_workspaces"))
-                return call_list(d);
-        if (!strcmp(call, "sandbox.close"))
-                return call_close(d, json_is_true(json_object_get(req, "force")));
-        if (!strcmp(call, "process.list"))
-                return call_process_list(d);
-        if (!strcmp(call, "process.kill"))
-                return call_process_kill(d, req);
-        if (!strcmp(call, "sandbox.ping"))
-                return ok_json(json_pack("{s:i}", "pid", (int)getpid()));
-        return error_json(LFS_INVALID_INPUT, "unknown call '%s'", call);
-}
-
-#define MAX_REQUEST (1 << 20)
-#define MAX_FDS 3
-
-/* One request line, with the fds passed along with it (SCM_RIGHTS). */
-static json_t *read_request(int fd, int fds[MAX_FDS], size_t *ret_n_fds, json_t **ret_refusal) {
-        _cleanup_free_ char *buf = xmalloc(MAX_REQUEST + 1);
-        size_t len = 0;
-        *ret_n_fds = 0;
-        while (!memchr(buf, '\n', len)) {
-                if (len == MAX_REQUEST) {
-                        *ret_refusal = error_json(LFS_INVALID_INPUT, "the request is longer than %d bytes",
-                                                  MAX_REQUEST);
-                        return NULL;
-                }
-                union {
-                        char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
-                        struct cmsghdr align;
-                } control;
-                struct iovec iov = { .iov_base = buf + len, .iov_len = MAX_REQUEST - len };
-                struct msghdr msg = { .msg_iov = &iov,
-                                      .msg_iovlen = 1,
-                                      .msg_control = control.buf,
-                                      .msg_controllen = sizeof(control.buf) };
-                ssize_t k = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return NULL;
-                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                                size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                                int *passed = (int *)(void *)CMSG_DATA(c);
-                                for (size_t i = 0; i < n; i++) {
-                                        if (*ret_n_fds < MAX_FDS)
-                                                fds[(*ret_n_fds)++] = passed[i];
-                                        else
-                                                close(passed[i]);
-                                }
-                        }
-                len += (size_t)k;
-        }
-        buf[len] = 0;
-        json_error_t jerr;
-        json_t *req = json_loads(buf, JSON_DISABLE_EOF_CHECK, &jerr);
-        if (!req)
-                *ret_refusal = error_json(LFS_INVALID_INPUT, "bad request: %s", jerr.text);
-        return req;
-}
+#include "codec.h"
 
 typedef struct client {
         daemon_state *d;
@@ -119,45 +30,56 @@ static void client_unlink(daemon_state *d, client *c) {
         *(c->next ? &c->next->prev : &d->last_client) = c->prev;
 }
 
+/* The request's call, checked (docs/protocol.md, "Requests": its version, its token, its
+ * call, its fds, in that order, before anything is done), run through its handler: under
+ * d->lock unless the call takes it itself (LFS_CALL_UNLOCKED), and refused while the
+ * Sandbox closes (the unlocked calls check that themselves as they start). */
+static json_t *serve_request(daemon_state *d, int fd, lfs_frame_reader *reader, json_t *req) {
+        _cleanup_error_ lfs_error *e = NULL;
+        call_request r = { .args = req, .fd = fd };
+        if (lfs_proto_parse_request(req, d->token, &r.call, &e) < 0)
+                return lfs_proto_error(e);
+        r.n_fds = lfs_call_fds(r.call);
+        if (lfs_frame_take_fds(reader, lfs_call_name(r.call), r.n_fds, r.fds, &e) < 0)
+                return lfs_proto_error(e);
+        bool locked = !(lfs_call_flags(r.call) & LFS_CALL_UNLOCKED);
+        if (!locked)
+                return handle_call(d, &r);
+        pthread_mutex_lock(&d->lock);
+        json_t *answer = d->closing ? lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number)
+                                    : handle_call(d, &r);
+        pthread_mutex_unlock(&d->lock);
+        return answer;
+}
+
 /* One request per connection; exec holds its connection until the command ends, so
- * each connection has its own thread. Calls other than exec run under d->lock, which
- * status, commit, list_workspaces, unmount and close release while they read a
- * Workspace (hold_ws). */
+ * each connection has its own thread. Calls other than the unlocked ones run under
+ * d->lock, which status, commit, list_workspaces, unmount and close release while they
+ * read a Workspace (hold_ws). */
 static void *serve_client(void *arg) {
         client *c = arg;
         daemon_state *d = c->d;
-        int fds[MAX_FDS];
-        size_t n_fds = 0;
-        json_t *resp = NULL;
-        json_t *req = read_request(c->fd, fds, &n_fds, &resp);
+        lfs_frame_reader reader;
+        lfs_frame_reader_init(&reader, c->fd, LFS_FRAME_MAX_REQUEST, LFS_CALL_MAX_FDS);
+        _cleanup_error_ lfs_error *e = NULL;
+        json_t *req = NULL, *answer = NULL;
+        int k = lfs_frame_read(&reader, &req, &e);
         pthread_mutex_lock(&d->lock);
         c->waiting = false;
+        bool evicted = c->evicted;
         pthread_mutex_unlock(&d->lock);
         /* Told to give its place as its request arrived: a whole request is still served
-         * (only reading was shut down), one cut short is not. */
-        if (req) {
-                const char *call = json_string_value(json_object_get(req, "call")) ?: "";
-                /* These take the lock themselves, only while they look at the state. */
-                bool exec = !strcmp(call, "workspace.exec") || !strcmp(call, "process.start") ||
-                            !strcmp(call, "sandbox.events");
-                if (!exec)
-                        pthread_mutex_lock(&d->lock);
-                resp = dispatch(d, c->fd, req, fds, n_fds);
-                if (!exec)
-                        pthread_mutex_unlock(&d->lock);
-                json_decref(req);
-        } else {
-                for (size_t i = 0; i < n_fds; i++)
-                        close(fds[i]);
-        }
-        char *text = resp ? json_dumps(resp, JSON_COMPACT) : NULL;
-        json_decref(resp);
-        if (text) {
-                size_t len = strlen(text);
-                text[len] = '\n';
-                (void)!write(c->fd, text, len + 1);
-                free(text);
-        }
+         * (only reading was shut down), one cut short is not answered. */
+        if (k > 0)
+                answer = serve_request(d, c->fd, &reader, req);
+        else if (k < 0 && !evicted) /* too long, not one JSON object, cut short */
+                answer = lfs_proto_error(e);
+        json_decref(req);
+        lfs_frame_reader_done(&reader); /* closes fds that no call took */
+        /* A client gone before its answer is not the daemon's failure. */
+        if (answer)
+                (void)lfs_frame_write(c->fd, answer, LFS_FRAME_MAX_ANSWER, NULL, 0, false, NULL);
+        json_decref(answer);
         pthread_mutex_lock(&d->lock);
         client_unlink(d, c);
         d->clients--;
@@ -185,18 +107,13 @@ static void refused_drop(size_t i) {
 /* The connection past MAX_CLIENTS, all of them running a call: told why, and closed
  * once its request came (refused_drop). */
 static void refuse_client(daemon_state *d, int fd) {
-        json_t *j = error_json(LFS_BUSY,
-                               "sandbox %d serves %d connections at once, the most it takes, and each is "
-                               "running a call (an exec, a follow of events); try again when one ends",
-                               d->number, MAX_CLIENTS);
-        char *text = json_dumps(j, JSON_COMPACT);
+        json_t *j = lfs_proto_errorf(LFS_BUSY,
+                                     "sandbox %d serves %d connections at once, the most it takes, and each "
+                                     "is running a call (an exec, a follow of events); try again when one ends",
+                                     d->number, MAX_CLIENTS);
+        /* Without waiting: a refusal must not hold the accept loop. */
+        (void)lfs_frame_write(fd, j, LFS_FRAME_MAX_ANSWER, NULL, 0, true, NULL);
         json_decref(j);
-        if (text) {
-                size_t len = strlen(text);
-                text[len] = '\n';
-                (void)!send(fd, text, len + 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-                free(text);
-        }
         shutdown(fd, SHUT_WR);
         if (n_refused == MAX_REFUSED)
                 refused_drop(0);

@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "bpf_watcher.h"
+#include "calls.h"
 #include "store.h"
 #include "workspace.h"
 
@@ -87,7 +88,7 @@ typedef struct daemon_state {
         struct proc_watch *proc; /* the proc connector tier */
         sandbox_event events[EVENT_RING];
         uint64_t n_events;
-        pthread_cond_t events_cond;
+        struct follower *followers; /* of sandbox.events: woken by each event and by the close */
         leaf_id *leaves;
         size_t n_leaves, cap_leaves;
         bool closing;
@@ -114,6 +115,20 @@ static inline int start_detached(const char *name, void *(*fn)(void *), void *ar
                 (void)pthread_setname_np(t, name); /* /proc/PID/task/TID/comm: who is who */
         return -r;
 }
+
+/* A call as its handler gets it (calls.c): the request, whose arguments the handler
+ * reads, the connection (a stream writes its frames there) and the fds that came with
+ * it, exactly lfs_call_fds(call) of them (the handler's to close). */
+typedef struct call_request {
+        lfs_call call;
+        json_t *args;
+        int fd;
+        int fds[LFS_CALL_MAX_FDS];
+        size_t n_fds;
+} call_request;
+
+/* calls.c: runs r's call through the handler array indexed by the call's enum. */
+json_t *handle_call(daemon_state *d, const call_request *r);
 
 /* control.c: the control socket at path (0600), and the accept loop, until the Sandbox
  * closes; with nothing mounted, running or asked for idle_ms, the daemon closes it. */
@@ -170,9 +185,11 @@ void register_leaf(daemon_state *d, const char *leaf);
 /* Without d->lock held. */
 void record_event(daemon_state *d, int kind, pid_t pid, pid_t ppid, int status, const char *leaf,
                   const char *comm);
-/* sandbox.events: the events kept; follow: each later one as a JSON line on fd, until
- * the Sandbox closes (then NULL: nothing more to answer). */
+/* sandbox.events: the events kept; follow: each later one as a frame on fd, until the
+ * Sandbox closes or the client goes (then NULL: nothing more to answer). */
 json_t *call_events(daemon_state *d, int fd, bool follow);
+/* Wakes every follower of events (a new event, or the Sandbox closing); with d->lock held. */
+void wake_followers(daemon_state *d);
 /* Appends the last max exits to out, newest first; with d->lock held. */
 void recent_exits_json(daemon_state *d, json_t *out, size_t max);
 

@@ -5,12 +5,15 @@
  * BPF, from the daemon itself (the commands it started, through their pidfds). The last
  * EVENT_RING events are kept for `sandbox events` and `process list`.
  */
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "daemon.h"
+#include "frame.h"
 #include "log.h"
-#include "reply.h"
+#include "codec.h"
 
 /* A CLOCK_MONOTONIC time (0: now) as seconds since the epoch. */
 static double realtime_of(uint64_t monotonic_ns) {
@@ -43,12 +46,24 @@ static const char *leaf_name_of(daemon_state *d, uint64_t cgroup_id) {
         return "";
 }
 
+/* A connection following the events: its eventfd is written to wake it. */
+typedef struct follower {
+        int wake_fd;
+        struct follower *next;
+} follower;
+
+void wake_followers(daemon_state *d) {
+        uint64_t one = 1;
+        for (follower *f = d->followers; f; f = f->next)
+                (void)!write(f->wake_fd, &one, sizeof(one));
+}
+
 /* With d->lock held. */
 static void store_event(daemon_state *d, const sandbox_event *e) {
         sandbox_event *slot = &d->events[d->n_events % EVENT_RING];
         *slot = *e;
         slot->seq = d->n_events++;
-        pthread_cond_broadcast(&d->events_cond);
+        wake_followers(d);
 }
 
 void record_event(daemon_state *d, int kind, pid_t pid, pid_t ppid, int status, const char *leaf,
@@ -149,36 +164,71 @@ static json_t *events_since(daemon_state *d, uint64_t *seq) {
         return out;
 }
 
+/* Writes each event of out (taken) as a frame of the stream; false once the client is gone. */
+static bool send_events(int fd, json_t *out) {
+        size_t i;
+        json_t *e;
+        bool sent = true;
+        json_array_foreach(out, i, e) {
+                json_t *frame = lfs_proto_stream_item(json_incref(e));
+                sent = sent && lfs_frame_write(fd, frame, LFS_FRAME_MAX_ANSWER, NULL, 0, false, NULL) == 0;
+                json_decref(frame);
+        }
+        json_decref(out);
+        return sent;
+}
+
+/* Waits, without d->lock, until f is woken (an event, the close) or the client has gone:
+ * false then. A client that went away frees its place among MAX_CLIENTS at once, not at
+ * the next event. */
+static bool wait_follower(daemon_state *d, int fd, follower *f) {
+        pthread_mutex_unlock(&d->lock);
+        struct pollfd p[2] = { { .fd = fd, .events = POLLRDHUP }, { .fd = f->wake_fd, .events = POLLIN } };
+        int k;
+        while ((k = poll(p, 2, -1)) < 0 && errno == EINTR)
+                ;
+        uint64_t n;
+        if (p[1].revents & POLLIN)
+                (void)!read(f->wake_fd, &n, sizeof(n));
+        pthread_mutex_lock(&d->lock);
+        return k > 0 && !(p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
 json_t *call_events(daemon_state *d, int fd, bool follow) {
         uint64_t seq = 0;
         pthread_mutex_lock(&d->lock);
         json_t *out = events_since(d, &seq);
         if (!follow) {
                 pthread_mutex_unlock(&d->lock);
-                return ok_json(json_pack("{s:s, s:o}", "watcher", d->watcher_kind, "events", out));
+                return lfs_proto_ok(json_pack("{s:s, s:o}", "watcher", d->watcher_kind, "events", out));
         }
-        /* Following: each event is one line, until the Sandbox closes or the reader goes. */
+        /* Following: each event is one frame, until the Sandbox closes or the client goes.
+         * Registered before the first look at n_events: an event after it wakes us. */
+        follower f = { .wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), .next = d->followers };
+        if (f.wake_fd < 0) {
+                pthread_mutex_unlock(&d->lock);
+                json_decref(out);
+                return lfs_proto_errorf(LFS_FAILED, "cannot follow the events of sandbox %d: eventfd: %s",
+                                        d->number, strerror(errno));
+        }
+        d->followers = &f;
         for (;;) {
                 pthread_mutex_unlock(&d->lock);
-                size_t i;
-                json_t *e;
-                bool gone = false;
-                json_array_foreach(out, i, e) {
-                        char *text = json_dumps(e, JSON_COMPACT);
-                        size_t len = strlen(text);
-                        text[len] = '\n';
-                        gone = gone || write(fd, text, len + 1) != (ssize_t)(len + 1);
-                        free(text);
-                }
-                json_decref(out);
+                bool here = send_events(fd, out);
                 pthread_mutex_lock(&d->lock);
-                if (gone || d->closing)
+                while (here && !d->closing && seq == d->n_events)
+                        here = wait_follower(d, fd, &f);
+                if (!here || d->closing)
                         break;
-                while (seq == d->n_events && !d->closing)
-                        pthread_cond_wait(&d->events_cond, &d->lock);
                 out = events_since(d, &seq);
         }
+        for (follower **p = &d->followers; *p; p = &(*p)->next)
+                if (*p == &f) {
+                        *p = f.next;
+                        break;
+                }
         pthread_mutex_unlock(&d->lock);
+        close(f.wake_fd);
         return NULL;
 }
 

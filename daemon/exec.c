@@ -225,8 +225,12 @@ static void command_done(daemon_state *d, command *c) {
 
 /* Checks the request's branch, command, env and cwd and names the command's leaf. Every
  * refusal comes from here, before anything is made. */
-static json_t *prepare_command(daemon_state *d, json_t *req, command *c) {
-        const char *branch = json_string_value(json_object_get(req, "branch"));
+static json_t *prepare_command(daemon_state *d, lfs_call call, json_t *req, command *c) {
+        _cleanup_error_ lfs_error *e = NULL;
+        const char *branch, *cwd;
+        if (lfs_proto_arg_string(req, call, "branch", &branch, &e) < 0 ||
+            lfs_proto_arg_string(req, call, "cwd", &cwd, &e) < 0)
+                return error_from(TAKE_PTR(e));
         json_t *words = json_object_get(req, "command");
         json_t *refusal = NULL;
         size_t i;
@@ -247,7 +251,7 @@ static json_t *prepare_command(daemon_state *d, json_t *req, command *c) {
         else if (!w)
                 refusal = not_mounted(d, branch);
         else
-                refusal = resolve_cwd(w, json_string_value(json_object_get(req, "cwd")), &c->dir);
+                refusal = resolve_cwd(w, cwd, &c->dir);
         if (!refusal && (c->dir_fd = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
                 refusal = error_json(LFS_INVALID_INPUT, "cwd %s: %s", c->dir, strerror(errno));
         /* A path component swapped for a symlink since the check could lead the open
@@ -307,10 +311,10 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
  * terminal (a terminal that is already some session's cannot: spawn.c). */
 static json_t *check_streams(json_t *req, const int fds[3], bool *ret_tty) {
         static const char *const names[] = { "stdin", "stdout", "stderr" };
-        json_t *tty_j = json_object_get(req, "tty");
-        if (tty_j && !json_is_boolean(tty_j))
-                return error_json(LFS_INVALID_INPUT, "tty must be true or false");
-        bool tty = json_is_true(tty_j);
+        _cleanup_error_ lfs_error *e = NULL;
+        bool tty;
+        if (lfs_proto_arg_bool(req, LFS_CALL_WORKSPACE_EXEC, "tty", false, &tty, &e) < 0)
+                return error_from(TAKE_PTR(e));
         dev_t terminal = 0;
         for (int i = 0; i < 3; i++) {
                 struct stat st;
@@ -349,7 +353,7 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                  lfs_json_seconds("timeout", timeout_j, 0, LFS_MAX_TIMEOUT_SECONDS, &timeout, &e) < 0)
                 refusal = error_json(e->code, "%s", e->message);
         else if (!(refusal = check_streams(req, fds, &c.tty)))
-                refusal = prepare_command(d, req, &c);
+                refusal = prepare_command(d, LFS_CALL_WORKSPACE_EXEC, req, &c);
         if (refusal) {
                 close_fds(fds, n_fds);
                 command_done(d, &c);
@@ -423,7 +427,7 @@ static void *wait_started(void *arg) {
 
 json_t *call_process_start(daemon_state *d, json_t *req) {
         command c = COMMAND_INIT;
-        json_t *refusal = prepare_command(d, req, &c);
+        json_t *refusal = prepare_command(d, LFS_CALL_PROCESS_START, req, &c);
         if (refusal) {
                 command_done(d, &c);
                 return refusal;

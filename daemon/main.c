@@ -248,7 +248,6 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "cannot listen on %s: %s\n", sock, strerror(lfd < 0 ? -lfd : errno));
                 return 1;
         }
-        pthread_cond_init(&d.events_cond, NULL);
         pthread_cond_init(&d.ws_released, NULL);
         pthread_cond_init(&d.started_cond, NULL);
         if (start_watcher(&d) < 0)
