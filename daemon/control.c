@@ -46,8 +46,9 @@ static json_t *serve_request(daemon_state *d, int fd, lfs_frame_reader *reader, 
         if (!locked)
                 return handle_call(d, &r);
         pthread_mutex_lock(&d->lock);
-        json_t *answer = d->closing ? lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number)
-                                    : handle_call(d, &r);
+        json_t *answer = d->closing
+                                 ? lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number)
+                                 : handle_call(d, &r);
         pthread_mutex_unlock(&d->lock);
         return answer;
 }
@@ -107,10 +108,11 @@ static void refused_drop(size_t i) {
 /* The connection past MAX_CLIENTS, all of them running a call: told why, and closed
  * once its request came (refused_drop). */
 static void refuse_client(daemon_state *d, int fd) {
-        json_t *j = lfs_proto_errorf(LFS_BUSY,
-                                     "sandbox %d serves %d connections at once, the most it takes, and each "
-                                     "is running a call (an exec, a follow of events); try again when one ends",
-                                     d->number, MAX_CLIENTS);
+        json_t *j =
+                lfs_proto_errorf(LFS_BUSY,
+                                 "sandbox %d serves %d connections at once, the most it takes, and each "
+                                 "is running a call (an exec, a follow of events); try again when one ends",
+                                 d->number, MAX_CLIENTS);
         /* Without waiting: a refusal must not hold the accept loop. */
         (void)lfs_frame_write(fd, j, LFS_FRAME_MAX_ANSWER, NULL, 0, true, NULL);
         json_decref(j);

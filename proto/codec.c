@@ -43,18 +43,20 @@ int lfs_proto_check_version(const json_t *frame, bool answer, lfs_error **err) {
         if (json_is_integer(v) && json_integer_value(v) == LFS_PROTO_VERSION)
                 return 0;
         _cleanup_free_ char *shown = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+        if (shown && strlen(shown) > 40) /* what the peer sent: shown, not echoed at any length */
+                strcpy(shown + 37, "...");
         const char *theirs = shown ? shown : "none (a build from before protocol versions)";
         if (!answer)
                 return lfs_fail(
                         err, LFS_UNSUPPORTED, EPROTO,
-                        "the request is of protocol version %.40s and this daemon (layerfs %s) speaks "
+                        "the request is of protocol version %s and this daemon (layerfs %s) speaks "
                         "version %d: the CLI or program and the daemon are from different builds; use "
                         "the layerfs of the daemon's build (or close the Sandbox with it and create a "
                         "new one with yours)",
                         theirs, LAYERFS_VERSION, LFS_PROTO_VERSION);
         return lfs_fail(
                 err, LFS_UNSUPPORTED, EPROTO,
-                "the daemon answered in protocol version %.40s and this library (layerfs %s) speaks "
+                "the daemon answered in protocol version %s and this library (layerfs %s) speaks "
                 "version %d: the daemon and the CLI or program are from different builds (a daemon "
                 "started before an upgrade?), and the call may have taken effect; use the layerfs of "
                 "the daemon's build (or close the Sandbox with it and create a new one with this one)",
@@ -169,9 +171,13 @@ const char *lfs_proto_json_kind(const json_t *j) {
 /* InvalidInput: name of call is not what it must be. */
 static int wrong_type(lfs_call call, const char *name, const char *expected, const json_t *given,
                       lfs_error **err) {
-        _cleanup_free_ char *shown = json_dumps(given, JSON_ENCODE_ANY | JSON_COMPACT);
-        return lfs_fail(err, LFS_INVALID_INPUT, EINVAL, "argument '%s' of %s must be %s, not %s (%.60s)", name,
-                        lfs_call_name(call), expected, lfs_proto_json_kind(given), shown ? shown : "?");
+        _cleanup_free_ char *shown =
+                json_is_null(given) ? NULL : json_dumps(given, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (shown && strlen(shown) > 60) /* what the caller sent: shown, not echoed at any length */
+                strcpy(shown + 57, "...");
+        return lfs_fail(err, LFS_INVALID_INPUT, EINVAL, "argument '%s' of %s must be %s, not %s%s%s%s", name,
+                        lfs_call_name(call), expected, lfs_proto_json_kind(given), shown ? " (" : "",
+                        shown ? shown : "", shown ? ")" : "");
 }
 
 int lfs_proto_arg_string(const json_t *request, lfs_call call, const char *name, const char **ret,

@@ -39,7 +39,7 @@ def line(s):
         got += k
     return got.decode().strip()
 def request(call, **args):
-    return (json.dumps(dict(token=token, call=call, **args)) + "\n").encode()
+    return (json.dumps(dict(v=1, token=token, call=call, **args)) + "\n").encode()
 held = []
 for i in range(count):
     s = connect()

@@ -74,6 +74,7 @@ d = os.environ["SBDIR"]
 s = socket.socket(socket.AF_UNIX)
 s.connect(d + "/control.sock")
 req = json.loads(sys.argv[1])
+req["v"] = 1  # the protocol's version (docs/protocol.md)
 req["token"] = open(d + "/token").read().strip()
 s.sendall((json.dumps(req) + "\n").encode())
 print(s.makefile().readline().strip())

@@ -7,20 +7,16 @@
 # Sandbox usable: an exec in its Workspace answers. The attacks are proto_attack.py's,
 # one case per run, each on the daemon's socket with the Sandbox's token.
 #
-# PROTOCOL_WIRED=1 adds the cases that the daemon passes only once it speaks through
-# proto/ (issue 14, phase 2): the version field ("v" missing, newer, not a number), an
-# array for a frame (today: PermissionDenied), duplicate keys (today: the last "call"
-# wins), fds a call does not take (today: closed without a word), arguments of the wrong
-# type that today's daemon reads as absent or false and acts on (an unmount without
-# --discard, a close without --force, an exec in the Workspace's root), and followers of
-# events that went away keeping their places until the next event (today: the Sandbox
-# answers Busy to everything until then). Against the daemon of before the wiring they
-# fail (the issue's notes have that output); once the wiring lands, they become the
-# default (set PROTOCOL_WIRED's default to 1).
+# Before the daemon and the library spoke through proto/ (issue 14, phase 2) these failed:
+# the version field ("v" missing, newer, not a number) was not checked, an array for a
+# frame was PermissionDenied, of duplicate keys the last "call" won, fds a call does not
+# take were closed without a word, arguments of the wrong type were read as absent or
+# false and acted on (an unmount without --discard, a close without --force, an exec in
+# the Workspace's root), and followers of events that went away kept their places until
+# the next event (the Sandbox answered Busy to everything until then).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 [ "$(id -u)" = 0 ] || { echo "skip: needs root"; exit 0; }
-PROTOCOL_WIRED=${PROTOCOL_WIRED:-0}
 HERE=$(cd "$(dirname "$0")" && pwd)
 start_sandbox proto
 SB="$LAYERFS_HOME/sandboxes/proto-$N"
@@ -30,19 +26,14 @@ SB="$LAYERFS_HOME/sandboxes/proto-$N"
 lfs branch create scratch >/dev/null
 lfs workspace mount "$N" scratch >/dev/null
 echo dirty >"$WS/dirty"
-# A background process that ends when poked: its exit is an event, which wakes the
-# followers of events (connections case) so that those whose reader is gone end.
-mkfifo -m 666 "$WORK/poke"
-lfs process start "$N" main -- cat "$WORK/poke" >/dev/null
-
-# Waits (bounded) until the daemon has at most $1 threads: its connections' threads end
-# on their own once their peer is gone and they notice.
-wait_threads_at_most() {
+# Waits (bounded) until at most $1 threads of the daemon serve connections: a
+# connection's thread ends on its own once its peer is gone and it notices.
+wait_connections_at_most() {
         for _ in $(seq 1200); do
-                [ "$(daemon_threads)" -le "$1" ] && return 0
+                [ "$(daemon_connection_threads)" -le "$1" ] && return 0
                 sleep 0.05
         done
-        fail "the daemon still has $(daemon_threads) threads, expected at most $1"
+        fail "the daemon still has $(daemon_connection_threads) connection threads, expected at most $1"
 }
 
 # The daemon is up, the same process, and runs a command in its Workspace.
@@ -74,24 +65,19 @@ fds_after=$(daemon_fds)
 echo "daemon fds: $fds_before before 100 pings with 3 fds each, $fds_after after"
 [ "$fds_after" -le $((fds_before + 2)) ] || fail "the daemon kept fds: $fds_before -> $fds_after"
 ok
-threads=$(daemon_threads)
-if [ "$PROTOCOL_WIRED" = 1 ]; then
-        # The followers are gone: their places come free without waiting for an event.
-        attack connections
-        attack version
-        attack array-frame
-        attack duplicate-keys
-        attack unexpected-fds
-        attack wrong-types-wired scratch
-else
-        python3 "$HERE/proto_attack.py" "$SB" connections || fail "case connections: see FAIL above"
-        ok
-        echo >"$WORK/poke"
-        wait_threads_at_most "$threads"
-        still_usable connections
-        echo "skipped until the daemon speaks through proto/ (PROTOCOL_WIRED=1): version, array-frame," \
-                "duplicate-keys, unexpected-fds, wrong-types-wired, connections without an event"
-fi
+# 200 connections following events, then gone: their places come free without an event
+# to wake them (no process of the Sandbox starts or ends meanwhile).
+serving=$(daemon_connection_threads)
+echo "== connections"
+python3 "$HERE/proto_attack.py" "$SB" connections || fail "case connections: see FAIL above"
+ok
+wait_connections_at_most "$serving"
+still_usable connections
+attack version
+attack array-frame
+attack duplicate-keys
+attack unexpected-fds
+attack wrong-types-wired scratch
 # The Workspaces are as they were: scratch still mounted, main's change still there.
 assert_eq "$(lfs --json sandbox list_workspaces "$N" | json_get 'sorted(w["branch"] for w in j)')" \
         "['main', 'scratch']" "Workspaces after the attacks"

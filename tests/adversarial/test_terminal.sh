@@ -117,7 +117,7 @@ master, slave = os.openpty()
 token = open(sbdir + "/token").read().strip()
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(sbdir + "/control.sock")
-req = {"token": token, "call": "workspace.exec", "branch": "main", "env": [],
+req = {"v": 1, "token": token, "call": "workspace.exec", "branch": "main", "env": [],
        "command": ["sh", "-c", "test -t 0 && echo got-a-terminal || echo no-terminal"]}
 r, w = os.pipe()
 s.sendmsg([(json.dumps(req) + "\n").encode()],
@@ -141,7 +141,7 @@ token = open(sbdir + "/token").read().strip()
 def call(fds, tty):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(sbdir + "/control.sock")
-    req = {"token": token, "call": "workspace.exec", "branch": "main", "env": [], "tty": tty,
+    req = {"v": 1, "token": token, "call": "workspace.exec", "branch": "main", "env": [], "tty": tty,
            "command": ["sh", "-c", "echo took-it > /dev/tty"]}
     s.sendmsg([(json.dumps(req) + "\n").encode()],
               [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])

@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "calls.h"
+#include "codec.h"
 #include "records.h"
 
 /* ---- the Sandbox (sandbox.c) ---- */
@@ -19,9 +21,9 @@ int lfs_sandbox_open(lfs_home *home, const char *project, int number, sandbox_re
 /* Opens the record of a Sandbox whose daemon must be alive to answer. */
 int lfs_sandbox_open_live(lfs_home *home, const char *project, int number, sandbox_record *ret,
                           lfs_error **err);
-/* Opens the Sandbox and sends req (taken) to its daemon: *ret its "ok" result. */
-int lfs_sandbox_call(lfs_home *home, const char *project, int sandbox, json_t *req, json_t **ret,
-                     lfs_error **err);
+/* Opens the Sandbox and sends call with args (taken) to its daemon: *ret its "ok" result. */
+int lfs_sandbox_call(lfs_home *home, const char *project, int sandbox, lfs_call call, json_t *args,
+                     json_t **ret, lfs_error **err);
 /* Everything a Sandbox left, its record last; the caller owns the record. */
 int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_error **err);
 
@@ -41,17 +43,24 @@ void lfs_add_daemon_log(const sandbox_record *rec, lfs_error **err);
 /* ---- the RPC client (rpc.c) ---- */
 /* NoSuchSandbox: the record's daemon is gone. */
 int lfs_daemon_gone(const sandbox_record *rec, int errnum, lfs_error **err);
-/* Connects and sends req (taken; the token added) with fds passed along; returns the
- * connected socket. */
-int lfs_rpc_send(const sandbox_record *rec, json_t *req, const int *fds, size_t n_fds, lfs_error **err);
-/* The daemon's answer line (NULL: none came): *ret its "ok" result (if ret), or its
- * error as ours. */
-int lfs_rpc_answer(const sandbox_record *rec, const char *line, json_t **ret, lfs_error **err);
-/* Sends req (taken) and returns the "ok" result, or the daemon's error. */
-int lfs_rpc(const sandbox_record *rec, json_t *req, json_t **ret, lfs_error **err);
+/* Connects and sends call's request, args (an object of its arguments, taken; NULL:
+ * none) with the token added, and fds passed along; returns the connected socket. */
+int lfs_rpc_send(const sandbox_record *rec, lfs_call call, json_t *args, const int *fds, size_t n_fds,
+                 lfs_error **err);
+/* The daemon's answer as lfs_frame_read gave it (got, with frame or read_err; both taken):
+ * *ret its "ok" result (if ret), or its refusal as ours; none at all (got == 0: the
+ * connection ended first) is the daemon closing or gone. */
+int lfs_rpc_answer(const sandbox_record *rec, int got, json_t *frame, lfs_error *read_err, json_t **ret,
+                   lfs_error **err);
+/* Reads the answer on fd (blocking) and takes it as lfs_rpc_answer does. */
+int lfs_rpc_read_answer(const sandbox_record *rec, int fd, json_t **ret, lfs_error **err);
+/* Sends call with args (taken) and returns the "ok" result, or the daemon's error. A
+ * refusal of the answer's version (another build's daemon) is -EPROTO, Unsupported: the
+ * call may have taken effect. */
+int lfs_rpc(const sandbox_record *rec, lfs_call call, json_t *args, json_t **ret, lfs_error **err);
 
 /* ---- commands (exec.c) ---- */
-/* The workspace.exec request for argv with o's settings. */
+/* The arguments of workspace.exec (and process.start) for argv with o's settings. */
 json_t *lfs_exec_request(const char *branch, const char *const *argv, size_t n_argv,
                          const lfs_exec_options *o);
 /* The command, its environment, cwd and timeout: refused before anything is sent. */

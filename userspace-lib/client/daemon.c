@@ -139,7 +139,7 @@ static int spawn_daemon(lfs_home *home, const sandbox_record *rec, const char *e
 static int wait_ready(const sandbox_record *rec, pid_t pid) {
         for (int i = 0; i < 200; i++) {
                 json_t *resp = NULL;
-                if (lfs_rpc(rec, json_pack("{s:s}", "call", "sandbox.ping"), &resp, NULL) == 0) {
+                if (lfs_rpc(rec, LFS_CALL_SANDBOX_PING, NULL, &resp, NULL) == 0) {
                         json_decref(resp);
                         return 0;
                 }

@@ -15,8 +15,7 @@ json_t *lfs_exec_request(const char *branch, const char *const *argv, size_t n_a
                 json_array_append_new(command, json_string(argv[i]));
         for (size_t i = 0; o && i < o->n_env; i++)
                 json_array_append_new(env, json_string(o->env[i]));
-        json_t *req = json_pack("{s:s, s:s, s:o, s:o}", "call", "workspace.exec", "branch", branch,
-                                "command", command, "env", env);
+        json_t *req = json_pack("{s:s, s:o, s:o}", "branch", branch, "command", command, "env", env);
         if (o && o->tty) {
                 /* The command's terminal is like ours; a --env TERM=... given after it wins. */
                 const char *term = getenv("TERM");
@@ -76,21 +75,20 @@ int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const c
         exec_streams streams;
         int in = options ? options->stdin_fd : -1, out = options ? options->stdout_fd : -1,
             errfd = options ? options->stderr_fd : -1;
-        char *line = NULL;
         if ((r = exec_streams_open(&streams, in, out, errfd, options && options->tty, err)) < 0)
                 goto done;
-        int sock =
-                lfs_rpc_send(&rec, lfs_exec_request(branch, argv, n_argv, options), streams.passed, 3, err);
+        int sock = lfs_rpc_send(&rec, LFS_CALL_WORKSPACE_EXEC,
+                                lfs_exec_request(branch, argv, n_argv, options), streams.passed, 3, err);
         exec_streams_sent(&streams);
         if (sock < 0) {
                 r = sock;
                 goto done;
         }
-        line = exec_streams_relay(&streams, sock);
+        json_t *answer = NULL, *result = NULL;
+        lfs_error *read_err = NULL;
+        int got = exec_streams_relay(&streams, sock, &answer, &read_err);
         close(sock);
-        json_t *result = NULL;
-        r = lfs_rpc_answer(&rec, line, &result, err);
-        free(line);
+        r = lfs_rpc_answer(&rec, got, answer, read_err, &result, err);
         if (r == 0) {
                 long long code;
                 if (lfs_json_whole("exit status", json_object_get(result, "exit"), 0, 255, &code, NULL) < 0)

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <termios.h>
 
+#include "frame.h"
+
 /* What a pseudo-terminal can hold between the command's write and our read: the kernel's
  * flip buffers (64 KiB) and the line discipline's (4 KiB). Once the command has ended,
  * more than this was written afterwards, by what it left in the background. */
@@ -343,11 +345,16 @@ static void drain_terminal(exec_streams *s, int *to_out) {
         }
 }
 
-char *exec_streams_relay(exec_streams *s, int sock) {
+int exec_streams_relay(exec_streams *s, int sock, json_t **ret_answer, lfs_error **ret_read_err) {
         int to_out = s->out, to_err = s->err;
         bool out_open = s->from_out >= 0, err_open = s->from_err >= 0;
-        char *line = NULL;
-        size_t len = 0;
+        /* The answer is read as it comes, never waited for: the relay goes on meanwhile. */
+        int got = 0;
+        int flags = fcntl(sock, F_GETFL);
+        if (flags < 0 || fcntl(sock, F_SETFL, flags | O_NONBLOCK) < 0)
+                return 0;
+        lfs_frame_reader answer;
+        lfs_frame_reader_init(&answer, sock, LFS_FRAME_MAX_ANSWER, 0);
         for (;;) {
                 bool want_in = s->to_command >= 0 && s->in_open && !s->n_pending;
                 bool give_in = s->to_command >= 0 && s->n_pending;
@@ -382,20 +389,8 @@ char *exec_streams_relay(exec_streams *s, int sock) {
                         read_input(s);
                 if (p[4].revents)
                         write_input(s);
-                if (p[0].revents) {
-                        char buf[4096];
-                        ssize_t k = read(sock, buf, sizeof(buf));
-                        if (k < 0 && errno == EINTR)
-                                continue;
-                        if (k <= 0)
-                                break;
-                        line = xrealloc(line, len + (size_t)k + 1);
-                        memcpy(line + len, buf, (size_t)k);
-                        len += (size_t)k;
-                        line[len] = 0;
-                        if (memchr(line, '\n', len))
-                                break;
-                }
+                if (p[0].revents && (got = lfs_frame_read(&answer, ret_answer, ret_read_err)) != -EAGAIN)
+                        break;
         }
         /* The command has ended: what it wrote is in the pipes, or its terminal, now. */
         int pending = 0;
@@ -407,7 +402,8 @@ char *exec_streams_relay(exec_streams *s, int sock) {
                 if (err_open && ioctl(s->from_err, FIONREAD, &pending) == 0)
                         pump(s->from_err, &to_err, (size_t)pending);
         }
-        return line;
+        lfs_frame_reader_done(&answer);
+        return got == -EAGAIN ? 0 : got;
 }
 
 void exec_streams_close(exec_streams *s) {

@@ -10,6 +10,7 @@
 #ifndef LFS_EXEC_STREAMS_H
 #define LFS_EXEC_STREAMS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "util.h"
@@ -38,11 +39,12 @@ int exec_streams_open(exec_streams *s, int in, int out, int err, bool tty, lfs_e
  * them. */
 void exec_streams_sent(exec_streams *s);
 
-/* Copies between the caller's streams and the command's until the daemon answers on
- * sock; returns the answer (one line, malloc'd) or NULL if the connection ended without
- * one. What the command wrote before it ended is copied; what it left in the background
- * writes afterwards is not. */
-char *exec_streams_relay(exec_streams *s, int sock);
+/* Copies between the caller's streams and the command's until the daemon's answer has
+ * come on sock (made non-blocking); returns what lfs_frame_read gave for it: 1 and
+ * *ret_answer, 0 if the connection ended without one, or a negative errno and
+ * *ret_read_err. What the command wrote before it ended is copied; what it left in the
+ * background writes afterwards is not. */
+int exec_streams_relay(exec_streams *s, int sock, json_t **ret_answer, lfs_error **ret_read_err);
 
 /* Closes everything (a command's stdin pipe or terminal ends here for whatever it left
  * behind) and restores the caller's terminal. */

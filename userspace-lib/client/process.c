@@ -15,11 +15,10 @@ int lfs_process_start(lfs_home *home, const char *project, int sandbox, const ch
         if (options && options->tty)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                 "a background process has no terminal: its output goes to its log");
-        json_t *req = lfs_exec_request(branch, argv, n_argv, options);
-        json_object_set_new(req, "call", json_string("process.start"));
-        json_object_del(req, "timeout");
+        json_t *args = lfs_exec_request(branch, argv, n_argv, options);
+        json_object_del(args, "timeout");
         json_t *result = NULL;
-        if ((r = lfs_sandbox_call(home, project, sandbox, req, &result, err)) < 0)
+        if ((r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_PROCESS_START, args, &result, err)) < 0)
                 return r;
         long long pid;
         if (lfs_json_whole("pid", json_object_get(result, "pid"), 1, LFS_MAX_PID, &pid, NULL) < 0) {
@@ -36,8 +35,7 @@ int lfs_process_start(lfs_home *home, const char *project, int sandbox, const ch
 int lfs_process_list(lfs_home *home, const char *project, int sandbox, lfs_process_info **ret, size_t *ret_n,
                      lfs_error **err) {
         json_t *result = NULL;
-        int r = lfs_sandbox_call(home, project, sandbox, json_pack("{s:s}", "call", "process.list"), &result,
-                                 err);
+        int r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_PROCESS_LIST, NULL, &result, err);
         if (r < 0)
                 return r;
         size_t n = json_array_size(result);
@@ -71,6 +69,6 @@ int lfs_process_kill(lfs_home *home, const char *project, int sandbox, int pid, 
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                 "pid %d is out of range: give a whole number from 1 to %d", pid,
                                 LFS_MAX_PID);
-        return lfs_sandbox_call(home, project, sandbox,
-                                json_pack("{s:s, s:i}", "call", "process.kill", "pid", pid), NULL, err);
+        return lfs_sandbox_call(home, project, sandbox, LFS_CALL_PROCESS_KILL,
+                                json_pack("{s:i}", "pid", pid), NULL, err);
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The RPC client: one JSON line per request (the Sandbox's token added, fds passed with
- * SCM_RIGHTS) over the Sandbox's control socket, reached through its directory held
- * open, and one JSON line back, {"ok": result} or {"error": {code, message, paths}}.
- * The framing lives here only (docs/protocol.md).
+ * The RPC client: one request per connection over the Sandbox's control socket, reached
+ * through its directory held open, made, framed and read by proto/ (docs/protocol.md):
+ * the call named by its enum, the Sandbox's token added, fds passed with SCM_RIGHTS; one
+ * answer back, {"v", "ok": result} or {"v", "error": {code, message, paths}}.
  */
 #include <fcntl.h>
 #include <jansson.h>
@@ -11,6 +11,7 @@
 #include <sys/un.h>
 
 #include "client.h"
+#include "frame.h"
 
 /* The Sandbox's socket, reached through its directory held open (no path to swap, and
  * no limit of 108 bytes on the home's path). */
@@ -51,46 +52,28 @@ int lfs_daemon_gone(const sandbox_record *rec, int errnum, lfs_error **err) {
                         rec->number, rec->project);
 }
 
-/* Connects and sends req (token added) with fds passed along (SCM_RIGHTS); returns the
- * connected socket. */
-int lfs_rpc_send(const sandbox_record *rec, json_t *req, const int *fds, size_t n_fds, lfs_error **err) {
+int lfs_rpc_send(const sandbox_record *rec, lfs_call call, json_t *args, const int *fds, size_t n_fds,
+                 lfs_error **err) {
         _cleanup_free_ char *token = rec->dir_fd >= 0 ? read_token(rec->dir_fd) : NULL;
         _cleanup_close_ int fd = rec->dir_fd >= 0 ? connect_control(rec->dir_fd) : -ENOENT;
         if (fd < 0 || !token) {
-                json_decref(req);
+                json_decref(args);
                 return lfs_daemon_gone(rec, fd < 0 ? -fd : ENOENT, err);
         }
-        json_object_set_new(req, "token", json_string(token));
-        _cleanup_free_ char *text = json_dumps(req, JSON_COMPACT);
+        /* The arguments cannot stand for the head's keys ("v", "token", "call"). */
+        json_t *req = lfs_proto_request(call, token);
+        if (args)
+                json_object_update_missing(req, args);
+        json_decref(args);
+        _cleanup_error_ lfs_error *e = NULL;
+        int r = lfs_frame_write(fd, req, LFS_FRAME_MAX_REQUEST, fds, n_fds, false, &e);
         json_decref(req);
-        size_t len = strlen(text);
-        text[len] = '\n';
-        union {
-                char buf[CMSG_SPACE(sizeof(int) * 3)];
-                struct cmsghdr align;
-        } control = { 0 };
-        struct iovec iov = { .iov_base = text, .iov_len = len + 1 };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-        if (n_fds) {
-                msg.msg_control = control.buf;
-                msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-                struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-                memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-        }
-        ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
-        if (sent < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot talk to sandbox %d: %s", rec->number,
-                                strerror(errno));
-        /* The fds went with the first bytes; the rest of a long request follows. */
-        for (size_t off = (size_t)sent; off < len + 1;) {
-                ssize_t k = send(fd, text + off, len + 1 - off, MSG_NOSIGNAL);
-                if (k <= 0)
-                        return lfs_fail(err, LFS_FAILED, EIO, "cannot talk to sandbox %d", rec->number);
-                off += (size_t)k;
-        }
+        if (r == -EMSGSIZE)
+                return lfs_fail(err, LFS_INVALID_INPUT, EMSGSIZE, "the call to sandbox %d is too large: %s",
+                                rec->number, e->message);
+        if (r < 0)
+                return lfs_fail(err, LFS_FAILED, -r, "cannot talk to sandbox %d: %s", rec->number,
+                                strerror(-r));
         return TAKE_FD(fd);
 }
 
@@ -116,47 +99,34 @@ static int no_answer(const sandbox_record *rec, lfs_error **err) {
                         rec->number);
 }
 
-int lfs_rpc_answer(const sandbox_record *rec, const char *line, json_t **ret, lfs_error **err) {
-        json_t *resp = line ? json_loads(line, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
-        if (!resp)
+int lfs_rpc_answer(const sandbox_record *rec, int got, json_t *frame, lfs_error *read_err, json_t **ret,
+                   lfs_error **err) {
+        _cleanup_error_ lfs_error *why = read_err;
+        if (got == 0)
                 return no_answer(rec, err);
-        json_t *error = json_object_get(resp, "error");
-        int r = 0;
-        if (error) {
-                json_t *paths = json_object_get(error, "paths");
-                lfs_code code = lfs_code_from_name(json_string_value(json_object_get(error, "code")));
-                const char *message = json_string_value(json_object_get(error, "message"));
-                if (code == LFS_CONFLICT && json_is_array(paths)) {
-                        size_t n = json_array_size(paths);
-                        char **list = xcalloc(n, sizeof(char *));
-                        for (size_t i = 0; i < n; i++)
-                                list[i] = xstrdup(json_string_value(json_array_get(paths, i)) ?: "");
-                        r = lfs_fail_conflict(err, list, n, "%s", message ? message : "conflict");
-                } else {
-                        r = lfs_fail(err, code, 0, "%s", message ? message : "failed");
-                }
-        } else if (ret) {
-                *ret = json_incref(json_object_get(resp, "ok"));
-        }
-        json_decref(resp);
+        if (got < 0)
+                return lfs_fail(err, LFS_FAILED, EIO,
+                                "sandbox %d's daemon sent no proper answer: %s; see "
+                                "'layerfs sandbox log %d'",
+                                rec->number, why ? why->message : strerror(-got), rec->number);
+        int r = lfs_proto_parse_answer(frame, ret, err);
+        json_decref(frame);
         return r;
 }
 
-/* Sends req and returns the "ok" result, or the daemon's error. */
-int lfs_rpc(const sandbox_record *rec, json_t *req, json_t **ret, lfs_error **err) {
-        int fd = lfs_rpc_send(rec, req, NULL, 0, err);
+int lfs_rpc_read_answer(const sandbox_record *rec, int fd, json_t **ret, lfs_error **err) {
+        lfs_frame_reader reader;
+        lfs_frame_reader_init(&reader, fd, LFS_FRAME_MAX_ANSWER, 0);
+        json_t *frame = NULL;
+        lfs_error *read_err = NULL;
+        int got = lfs_frame_read(&reader, &frame, &read_err);
+        lfs_frame_reader_done(&reader);
+        return lfs_rpc_answer(rec, got, frame, read_err, ret, err);
+}
+
+int lfs_rpc(const sandbox_record *rec, lfs_call call, json_t *args, json_t **ret, lfs_error **err) {
+        _cleanup_close_ int fd = lfs_rpc_send(rec, call, args, NULL, 0, err);
         if (fd < 0)
                 return fd;
-        FILE *in = fdopen(fd, "r");
-        if (!in) {
-                close(fd);
-                return lfs_fail(err, LFS_FAILED, errno, "fdopen: %s", strerror(errno));
-        }
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t k = getline(&line, &cap, in);
-        fclose(in);
-        int r = lfs_rpc_answer(rec, k > 0 ? line : NULL, ret, err);
-        free(line);
-        return r;
+        return lfs_rpc_read_answer(rec, fd, ret, err);
 }

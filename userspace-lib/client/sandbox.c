@@ -329,10 +329,13 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
                                 sandbox, project ? project : "");
         }
         if (alive && !strcmp(state, "running")) {
-                json_t *req = json_pack("{s:s, s:b}", "call", "sandbox.close", "force", force);
                 lfs_error *refusal = NULL;
-                r = lfs_rpc(&rec, req, NULL, &refusal);
-                if (r < 0 && refusal->code != LFS_NO_SUCH_SANDBOX && refusal->code != LFS_FAILED) {
+                r = lfs_rpc(&rec, LFS_CALL_SANDBOX_CLOSE, json_pack("{s:b}", "force", force), NULL,
+                            &refusal);
+                /* An answer of another protocol version (-EPROTO) says nothing of what the
+                 * daemon did: it may be closing, so it is waited for like one that is. */
+                if (r < 0 && r != -EPROTO && refusal->code != LFS_NO_SUCH_SANDBOX &&
+                    refusal->code != LFS_FAILED) {
                         /* Dirty: nothing was removed. */
                         if (err)
                                 *err = refusal;
@@ -453,15 +456,15 @@ void lfs_sandbox_info_free(lfs_sandbox_info *items, size_t n) {
 }
 
 /* Opens the Sandbox and sends call with the given fields. */
-int lfs_sandbox_call(lfs_home *home, const char *project, int sandbox, json_t *req, json_t **ret,
-                     lfs_error **err) {
+int lfs_sandbox_call(lfs_home *home, const char *project, int sandbox, lfs_call call, json_t *args,
+                     json_t **ret, lfs_error **err) {
         sandbox_record rec = { .dir_fd = -1 };
         int r = lfs_sandbox_open_live(home, project, sandbox, &rec, err);
         if (r < 0) {
-                json_decref(req);
+                json_decref(args);
                 return r;
         }
-        r = lfs_rpc(&rec, req, ret, err);
+        r = lfs_rpc(&rec, call, args, ret, err);
         lfs_record_done(&rec);
         return r;
 }

@@ -18,8 +18,8 @@ void lfs_workspace_info_free(lfs_workspace_info *items, size_t n) {
 int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox, lfs_workspace_info **ret,
                                 size_t *ret_n, lfs_error **err) {
         json_t *result = NULL;
-        int r = lfs_sandbox_call(home, project, sandbox,
-                                 json_pack("{s:s}", "call", "sandbox.list_workspaces"), &result, err);
+        int r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_SANDBOX_LIST_WORKSPACES, NULL, &result,
+                                 err);
         if (r < 0)
                 return r;
         size_t n = json_array_size(result);
@@ -41,10 +41,8 @@ int lfs_workspace_mount(lfs_home *home, const char *project, int sandbox, const 
                         char **ret_path, lfs_error **err) {
         json_t *result = NULL;
         int r = lfs_check_branch_name(branch, err);
-        if (r < 0 ||
-            (r = lfs_sandbox_call(home, project, sandbox,
-                                  json_pack("{s:s, s:s}", "call", "workspace.mount", "branch", branch),
-                                  &result, err)) < 0)
+        if (r < 0 || (r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_WORKSPACE_MOUNT,
+                                           json_pack("{s:s}", "branch", branch), &result, err)) < 0)
                 return r;
         *ret_path = xstrdup(json_string_value(json_object_get(result, "path")) ?: "");
         json_decref(result);
@@ -54,9 +52,8 @@ int lfs_workspace_mount(lfs_home *home, const char *project, int sandbox, const 
 int lfs_workspace_status(lfs_home *home, const char *project, int sandbox, const char *branch,
                          lfs_change **ret_changes, size_t *ret_n, lfs_error **err) {
         json_t *result = NULL;
-        int r = lfs_sandbox_call(home, project, sandbox,
-                                 json_pack("{s:s, s:s}", "call", "workspace.status", "branch", branch),
-                                 &result, err);
+        int r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_WORKSPACE_STATUS,
+                                 json_pack("{s:s}", "branch", branch), &result, err);
         if (r < 0)
                 return r;
         size_t n = json_array_size(result);
@@ -83,10 +80,9 @@ int lfs_workspace_commit(lfs_home *home, const char *project, int sandbox, const
         if (!lfs_is_utf8(message))
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "the commit message is not UTF-8 text");
         json_t *result = NULL;
-        int r = lfs_sandbox_call(home, project, sandbox,
-                                 json_pack("{s:s, s:s, s:s}", "call", "workspace.commit", "branch", branch,
-                                           "message", message),
-                                 &result, err);
+        int r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_WORKSPACE_COMMIT,
+                                 json_pack("{s:s, s:s}", "branch", branch, "message", message), &result,
+                                 err);
         if (r < 0)
                 return r;
         r = lfs_id_from_hex(json_string_value(json_object_get(result, "commit")) ?: "", ret_commit);
@@ -98,8 +94,6 @@ int lfs_workspace_commit(lfs_home *home, const char *project, int sandbox, const
 
 int lfs_workspace_unmount(lfs_home *home, const char *project, int sandbox, const char *branch, int discard,
                           lfs_error **err) {
-        return lfs_sandbox_call(home, project, sandbox,
-                                json_pack("{s:s, s:s, s:b}", "call", "workspace.unmount", "branch", branch,
-                                          "discard", discard),
-                                NULL, err);
+        return lfs_sandbox_call(home, project, sandbox, LFS_CALL_WORKSPACE_UNMOUNT,
+                                json_pack("{s:s, s:b}", "branch", branch, "discard", discard), NULL, err);
 }
