@@ -4,8 +4,11 @@
  * error codec and the version check on both sides. */
 #include "helpers.h"
 
+#include <pthread.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
+#include "client.h"
 #include "codec.h"
 #include "frame.h"
 #include "util.h"
@@ -541,6 +544,119 @@ static void test_version_mismatch(void **state) {
         json_decref(odd);
 }
 
+/* ---- a request's arguments ---- */
+
+static void test_typed_arguments(void **state) {
+        (void)state;
+        json_t *req = json_pack("{s:s, s:i, s:b, s:s, s:n}", "branch", "main", "pid", 5, "discard", 1,
+                                "force", "yes", "cwd");
+        lfs_error *err = NULL;
+        const char *text = "unset";
+        bool flag = false;
+        assert_int_equal(lfs_proto_arg_string(req, LFS_CALL_WORKSPACE_STATUS, "branch", &text, &err), 0);
+        assert_string_equal(text, "main");
+        assert_int_equal(lfs_proto_arg_string(req, LFS_CALL_WORKSPACE_STATUS, "absent", &text, &err), 0);
+        assert_null(text);
+        assert_int_equal(lfs_proto_arg_bool(req, LFS_CALL_WORKSPACE_UNMOUNT, "discard", false, &flag, &err),
+                         0);
+        assert_true(flag);
+        assert_int_equal(lfs_proto_arg_bool(req, LFS_CALL_WORKSPACE_UNMOUNT, "absent", true, &flag, &err),
+                         0);
+        assert_true(flag);
+        /* A wrong type is never read as absent or false: refused, naming what and why. */
+        expect_err(
+                &err, lfs_proto_arg_bool(req, LFS_CALL_SANDBOX_CLOSE, "force", false, &flag, &err), -EINVAL,
+                LFS_INVALID_INPUT,
+                "argument 'force' of sandbox.close must be a boolean (true or false), not a string (\"yes\")");
+        expect_err(&err, lfs_proto_arg_string(req, LFS_CALL_WORKSPACE_STATUS, "pid", &text, &err), -EINVAL,
+                   LFS_INVALID_INPUT,
+                   "argument 'pid' of workspace.status must be a string, not a number (5)");
+        expect_err(&err, lfs_proto_arg_string(req, LFS_CALL_WORKSPACE_EXEC, "cwd", &text, &err), -EINVAL,
+                   LFS_INVALID_INPUT, "must be a string, not null");
+        json_decref(req);
+}
+
+/* ---- the library against a daemon of another version ---- */
+
+/* A daemon's socket that answers one request with a fixed line and keeps the request. */
+typedef struct fake_daemon {
+        int listen_fd;
+        const char *answer;
+        json_t *request;
+} fake_daemon;
+
+static void *fake_daemon_serve(void *arg) {
+        fake_daemon *f = arg;
+        int fd = accept4(f->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        lfs_frame_reader r;
+        lfs_frame_reader_init(&r, fd, LFS_FRAME_MAX_REQUEST, 0);
+        lfs_error *err = NULL;
+        if (lfs_frame_read(&r, &f->request, &err) > 0)
+                send_raw(fd, f->answer, strlen(f->answer));
+        lfs_error_free(err);
+        lfs_frame_reader_done(&r);
+        close(fd);
+        return NULL;
+}
+
+/* A ping through the library's RPC client (rpc.c) to a daemon answering answer. */
+static int ping_fake_daemon(const char *answer, json_t **ret_request, lfs_error **err) {
+        char dir[] = "/tmp/lfs-proto-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        sandbox_record rec = { .project = (char *)"p",
+                               .number = 7,
+                               .dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC) };
+        assert_true(rec.dir_fd >= 0);
+        int token = openat(rec.dir_fd, "token", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        assert_int_equal(write(token, "0123456789abcdef0123456789abcdef", 32), 32);
+        close(token);
+        fake_daemon f = { .listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), .answer = answer };
+        struct sockaddr_un addr = { .sun_family = AF_UNIX };
+        snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control.sock", dir);
+        assert_int_equal(bind(f.listen_fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+        assert_int_equal(listen(f.listen_fd, 1), 0);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, fake_daemon_serve, &f), 0);
+        json_t *result = NULL;
+        int r = lfs_rpc(&rec, LFS_CALL_SANDBOX_PING, NULL, &result, err);
+        pthread_join(t, NULL);
+        json_decref(result);
+        close(f.listen_fd);
+        close(rec.dir_fd);
+        assert_int_equal(rm_rf_at(AT_FDCWD, dir), 0);
+        *ret_request = f.request;
+        return r;
+}
+
+static void test_library_refuses_other_versions(void **state) {
+        (void)state;
+        /* Our own version goes through, and the request is one of ours. */
+        json_t *req = NULL;
+        lfs_error *err = NULL;
+        char ok[64];
+        snprintf(ok, sizeof(ok), "{\"v\":%d,\"ok\":{\"pid\":1}}\n", LFS_PROTO_VERSION);
+        assert_msg(ping_fake_daemon(ok, &req, &err) == 0, "%s", err ? err->message : "");
+        assert_int_equal(json_integer_value(json_object_get(req, "v")), LFS_PROTO_VERSION);
+        assert_string_equal(json_string_value(json_object_get(req, "call")), "sandbox.ping");
+        assert_string_equal(json_string_value(json_object_get(req, "token")),
+                            "0123456789abcdef0123456789abcdef");
+        json_decref(req);
+        /* A newer daemon, one before versions, one with a string: Unsupported, -EPROTO. */
+        const char *others[] = { "{\"v\":2,\"ok\":{\"pid\":1}}\n", "{\"ok\":{}}\n",
+                                 "{\"v\":\"1\",\"error\":{\"code\":\"Dirty\",\"message\":\"m\"}}\n" };
+        const char *shown[] = { "version 2 ", "version none", "version \"1\"" };
+        for (size_t i = 0; i < COUNT_OF(others); i++) {
+                int r = ping_fake_daemon(others[i], &req, &err);
+                json_decref(req);
+                expect_err(&err, r, -EPROTO, LFS_UNSUPPORTED, shown[i]);
+                r = ping_fake_daemon(others[i], &req, &err);
+                json_decref(req);
+                expect_err(&err, r, -EPROTO, LFS_UNSUPPORTED, "the call may have taken effect");
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_call_table),
@@ -556,6 +672,8 @@ int main(void) {
                 pair_test(test_nonblocking_read),
                 cmocka_unit_test(test_request_refusals),
                 cmocka_unit_test(test_version_mismatch),
+                cmocka_unit_test(test_typed_arguments),
+                cmocka_unit_test(test_library_refuses_other_versions),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
