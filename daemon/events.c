@@ -204,31 +204,32 @@ json_t *call_events(daemon_state *d, int fd, bool follow) {
         }
         /* Following: each event is one frame, until the Sandbox closes or the client goes.
          * Registered before the first look at n_events: an event after it wakes us. */
-        follower f = { .wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), .next = d->followers };
-        if (f.wake_fd < 0) {
+        _cleanup_free_ follower *f = xmalloc(sizeof(*f));
+        *f = (follower){ .wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), .next = d->followers };
+        if (f->wake_fd < 0) {
                 pthread_mutex_unlock(&d->lock);
                 json_decref(out);
                 return lfs_proto_errorf(LFS_FAILED, "cannot follow the events of sandbox %d: eventfd: %s",
                                         d->number, strerror(errno));
         }
-        d->followers = &f;
+        d->followers = f;
         for (;;) {
                 pthread_mutex_unlock(&d->lock);
                 bool here = send_events(fd, out);
                 pthread_mutex_lock(&d->lock);
                 while (here && !d->closing && seq == d->n_events)
-                        here = wait_follower(d, fd, &f);
+                        here = wait_follower(d, fd, f);
                 if (!here || d->closing)
                         break;
                 out = events_since(d, &seq);
         }
         for (follower **p = &d->followers; *p; p = &(*p)->next)
-                if (*p == &f) {
-                        *p = f.next;
+                if (*p == f) {
+                        *p = f->next;
                         break;
                 }
         pthread_mutex_unlock(&d->lock);
-        close(f.wake_fd);
+        close(f->wake_fd);
         return NULL;
 }
 

@@ -44,7 +44,7 @@ int lfs_proto_check_version(const json_t *frame, bool answer, lfs_error **err) {
                 return 0;
         _cleanup_free_ char *shown = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
         if (shown && strlen(shown) > 40) /* what the peer sent: shown, not echoed at any length */
-                strcpy(shown + 37, "...");
+                memcpy(shown + 37, "...", 4);
         const char *theirs = shown ? shown : "none (a build from before protocol versions)";
         if (!answer)
                 return lfs_fail(
@@ -174,7 +174,7 @@ static int wrong_type(lfs_call call, const char *name, const char *expected, con
         _cleanup_free_ char *shown =
                 json_is_null(given) ? NULL : json_dumps(given, JSON_ENCODE_ANY | JSON_COMPACT);
         if (shown && strlen(shown) > 60) /* what the caller sent: shown, not echoed at any length */
-                strcpy(shown + 57, "...");
+                memcpy(shown + 57, "...", 4);
         return lfs_fail(err, LFS_INVALID_INPUT, EINVAL, "argument '%s' of %s must be %s, not %s%s%s%s", name,
                         lfs_call_name(call), expected, lfs_proto_json_kind(given), shown ? " (" : "",
                         shown ? shown : "", shown ? ")" : "");
