@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * layerfs-daemon: one per Sandbox. It serves the Sandbox's Workspaces over FUSE (a thread
- * per mount) and answers the library on the Sandbox's control socket, one JSON object per
- * line: {"token", "call", ...} -> {"ok": result} or {"error": {"code", "message"}}.
+ * per mount) and answers the library on the Sandbox's control socket in the protocol of
+ * docs/protocol.md (proto/).
  *
  *   layerfs-daemon --home DIR --project NAME --sandbox N --dir SANDBOX_DIR --cgroup CGROUP
  *                  --instance ID
@@ -11,8 +11,9 @@
  * `control.sock`, `daemon.log`, and per Workspace `mnt/<branch>` and `upper/<branch>`.
  *
  * This file sets the daemon up and runs it: the rest is by concern, control.c (the
- * socket, framing, dispatch), mounts.c (the Workspaces), exec.c, events.c, proc_watch.c,
- * close.c (the Sandbox's end), log.c and reply.c.
+ * socket: each request read and checked through proto/), calls.c (the handler of each
+ * call), mounts.c (the Workspaces), exec.c, events.c, proc_watch.c, close.c (the
+ * Sandbox's end) and log.c.
  */
 #include <getopt.h>
 #include <limits.h>

@@ -49,7 +49,7 @@ typedef enum lfs_call {
 /* The most fds any call takes: what a frame reader accepts at most. */
 #define LFS_CALL_MAX_FDS 3
 
-/* "sandbox.ping", ...; NULL for an id out of range. */
+/* The call's wire name, "group.method"; NULL for an id out of range. */
 const char *lfs_call_name(lfs_call call);
 /* The call named name: 0 and *ret_call, or -ENOENT for a name that is no call. */
 int lfs_call_from_name(const char *name, lfs_call *ret_call);
