@@ -48,8 +48,8 @@ int lfs_daemon_gone(const sandbox_record *rec, int errnum, lfs_error **err);
 int lfs_rpc_send(const sandbox_record *rec, lfs_call call, json_t *args, const int *fds, size_t n_fds,
                  lfs_error **err);
 /* The daemon's answer as lfs_frame_read gave it (got, with frame or read_err; both taken):
- * *ret its "ok" result (if ret), or its refusal as ours; none at all (got == 0: the
- * connection ended first) is the daemon closing or gone. */
+ * *ret its "ok" result (if ret), or its refusal as ours; none (the connection ended or
+ * was reset before a whole answer) is the daemon closing or gone. */
 int lfs_rpc_answer(const sandbox_record *rec, int got, json_t *frame, lfs_error *read_err, json_t **ret,
                    lfs_error **err);
 /* Reads the answer on fd (blocking) and takes it as lfs_rpc_answer does. */

@@ -102,7 +102,10 @@ static int no_answer(const sandbox_record *rec, lfs_error **err) {
 int lfs_rpc_answer(const sandbox_record *rec, int got, json_t *frame, lfs_error *read_err, json_t **ret,
                    lfs_error **err) {
         _cleanup_error_ lfs_error *why = read_err;
-        if (got == 0)
+        /* The connection ended (or was reset: a daemon closing drops what it has not
+         * read) before a whole answer: no answer, whatever the reason. What came but is
+         * no answer (too long, not JSON) is the daemon's fault. */
+        if (got == 0 || (got < 0 && (!why || why->code == LFS_FAILED || got == -EPROTO)))
                 return no_answer(rec, err);
         if (got < 0)
                 return lfs_fail(err, LFS_FAILED, EIO,
