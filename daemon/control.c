@@ -68,18 +68,32 @@ static void *serve_client(void *arg) {
         pthread_mutex_lock(&d->lock);
         c->waiting = false;
         bool evicted = c->evicted;
+        if (evicted && k > 0) {
+                /* Its request came as it was told to give its place: it is served, so it is
+                 * no longer leaving. Counted as leaving, a follow of events served this way
+                 * kept the accept loop waiting for it (MAX_EVICTING of them stopped it for
+                 * good: newcomers got neither a place nor Busy). */
+                c->evicted = false;
+                d->evicting--;
+        }
         pthread_mutex_unlock(&d->lock);
         /* Told to give its place as its request arrived: a whole request is still served
          * (only reading was shut down), one cut short is not answered. */
         if (k > 0)
                 answer = serve_request(d, c->fd, &reader, req);
-        else if (k < 0 && !evicted) /* too long, not one JSON object, cut short */
+        else if (evicted) /* told why, in case its request is on its way after all */
+                answer = lfs_proto_errorf(LFS_BUSY,
+                                          "sandbox %d serves %d connections at once, the most it takes, "
+                                          "and this one gave its place to a newer one before its request "
+                                          "came; try again",
+                                          d->number, MAX_CLIENTS);
+        else if (k < 0) /* too long, not one JSON object, cut short */
                 answer = lfs_proto_error(e);
         json_decref(req);
         lfs_frame_reader_done(&reader); /* closes fds that no call took */
         /* A client gone before its answer is not the daemon's failure. */
-        if (answer)
-                (void)lfs_frame_write(c->fd, answer, LFS_FRAME_MAX_ANSWER, NULL, 0, false, NULL);
+        if (answer) /* an evicted connection's reader may be gone: its refusal never waits */
+                (void)lfs_frame_write(c->fd, answer, LFS_FRAME_MAX_ANSWER, NULL, 0, evicted && k <= 0, NULL);
         json_decref(answer);
         pthread_mutex_lock(&d->lock);
         client_unlink(d, c);
@@ -135,7 +149,10 @@ static bool request_pending(int fd) {
 static void admit_client(daemon_state *d, int fd) {
         pthread_mutex_lock(&d->lock);
         bool room = d->clients - d->evicting < MAX_CLIENTS;
-        for (client *o = d->first_client; o && !room; o = o->next)
+        /* A connection told to leave may be served after all (its request came meanwhile):
+         * past MAX_CLIENTS + MAX_EVICTING connections, nobody is told to leave any more. */
+        bool may_evict = d->clients < MAX_CLIENTS + MAX_EVICTING;
+        for (client *o = d->first_client; o && !room && may_evict; o = o->next)
                 if (o->waiting && !o->evicted && !request_pending(o->fd)) {
                         o->evicted = true;
                         d->evicting++;

@@ -180,10 +180,12 @@ static bool send_events(int fd, json_t *out) {
 
 /* Waits, without d->lock, until f is woken (an event, the close) or the client has gone:
  * false then. A client that went away frees its place among MAX_CLIENTS at once, not at
- * the next event. */
+ * the next event. Gone is POLLHUP (the peer closed), not POLLRDHUP: that one is also
+ * raised by the daemon's own shutdown of the reading side of a connection told to give
+ * its place and served after all, and by a client that only stopped writing. */
 static bool wait_follower(daemon_state *d, int fd, follower *f) {
         pthread_mutex_unlock(&d->lock);
-        struct pollfd p[2] = { { .fd = fd, .events = POLLRDHUP }, { .fd = f->wake_fd, .events = POLLIN } };
+        struct pollfd p[2] = { { .fd = fd, .events = 0 }, { .fd = f->wake_fd, .events = POLLIN } };
         int k;
         while ((k = poll(p, 2, -1)) < 0 && errno == EINTR)
                 ;
@@ -191,7 +193,7 @@ static bool wait_follower(daemon_state *d, int fd, follower *f) {
         if (p[1].revents & POLLIN)
                 (void)!read(f->wake_fd, &n, sizeof(n));
         pthread_mutex_lock(&d->lock);
-        return k > 0 && !(p[0].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+        return k > 0 && !(p[0].revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 json_t *call_events(daemon_state *d, int fd, bool follow) {

@@ -29,6 +29,9 @@ def check(cond, what):
 
 def connect():
     s = socket.socket(socket.AF_UNIX)
+    # A daemon that stops answering fails the case instead of hanging the suite (the accept
+    # loop once stopped for good behind followers counted as leaving).
+    s.settimeout(120)
     s.connect(os.path.join(sandbox, "control.sock"))
     return s
 
@@ -41,6 +44,8 @@ def line(s, limit=1 << 22):
             k = s.recv(65536)
         except ConnectionResetError:
             return None
+        except socket.timeout:
+            return "(no answer within 120 s)"
         if not k:
             return None if not got else got.decode(errors="replace")
         got += k

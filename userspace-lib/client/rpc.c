@@ -71,6 +71,19 @@ int lfs_rpc_send(const sandbox_record *rec, lfs_call call, json_t *args, const i
         if (r == -EMSGSIZE)
                 return lfs_fail(err, LFS_INVALID_INPUT, EMSGSIZE, "the call to sandbox %d is too large: %s",
                                 rec->number, e->message);
+        if (r == -EPIPE || r == -ECONNRESET) {
+                /* A daemon that turned the connection away (Busy) said why before it stopped
+                 * reading: that answer is the call's. */
+                json_t *answer = NULL;
+                _cleanup_error_ lfs_error *refusal = NULL;
+                if (lfs_rpc_read_answer(rec, fd, &answer, &refusal) < 0 && refusal &&
+                    refusal->code == LFS_BUSY) {
+                        if (err)
+                                *err = TAKE_PTR(refusal);
+                        return -EBUSY;
+                }
+                json_decref(answer);
+        }
         if (r < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot talk to sandbox %d: %s", rec->number,
                                 strerror(-r));
