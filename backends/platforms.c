@@ -13,7 +13,6 @@ void lfs_missing_add(lfs_missing *m, const char *name) {
                 m->names[m->n++] = name;
 }
 
-
 static void need_kernel(lfs_missing *m, const char *name) {
         if (!lfs_probe_kernel(name))
                 lfs_missing_add(m, name);

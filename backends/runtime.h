@@ -99,7 +99,8 @@ typedef struct lfs_runtime {
                       lfs_error **err);
         /* The daemon's side: starts the command in a place of its own in sb; its pid and a
          * pidfd. On failure nothing of it stays. */
-        int (*spawn)(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid, int *ret_pidfd);
+        int (*spawn)(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
+                     int *ret_pidfd);
         /* Ends every process of the command named (however it detached): its timeout. At
          * most timeout_ms. */
         int (*end_command)(const lfs_sandbox_ref *sb, const char *name, int timeout_ms);

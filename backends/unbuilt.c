@@ -87,8 +87,8 @@ static int unbuilt_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
 }
 
 #define UNBUILT_OPS                                                                                         \
-        .prepare = unbuilt_prepare, .reach = unbuilt_reach, .create = unbuilt_create,                      \
-        .spawn = unbuilt_spawn, .end_command = unbuilt_end_command, .command_done = unbuilt_command_done, \
+        .prepare = unbuilt_prepare, .reach = unbuilt_reach, .create = unbuilt_create,                       \
+        .spawn = unbuilt_spawn, .end_command = unbuilt_end_command, .command_done = unbuilt_command_done,   \
         .list = unbuilt_list, .signal = unbuilt_signal, .teardown = unbuilt_teardown,                       \
         .reclaim = unbuilt_reclaim
 

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* workspace.exec: a command in its own cgroup leaf, as the command identity (SPEC 3). */
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/major.h>
@@ -8,7 +7,6 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 

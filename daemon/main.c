@@ -102,10 +102,9 @@ static unsigned wait_callers_gone(daemon_state *d) {
                 deadline.tv_nsec -= 1000000000L;
         }
         pthread_mutex_lock(&d->lock);
-        unsigned running;
-        while ((running = d->running_execs + d->waiters + d->clients) &&
-               pthread_cond_timedwait(&d->gone_cond, &d->lock, &deadline) != ETIMEDOUT)
-                ;
+        unsigned running = d->running_execs + d->waiters + d->clients;
+        while (running && pthread_cond_timedwait(&d->gone_cond, &d->lock, &deadline) != ETIMEDOUT)
+                running = d->running_execs + d->waiters + d->clients;
         running = d->running_execs + d->waiters + d->clients;
         pthread_mutex_unlock(&d->lock);
         return running;
@@ -241,7 +240,8 @@ int main(int argc, char **argv) {
         double idle_seconds;
         const lfs_platform *p = lfs_platform_find(platform);
         if (!p) {
-                fprintf(stderr, "InvalidInput: --platform '%s' is not one of %s\n", platform, lfs_platform_names());
+                fprintf(stderr, "InvalidInput: --platform '%s' is not one of %s\n", platform,
+                        lfs_platform_names());
                 return 2;
         }
         if (lfs_parse_whole("--sandbox", number, 1, INT_MAX, &n, &err) < 0 ||
@@ -255,11 +255,9 @@ int main(int argc, char **argv) {
         /* Nothing the daemon starts inherits it. */
         int ready_out = ready && fcntl((int)ready_fd, F_SETFD, FD_CLOEXEC) == 0 ? (int)ready_fd : -1;
         d.runtime = p->runtime;
-        d.sb = (lfs_sandbox_ref){ .home = home_dir,
-                                  .project = d.project,
-                                  .number = d.number,
-                                  .dir = d.dir,
-                                  .place = d.cgroup };
+        d.sb = (lfs_sandbox_ref){
+                .home = home_dir, .project = d.project, .number = d.number, .dir = d.dir, .place = d.cgroup
+        };
         signal(SIGPIPE, SIG_IGN);
         /* Only interrupts a mount thread's read of /dev/fuse (end_mount_thread). */
         struct sigaction interrupt = { .sa_handler = ignore_signal };

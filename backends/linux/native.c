@@ -151,7 +151,8 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
         if (k != sizeof(pid) || pid <= 0)
                 return lfs_fail(err, LFS_FAILED, ECHILD, "could not start %s", start->exe);
         if (pidfd < 0)
-                return lfs_fail(err, LFS_FAILED, e, "pidfd_open(%d) of the daemon: %s", (int)pid, strerror(e));
+                return lfs_fail(err, LFS_FAILED, e, "pidfd_open(%d) of the daemon: %s", (int)pid,
+                                strerror(e));
         *ret = (lfs_daemon_handle){ .pid = pid, .pidfd = pidfd };
         return 0;
 }
@@ -185,7 +186,7 @@ static int native_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *star
         if (pipe2(ready, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
         _cleanup_close_ int ready_read = ready[0];
-        lfs_daemon_handle h;
+        lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
         r = spawn_daemon(sb, start, ready[1], &h, err);
         close(ready[1]); /* the daemon's is the only write end now: its exit ends the wait */
         if (r < 0)
@@ -246,8 +247,8 @@ static void native_command_done(const lfs_sandbox_ref *sb, const char *name) {
 
 /* Calls fn for each pid in the cgroup.procs of each command leaf (cmd-*) of sb, until it
  * returns true; true if one did. */
-static bool each_command_pid(const lfs_sandbox_ref *sb, bool (*fn)(void *userdata, pid_t pid, const char *leaf),
-                             void *userdata) {
+static bool each_command_pid(const lfs_sandbox_ref *sb,
+                             bool (*fn)(void *userdata, pid_t pid, const char *leaf), void *userdata) {
         bool stop = false;
         DIR *dir = opendir(sb->place);
         struct dirent *de;
@@ -328,7 +329,8 @@ static int end_commands(const lfs_sandbox_ref *sb, char **ret_why) {
         return r;
 }
 
-static int native_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata, char **ret_why) {
+static int native_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata,
+                           char **ret_why) {
         int r = end_commands(sb, ret_why);
         if (r < 0)
                 return r;

@@ -106,9 +106,10 @@ static void test_every_row_has_a_whole_runtime(void **state) {
  * -EOPNOTSUPP, and its readiness names what is missing. */
 static void test_an_unbuilt_runtime_is_unsupported(void **state) {
         (void)state;
-        static const char *const missing[] = { NULL, "backend:docker", "backend:podman",
-                                               "route:firecracker", "route:qemu", "route:lima",
-                                               "route:mac", "route:wsl" };
+        static const char *const missing[] = {
+                NULL,         "backend:docker", "backend:podman", "route:firecracker",
+                "route:qemu", "route:lima",     "route:mac",      "route:wsl"
+        };
         lfs_sandbox_ref sb = { .home = "/h", .project = "p", .number = 3, .dir = "/h/sandboxes/p-3" };
         for (size_t i = 1; i < lfs_n_platforms; i++) {
                 const lfs_platform *p = &lfs_platforms[i];
@@ -125,12 +126,14 @@ static void test_an_unbuilt_runtime_is_unsupported(void **state) {
                 assert_true(rt->reach(p, &sb, &err) < 0);
                 assert_int_equal(err->code, LFS_UNSUPPORTED);
                 _cleanup_free_ char *drive = xasprintf(
-                        "sandbox 3 of project 'p' runs on platform '%s', which this build cannot drive", p->id);
+                        "sandbox 3 of project 'p' runs on platform '%s', which this build cannot drive",
+                        p->id);
                 assert_string_equal(err->message, drive);
                 lfs_error_free(err);
                 err = NULL;
                 lfs_daemon_handle h;
-                lfs_daemon_start start = { .exe = "/bin/false", .args = (const char *const[]){ NULL },
+                lfs_daemon_start start = { .exe = "/bin/false",
+                                           .args = (const char *const[]){ NULL },
                                            .dir_fd = -1 };
                 assert_true(rt->create(&sb, &start, &h, &err) < 0);
                 assert_int_equal(err->code, LFS_UNSUPPORTED);
@@ -217,7 +220,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_the_eight_in_order, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_find_is_exact, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_every_row_has_a_whole_runtime, clean_env, clean_env),
-                cmocka_unit_test_setup_teardown(test_an_unbuilt_runtime_is_unsupported, clean_env, clean_env),
+                cmocka_unit_test_setup_teardown(test_an_unbuilt_runtime_is_unsupported, clean_env,
+                                                clean_env),
                 cmocka_unit_test_setup_teardown(test_placements, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_what_each_placement_allows, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_old_records_read_as_their_runtime_implies, clean_env,

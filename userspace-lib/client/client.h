@@ -25,7 +25,8 @@ int lfs_sandbox_call(lfs_home *home, const char *project, int sandbox, json_t *r
                      lfs_error **err);
 /* The platform of a checked record, whose runtime acts on it, and *ret the record as
  * that runtime sees it (pointing into rec). */
-const lfs_platform *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec, lfs_sandbox_ref *ret);
+const lfs_platform *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec,
+                                       lfs_sandbox_ref *ret);
 /* Everything a Sandbox left (its runtime's reclaim), its record last; the caller owns the
  * record. */
 int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_error **err);

@@ -12,8 +12,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
-#include <time.h>
 
 #include "client.h"
 #include "config.h" /* LAYERFS_DAEMON_PATH: where make install puts the daemon */
@@ -107,14 +105,14 @@ int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, 
                 return lfs_fail(err, LFS_FAILED, errno, "cannot write %s/token", rec->dir);
         /* The daemon writes a byte to its --ready-fd once its socket listens: the
          * runtime's create waits for that (or the daemon's exit), never polls. */
-        _cleanup_free_ char *num = xasprintf("%d", rec->number), *ready = xasprintf("%d", LFS_DAEMON_READY_FD);
-        const char *const args[] = { "--home",     home->path,    "--project",  rec->project,
-                                     "--sandbox",  num,           "--dir",      rec->dir,
-                                     "--cgroup",   rec->cgroup,   "--instance", rec->instance,
-                                     "--platform", platform->id,  "--ready-fd", ready,
-                                     NULL };
+        _cleanup_free_ char *num = xasprintf("%d", rec->number),
+                            *ready = xasprintf("%d", LFS_DAEMON_READY_FD);
+        const char *const args[] = { "--home",     home->path,    "--project",  rec->project, "--sandbox",
+                                     num,          "--dir",       rec->dir,     "--cgroup",   rec->cgroup,
+                                     "--instance", rec->instance, "--platform", platform->id, "--ready-fd",
+                                     ready,        NULL };
         lfs_daemon_start start = { .exe = daemon, .args = args, .dir_fd = rec->dir_fd };
-        lfs_daemon_handle h;
+        lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
         if ((r = runtime->create(&sb, &start, &h, err)) < 0)
                 return r;
         close(h.pidfd);

@@ -48,7 +48,8 @@ static int open_sandbox_dir(lfs_home *home, const sandbox_record *rec, int *ret_
 
 /* The platform of a checked record (records.c refuses one that is not of the eight) and
  * the record as its runtime sees it. */
-const lfs_platform *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec, lfs_sandbox_ref *ret) {
+const lfs_platform *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec,
+                                       lfs_sandbox_ref *ret) {
         *ret = (lfs_sandbox_ref){ .home = home->path,
                                   .project = rec->project,
                                   .number = rec->number,
