@@ -50,16 +50,6 @@ alive() {
                 [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ] || return 1
         done
 }
-# wait_exit PID: waits (on a pidfd, at most 30 s) until PID has ended.
-wait_exit() {
-        python3 -c '
-import os, select, sys
-try:
-    fd = os.pidfd_open(int(sys.argv[1]))
-except ProcessLookupError:
-    sys.exit(0)
-sys.exit(0 if select.select([fd], [], [], 30)[0] else 1)' "$1"
-}
 none_alive() {
         local p
         for p in "$@"; do
@@ -177,7 +167,7 @@ for _ in $(seq 100); do
 done
 assert_eq "$(records)" 0 "idle close removed the record"
 # The record goes as the daemon's last act: its exit follows.
-wait_exit "$DAEMON" || fail "the daemon $DAEMON did not exit after its record went"
+wait_exit "$DAEMON" 30 || fail "the daemon $DAEMON did not exit after its record went"
 # shellcheck disable=SC2086
 none_alive $BG || fail "idle close left background processes: $BG"
 assert_nothing_left "idle close"
@@ -200,7 +190,7 @@ for delay in 0.95 1.0 1.02 1.05 1.1 1.2; do
                 [ "$(records)" = 0 ] && break
                 sleep 0.1
         done
-        wait_exit "$DAEMON" || fail "the daemon $DAEMON did not exit after its record went"
+        wait_exit "$DAEMON" 30 || fail "the daemon $DAEMON did not exit after its record went"
 done
 ok
 assert_nothing_left "calls racing the idle close"
