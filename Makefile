@@ -67,7 +67,7 @@ ALL_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden $(LAYER_
 LIBS := $(PKG_LIBS)
 LDFLAGS += $(EXTRA_LDFLAGS)
 
-LIB_SRC := $(wildcard userspace-lib/base/*.c userspace-lib/store/*.c cgroup/*.c backends/*.c userspace-lib/client/*.c proto/*.c)
+LIB_SRC := $(wildcard userspace-lib/base/*.c userspace-lib/store/*.c cgroup/*.c backends/*.c backends/*/*.c userspace-lib/client/*.c proto/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -160,7 +160,7 @@ $(BUILD)/dirs: FORCE
 	@printf '%s\n' '$(VERSION)' '$(BINDIR)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(DAEMON_PATH)' >$@.tmp
 	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 
-HEADERS := $(wildcard include/*.h userspace-lib/*/*.h cgroup/*.h backends/*.h proto/*.h cli/*.h tests/unit/*.h)
+HEADERS := $(wildcard include/*.h userspace-lib/*/*.h cgroup/*.h backends/*.h backends/*/*.h proto/*.h cli/*.h tests/unit/*.h)
 # Each folder's include paths (the layers above).
 $(BUILD)/userspace-lib/base/%.o: LAYER_INC = $(BASE_INC)
 $(BUILD)/userspace-lib/store/%.o: LAYER_INC = $(STORE_INC)

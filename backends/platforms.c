@@ -8,14 +8,14 @@
 #include "probe.h"
 #include "util.h"
 
-static void need(lfs_missing *m, const char *name) {
+void lfs_missing_add(lfs_missing *m, const char *name) {
         if (m->n < ELEMENTSOF(m->names))
                 m->names[m->n++] = name;
 }
 
 static void need_kernel(lfs_missing *m, const char *name) {
         if (!lfs_probe_kernel(name))
-                need(m, name);
+                lfs_missing_add(m, name);
 }
 
 /* An executable of that name in PATH. */
@@ -33,7 +33,7 @@ static bool have_tool(const char *name) {
 
 static void need_tool(lfs_missing *m, const char *tool, const char *name) {
         if (!have_tool(tool))
-                need(m, name);
+                lfs_missing_add(m, name);
 }
 
 /* A unix socket that accepts a connection. */
@@ -46,51 +46,36 @@ static bool socket_answers(const char *path) {
         return fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0;
 }
 
-static void probe_linux(lfs_missing *m) {
-        if (geteuid() != 0)
-                need(m, "user:root");
-        need_kernel(m, "kernel:cgroup2");
-        need_kernel(m, "kernel:cgroup.kill");
-        need_kernel(m, "kernel:pidfd");
-        need_kernel(m, "kernel:fuse");
-}
-
 static void probe_docker(lfs_missing *m) {
         const char *host = getenv("DOCKER_HOST");
         const char *path = host && !strncmp(host, "unix://", 7) ? host + 7 : "/var/run/docker.sock";
         if (!socket_answers(path))
-                need(m, "socket:docker");
-        need(m, "backend:docker"); /* the Docker Engine backend is not in this build */
+                lfs_missing_add(m, "socket:docker");
 }
 
 static void probe_podman(lfs_missing *m) {
         const char *runtime_dir = getenv("XDG_RUNTIME_DIR");
         _cleanup_free_ char *user = runtime_dir ? xasprintf("%s/podman/podman.sock", runtime_dir) : NULL;
         if (!socket_answers("/run/podman/podman.sock") && !socket_answers(user))
-                need(m, "socket:podman");
-        need(m, "backend:podman");
+                lfs_missing_add(m, "socket:podman");
 }
 
 static void probe_firecracker(lfs_missing *m) {
         need_tool(m, "firecracker", "tool:firecracker");
         need_kernel(m, "kernel:kvm");
-        need(m, "route:firecracker"); /* the VM agent route is not in this build */
 }
 
 static void probe_qemu(lfs_missing *m) {
         need_tool(m, "qemu-system-x86_64", "tool:qemu-system-x86_64");
-        need(m, "route:qemu");
 }
 
 static void probe_lima(lfs_missing *m) {
         need_tool(m, "limactl", "tool:limactl");
-        need(m, "route:lima");
 }
 
 /* A Linux kernel is never a macOS host; WSL kernels say so in their release. */
 static void probe_mac(lfs_missing *m) {
-        need(m, "host:macos");
-        need(m, "route:mac");
+        lfs_missing_add(m, "host:macos");
 }
 
 static void probe_wsl(lfs_missing *m) {
@@ -102,19 +87,18 @@ static void probe_wsl(lfs_missing *m) {
                 fclose(f);
         }
         if (!strstr(release, "microsoft") && !strstr(release, "WSL"))
-                need(m, "host:wsl");
-        need(m, "route:wsl");
+                lfs_missing_add(m, "host:wsl");
 }
 
 const lfs_platform lfs_platforms[] = {
-        { "linux", LFS_FAMILY_LINUX, "native", probe_linux },
-        { "docker", LFS_FAMILY_CONTAINER, "docker", probe_docker },
-        { "podman", LFS_FAMILY_CONTAINER, "docker", probe_podman },
-        { "firecracker", LFS_FAMILY_VM, "vm", probe_firecracker },
-        { "qemu", LFS_FAMILY_VM, "vm", probe_qemu },
-        { "lima", LFS_FAMILY_VM, "vm", probe_lima },
-        { "mac", LFS_FAMILY_VM, "vm", probe_mac },
-        { "wsl", LFS_FAMILY_VM, "vm", probe_wsl },
+        { "linux", LFS_FAMILY_LINUX, &lfs_runtime_native, NULL },
+        { "docker", LFS_FAMILY_CONTAINER, &lfs_runtime_docker_unbuilt, probe_docker },
+        { "podman", LFS_FAMILY_CONTAINER, &lfs_runtime_docker_unbuilt, probe_podman },
+        { "firecracker", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_firecracker },
+        { "qemu", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_qemu },
+        { "lima", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_lima },
+        { "mac", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_mac },
+        { "wsl", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_wsl },
 };
 const size_t lfs_n_platforms = ELEMENTSOF(lfs_platforms);
 
@@ -186,6 +170,12 @@ const char *lfs_default_runtime_shown(void) {
         return lfs_default_runtime(&runtime, NULL) < 0 ? getenv("LAYERFS_SANDBOX") : runtime;
 }
 
+void lfs_platform_missing(const lfs_platform *p, lfs_missing *missing) {
+        if (p->probe)
+                p->probe(missing);
+        p->runtime->probe(p, missing);
+}
+
 void lfs_platforms_status(lfs_runtime_info *s) {
         s->platforms = xcalloc(lfs_n_platforms, sizeof(*s->platforms));
         s->n_platforms = lfs_n_platforms;
@@ -193,7 +183,7 @@ void lfs_platforms_status(lfs_runtime_info *s) {
                 const lfs_platform *p = &lfs_platforms[i];
                 lfs_platform_status *ps = &s->platforms[i];
                 lfs_missing m = { 0 };
-                p->probe(&m);
+                lfs_platform_missing(p, &m);
                 ps->id = xstrdup(p->id);
                 ps->allowed = lfs_platform_allowed(p, s->placement);
                 ps->ready = ps->allowed && m.n == 0;
@@ -242,7 +232,7 @@ int lfs_platform_choose(const char *home, const char *requested, const lfs_platf
                         p->id, home, placement, allowed);
         }
         lfs_missing missing = { 0 };
-        p->probe(&missing);
+        lfs_platform_missing(p, &missing);
         if (missing.n) {
                 _cleanup_free_ char *names = xstrdup("");
                 for (size_t i = 0; i < missing.n; i++) {

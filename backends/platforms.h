@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The eight platforms of SPEC 5 in one table: each one's family, the runtime a record of
- * it names, and how its readiness is probed. Adding a platform is adding a row (and its
- * backend folder). Functions return 0 or a negative errno with *err set.
+ * The eight platforms of SPEC 5 in one table: each one's family, its runtime (runtime.h:
+ * the operations that hold its Sandboxes, and the name a record of it keeps) and what its
+ * readiness needs beyond the runtime's. Adding a platform is adding a row (and, for a new
+ * runtime, a folder of backends/ with its table). Functions return 0 or a negative errno
+ * with *err set.
  */
 #ifndef LFS_PLATFORMS_H
 #define LFS_PLATFORMS_H
@@ -11,6 +13,7 @@
 #include <stddef.h>
 
 #include "layerfs.h"
+#include "runtime.h"
 
 typedef enum lfs_family { LFS_FAMILY_LINUX, LFS_FAMILY_CONTAINER, LFS_FAMILY_VM } lfs_family;
 
@@ -19,12 +22,16 @@ typedef struct lfs_missing {
         const char *names[8];
         size_t n;
 } lfs_missing;
+/* Adds name (a static string) unless the list is full. */
+void lfs_missing_add(lfs_missing *m, const char *name);
 
 typedef struct lfs_platform {
         const char *id;
         lfs_family family;
-        const char *runtime; /* recorded: "native", "docker" or "vm" */
-        void (*probe)(lfs_missing *missing); /* adds what this host lacks for it */
+        const lfs_runtime *runtime; /* its name is what a record keeps: native, docker, vm */
+        /* Adds what this host lacks for this platform beyond its runtime's needs (a
+         * socket, a tool, the host); NULL: nothing. */
+        void (*probe)(lfs_missing *missing);
 } lfs_platform;
 
 extern const lfs_platform lfs_platforms[];
@@ -58,6 +65,9 @@ void lfs_platforms_status(lfs_runtime_info *s);
  * the one its runtime implies: native/namespaces linux, docker docker, vm the home's
  * route. */
 const char *lfs_record_platform(const char *platform, const char *runtime, const char *placement);
+
+/* What this host lacks for p: its own probe's names, then its runtime's. */
+void lfs_platform_missing(const lfs_platform *p, lfs_missing *missing);
 
 /* Checks a requested platform (NULL: the home's default, LAYERFS_SANDBOX) before anything
  * is made: unknown names are InvalidInput listing the eight; known but not allowed by

@@ -99,6 +99,7 @@ static void *serve_client(void *arg) {
         client_unlink(d, c);
         d->clients--;
         d->evicting -= c->evicted;
+        pthread_cond_broadcast(&d->gone_cond);
         pthread_mutex_unlock(&d->lock);
         close(c->fd);
         free(c);

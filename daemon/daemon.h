@@ -10,6 +10,7 @@
 
 #include "bpf_watcher.h"
 #include "calls.h"
+#include "runtime.h"
 #include "store.h"
 #include "workspace.h"
 
@@ -66,6 +67,11 @@ typedef struct daemon_state {
         char *token;
         char *cgroup; /* the Sandbox's cgroup; the daemon lives in its leaf "daemon" */
         char *instance; /* this Sandbox's instance: its record names it (records.h) */
+        /* The runtime of the Sandbox's platform, and the Sandbox as it sees it: every
+         * command starts, is listed, signalled and ended through it, and so does the
+         * Sandbox (close.c). */
+        const lfs_runtime *runtime;
+        lfs_sandbox_ref sb;
         char *tmp; /* the commands' HOME and TMPDIR, owned by the command identity */
         int number;
         uid_t uid; /* the command identity (SPEC 3) */
@@ -93,6 +99,10 @@ typedef struct daemon_state {
         size_t n_leaves, cap_leaves;
         bool closing;
         bool closed; /* teardown has finished */
+        bool removed; /* ...and removed everything: the record goes as the daemon's last act */
+        /* Signalled as a connection, an exec or a reaper of started processes ends (clients,
+         * running_execs, waiters): the daemon's end waits on it for them. */
+        pthread_cond_t gone_cond;
         pthread_cond_t ws_released; /* a Workspace's last holder let go */
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
 } daemon_state;

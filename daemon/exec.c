@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* workspace.exec: a command in its own cgroup leaf, as the command identity (SPEC 3). */
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/major.h>
@@ -8,11 +7,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 
-#include "cgroup.h"
 #include "daemon.h"
 #include "log.h"
 #include "reply.h"
@@ -128,9 +125,11 @@ static int exit_code(const siginfo_t *si) {
         return 128 + si->si_status; /* killed or dumped by signal N */
 }
 
-/* Waits for the command; at the timeout ends its whole leaf. Returns its exit code as
- * docker run gives it; *ret_status is the wait status (exit code << 8, or the signal). */
-static int wait_command(const char *leaf, int pidfd, double timeout, bool *ret_timed_out, int *ret_status) {
+/* Waits for the command (on its pidfd); at the timeout the runtime ends every process of
+ * it (native: its whole leaf). Returns its exit code as docker run gives it; *ret_status
+ * is the wait status (exit code << 8, or the signal). */
+static int wait_command(daemon_state *d, const char *name, int pidfd, double timeout, bool *ret_timed_out,
+                        int *ret_status) {
         *ret_timed_out = false;
         *ret_status = 0;
         if (timeout > 0) {
@@ -143,7 +142,7 @@ static int wait_command(const char *leaf, int pidfd, double timeout, bool *ret_t
                                       (double)(now.tv_nsec - start.tv_nsec) / 1e9;
                         if (left <= 0) {
                                 *ret_timed_out = true;
-                                lfs_cgroup_kill_wait(leaf, 5000);
+                                d->runtime->end_command(&d->sb, name, 5000);
                                 break;
                         }
                         int k = poll(&p, 1, left > INT_MAX / 1000 ? INT_MAX : (int)(left * 1000) + 1);
@@ -272,11 +271,18 @@ static json_t *prepare_command(daemon_state *d, lfs_call call, json_t *req, comm
         return refusal;
 }
 
-/* Makes the command's leaf and starts it there with fds as 0, 1, 2. */
+/* The command's leaf exists: the watcher learns its cgroup id, so that its events name it. */
+static void leaf_placed(void *userdata, const char *name) {
+        daemon_state *d = userdata;
+        _cleanup_free_ char *leaf = xasprintf("%s/%s", d->cgroup, name);
+        register_leaf(d, leaf);
+}
+
+/* Starts the command through the runtime, in a place of its own, with fds as 0, 1, 2. */
 static int start_command(daemon_state *d, const command *c, const int fds[3], pid_t *ret_pid,
                          int *ret_pidfd) {
-        lfs_spawn_args a = {
-                .cgroup = c->leaf,
+        lfs_command_spec spec = {
+                .name = leaf_name(c),
                 .paths = (const char *const *)c->paths.items,
                 .n_paths = c->paths.n,
                 .argv = c->argv.items,
@@ -284,20 +290,14 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
                 .cwd_fd = c->dir_fd,
                 .uid = d->uid,
                 .gid = d->gid,
-                .fd_in = fds[0],
-                .fd_out = fds[1],
-                .fd_err = fds[2],
-                .new_session = c->tty,
-                .controlling_tty = c->tty,
+                .fds = { fds[0], fds[1], fds[2] },
+                .tty = c->tty,
+                .placed = leaf_placed,
+                .userdata = d,
         };
-        int r = lfs_cgroup_make(c->leaf);
-        if (r == 0) {
-                register_leaf(d, c->leaf);
-                r = lfs_cgroup_spawn(&a, ret_pid, ret_pidfd);
-        }
+        int r = d->runtime->spawn(&d->sb, &spec, ret_pid, ret_pidfd);
         if (r < 0) {
                 log_line("%s: cannot start '%s': %s", c->leaf, program_of(c), strerror(-r));
-                lfs_cgroup_remove_tree(c->leaf, 0);
                 return r;
         }
         /* The daemon's own forks are not the watcher's to see: it records them. */
@@ -376,7 +376,7 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         } else {
                 bool timed_out;
                 int status;
-                int code = wait_command(c.leaf, pidfd, timeout, &timed_out, &status);
+                int code = wait_command(d, leaf_name(&c), pidfd, timeout, &timed_out, &status);
                 close(pidfd);
                 log_line("exec %s: '%s' (pid %d) exited %d%s", c.leaf, program_of(&c), (int)pid, code,
                          timed_out ? " (its timeout ended it)" : "");
@@ -385,11 +385,12 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                 result = ok_json(json_pack("{s:i}", "exit", code));
                 /* Empty once the command and its children are gone; background processes
                  * keep it until the Sandbox closes. */
-                lfs_cgroup_remove_tree(c.leaf, 0);
+                d->runtime->command_done(&d->sb, leaf_name(&c));
         }
         command_done(d, &c);
         pthread_mutex_lock(&d->lock);
         d->running_execs--;
+        pthread_cond_broadcast(&d->gone_cond);
         pthread_mutex_unlock(&d->lock);
         wake_main_loop(d);
         return result;
@@ -410,14 +411,16 @@ static void *wait_started(void *arg) {
         waiter *w = arg;
         bool timed_out;
         int status;
-        int code = wait_command(w->leaf, w->pidfd, 0, &timed_out, &status);
+        const char *name = strrchr(w->leaf, '/') ? strrchr(w->leaf, '/') + 1 : w->leaf;
+        int code = wait_command(w->d, name, w->pidfd, 0, &timed_out, &status);
         close(w->pidfd);
         log_line("process %d (%s) exited %d", (int)w->pid, w->leaf, code);
         if (!watching_bpf(w->d))
                 record_event(w->d, EVENT_EXIT, w->pid, getpid(), status, w->leaf, w->program);
-        lfs_cgroup_remove_tree(w->leaf, 0);
+        w->d->runtime->command_done(&w->d->sb, name);
         pthread_mutex_lock(&w->d->lock);
         w->d->waiters--;
+        pthread_cond_broadcast(&w->d->gone_cond);
         pthread_mutex_unlock(&w->d->lock);
         free(w->leaf);
         free(w->program);
@@ -466,6 +469,7 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
                 free(w);
                 pthread_mutex_lock(&d->lock);
                 d->waiters--;
+                pthread_cond_broadcast(&d->gone_cond);
                 pthread_mutex_unlock(&d->lock);
         }
         log_line("process %d started in %s: '%s'", (int)pid, c.leaf, program_of(&c));
@@ -490,56 +494,25 @@ static char *process_command_line(pid_t pid) {
         return xstrdup(buf);
 }
 
-/* Every process living in the Sandbox's command leaves (however it detached), then the
- * last 64 that ended, with their exit status: with BPF every process of the Sandbox,
- * without it the commands the daemon started. */
+static void list_one(void *userdata, pid_t pid, const char *leaf) {
+        _cleanup_free_ char *cmdline = process_command_line(pid);
+        json_array_append_new(userdata, json_pack("{s:i, s:s, s:s, s:s}", "pid", (int)pid, "cgroup", leaf,
+                                                  "state", "running", "command", cmdline));
+}
+
+/* Every process living in the Sandbox's commands (however it detached: the runtime's
+ * list; native reads each command leaf's cgroup.procs), then the last 64 that ended,
+ * with their exit status: with BPF every process of the Sandbox, without it the commands
+ * the daemon started. */
 json_t *call_process_list(daemon_state *d) {
         json_t *out = json_array();
-        DIR *dir = opendir(d->cgroup);
-        struct dirent *de;
-        while (dir && (de = readdir(dir))) {
-                if (strncmp(de->d_name, "cmd-", 4))
-                        continue;
-                _cleanup_free_ char *procs = xasprintf("%s/%s/cgroup.procs", d->cgroup, de->d_name);
-                FILE *f = fopen(procs, "re");
-                int pid;
-                while (f && fscanf(f, "%d", &pid) == 1) {
-                        _cleanup_free_ char *cmdline = process_command_line(pid);
-                        json_array_append_new(out,
-                                              json_pack("{s:i, s:s, s:s, s:s}", "pid", pid, "cgroup",
-                                                        de->d_name, "state", "running", "command", cmdline));
-                }
-                if (f)
-                        fclose(f);
-        }
-        if (dir)
-                closedir(dir);
+        d->runtime->list(&d->sb, list_one, out);
         recent_exits_json(d, out, 64);
         return ok_json(out);
 }
 
-/* Whether pid lives in one of the Sandbox's command leaves. */
-static bool in_command_leaf(daemon_state *d, pid_t pid) {
-        bool found = false;
-        DIR *dir = opendir(d->cgroup);
-        struct dirent *de;
-        while (dir && !found && (de = readdir(dir))) {
-                if (strncmp(de->d_name, "cmd-", 4))
-                        continue;
-                _cleanup_free_ char *procs = xasprintf("%s/%s/cgroup.procs", d->cgroup, de->d_name);
-                _cleanup_fclose_ FILE *f = fopen(procs, "re");
-                int p;
-                while (f && !found && fscanf(f, "%d", &p) == 1)
-                        found = p == pid;
-        }
-        if (dir)
-                closedir(dir);
-        return found;
-}
-
-/* Ends pid only if it lives in one of this Sandbox's command leaves. The pidfd is taken
- * first: if the process ends and its pid is reused before the signal, the signal fails
- * instead of reaching the newcomer. */
+/* Ends pid only if it is a process of this Sandbox's commands: the runtime takes a pidfd
+ * first, so that a pid reused before the signal is not hit. */
 json_t *call_process_kill(daemon_state *d, json_t *req) {
         _cleanup_error_ lfs_error *e = NULL;
         long long v;
@@ -548,15 +521,15 @@ json_t *call_process_kill(daemon_state *d, json_t *req) {
                 return error_json(e->code, "%s; give the pid of a process of sandbox %d", e->message,
                                   d->number);
         pid_t pid = (pid_t)v;
-        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (pidfd < 0 || !in_command_leaf(d, pid))
+        int r = d->runtime->signal(&d->sb, pid, SIGKILL);
+        if (r == -ESRCH)
                 return error_json(
                         LFS_INVALID_INPUT,
                         "process %d is not a process of sandbox %d; 'layerfs process list %d' shows "
                         "them",
                         (int)pid, d->number, d->number);
-        if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0)
-                return error_json(LFS_FAILED, "cannot end process %d: %s", (int)pid, strerror(errno));
+        if (r < 0)
+                return error_json(LFS_FAILED, "cannot end process %d: %s", (int)pid, strerror(-r));
         log_line("process %d killed", (int)pid);
         return ok_json(NULL);
 }

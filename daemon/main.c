@@ -5,7 +5,7 @@
  * docs/protocol.md (proto/).
  *
  *   layerfs-daemon --home DIR --project NAME --sandbox N --dir SANDBOX_DIR --cgroup CGROUP
- *                  --instance ID
+ *                  --instance ID [--platform NAME] [--ready-fd FD]
  *
  * SANDBOX_DIR (0711) holds `token` (0600, written by the library before the start),
  * `control.sock`, `daemon.log`, and per Workspace `mnt/<branch>` and `upper/<branch>`.
@@ -15,6 +15,7 @@
  * call), mounts.c (the Workspaces), exec.c, events.c, proc_watch.c, close.c (the
  * Sandbox's end) and log.c.
  */
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -28,6 +29,8 @@
 #include "daemon.h"
 #include "log.h"
 #include "numbers.h"
+#include "platforms.h"
+#include "records.h"
 
 /* SIGUSR1's handler: it only interrupts a mount thread's read (mounts.c). */
 static void ignore_signal(int sig) {
@@ -85,8 +88,32 @@ static int make_private_tmp(daemon_state *d) {
         return 0;
 }
 
+/* How long the daemon's end waits for its callers to have their answers. */
+#define END_WAIT_MS 2000
+
+/* Waits on gone_cond until no connection, exec or reaper is left, at most END_WAIT_MS;
+ * how many are still there. */
+static unsigned wait_callers_gone(daemon_state *d) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += END_WAIT_MS / 1000;
+        deadline.tv_nsec += (END_WAIT_MS % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+                deadline.tv_sec++;
+                deadline.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&d->lock);
+        unsigned running = d->running_execs + d->waiters + d->clients;
+        while (running && pthread_cond_timedwait(&d->gone_cond, &d->lock, &deadline) != ETIMEDOUT)
+                running = d->running_execs + d->waiters + d->clients;
+        running = d->running_execs + d->waiters + d->clients;
+        pthread_mutex_unlock(&d->lock);
+        return running;
+}
+
 static const char usage[] =
         "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP --instance ID\n"
+        "                      [--platform NAME] [--ready-fd FD]\n"
         "(started by liblayerfs for each Sandbox; see 'layerfs-daemon --help')\n";
 
 /* The man page layerfs-daemon(8) is made from this text (packaging/man/help2man.sh): keep
@@ -97,7 +124,7 @@ static const char help[] =
         "\n"
         "SYNOPSIS\n"
         "    layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP\n"
-        "                   --instance ID\n"
+        "                   --instance ID [--platform NAME] [--ready-fd FD]\n"
         "\n"
         "DESCRIPTION\n"
         "    liblayerfs (and so 'layerfs sandbox create') starts one layerfs-daemon for each\n"
@@ -120,6 +147,10 @@ static const char help[] =
         "    --dir DIR        the Sandbox's directory, HOME/sandboxes/NAME-N\n"
         "    --cgroup CGROUP  the Sandbox's cgroup (LAYERFS_CGROUP_ROOT/TAG-NAME-N)\n"
         "    --instance ID    this start of the Sandbox, as its record names it\n"
+        "    --platform NAME  the Sandbox's platform, whose runtime holds its commands\n"
+        "                     (default linux)\n"
+        "    --ready-fd FD    write one byte to FD, then close it, once DIR/control.sock\n"
+        "                     listens (the library waits for it)\n"
         "    --help           this text\n"
         "    --version        the version\n"
         "\n"
@@ -148,7 +179,7 @@ static const char help[] =
 
 int main(int argc, char **argv) {
         daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
-        const char *home_dir = NULL, *number = NULL;
+        const char *home_dir = NULL, *number = NULL, *platform = "linux", *ready = NULL;
         static const struct option options[] = {
                 { "home", required_argument, NULL, 'h' },
                 { "project", required_argument, NULL, 'p' },
@@ -156,6 +187,8 @@ int main(int argc, char **argv) {
                 { "dir", required_argument, NULL, 'd' },
                 { "cgroup", required_argument, NULL, 'c' },
                 { "instance", required_argument, NULL, 'i' },
+                { "platform", required_argument, NULL, 'P' },
+                { "ready-fd", required_argument, NULL, 'R' },
                 { "help", no_argument, NULL, 'H' },
                 { "version", no_argument, NULL, 'V' },
                 { NULL, 0, NULL, 0 },
@@ -181,6 +214,12 @@ int main(int argc, char **argv) {
                 case 'i':
                         d.instance = optarg;
                         break;
+                case 'P':
+                        platform = optarg;
+                        break;
+                case 'R':
+                        ready = optarg;
+                        break;
                 case 'H':
                         fputs(help, stdout);
                         return 0;
@@ -198,15 +237,28 @@ int main(int argc, char **argv) {
         }
         /* The settings the library checked at create, read the same way (numbers.h). */
         lfs_error *err = NULL;
-        uint64_t n;
+        uint64_t n, ready_fd = 0;
         double idle_seconds;
+        const lfs_platform *p = lfs_platform_find(platform);
+        if (!p) {
+                fprintf(stderr, "InvalidInput: --platform '%s' is not one of %s\n", platform,
+                        lfs_platform_names());
+                return 2;
+        }
         if (lfs_parse_whole("--sandbox", number, 1, INT_MAX, &n, &err) < 0 ||
+            (ready && lfs_parse_whole("--ready-fd", ready, 3, INT_MAX, &ready_fd, &err) < 0) ||
             lfs_command_identity(&d.uid, &d.gid, &err) < 0 || lfs_idle_seconds(&idle_seconds, &err) < 0) {
                 fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
                 lfs_error_free(err);
                 return 2;
         }
         d.number = (int)n;
+        /* Nothing the daemon starts inherits it. */
+        int ready_out = ready && fcntl((int)ready_fd, F_SETFD, FD_CLOEXEC) == 0 ? (int)ready_fd : -1;
+        d.runtime = p->runtime;
+        d.sb = (lfs_sandbox_ref){
+                .home = home_dir, .project = d.project, .number = d.number, .dir = d.dir, .place = d.cgroup
+        };
         signal(SIGPIPE, SIG_IGN);
         /* Only interrupts a mount thread's read of /dev/fuse (end_mount_thread). */
         struct sigaction interrupt = { .sa_handler = ignore_signal };
@@ -251,26 +303,28 @@ int main(int argc, char **argv) {
         }
         pthread_cond_init(&d.ws_released, NULL);
         pthread_cond_init(&d.started_cond, NULL);
+        pthread_condattr_t monotonic;
+        pthread_condattr_init(&monotonic);
+        pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+        pthread_cond_init(&d.gone_cond, &monotonic);
+        pthread_condattr_destroy(&monotonic);
         if (start_watcher(&d) < 0)
                 return 1;
         d.ws_memory = workspace_memory_from_env();
         limit_daemon_memory(&d);
         log_line("sandbox %d of %s ready (pid %d, cgroup %s, watcher %s)", d.number, d.project,
                  (int)getpid(), d.cgroup, d.watcher_kind);
+        if (ready_out >= 0) {
+                /* The library waits for this byte (or our exit): the socket listens. */
+                (void)!write(ready_out, "1", 1);
+                close(ready_out);
+        }
         control_serve(&d, lfd, (long long)(idle_seconds * 1000));
         close(lfd);
         /* Every caller gets its answer first: the close its ok, commands ended by the
-         * close their exit status. */
-        unsigned running = 0;
-        for (int i = 0; i < 200; i++) {
-                pthread_mutex_lock(&d.lock);
-                running = d.running_execs + d.waiters + d.clients;
-                pthread_mutex_unlock(&d.lock);
-                if (!running)
-                        break;
-                struct timespec ts = { .tv_nsec = 10 * 1000 * 1000 };
-                nanosleep(&ts, NULL);
-        }
+         * close their exit status. Each of them signals gone_cond as it ends; at most
+         * END_WAIT_MS. */
+        unsigned running = wait_callers_gone(&d);
         log_line("sandbox %d closed", d.number);
         if (!running) { /* else a thread may still be reading them: the exit frees them */
                 lfs_watcher_close(d.watcher);
@@ -279,6 +333,16 @@ int main(int argc, char **argv) {
         }
         free(d.token);
         free(d.tmp);
+        /* The daemon's last act: the record of this instance goes once everything it
+         * names is gone and every caller had its answer, so that a record gone means the
+         * Sandbox is gone (only the exit of this process is left). */
+        if (d.removed) {
+                r = lfs_sandbox_record_delete(d.home, d.project, d.number, d.instance);
+                if (r < 0)
+                        log_line("cannot delete the record of sandbox %d: %s; the library or the next "
+                                 "reclaim removes it",
+                                 d.number, strerror(-r));
+        }
         lfs_home_close(d.home);
         return 0;
 }

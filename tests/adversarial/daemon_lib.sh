@@ -39,17 +39,6 @@ settle_forgets() {
 # The daemon has exited (a zombie until init reaps it counts as gone).
 daemon_gone() { [ ! -d "/proc/$DPID" ] || grep -q '^State:.*Z' "/proc/$DPID/status" 2>/dev/null; }
 
-# Waits until process PID has exited (its pidfd becomes readable).
-wait_exit() {
-        python3 -c '
-import os, select, sys
-try:
-    fd = os.pidfd_open(int(sys.argv[1]))
-except ProcessLookupError:
-    sys.exit(0)
-select.select([fd], [], [])' "$1"
-}
-
 # A failed assertion about the daemon's RSS. Built with ASan (make sanitize), the daemon
 # keeps freed memory in ASan's quarantine and its RSS says nothing about our frees: the
 # figure is printed, not asserted.

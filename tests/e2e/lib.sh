@@ -73,6 +73,18 @@ assert_eq() {
 # when none does. pgrep's own failure (127: not installed, 2: a bad pattern) fails the
 # test, so that "no daemon is left" comes from a check that ran. Use it in an assignment
 # (left=$(pids_matching ...)), where that failure stops the test.
+# wait_exit PID [SECONDS]: waits on PID's pidfd until it has exited (a zombie counts),
+# at most SECONDS when given; fails if it has not.
+wait_exit() {
+        python3 -c '
+import os, select, sys
+try:
+    fd = os.pidfd_open(int(sys.argv[1]))
+except ProcessLookupError:
+    sys.exit(0)
+sys.exit(0 if select.select([fd], [], [], float(sys.argv[2]) if len(sys.argv) > 2 else None)[0] else 1)' "$@"
+}
+
 pids_matching() {
         local status=0
         pgrep -f -- "$1" || status=$?

@@ -159,12 +159,15 @@ SB=$(LAYERFS_IDLE_SECONDS=2 lfs sandbox create)
 WS=$(lfs workspace mount "$SB" main)
 x -- sh -c 'cd $TMPDIR && nohup sh -c "while :; do echo x >> w.log; sleep 0.1; done" >/dev/null 2>&1 & echo $! > $TMPDIR/bg; setsid sh -c "cd /; sleep 1000" >/dev/null 2>&1 & echo $! >> $TMPDIR/bg; (sh -c "cd /; sleep 1001 >/dev/null 2>&1 & echo \$! >> $TMPDIR/bg" &); sleep 0.2'
 BG=$(cat "$LAYERFS_HOME/sandboxes/p-$SB/tmp/bg")
+DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$SB")
 lfs workspace unmount "$SB" main --discard >/dev/null
 for _ in $(seq 100); do
         [ "$(records)" = 0 ] && break
         sleep 0.1
 done
 assert_eq "$(records)" 0 "idle close removed the record"
+# The record goes as the daemon's last act: its exit follows.
+wait_exit "$DAEMON" 30 || fail "the daemon $DAEMON did not exit after its record went"
 # shellcheck disable=SC2086
 none_alive $BG || fail "idle close left background processes: $BG"
 assert_nothing_left "idle close"
@@ -172,6 +175,7 @@ assert_nothing_left "idle close"
 # never left without an answer.
 for delay in 0.95 1.0 1.02 1.05 1.1 1.2; do
         SB=$(LAYERFS_IDLE_SECONDS=1 lfs sandbox create)
+        DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$SB")
         sleep "$delay"
         set +e
         out=$(lfs workspace mount "$SB" main 2>&1)
@@ -186,6 +190,7 @@ for delay in 0.95 1.0 1.02 1.05 1.1 1.2; do
                 [ "$(records)" = 0 ] && break
                 sleep 0.1
         done
+        wait_exit "$DAEMON" 30 || fail "the daemon $DAEMON did not exit after its record went"
 done
 ok
 assert_nothing_left "calls racing the idle close"

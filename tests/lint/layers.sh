@@ -16,12 +16,13 @@ declare -A may=(
         [cgroup]="include userspace-lib/base cgroup"
         [bpf]="include userspace-lib/base cgroup bpf skel"
         [backends]="include userspace-lib/base cgroup backends"
+        [backends/linux]="include userspace-lib/base cgroup backends backends/linux"
         [proto]="include userspace-lib/base proto config"
         [userspace-lib/client]="include userspace-lib/base userspace-lib/store cgroup backends proto userspace-lib/client config"
         [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client daemon config skel"
         [cli]="include userspace-lib/base cli config"
 )
-folders="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client daemon cli"
+folders="include userspace-lib/base userspace-lib/store cgroup bpf backends backends/linux proto userspace-lib/client daemon cli"
 
 # Which folder holds a header of that name.
 home_of() {

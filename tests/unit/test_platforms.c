@@ -34,7 +34,7 @@ static void test_the_eight_in_order(void **state) {
         assert_int_equal(lfs_n_platforms, 8);
         for (size_t i = 0; i < 8; i++) {
                 assert_string_equal(lfs_platforms[i].id, ids[i]);
-                assert_string_equal(lfs_platforms[i].runtime, runtimes[i]);
+                assert_string_equal(lfs_platforms[i].runtime->name, runtimes[i]);
                 assert_ptr_equal(lfs_platform_find(ids[i]), &lfs_platforms[i]);
         }
         assert_int_equal(lfs_platforms[0].family, LFS_FAMILY_LINUX);
@@ -82,6 +82,78 @@ static void test_what_each_placement_allows(void **state) {
         assert_string_equal(host, "linux, docker, podman");
         assert_string_equal(qemu, "docker, podman, qemu");
         assert_string_equal(wsl, "docker, podman, wsl");
+}
+
+/* Every row has a runtime with every operation: the library and the daemon call them
+ * without looking. */
+static void test_every_row_has_a_whole_runtime(void **state) {
+        (void)state;
+        for (size_t i = 0; i < lfs_n_platforms; i++) {
+                const lfs_runtime *rt = lfs_platforms[i].runtime;
+                const char *id = lfs_platforms[i].id;
+                assert_msg(rt != NULL, "platform '%s' has no runtime", id);
+                assert_msg(rt->name && rt->probe && rt->prepare && rt->reach && rt->create && rt->spawn &&
+                                   rt->end_command && rt->command_done && rt->list && rt->signal &&
+                                   rt->teardown && rt->reclaim,
+                           "platform '%s': its runtime '%s' lacks an operation", id,
+                           rt->name ? rt->name : "?");
+        }
+        assert_ptr_equal(lfs_platforms[0].runtime, &lfs_runtime_native);
+}
+
+/* A platform whose runtime is not in this build answers Unsupported through the same
+ * table: prepare and reach with today's messages, the daemon's operations with
+ * -EOPNOTSUPP, and its readiness names what is missing. */
+static void test_an_unbuilt_runtime_is_unsupported(void **state) {
+        (void)state;
+        static const char *const missing[] = {
+                NULL,         "backend:docker", "backend:podman", "route:firecracker",
+                "route:qemu", "route:lima",     "route:mac",      "route:wsl"
+        };
+        lfs_sandbox_ref sb = { .home = "/h", .project = "p", .number = 3, .dir = "/h/sandboxes/p-3" };
+        for (size_t i = 1; i < lfs_n_platforms; i++) {
+                const lfs_platform *p = &lfs_platforms[i];
+                const lfs_runtime *rt = p->runtime;
+                lfs_error *err = NULL;
+                char *root = NULL, *why = NULL;
+                assert_true(rt->prepare(p, &root, &err) < 0);
+                assert_int_equal(err->code, LFS_UNSUPPORTED);
+                _cleanup_free_ char *want = xasprintf("platform '%s' cannot be driven by this build", p->id);
+                assert_string_equal(err->message, want);
+                assert_null(root);
+                lfs_error_free(err);
+                err = NULL;
+                assert_true(rt->reach(p, &sb, &err) < 0);
+                assert_int_equal(err->code, LFS_UNSUPPORTED);
+                _cleanup_free_ char *drive = xasprintf(
+                        "sandbox 3 of project 'p' runs on platform '%s', which this build cannot drive",
+                        p->id);
+                assert_string_equal(err->message, drive);
+                lfs_error_free(err);
+                err = NULL;
+                lfs_daemon_handle h;
+                lfs_daemon_start start = { .exe = "/bin/false",
+                                           .args = (const char *const[]){ NULL },
+                                           .dir_fd = -1 };
+                assert_true(rt->create(&sb, &start, &h, &err) < 0);
+                assert_int_equal(err->code, LFS_UNSUPPORTED);
+                lfs_error_free(err);
+                pid_t pid;
+                int pidfd;
+                lfs_command_spec spec = { .name = "cmd-1" };
+                assert_int_equal(rt->spawn(&sb, &spec, &pid, &pidfd), -EOPNOTSUPP);
+                assert_int_equal(rt->signal(&sb, getpid(), 0), -EOPNOTSUPP);
+                assert_int_equal(rt->end_command(&sb, "cmd-1", 0), -EOPNOTSUPP);
+                assert_int_equal(rt->reclaim(&sb, &why), -EOPNOTSUPP);
+                assert_non_null(why);
+                free(why);
+                lfs_missing m = { 0 };
+                lfs_platform_missing(p, &m);
+                assert_true(m.n >= 1);
+                assert_string_equal(m.names[m.n - 1], missing[i]);
+        }
+        /* Native's reach lets calls through; its probe names only what this host lacks. */
+        assert_int_equal(lfs_runtime_native.reach(&lfs_platforms[0], &sb, NULL), 0);
 }
 
 static void test_old_records_read_as_their_runtime_implies(void **state) {
@@ -147,6 +219,9 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_the_eight_in_order, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_find_is_exact, clean_env, clean_env),
+                cmocka_unit_test_setup_teardown(test_every_row_has_a_whole_runtime, clean_env, clean_env),
+                cmocka_unit_test_setup_teardown(test_an_unbuilt_runtime_is_unsupported, clean_env,
+                                                clean_env),
                 cmocka_unit_test_setup_teardown(test_placements, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_what_each_placement_allows, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_old_records_read_as_their_runtime_implies, clean_env,

@@ -12,6 +12,7 @@
 
 #include "calls.h"
 #include "codec.h"
+#include "platforms.h"
 #include "records.h"
 
 /* ---- the Sandbox (sandbox.c) ---- */
@@ -24,7 +25,12 @@ int lfs_sandbox_open_live(lfs_home *home, const char *project, int number, sandb
 /* Opens the Sandbox and sends call with args (taken) to its daemon: *ret its "ok" result. */
 int lfs_sandbox_call(lfs_home *home, const char *project, int sandbox, lfs_call call, json_t *args,
                      json_t **ret, lfs_error **err);
-/* Everything a Sandbox left, its record last; the caller owns the record. */
+/* The platform of a checked record, whose runtime acts on it, and *ret the record as
+ * that runtime sees it (pointing into rec). */
+const lfs_platform *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec,
+                                       lfs_sandbox_ref *ret);
+/* Everything a Sandbox left (its runtime's reclaim), its record last; the caller owns the
+ * record. */
 int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_error **err);
 
 /* ---- the daemon (daemon.c) ---- */
@@ -33,10 +39,10 @@ int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_err
 bool lfs_wait_owner_gone(const sandbox_record *rec, int timeout_ms);
 /* Which layerfs-daemon a Sandbox runs (an absolute path). */
 int lfs_daemon_path(char **ret_path, lfs_error **err);
-/* Makes the Sandbox's directory, token and cgroup and starts daemon there; returns once
- * it answers on its socket. */
-int lfs_start_daemon(lfs_home *home, int base_fd, sandbox_record *rec, const char *daemon, pid_t *ret_pid,
-                     lfs_error **err);
+/* Makes the Sandbox's directory and token, and has platform's runtime make its place and
+ * start daemon there; returns once it answers on its socket. */
+int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, sandbox_record *rec,
+                     const char *daemon, pid_t *ret_pid, lfs_error **err);
 /* Appends the last lines of the daemon's log to *err's message. */
 void lfs_add_daemon_log(const sandbox_record *rec, lfs_error **err);
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A Sandbox's daemon seen from the library: which layerfs-daemon runs, starting it
- * detached in the Sandbox's cgroup with its directory, token and socket, waiting until
- * it answers, and waiting for an owner's exit.
+ * A Sandbox's daemon seen from the library: which layerfs-daemon runs, its directory and
+ * token, its start (by the platform's runtime, which returns once the daemon says it
+ * listens), and waiting for an owner's exit.
  */
 #include <fcntl.h>
 #include <jansson.h>
@@ -12,13 +12,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
-#include <time.h>
 
-#include "cgroup.h"
 #include "client.h"
 #include "config.h" /* LAYERFS_DAEMON_PATH: where make install puts the daemon */
-#include "teardown.h"
 
 /* Waits (on a pidfd: no polling) until the record's owner has exited, at most
  * timeout_ms. True when it has. */
@@ -73,95 +69,18 @@ int lfs_daemon_path(char **ret_path, lfs_error **err) {
                 beside ? beside : "/proc/self/exe unreadable", LAYERFS_DAEMON_PATH);
 }
 
-/* Starts the daemon detached (its own session, not our child) in the leaf
- * <cgroup>/daemon; returns its pid. The intermediate child is reaped here. */
-static int spawn_daemon(lfs_home *home, const sandbox_record *rec, const char *exe, pid_t *ret_pid,
-                        lfs_error **err) {
-        _cleanup_free_ char *num = xasprintf("%d", rec->number), *leaf = xasprintf("%s/daemon", rec->cgroup);
-        _cleanup_close_ int leaf_fd = lfs_cgroup_open(leaf);
-        _cleanup_close_ int procs_fd =
-                leaf_fd < 0 ? -1 : openat(leaf_fd, "cgroup.procs", O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (procs_fd < 0)
-                return lfs_fail(err, LFS_FAILED, leaf_fd < 0 ? -leaf_fd : errno,
-                                "cannot open %s/cgroup.procs: %s", leaf,
-                                strerror(leaf_fd < 0 ? -leaf_fd : errno));
-        int pipefd[2];
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
-        pid_t child = fork();
-        if (child < 0) {
-                close(pipefd[0]);
-                close(pipefd[1]);
-                return lfs_fail(err, LFS_FAILED, errno, "fork: %s", strerror(errno));
-        }
-        if (child == 0) {
-                /* Only async-signal-safe calls: the caller may have threads. */
-                setsid();
-                pid_t grandchild = fork();
-                if (grandchild != 0) {
-                        (void)!write(pipefd[1], &grandchild, sizeof(grandchild));
-                        _exit(grandchild > 0 ? 0 : 1);
-                }
-                /* Into the Sandbox's cgroup before anything else, so that ending the
-                 * cgroup always ends the daemon too. */
-                if (write(procs_fd, "0", 1) != 1)
-                        _exit(126);
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                int out = openat(rec->dir_fd, "daemon.log",
-                                 O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-                if (null >= 0)
-                        dup2(null, 0);
-                if (out >= 0) {
-                        dup2(out, 1);
-                        dup2(out, 2);
-                }
-                /* Nothing of the caller's reaches the daemon: a pipe it held open would keep
-                 * the caller's reader waiting until the Sandbox closes. */
-                close_range(3, ~0U, 0);
-                execl(exe, "layerfs-daemon", "--home", home->path, "--project", rec->project, "--sandbox",
-                      num, "--dir", rec->dir, "--cgroup", rec->cgroup, "--instance", rec->instance,
-                      (char *)NULL);
-                dprintf(2, "cannot run %s: %s\n", exe, strerror(errno));
-                _exit(127);
-        }
-        close(pipefd[1]);
-        pid_t pid = -1;
-        ssize_t k = read(pipefd[0], &pid, sizeof(pid));
-        close(pipefd[0]);
-        int status;
-        waitpid(child, &status, 0);
-        if (k != sizeof(pid) || pid <= 0)
-                return lfs_fail(err, LFS_FAILED, ECHILD, "could not start %s", exe);
-        *ret_pid = pid;
-        return 0;
-}
-
-static int wait_ready(const sandbox_record *rec, pid_t pid) {
-        for (int i = 0; i < 200; i++) {
-                json_t *resp = NULL;
-                if (lfs_rpc(rec, LFS_CALL_SANDBOX_PING, NULL, &resp, NULL) == 0) {
-                        json_decref(resp);
-                        return 0;
-                }
-                if (kill(pid, 0) < 0 && errno == ESRCH)
-                        return -ESRCH;
-                struct timespec ts = { .tv_nsec = 25 * 1000 * 1000 };
-                nanosleep(&ts, NULL);
-        }
-        return -ETIMEDOUT;
-}
-
 /* The Sandbox's directory (0711: the command identity passes through to mnt/ and tmp/;
- * token and socket are root's) with its token, its cgroup with the leaf "daemon", and the
- * daemon answering on its socket. rec->dir_fd is the directory once made. */
-int lfs_start_daemon(lfs_home *home, int base_fd, sandbox_record *rec, const char *daemon, pid_t *ret_pid,
-                     lfs_error **err) {
+ * token and socket are root's) with its token, then its place with the daemon in it (the
+ * runtime's create), answering on its socket. rec->dir_fd is the directory once made. */
+int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, sandbox_record *rec,
+                     const char *daemon, pid_t *ret_pid, lfs_error **err) {
         _cleanup_free_ char *name = xasprintf("%s-%d", rec->project, rec->number), *why = NULL;
+        const lfs_runtime *runtime = platform->runtime;
+        lfs_sandbox_ref sb;
+        lfs_record_runtime(home, rec, &sb);
         /* Remains of a Sandbox whose record is gone (deleted by hand): the number is ours
          * now, and so is whatever this home keeps under it. */
-        int r = lfs_sandbox_end_processes(rec->cgroup, 10000, &why);
-        if (r == 0)
-                r = lfs_sandbox_remove(rec->cgroup, rec->dir, &why);
+        int r = runtime->reclaim(&sb, &why);
         if (r < 0)
                 return lfs_fail(err, LFS_FAILED, -r,
                                 "sandbox %d of project '%s' has remains without a record that cannot be "
@@ -184,15 +103,25 @@ int lfs_start_daemon(lfs_home *home, int base_fd, sandbox_record *rec, const cha
                 openat(rec->dir_fd, "token", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (tfd < 0 || write(tfd, token, 32) != 32)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot write %s/token", rec->dir);
-        _cleanup_free_ char *root = xstrdup(rec->cgroup), *leaf = xasprintf("%s/daemon", rec->cgroup);
-        if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(rec->cgroup)) < 0 ||
-            (r = lfs_cgroup_make(leaf)) < 0)
-                return lfs_fail(err, LFS_FAILED, -r, "cannot make the cgroup %s: %s", leaf, strerror(-r));
-        if ((r = spawn_daemon(home, rec, daemon, ret_pid, err)) < 0)
+        /* The daemon writes a byte to its --ready-fd once its socket listens: the
+         * runtime's create waits for that (or the daemon's exit), never polls. */
+        _cleanup_free_ char *num = xasprintf("%d", rec->number),
+                            *ready = xasprintf("%d", LFS_DAEMON_READY_FD);
+        const char *const args[] = { "--home",     home->path,    "--project",  rec->project, "--sandbox",
+                                     num,          "--dir",       rec->dir,     "--cgroup",   rec->cgroup,
+                                     "--instance", rec->instance, "--platform", platform->id, "--ready-fd",
+                                     ready,        NULL };
+        lfs_daemon_start start = { .exe = daemon, .args = args, .dir_fd = rec->dir_fd };
+        lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
+        if ((r = runtime->create(&sb, &start, &h, err)) < 0)
                 return r;
-        if ((r = wait_ready(rec, *ret_pid)) < 0)
-                return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's daemon did not become ready (%s)",
-                                rec->number, strerror(-r));
+        close(h.pidfd);
+        /* It listens: one call proves that it answers, and speaks our protocol. */
+        json_t *resp = NULL;
+        if ((r = lfs_rpc(rec, LFS_CALL_SANDBOX_PING, NULL, &resp, err)) < 0)
+                return r;
+        json_decref(resp);
+        *ret_pid = h.pid;
         return 0;
 }
 

@@ -86,9 +86,10 @@ static void reclaim_one(void *userdata, sandbox_record *rec, const char *project
          * down: left alone. Taken over (one compare-and-swap on the dead owner it was read
          * with) before anything is touched, so that two reclaims, or a reclaim and a
          * close, never both act on it, nor on a later Sandbox with its number. */
-        const lfs_platform *p = lfs_platform_find(rec->platform);
+        lfs_sandbox_ref sb;
+        const lfs_platform *p = lfs_record_runtime(s->home, rec, &sb);
         lfs_error *e = NULL;
-        if (!p || p->family != LFS_FAMILY_LINUX || lfs_record_alive(rec) ||
+        if (p->runtime->reach(p, &sb, NULL) < 0 || lfs_record_alive(rec) ||
             lfs_record_set_owner(s->db, rec, getpid(), "removing", &e) < 0) {
                 lfs_error_free(e);
                 return;

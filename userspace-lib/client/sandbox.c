@@ -13,11 +13,9 @@
 #include <jansson.h>
 #include <sys/stat.h>
 
-#include "cgroup.h"
 #include "client.h"
 #include "numbers.h"
 #include "platforms.h"
-#include "teardown.h"
 
 /* ---- the Sandbox's directory ---- */
 
@@ -48,11 +46,25 @@ static int open_sandbox_dir(lfs_home *home, const sandbox_record *rec, int *ret_
         return 0;
 }
 
-/* Everything a Sandbox left: processes in its cgroup (however they detached, whatever
- * FUSE connection of theirs holds them), its mounts, its cgroups, its directory; the
- * record of this instance last, and only when all of that is gone. The caller owns the
- * record (it claimed it, or took it over). When something stays, the record is left
- * to whoever takes it over next (no owner), and the message says what stayed. */
+/* The platform of a checked record (records.c refuses one that is not of the eight) and
+ * the record as its runtime sees it. */
+const lfs_platform *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec,
+                                       lfs_sandbox_ref *ret) {
+        *ret = (lfs_sandbox_ref){ .home = home->path,
+                                  .project = rec->project,
+                                  .number = rec->number,
+                                  .dir = rec->dir,
+                                  .place = rec->cgroup };
+        const lfs_platform *p = lfs_platform_find(rec->platform);
+        return p ? p : lfs_platform_find("linux");
+}
+
+/* Everything a Sandbox left, through its runtime's reclaim: processes (however they
+ * detached, whatever FUSE connection of theirs holds them), its mounts, its place, its
+ * directory; the record of this instance last, and only when all of that is gone. The
+ * caller owns the record (it claimed it, or took it over). When something stays, the
+ * record is left to whoever takes it over next (no owner), and the message says what
+ * stayed. */
 int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_error **err) {
         _cleanup_close_ int base = -1;
         int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
@@ -62,9 +74,9 @@ int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_err
                 return r;
         }
         _cleanup_free_ char *why = NULL;
-        r = rec->cgroup ? lfs_sandbox_end_processes(rec->cgroup, 10000, &why) : 0;
-        if (r == 0)
-                r = lfs_sandbox_remove(rec->cgroup, rec->dir, &why);
+        lfs_sandbox_ref sb;
+        const lfs_platform *p = lfs_record_runtime(home, rec, &sb);
+        r = p->runtime->reclaim(&sb, &why);
         if (r < 0) {
                 lfs_record_set_owner(db, rec, 0, "removing", NULL);
                 return lfs_fail(err, LFS_FAILED, -r,
@@ -75,19 +87,7 @@ int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_err
         return lfs_record_delete(db, rec, err);
 }
 
-/* ---- the control socket ---- */
-
 /* ---- checks before anything is made ---- */
-
-/* The runtime a linux Sandbox records: native; namespaces is not in this build. */
-static int check_linux_runtime(const char *runtime, lfs_error **err) {
-        if (!strcmp(runtime, "namespaces"))
-                return lfs_fail(
-                        err, LFS_UNSUPPORTED, 0,
-                        "LAYERFS_SANDBOX=namespaces: the namespaces runtime is not in this build; use "
-                        "native (or unset it)");
-        return 0;
-}
 
 /* LAYERFS_WORKSPACE_MEMORY, for a new Sandbox's daemon: the budget of each Workspace's
  * metadata, a size (4096, 512M, 2G). */
@@ -168,18 +168,11 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
             (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
             (r = lfs_idle_seconds(&idle, err)) < 0 || (r = check_workspace_memory(err)) < 0)
                 return r;
-        if (chosen->family != LFS_FAMILY_LINUX)
-                return lfs_fail(err, LFS_UNSUPPORTED, 0, "platform '%s' cannot be driven by this build",
-                                chosen->id);
-        if ((r = check_linux_runtime(runtime, err)) < 0)
-                return r;
-        if (geteuid() != 0)
-                return lfs_fail(
-                        err, LFS_UNSUPPORTED, EPERM,
-                        "the linux platform needs root (it mounts FUSE and makes cgroups); run as root");
-        _cleanup_free_ char *name = NULL, *cgroup_root = NULL, *daemon = NULL;
-        if ((r = open_project(home, project, &name, err)) < 0 ||
-            (r = lfs_cgroup_root(&cgroup_root, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
+        /* The runtime's own checks (native: root, LAYERFS_SANDBOX's flavour, cgroup2; one
+         * this build lacks: Unsupported). */
+        _cleanup_free_ char *name = NULL, *place_root = NULL, *daemon = NULL;
+        if ((r = chosen->runtime->prepare(chosen, &place_root, err)) < 0 ||
+            (r = open_project(home, project, &name, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
                 return r;
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
                 return r;
@@ -198,12 +191,12 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
         sandbox_record rec = { .dir_fd = -1 };
-        if ((r = lfs_record_claim(home, db, name, cgroup_root, &rec, err)) < 0) {
+        if ((r = lfs_record_claim(home, db, name, place_root, &rec, err)) < 0) {
                 sqlite3_close(db);
                 return r;
         }
         pid_t pid = -1;
-        r = lfs_start_daemon(home, base, &rec, daemon, &pid, err);
+        r = lfs_start_daemon(home, base, chosen, &rec, daemon, &pid, err);
         if (r == 0 && injected("record"))
                 r = lfs_fail(err, LFS_FAILED, EIO,
                              "cannot record sandbox %d (LAYERFS_INJECT_FAILURE=record)", rec.number);
@@ -255,13 +248,10 @@ int lfs_sandbox_open_live(lfs_home *home, const char *project, int number, sandb
         int r = lfs_sandbox_open(home, project, number, ret, err);
         if (r < 0)
                 return r;
-        const lfs_platform *p = lfs_platform_find(ret->platform);
-        if (!p || p->family != LFS_FAMILY_LINUX) {
-                /* Calls follow the record's platform, never the caller's default. */
-                r = lfs_fail(
-                        err, LFS_UNSUPPORTED, 0,
-                        "sandbox %d of project '%s' runs on platform '%s', which this build cannot drive",
-                        ret->number, ret->project, ret->platform ? ret->platform : "?");
+        lfs_sandbox_ref sb;
+        const lfs_platform *p = lfs_record_runtime(home, ret, &sb);
+        /* Calls follow the record's platform, never the caller's default. */
+        if ((r = p->runtime->reach(p, &sb, err)) < 0) {
                 lfs_record_done(ret);
         } else if (!strcmp(ret->state ? ret->state : "", "removing")) {
                 r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ESRCH,
@@ -320,6 +310,12 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
         int r = lfs_sandbox_open(home, project, sandbox, &rec, err);
         if (r < 0)
                 return r;
+        lfs_sandbox_ref sb;
+        const lfs_platform *p = lfs_record_runtime(home, &rec, &sb);
+        if ((r = p->runtime->reach(p, &sb, err)) < 0) {
+                lfs_record_done(&rec);
+                return r;
+        }
         bool alive = lfs_record_alive(&rec);
         const char *state = rec.state ? rec.state : ""; /* a checked record has one */
         if (alive && !strcmp(state, "starting")) {

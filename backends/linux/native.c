@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The native runtime of the linux platform (runtime.h): a Sandbox is a cgroup
+ * <root>/<tag>-<project>-<n> (its place), its daemon runs in the leaf "daemon", each
+ * command in a leaf "cmd-<k>" of its own; ending the cgroup ends everything of it
+ * (teardown.c). The kernel work is cgroup/'s; this file says what each operation of a
+ * runtime means for cgroups. docs/runtime.md.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cgroup.h"
+#include "platforms.h"
+#include "probe.h"
+#include "runtime.h"
+#include "teardown.h"
+#include "util.h"
+
+/* How long a new daemon gets to say it listens. */
+#define READY_TIMEOUT_MS 5000
+/* How long the processes of a Sandbox get to end (cgroup.kill, then FUSE aborts). */
+#define END_TIMEOUT_MS 10000
+
+static void native_probe(const lfs_platform *p, lfs_missing *m) {
+        (void)p;
+        if (geteuid() != 0)
+                lfs_missing_add(m, "user:root");
+        static const char *const kernel[] = { "kernel:cgroup2", "kernel:cgroup.kill", "kernel:pidfd",
+                                              "kernel:fuse" };
+        for (size_t i = 0; i < ELEMENTSOF(kernel); i++)
+                if (!lfs_probe_kernel(kernel[i]))
+                        lfs_missing_add(m, kernel[i]);
+}
+
+/* The runtime a linux Sandbox records is native; namespaces is not in this build. */
+static int native_prepare(const lfs_platform *p, char **ret_root, lfs_error **err) {
+        (void)p;
+        const char *flavour = "native";
+        int r = lfs_default_runtime(&flavour, err);
+        if (r < 0)
+                return r;
+        if (!strcmp(flavour, "namespaces"))
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, 0,
+                        "LAYERFS_SANDBOX=namespaces: the namespaces runtime is not in this build; use "
+                        "native (or unset it)");
+        if (geteuid() != 0)
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, EPERM,
+                        "the linux platform needs root (it mounts FUSE and makes cgroups); run as root");
+        return lfs_cgroup_root(ret_root, err);
+}
+
+static int native_reach(const lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error **err) {
+        (void)p, (void)sb, (void)err;
+        return 0;
+}
+
+/* ---- create ---- */
+
+/* Starts the daemon detached (its own session, not our child) in the leaf
+ * <place>/daemon, with ready_fd as its fd LFS_DAEMON_READY_FD; returns its pid and a pidfd. The
+ * intermediate child is reaped here, and only after the pidfd is open: until then the
+ * daemon is its child, so its pid cannot have been reused. */
+static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, int ready_fd,
+                        lfs_daemon_handle *ret, lfs_error **err) {
+        _cleanup_free_ char *leaf = xasprintf("%s/daemon", sb->place);
+        _cleanup_close_ int leaf_fd = lfs_cgroup_open(leaf);
+        _cleanup_close_ int procs_fd =
+                leaf_fd < 0 ? -1 : openat(leaf_fd, "cgroup.procs", O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (procs_fd < 0)
+                return lfs_fail(err, LFS_FAILED, leaf_fd < 0 ? -leaf_fd : errno,
+                                "cannot open %s/cgroup.procs: %s", leaf,
+                                strerror(leaf_fd < 0 ? -leaf_fd : errno));
+        size_t n_args = 0;
+        while (start->args[n_args])
+                n_args++;
+        /* Made before the fork: the child only makes async-signal-safe calls. */
+        _cleanup_free_ const char **argv = xcalloc(n_args + 2, sizeof(char *));
+        argv[0] = "layerfs-daemon";
+        memcpy(argv + 1, start->args, n_args * sizeof(char *));
+        int pid_pipe[2], go_pipe[2];
+        if (pipe2(pid_pipe, O_CLOEXEC) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
+        if (pipe2(go_pipe, O_CLOEXEC) < 0) {
+                int e = errno;
+                close(pid_pipe[0]);
+                close(pid_pipe[1]);
+                return lfs_fail(err, LFS_FAILED, e, "pipe: %s", strerror(e));
+        }
+        pid_t child = fork();
+        if (child < 0) {
+                int e = errno;
+                close(pid_pipe[0]);
+                close(pid_pipe[1]);
+                close(go_pipe[0]);
+                close(go_pipe[1]);
+                return lfs_fail(err, LFS_FAILED, e, "fork: %s", strerror(e));
+        }
+        if (child == 0) {
+                /* Only async-signal-safe calls: the caller may have threads. */
+                setsid();
+                pid_t grandchild = fork();
+                if (grandchild != 0) {
+                        (void)!write(pid_pipe[1], &grandchild, sizeof(grandchild));
+                        /* Until the parent has its pidfd (it closes its end of go_pipe). */
+                        char go;
+                        close(go_pipe[1]);
+                        (void)!read(go_pipe[0], &go, 1);
+                        _exit(grandchild > 0 ? 0 : 1);
+                }
+                /* Into the Sandbox's cgroup before anything else, so that ending the
+                 * cgroup always ends the daemon too. */
+                if (write(procs_fd, "0", 1) != 1)
+                        _exit(126);
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                int out = openat(start->dir_fd, "daemon.log",
+                                 O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (null >= 0)
+                        dup2(null, 0);
+                if (out >= 0) {
+                        dup2(out, 1);
+                        dup2(out, 2);
+                }
+                /* The readiness pipe as LFS_DAEMON_READY_FD (dup2 clears close-on-exec), and nothing
+                 * else of the caller's: a pipe it held open would keep the caller's reader
+                 * waiting until the Sandbox closes. */
+                if (ready_fd == LFS_DAEMON_READY_FD ? fcntl(ready_fd, F_SETFD, 0) < 0
+                                                    : dup2(ready_fd, LFS_DAEMON_READY_FD) < 0)
+                        _exit(126);
+                close_range(LFS_DAEMON_READY_FD + 1, ~0U, 0);
+                execv(start->exe, (char *const *)argv);
+                dprintf(2, "cannot run %s: %s\n", start->exe, strerror(errno));
+                _exit(127);
+        }
+        close(pid_pipe[1]);
+        close(go_pipe[0]);
+        pid_t pid = -1;
+        ssize_t k = read(pid_pipe[0], &pid, sizeof(pid));
+        close(pid_pipe[0]);
+        int pidfd = k == sizeof(pid) && pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+        int e = errno;
+        close(go_pipe[1]);
+        int status;
+        waitpid(child, &status, 0);
+        if (k != sizeof(pid) || pid <= 0)
+                return lfs_fail(err, LFS_FAILED, ECHILD, "could not start %s", start->exe);
+        if (pidfd < 0)
+                return lfs_fail(err, LFS_FAILED, e, "pidfd_open(%d) of the daemon: %s", (int)pid,
+                                strerror(e));
+        *ret = (lfs_daemon_handle){ .pid = pid, .pidfd = pidfd };
+        return 0;
+}
+
+/* Waits, in poll, until the daemon writes its readiness byte (it listens), or exits, or
+ * READY_TIMEOUT_MS pass: 0, -ESRCH (it exited or closed the pipe without a word),
+ * -ETIMEDOUT. */
+static int wait_ready(int ready_fd, int pidfd) {
+        struct pollfd p[2] = { { .fd = ready_fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+        int k;
+        while ((k = poll(p, 2, READY_TIMEOUT_MS)) < 0 && errno == EINTR)
+                ;
+        if (k < 0)
+                return -errno;
+        if (k == 0)
+                return -ETIMEDOUT;
+        char byte;
+        if (p[0].revents && read(ready_fd, &byte, 1) == 1)
+                return 0;
+        return -ESRCH;
+}
+
+static int native_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
+                         lfs_error **err) {
+        _cleanup_free_ char *root = xstrdup(sb->place), *leaf = xasprintf("%s/daemon", sb->place);
+        int r;
+        if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(sb->place)) < 0 ||
+            (r = lfs_cgroup_make(leaf)) < 0)
+                return lfs_fail(err, LFS_FAILED, -r, "cannot make the cgroup %s: %s", leaf, strerror(-r));
+        int ready[2];
+        if (pipe2(ready, O_CLOEXEC) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
+        _cleanup_close_ int ready_read = ready[0];
+        lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
+        r = spawn_daemon(sb, start, ready[1], &h, err);
+        close(ready[1]); /* the daemon's is the only write end now: its exit ends the wait */
+        if (r < 0)
+                return r;
+        if ((r = wait_ready(ready_read, h.pidfd)) < 0) {
+                close(h.pidfd);
+                return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's daemon did not become ready (%s)",
+                                sb->number, strerror(-r));
+        }
+        *ret = h;
+        return 0;
+}
+
+/* ---- commands ---- */
+
+static char *command_leaf(const lfs_sandbox_ref *sb, const char *name) {
+        return xasprintf("%s/%s", sb->place, name);
+}
+
+static int native_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
+                        int *ret_pidfd) {
+        _cleanup_free_ char *leaf = command_leaf(sb, spec->name);
+        lfs_spawn_args a = {
+                .cgroup = leaf,
+                .paths = spec->paths,
+                .n_paths = spec->n_paths,
+                .argv = spec->argv,
+                .envp = spec->envp,
+                .cwd_fd = spec->cwd_fd,
+                .uid = spec->uid,
+                .gid = spec->gid,
+                .fd_in = spec->fds[0],
+                .fd_out = spec->fds[1],
+                .fd_err = spec->fds[2],
+                .new_session = spec->tty,
+                .controlling_tty = spec->tty,
+        };
+        int r = lfs_cgroup_make(leaf);
+        if (r == 0) {
+                if (spec->placed)
+                        spec->placed(spec->userdata, spec->name);
+                r = lfs_cgroup_spawn(&a, ret_pid, ret_pidfd);
+        }
+        if (r < 0)
+                lfs_cgroup_remove_tree(leaf, 0);
+        return r;
+}
+
+static int native_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms) {
+        _cleanup_free_ char *leaf = command_leaf(sb, name);
+        return lfs_cgroup_kill_wait(leaf, timeout_ms);
+}
+
+static void native_command_done(const lfs_sandbox_ref *sb, const char *name) {
+        _cleanup_free_ char *leaf = command_leaf(sb, name);
+        lfs_cgroup_remove_tree(leaf, 0);
+}
+
+/* Calls fn for each pid in the cgroup.procs of each command leaf (cmd-*) of sb, until it
+ * returns true; true if one did. */
+static bool each_command_pid(const lfs_sandbox_ref *sb,
+                             bool (*fn)(void *userdata, pid_t pid, const char *leaf), void *userdata) {
+        bool stop = false;
+        DIR *dir = opendir(sb->place);
+        struct dirent *de;
+        while (dir && !stop && (de = readdir(dir))) {
+                if (strncmp(de->d_name, "cmd-", 4))
+                        continue;
+                _cleanup_free_ char *procs = xasprintf("%s/%s/cgroup.procs", sb->place, de->d_name);
+                _cleanup_fclose_ FILE *f = fopen(procs, "re");
+                int pid;
+                while (f && !stop && fscanf(f, "%d", &pid) == 1)
+                        stop = fn(userdata, pid, de->d_name);
+        }
+        if (dir)
+                closedir(dir);
+        return stop;
+}
+
+typedef struct list_state {
+        lfs_process_fn fn;
+        void *userdata;
+} list_state;
+
+static bool list_one(void *userdata, pid_t pid, const char *leaf) {
+        list_state *s = userdata;
+        s->fn(s->userdata, pid, leaf);
+        return false;
+}
+
+static void native_list(const lfs_sandbox_ref *sb, lfs_process_fn fn, void *userdata) {
+        list_state s = { .fn = fn, .userdata = userdata };
+        each_command_pid(sb, list_one, &s);
+}
+
+static bool is_pid(void *userdata, pid_t pid, const char *leaf) {
+        (void)leaf;
+        return *(pid_t *)userdata == pid;
+}
+
+/* The pidfd is taken first: if the process ends and its pid is reused before the signal,
+ * the signal fails instead of reaching the newcomer. */
+static int native_signal(const lfs_sandbox_ref *sb, pid_t pid, int sig) {
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0 || !each_command_pid(sb, is_pid, &pid))
+                return -ESRCH;
+        if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+/* ---- the end ---- */
+
+/* Ends every process the Sandbox started, however it detached, also those that a FUSE
+ * server of the Sandbox's own holds: the daemon steps out of the Sandbox's cgroup into
+ * LayerFS's root and kills the Sandbox's whole subtree. Where it cannot step out (a
+ * delegated root with controllers), each command leaf is killed instead and the library
+ * removes the rest after the daemon exits. */
+static int end_commands(const lfs_sandbox_ref *sb, char **ret_why) {
+        _cleanup_free_ char *root = xstrdup(sb->place);
+        int r = lfs_cgroup_enter(dirname(root), 0);
+        if (r == 0)
+                return lfs_sandbox_end_processes(sb->place, END_TIMEOUT_MS, ret_why);
+        fprintf(stderr, "cannot leave %s (%s): ending each command's cgroup instead\n", sb->place,
+                strerror(-r));
+        DIR *dir = opendir(sb->place);
+        struct dirent *de;
+        r = 0;
+        while (dir && (de = readdir(dir)))
+                if (!strncmp(de->d_name, "cmd-", 4)) {
+                        _cleanup_free_ char *leaf = command_leaf(sb, de->d_name), *why = NULL;
+                        int k = lfs_sandbox_end_processes(leaf, END_TIMEOUT_MS, &why);
+                        if (k < 0 && r == 0) {
+                                r = k;
+                                *ret_why = TAKE_PTR(why);
+                        }
+                }
+        if (dir)
+                closedir(dir);
+        return r;
+}
+
+static int native_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata,
+                           char **ret_why) {
+        int r = end_commands(sb, ret_why);
+        if (r < 0)
+                return r;
+        if (hook)
+                hook(userdata);
+        return lfs_sandbox_remove(sb->place, sb->dir, ret_why);
+}
+
+static int native_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
+        int r = sb->place ? lfs_sandbox_end_processes(sb->place, END_TIMEOUT_MS, ret_why) : 0;
+        return r < 0 ? r : lfs_sandbox_remove(sb->place, sb->dir, ret_why);
+}
+
+const lfs_runtime lfs_runtime_native = {
+        .name = "native",
+        .probe = native_probe,
+        .prepare = native_prepare,
+        .reach = native_reach,
+        .create = native_create,
+        .spawn = native_spawn,
+        .end_command = native_end_command,
+        .command_done = native_command_done,
+        .list = native_list,
+        .signal = native_signal,
+        .teardown = native_teardown,
+        .reclaim = native_reclaim,
+};

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A runtime: what a platform needs to hold a Sandbox, as one table of operations. Each
+ * row of platforms.c points at its runtime; the library and the daemon reach a Sandbox's
+ * processes only through the runtime of its record's platform, never through a runtime's
+ * own functions. linux/native.c is the one built today (cgroup v2, cgroup/ below it);
+ * unbuilt.c answers Unsupported for the platforms whose runtime this build lacks (docker,
+ * podman, the VMs). A new runtime is a folder of its own (docker/, vm/) with one table.
+ *
+ * The arguments say what a Sandbox is, never how a runtime keeps it: a runtime's own handle
+ * on a Sandbox (native: its cgroup; later a container's id, a VM's name) is `place`, which
+ * the record keeps and only the runtime reads. Operations return 0 or a negative errno
+ * (with *err set where they take one).
+ */
+#ifndef LFS_RUNTIME_H
+#define LFS_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "layerfs.h"
+
+struct lfs_platform;
+struct lfs_missing;
+
+/* One Sandbox as its record names it. */
+typedef struct lfs_sandbox_ref {
+        const char *home; /* the home's path */
+        const char *project;
+        int number;
+        const char *dir; /* its directory, <home>/sandboxes/<project>-<n> */
+        /* The runtime's handle on it, as the record keeps it (native: its cgroup); NULL in
+         * records from before runtimes had one. */
+        const char *place;
+} lfs_sandbox_ref;
+
+/* The fd on which a daemon that create starts finds the write end of its readiness pipe
+ * (the daemon's --ready-fd): it writes one byte there once its socket listens. */
+#define LFS_DAEMON_READY_FD 3
+
+/* How to start a Sandbox's daemon (create). */
+typedef struct lfs_daemon_start {
+        const char *exe; /* an absolute path */
+        /* Its arguments after argv[0], NULL-terminated (with --ready-fd LFS_DAEMON_READY_FD). */
+        const char *const *args;
+        int dir_fd; /* the Sandbox's directory, made: its output goes to daemon.log there */
+} lfs_daemon_start;
+
+/* A daemon that create started: it has said it listens (its --ready-fd). */
+typedef struct lfs_daemon_handle {
+        pid_t pid;
+        int pidfd; /* the caller closes it */
+} lfs_daemon_handle;
+
+/* A command to start in a Sandbox (the daemon's side of exec and process start). */
+typedef struct lfs_command_spec {
+        /* Its name in the Sandbox, unique while it lives: "cmd-<k>" (what process list
+         * shows as its cgroup). */
+        const char *name;
+        const char *const *paths; /* the program: each candidate tried in turn (PATH) */
+        size_t n_paths;
+        char *const *argv;
+        char *const *envp;
+        int cwd_fd; /* it starts in this directory */
+        uid_t uid;
+        gid_t gid;
+        int fds[3]; /* become its 0, 1, 2 */
+        bool tty; /* fds[0] is a terminal made for it: its session's controlling terminal */
+        /* Called once the command's place exists and before the command starts in it (the
+         * daemon's watcher learns the place's id there); may be NULL. */
+        void (*placed)(void *userdata, const char *name);
+        void *userdata;
+} lfs_command_spec;
+
+/* A process of the Sandbox's commands: its pid and the name of its command. */
+typedef void (*lfs_process_fn)(void *userdata, pid_t pid, const char *command);
+
+/* The teardown's step between the end of the processes and the removal: the daemon lets
+ * go of its own mounts there. */
+typedef void (*lfs_teardown_hook)(void *userdata);
+
+typedef struct lfs_runtime {
+        /* What a record of it names as its runtime: "native", "docker", "vm". */
+        const char *name;
+        /* Readiness: adds to *missing what this host lacks for platform p on this runtime,
+         * in runtime status's names (after what the platform's own probe added). */
+        void (*probe)(const struct lfs_platform *p, struct lfs_missing *missing);
+        /* Create's checks before anything is made; *ret_root is where the runtime keeps
+         * its Sandboxes (native: the cgroup root), from which a record's place is named. */
+        int (*prepare)(const struct lfs_platform *p, char **ret_root, lfs_error **err);
+        /* Whether this build can act on sb (calls, close, reclaim): 0, else Unsupported
+         * naming the Sandbox and its platform. */
+        int (*reach)(const struct lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error **err);
+        /* Makes sb's place and starts its daemon there; returns once the daemon said it
+         * listens, or fails (the daemon exited, or did not say so within 5 s). What it made
+         * stays for reclaim to remove. */
+        int (*create)(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
+                      lfs_error **err);
+        /* The daemon's side: starts the command in a place of its own in sb; its pid and a
+         * pidfd. On failure nothing of it stays. */
+        int (*spawn)(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
+                     int *ret_pidfd);
+        /* Ends every process of the command named (however it detached): its timeout. At
+         * most timeout_ms. */
+        int (*end_command)(const lfs_sandbox_ref *sb, const char *name, int timeout_ms);
+        /* The command ended: its place goes if nothing of it is left (background processes
+         * keep it until the Sandbox closes). */
+        void (*command_done)(const lfs_sandbox_ref *sb, const char *name);
+        /* Calls fn for each process of sb's commands (process list). */
+        void (*list)(const lfs_sandbox_ref *sb, lfs_process_fn fn, void *userdata);
+        /* Sends sig to pid only if it is a process of sb's commands, through a pidfd taken
+         * before the check (a pid reused meanwhile is not hit): -ESRCH if it is not one,
+         * else 0 or the signal's negative errno. */
+        int (*signal)(const lfs_sandbox_ref *sb, pid_t pid, int sig);
+        /* The live Sandbox's end, by its own daemon: every process ends (the daemon leaves
+         * the Sandbox first), then hook, then its mounts, place and directory go. 0, or a
+         * negative errno and *ret_why saying what stayed. */
+        int (*teardown)(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata, char **ret_why);
+        /* A Sandbox whose daemon is gone (or a create of the caller's that failed):
+         * whatever it left, processes, mounts, place, directory. 0, or a negative errno and
+         * *ret_why saying what stayed. */
+        int (*reclaim)(const lfs_sandbox_ref *sb, char **ret_why);
+} lfs_runtime;
+
+/* The native runtime (linux/native.c): every command in a cgroup of its own. */
+extern const lfs_runtime lfs_runtime_native;
+/* Runtimes this build lacks (unbuilt.c): probe names them missing, every other operation
+ * is Unsupported. */
+extern const lfs_runtime lfs_runtime_docker_unbuilt;
+extern const lfs_runtime lfs_runtime_vm_unbuilt;
+
+#endif
