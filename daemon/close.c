@@ -3,7 +3,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "records.h"
-#include "reply.h"
+#include "codec.h"
 
 /* The teardown's step between the end of the processes and the removal: nothing of the
  * Sandbox holds the Workspaces now, so they unmount (MNT_FORCE for what others hold). */
@@ -58,19 +58,21 @@ int close_sandbox(daemon_state *d, const char *why, char **ret_why) {
 json_t *call_close(daemon_state *d, bool force) {
         bool dirty[MAX_WORKSPACES];
         if (!force && !check_dirty(d, dirty))
-                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+                return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         for (int i = 0; i < MAX_WORKSPACES && !force; i++)
                 if (d->ws[i].active && dirty[i])
-                        return error_json(LFS_DIRTY,
-                                          "the Workspace of '%s' in sandbox %d has uncommitted changes; "
-                                          "commit them, or close with --force to drop them",
-                                          d->ws[i].branch, d->number);
+                        return lfs_proto_errorf(
+                                LFS_DIRTY,
+                                "the Workspace of '%s' in sandbox %d has uncommitted changes; "
+                                "commit them, or close with --force to drop them",
+                                d->ws[i].branch, d->number);
         _cleanup_free_ char *left = NULL;
         int r = close_sandbox(d, force ? "sandbox close --force" : "sandbox close", &left);
         if (r < 0)
-                return error_json(LFS_FAILED,
-                                  "sandbox %d could not be removed completely: %s; its record stays so that "
-                                  "'layerfs runtime reclaim' can finish once that is fixed",
-                                  d->number, left ? left : strerror(-r));
-        return ok_json(NULL);
+                return lfs_proto_errorf(
+                        LFS_FAILED,
+                        "sandbox %d could not be removed completely: %s; its record stays so that "
+                        "'layerfs runtime reclaim' can finish once that is fixed",
+                        d->number, left ? left : strerror(-r));
+        return lfs_proto_ok(NULL);
 }

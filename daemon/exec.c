@@ -12,7 +12,7 @@
 
 #include "daemon.h"
 #include "log.h"
-#include "reply.h"
+#include "codec.h"
 #include "exec_streams.h"
 #include "numbers.h"
 
@@ -63,15 +63,16 @@ static json_t *build_env(daemon_state *d, json_t *given, str_list *env) {
         env_set(env, home);
         env_set(env, tmpdir);
         if (given && !json_is_array(given))
-                return error_json(LFS_INVALID_INPUT, "env must be a list of KEY=VALUE strings");
+                return lfs_proto_errorf(LFS_INVALID_INPUT, "env must be a list of KEY=VALUE strings");
         size_t i;
         json_t *v;
         json_array_foreach(given, i, v) {
                 const char *s = json_string_value(v);
                 if (!s || !*s || *s == '=' || !strchr(s, '='))
-                        return error_json(LFS_INVALID_INPUT,
-                                          "environment entry '%s' is not KEY=VALUE; give --env KEY=VALUE",
-                                          s ? s : "(not a string)");
+                        return lfs_proto_errorf(
+                                LFS_INVALID_INPUT,
+                                "environment entry '%s' is not KEY=VALUE; give --env KEY=VALUE",
+                                s ? s : "(not a string)");
                 env_set(env, s);
         }
         return NULL;
@@ -91,15 +92,15 @@ static json_t *resolve_cwd(const workspace *w, const char *cwd, char **ret) {
         char real[PATH_MAX];
         struct stat st;
         if (!realpath(joined, real) || stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-                return error_json(LFS_INVALID_INPUT,
-                                  "cwd '%s' is not a directory in the Workspace of '%s' (%s); give a "
-                                  "directory below it",
-                                  cwd, w->branch, w->mountpoint);
+                return lfs_proto_errorf(LFS_INVALID_INPUT,
+                                        "cwd '%s' is not a directory in the Workspace of '%s' (%s); give a "
+                                        "directory below it",
+                                        cwd, w->branch, w->mountpoint);
         if (strncmp(real, w->mountpoint, mlen) || (real[mlen] && real[mlen] != '/'))
-                return error_json(LFS_INVALID_INPUT,
-                                  "cwd '%s' leads to %s, outside the Workspace of '%s' (%s); give a "
-                                  "directory below it",
-                                  cwd, real, w->branch, w->mountpoint);
+                return lfs_proto_errorf(LFS_INVALID_INPUT,
+                                        "cwd '%s' leads to %s, outside the Workspace of '%s' (%s); give a "
+                                        "directory below it",
+                                        cwd, real, w->branch, w->mountpoint);
         *ret = xstrdup(real);
         return NULL;
 }
@@ -229,16 +230,16 @@ static json_t *prepare_command(daemon_state *d, lfs_call call, json_t *req, comm
         const char *branch, *cwd;
         if (lfs_proto_arg_string(req, call, "branch", &branch, &e) < 0 ||
             lfs_proto_arg_string(req, call, "cwd", &cwd, &e) < 0)
-                return error_from(TAKE_PTR(e));
+                return lfs_proto_error_take(TAKE_PTR(e));
         json_t *words = json_object_get(req, "command");
         json_t *refusal = NULL;
         size_t i;
         json_t *v;
         if (!json_is_array(words) || json_array_size(words) == 0)
-                return error_json(LFS_INVALID_INPUT, "give the command to run after '--'");
+                return lfs_proto_errorf(LFS_INVALID_INPUT, "give the command to run after '--'");
         json_array_foreach(words, i, v) {
                 if (!json_string_value(v))
-                        return error_json(LFS_INVALID_INPUT, "the command's words must be strings");
+                        return lfs_proto_errorf(LFS_INVALID_INPUT, "the command's words must be strings");
                 str_list_add(&c->argv, xstrdup(json_string_value(v)));
         }
         if ((refusal = build_env(d, json_object_get(req, "env"), &c->env)))
@@ -246,19 +247,20 @@ static json_t *prepare_command(daemon_state *d, lfs_call call, json_t *req, comm
         pthread_mutex_lock(&d->lock);
         workspace *w = branch ? find_ws(d, branch) : NULL;
         if (d->closing)
-                refusal = error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+                refusal = lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         else if (!w)
                 refusal = not_mounted(d, branch);
         else
                 refusal = resolve_cwd(w, cwd, &c->dir);
         if (!refusal && (c->dir_fd = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-                refusal = error_json(LFS_INVALID_INPUT, "cwd %s: %s", c->dir, strerror(errno));
+                refusal = lfs_proto_errorf(LFS_INVALID_INPUT, "cwd %s: %s", c->dir, strerror(errno));
         /* A path component swapped for a symlink since the check could lead the open
          * elsewhere: what was opened must be in the Workspace's own filesystem. */
         struct stat opened;
         if (!refusal && w && (fstat(c->dir_fd, &opened) < 0 || opened.st_dev != w->dev))
-                refusal = error_json(LFS_INVALID_INPUT, "cwd '%s' is no longer in the Workspace of '%s'",
-                                     c->dir, w->branch);
+                refusal =
+                        lfs_proto_errorf(LFS_INVALID_INPUT, "cwd '%s' is no longer in the Workspace of '%s'",
+                                         c->dir, w->branch);
         if (!refusal) {
                 c->leaf = xasprintf("%s/cmd-%u", d->cgroup, ++d->next_command);
                 /* Teardown waits for it to be in its leaf before it ends the Sandbox's. */
@@ -314,12 +316,12 @@ static json_t *check_streams(json_t *req, const int fds[3], bool *ret_tty) {
         _cleanup_error_ lfs_error *e = NULL;
         bool tty;
         if (lfs_proto_arg_bool(req, LFS_CALL_WORKSPACE_EXEC, "tty", false, &tty, &e) < 0)
-                return error_from(TAKE_PTR(e));
+                return lfs_proto_error_take(TAKE_PTR(e));
         dev_t terminal = 0;
         for (int i = 0; i < 3; i++) {
                 struct stat st;
                 if (!tty && lfs_is_terminal(fds[i]))
-                        return error_json(
+                        return lfs_proto_errorf(
                                 LFS_INVALID_INPUT,
                                 "the %s passed is a terminal: a command never receives the caller's "
                                 "terminal; relay it through a pipe, or ask for a terminal of the command's "
@@ -329,7 +331,7 @@ static json_t *check_streams(json_t *req, const int fds[3], bool *ret_tty) {
                             major(st.st_rdev) < UNIX98_PTY_SLAVE_MAJOR ||
                             major(st.st_rdev) >= UNIX98_PTY_SLAVE_MAJOR + UNIX98_PTY_MAJOR_COUNT ||
                             (i > 0 && st.st_rdev != terminal)))
-                        return error_json(
+                        return lfs_proto_errorf(
                                 LFS_INVALID_INPUT,
                                 "with tty, stdin, stdout and stderr must be one pseudo-terminal made "
                                 "for the command; the %s passed is not",
@@ -348,10 +350,11 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         json_t *refusal = NULL;
         _cleanup_error_ lfs_error *e = NULL;
         if (n_fds != 3)
-                refusal = error_json(LFS_INVALID_INPUT, "exec needs the caller's stdin, stdout and stderr");
+                refusal = lfs_proto_errorf(LFS_INVALID_INPUT,
+                                           "exec needs the caller's stdin, stdout and stderr");
         else if (timeout_j &&
                  lfs_json_seconds("timeout", timeout_j, 0, LFS_MAX_TIMEOUT_SECONDS, &timeout, &e) < 0)
-                refusal = error_json(e->code, "%s", e->message);
+                refusal = lfs_proto_errorf(e->code, "%s", e->message);
         else if (!(refusal = check_streams(req, fds, &c.tty)))
                 refusal = prepare_command(d, LFS_CALL_WORKSPACE_EXEC, req, &c);
         if (refusal) {
@@ -368,11 +371,11 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         close_fds(fds, n_fds); /* the command has them now */
         json_t *result;
         if (r < 0) {
-                result = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s%s", program_of(&c),
-                                    d->number, strerror(-r),
-                                    c.tty && r == -EPERM ? " (the terminal passed may already be a "
-                                                           "session's: a command gets one made for it)"
-                                                         : "");
+                result = lfs_proto_errorf(LFS_FAILED, "cannot start '%s' in sandbox %d: %s%s",
+                                          program_of(&c), d->number, strerror(-r),
+                                          c.tty && r == -EPERM ? " (the terminal passed may already be a "
+                                                                 "session's: a command gets one made for it)"
+                                                               : "");
         } else {
                 bool timed_out;
                 int status;
@@ -382,7 +385,7 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
                          timed_out ? " (its timeout ended it)" : "");
                 if (!watching_bpf(d))
                         record_event(d, EVENT_EXIT, pid, getpid(), status, c.leaf, program_of(&c));
-                result = ok_json(json_pack("{s:i}", "exit", code));
+                result = lfs_proto_ok(json_pack("{s:i}", "exit", code));
                 /* Empty once the command and its children are gone; background processes
                  * keep it until the Sandbox closes. */
                 d->runtime->command_done(&d->sb, leaf_name(&c));
@@ -448,8 +451,8 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
         command_started(d, &c);
         close_fds(fds, 3);
         if (r < 0) {
-                json_t *j = error_json(LFS_FAILED, "cannot start '%s' in sandbox %d: %s", program_of(&c),
-                                       d->number, strerror(-r));
+                json_t *j = lfs_proto_errorf(LFS_FAILED, "cannot start '%s' in sandbox %d: %s",
+                                             program_of(&c), d->number, strerror(-r));
                 command_done(d, &c);
                 return j;
         }
@@ -473,8 +476,8 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
                 pthread_mutex_unlock(&d->lock);
         }
         log_line("process %d started in %s: '%s'", (int)pid, c.leaf, program_of(&c));
-        json_t *j =
-                ok_json(json_pack("{s:i, s:s, s:s}", "pid", (int)pid, "cgroup", leaf_name(&c), "log", log));
+        json_t *j = lfs_proto_ok(
+                json_pack("{s:i, s:s, s:s}", "pid", (int)pid, "cgroup", leaf_name(&c), "log", log));
         command_done(d, &c);
         return j;
 }
@@ -508,7 +511,7 @@ json_t *call_process_list(daemon_state *d) {
         json_t *out = json_array();
         d->runtime->list(&d->sb, list_one, out);
         recent_exits_json(d, out, 64);
-        return ok_json(out);
+        return lfs_proto_ok(out);
 }
 
 /* Ends pid only if it is a process of this Sandbox's commands: the runtime takes a pidfd
@@ -518,18 +521,18 @@ json_t *call_process_kill(daemon_state *d, json_t *req) {
         long long v;
         /* Checked whole: a pid cut to 32 bits would name another process. */
         if (lfs_json_whole("pid", json_object_get(req, "pid"), 1, LFS_MAX_PID, &v, &e) < 0)
-                return error_json(e->code, "%s; give the pid of a process of sandbox %d", e->message,
-                                  d->number);
+                return lfs_proto_errorf(e->code, "%s; give the pid of a process of sandbox %d", e->message,
+                                        d->number);
         pid_t pid = (pid_t)v;
         int r = d->runtime->signal(&d->sb, pid, SIGKILL);
         if (r == -ESRCH)
-                return error_json(
+                return lfs_proto_errorf(
                         LFS_INVALID_INPUT,
                         "process %d is not a process of sandbox %d; 'layerfs process list %d' shows "
                         "them",
                         (int)pid, d->number, d->number);
         if (r < 0)
-                return error_json(LFS_FAILED, "cannot end process %d: %s", (int)pid, strerror(-r));
+                return lfs_proto_errorf(LFS_FAILED, "cannot end process %d: %s", (int)pid, strerror(-r));
         log_line("process %d killed", (int)pid);
-        return ok_json(NULL);
+        return lfs_proto_ok(NULL);
 }

@@ -15,7 +15,7 @@
 #include "fuse_ops.h"
 #include "json_path.h"
 #include "log.h"
-#include "reply.h"
+#include "codec.h"
 
 /* "feature/x" -> "feature%2Fx": a branch as one directory name. */
 static char *branch_key(const char *branch) {
@@ -85,9 +85,10 @@ static void ws_release_slot(workspace *w) {
 json_t *call_mount(daemon_state *d, const char *branch) {
         lfs_error *err = NULL;
         if (!branch || lfs_check_branch_name(branch, &err) < 0)
-                return err ? error_from(err) : error_json(LFS_INVALID_INPUT, "give the branch to mount");
+                return err ? lfs_proto_error_take(err)
+                           : lfs_proto_errorf(LFS_INVALID_INPUT, "give the branch to mount");
         if (find_ws(d, branch))
-                return error_json(
+                return lfs_proto_errorf(
                         LFS_ALREADY_MOUNTED,
                         "branch '%s' is already mounted in sandbox %d; unmount it first or use it there",
                         branch, d->number);
@@ -96,9 +97,9 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                 if (!d->ws[i].active)
                         w = &d->ws[i];
         if (!w)
-                return error_json(LFS_LIMIT_REACHED,
-                                  "sandbox %d already has %d Workspaces mounted; unmount one first",
-                                  d->number, MAX_WORKSPACES);
+                return lfs_proto_errorf(LFS_LIMIT_REACHED,
+                                        "sandbox %d already has %d Workspaces mounted; unmount one first",
+                                        d->number, MAX_WORKSPACES);
         w->branch = xstrdup(branch);
         w->key = branch_key(branch);
         w->mountpoint = xasprintf("%s/mnt/%s", d->dir, w->key);
@@ -112,58 +113,58 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                 free(w->mountpoint);
                 w->upper = w->mountpoint = NULL;
                 ws_release_slot(w);
-                return error_from(err);
+                return lfs_proto_error_take(err);
         }
         rm_rf_at(AT_FDCWD, w->upper);
         struct stat st;
         if (mkdir(w->mountpoint, 0755) < 0 &&
             (errno != EEXIST || lstat(w->mountpoint, &st) < 0 || !S_ISDIR(st.st_mode))) {
-                json_t *j = error_json(LFS_FAILED, "cannot mount at %s: %s; remove what is in the way",
-                                       w->mountpoint,
-                                       errno == EEXIST ? "it is not a directory" : strerror(errno));
+                json_t *j = lfs_proto_errorf(LFS_FAILED, "cannot mount at %s: %s; remove what is in the way",
+                                             w->mountpoint,
+                                             errno == EEXIST ? "it is not a directory" : strerror(errno));
                 free(TAKE_PTR(w->mountpoint)); /* not ours to remove */
                 ws_release_slot(w);
                 return j;
         }
         if (mkdir(w->upper, 0700) < 0) {
-                json_t *j = error_json(LFS_FAILED, "cannot make %s: %s", w->upper, strerror(errno));
+                json_t *j = lfs_proto_errorf(LFS_FAILED, "cannot make %s: %s", w->upper, strerror(errno));
                 ws_release_slot(w);
                 return j;
         }
         if (ws_open(w->store, branch, w->upper, d->uid, d->gid, &w->fs, &err) < 0) {
                 ws_release_slot(w);
-                return error_from(err);
+                return lfs_proto_error_take(err);
         }
         _cleanup_free_ char *fsname = xasprintf("layerfs:%s/%s", d->project, branch);
         w->se = ws_fuse_mount(w->fs, w->mountpoint, fsname);
         if (!w->se) {
                 ws_release_slot(w);
-                return error_json(LFS_FAILED,
-                                  "cannot mount the Workspace of '%s' (see 'layerfs sandbox log %d')",
-                                  branch, d->number);
+                return lfs_proto_errorf(LFS_FAILED,
+                                        "cannot mount the Workspace of '%s' (see 'layerfs sandbox log %d')",
+                                        branch, d->number);
         }
         ws_set_invalidator(w->fs, invalidate, w);
         ws_set_limits(w->fs, d->ws_memory, MAX_WORKSPACES);
         if (pthread_create(&w->thread, NULL, serve_mount, w) != 0) {
                 ws_release_slot(w);
-                return error_json(LFS_FAILED, "cannot start the Workspace's thread");
+                return lfs_proto_errorf(LFS_FAILED, "cannot start the Workspace's thread");
         }
         /* Waits for the mount to answer (INIT), then knows its device. */
         if (stat(w->mountpoint, &st) < 0) {
                 stop_mount(w, true);
-                return error_json(LFS_FAILED, "the Workspace of '%s' does not answer at %s", branch,
-                                  w->mountpoint);
+                return lfs_proto_errorf(LFS_FAILED, "the Workspace of '%s' does not answer at %s", branch,
+                                        w->mountpoint);
         }
         w->dev = st.st_dev;
         ws_fuse_widen_readahead(w->dev);
         w->active = true;
         log_line("mounted %s at %s", branch, w->mountpoint);
-        return ok_json(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,
-                                 "image", "platform", "linux"));
+        return lfs_proto_ok(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,
+                                      "image", "platform", "linux"));
 }
 
 json_t *not_mounted(daemon_state *d, const char *branch) {
-        return error_json(
+        return lfs_proto_errorf(
                 LFS_NOT_MOUNTED,
                 "branch '%s' is not mounted in sandbox %d; 'layerfs sandbox list_workspaces %d' shows "
                 "what is",
@@ -236,11 +237,13 @@ void wait_ws_released(daemon_state *d, workspace *w) {
 /* What a cancelled status or commit tells its caller. With d->lock held. */
 static json_t *cancelled(daemon_state *d, const char *what, const char *branch) {
         if (d->closing)
-                return error_json(LFS_NO_SUCH_SANDBOX, "the %s of '%s' was cancelled: sandbox %d is closing",
-                                  what, branch, d->number);
-        return error_json(LFS_NOT_MOUNTED,
-                          "the %s of '%s' was cancelled: the Workspace is being unmounted with --discard",
-                          what, branch);
+                return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX,
+                                        "the %s of '%s' was cancelled: sandbox %d is closing", what, branch,
+                                        d->number);
+        return lfs_proto_errorf(
+                LFS_NOT_MOUNTED,
+                "the %s of '%s' was cancelled: the Workspace is being unmounted with --discard", what,
+                branch);
 }
 
 /* Called with d->lock held (dispatch); releases it while the Workspace is read. */
@@ -259,8 +262,8 @@ json_t *call_status(daemon_state *d, const char *branch) {
                 return cancelled(d, "status", branch);
         }
         if (r < 0)
-                return error_from(err);
-        json_t *j = ok_json(changes_json(changes, n));
+                return lfs_proto_error_take(err);
+        json_t *j = lfs_proto_ok(changes_json(changes, n));
         lfs_change_list_free(changes, n);
         return j;
 }
@@ -281,11 +284,11 @@ json_t *call_commit(daemon_state *d, const char *branch, const char *message) {
                 return cancelled(d, "commit", branch);
         }
         if (r < 0)
-                return error_from(err);
+                return lfs_proto_error_take(err);
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(&commit, hex);
         log_line("committed %s on %s%s", hex, branch, merged ? " (merged)" : "");
-        return ok_json(json_pack("{s:s, s:b}", "commit", hex, "merged", merged));
+        return lfs_proto_ok(json_pack("{s:s, s:b}", "commit", hex, "merged", merged));
 }
 
 /* Whether each Workspace has changes (dirty[i] for d->ws[i]), without d->lock held
@@ -366,7 +369,7 @@ json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
                 bool dirty = ws_is_dirty(w->fs, NULL);
                 work_end(d, w);
                 if (dirty && !d->closing)
-                        return error_json(
+                        return lfs_proto_errorf(
                                 LFS_DIRTY,
                                 "the Workspace of '%s' has uncommitted changes; commit them, or unmount with "
                                 "--discard to drop them",
@@ -375,26 +378,26 @@ json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
         wait_ws_released(d, w);
         /* Meanwhile the Sandbox may have begun closing, or another unmount ended this one. */
         if (d->closing)
-                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+                return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         if (find_ws(d, branch) != w)
                 return not_mounted(d, branch);
         int r = stop_mount(w, false);
         if (r == -EBUSY)
-                return error_json(
+                return lfs_proto_errorf(
                         LFS_BUSY,
                         "the Workspace of '%s' is in use (a process has its cwd or a file open in %s); "
                         "end it, then unmount",
                         branch, w->mountpoint);
         if (r < 0)
-                return error_json(LFS_FAILED, "cannot unmount %s: %s", w->mountpoint, strerror(-r));
-        return ok_json(NULL);
+                return lfs_proto_errorf(LFS_FAILED, "cannot unmount %s: %s", w->mountpoint, strerror(-r));
+        return lfs_proto_ok(NULL);
 }
 
 /* Called with d->lock held (dispatch); releases it for the dirty checks. */
 json_t *call_list(daemon_state *d) {
         bool dirty[MAX_WORKSPACES];
         if (!check_dirty(d, dirty))
-                return error_json(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+                return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         json_t *out = json_array();
         for (int i = 0; i < MAX_WORKSPACES; i++) {
                 workspace *w = &d->ws[i];
@@ -403,5 +406,5 @@ json_t *call_list(daemon_state *d) {
                 json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s}", "branch", w->branch, "path",
                                                      w->mountpoint, "dirty", dirty[i], "platform", "linux"));
         }
-        return ok_json(out);
+        return lfs_proto_ok(out);
 }

@@ -16,7 +16,7 @@
 #include "cgroup.h"
 #include "daemon.h"
 #include "log.h"
-#include "reply.h"
+#include "codec.h"
 
 typedef struct tracked {
         pid_t tgid;

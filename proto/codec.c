@@ -18,6 +18,12 @@ json_t *lfs_proto_error(const lfs_error *e) {
         return versioned("error", lfs_error_to_json(e));
 }
 
+json_t *lfs_proto_error_take(lfs_error *e) {
+        json_t *j = lfs_proto_error(e);
+        lfs_error_free(e);
+        return j;
+}
+
 json_t *lfs_proto_errorf(lfs_code code, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);

@@ -27,6 +27,8 @@
 json_t *lfs_proto_ok(json_t *result);
 /* {"v", "error": ...} of e (NULL: Failed). */
 json_t *lfs_proto_error(const lfs_error *e);
+/* The same, freeing e: for a handler that answers with the error it was given. */
+json_t *lfs_proto_error_take(lfs_error *e);
 /* The same of a new error. */
 json_t *lfs_proto_errorf(lfs_code code, const char *fmt, ...) _printf_(2, 3);
 /* A frame of a stream: takes item (an object) and adds "v". */
