@@ -46,10 +46,14 @@ static json_t *serve_request(daemon_state *d, int fd, lfs_frame_reader *reader, 
         if (!locked)
                 return handle_call(d, &r);
         pthread_mutex_lock(&d->lock);
-        json_t *answer = d->closing
-                                 ? lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number)
-                                 : handle_call(d, &r);
+        bool closing = d->closing;
+        json_t *answer = closing ? NULL : handle_call(d, &r);
         pthread_mutex_unlock(&d->lock);
+        if (closing) {
+                for (size_t i = 0; i < r.n_fds; i++) /* the handler would have taken them */
+                        close(r.fds[i]);
+                answer = lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+        }
         return answer;
 }
 

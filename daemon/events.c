@@ -199,6 +199,11 @@ static bool wait_follower(daemon_state *d, int fd, follower *f) {
 json_t *call_events(daemon_state *d, int fd, bool follow) {
         uint64_t seq = 0;
         pthread_mutex_lock(&d->lock);
+        /* An unlocked call: it checks the close itself (docs/protocol.md). */
+        if (d->closing) {
+                pthread_mutex_unlock(&d->lock);
+                return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+        }
         json_t *out = events_since(d, &seq);
         if (!follow) {
                 pthread_mutex_unlock(&d->lock);

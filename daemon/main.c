@@ -330,9 +330,9 @@ int main(int argc, char **argv) {
                 lfs_watcher_close(d.watcher);
                 proc_watch_close(d.proc);
                 free(d.leaves);
+                free(d.token);
+                free(d.tmp);
         }
-        free(d.token);
-        free(d.tmp);
         /* The daemon's last act: the record of this instance goes once everything it
          * names is gone and every caller had its answer, so that a record gone means the
          * Sandbox is gone (only the exit of this process is left). */
@@ -343,6 +343,11 @@ int main(int argc, char **argv) {
                                  "reclaim removes it",
                                  d.number, strerror(-r));
         }
+        /* A caller's thread still running (one that never sent its request, a follower
+         * whose client stopped reading) uses d, which lives in this frame: the process
+         * ends here, with it, instead of returning from main under it. */
+        if (running)
+                _exit(0);
         lfs_home_close(d.home);
         return 0;
 }

@@ -23,6 +23,8 @@
 
 /* How long a new daemon gets to say it listens. */
 #define READY_TIMEOUT_MS 5000
+/* Where the daemon-to-be moves what it keeps before it takes its final fd numbers (0-3). */
+#define HIGH_FD 10
 /* How long the processes of a Sandbox get to end (cgroup.kill, then FUSE aborts). */
 #define END_TIMEOUT_MS 10000
 
@@ -118,21 +120,32 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
                  * cgroup always ends the daemon too. */
                 if (write(procs_fd, "0", 1) != 1)
                         _exit(126);
+                /* What the daemon keeps goes above its final numbers first: the caller may
+                 * have 0, 1 or 2 closed, so the readiness pipe, /dev/null or the log may have
+                 * one of those numbers, which the dup2s below would overwrite (the daemon
+                 * then wrote its readiness byte into its log). */
+                int ready_high = fcntl(ready_fd, F_DUPFD_CLOEXEC, HIGH_FD);
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                int null_high = null < 0 ? -1 : fcntl(null, F_DUPFD_CLOEXEC, HIGH_FD);
                 int out = openat(start->dir_fd, "daemon.log",
                                  O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-                if (null >= 0)
-                        dup2(null, 0);
-                if (out >= 0) {
-                        dup2(out, 1);
-                        dup2(out, 2);
-                }
-                /* The readiness pipe as LFS_DAEMON_READY_FD (dup2 clears close-on-exec), and nothing
-                 * else of the caller's: a pipe it held open would keep the caller's reader
-                 * waiting until the Sandbox closes. */
-                if (ready_fd == LFS_DAEMON_READY_FD ? fcntl(ready_fd, F_SETFD, 0) < 0
-                                                    : dup2(ready_fd, LFS_DAEMON_READY_FD) < 0)
+                int out_high = out < 0 ? -1 : fcntl(out, F_DUPFD_CLOEXEC, HIGH_FD);
+                /* dup2 clears close-on-exec on its target. Without them the daemon would run
+                 * with the caller's 0, 1, 2 (a pipe it held open would keep the caller's
+                 * reader waiting until the Sandbox closes): it does not start. */
+                if (ready_high < 0 || null_high < 0 || out_high < 0 || dup2(null_high, 0) < 0 ||
+                    dup2(out_high, 1) < 0 || dup2(out_high, 2) < 0 ||
+                    dup2(ready_high, LFS_DAEMON_READY_FD) < 0)
                         _exit(126);
+                /* Nor the caller's signal state: a SIGCHLD it ignores would make every wait
+                 * of the daemon's for its commands fail, a signal it blocks would never come. */
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                struct sigaction dfl = { .sa_handler = SIG_DFL };
+                for (int sig = 1; sig < NSIG; sig++)
+                        (void)sigaction(sig, &dfl, NULL);
+                /* Nothing else of the caller's. */
                 close_range(LFS_DAEMON_READY_FD + 1, ~0U, 0);
                 execv(start->exe, (char *const *)argv);
                 dprintf(2, "cannot run %s: %s\n", start->exe, strerror(errno));

@@ -24,11 +24,14 @@ declare -A may=(
 )
 folders="include userspace-lib/base userspace-lib/store cgroup bpf backends backends/linux proto userspace-lib/client daemon cli"
 
-# Which folder holds a header of that name.
+# Which folder holds a header of that name. A name with a folder in it ("linux/x.h")
+# would reach a folder through another's include path (-Ibackends finds
+# backends/linux/x.h): no layer has it.
 home_of() {
         case $1 in
         config.h) echo config; return ;;
         watcher.skel.h) echo skel; return ;;
+        */*) echo "?"; return ;;
         esac
         for f in $folders; do
                 [ -f "$f/$1" ] && { echo "$f"; return; }
@@ -44,7 +47,7 @@ for folder in $folders; do
                 while IFS=: read -r line header; do
                         from=$(home_of "$header")
                         if [ "$from" = "?" ]; then
-                                echo "$file:$line: includes \"$header\", which no layer has" >&2
+                                echo "$file:$line: includes \"$header\", which no layer has (include a header by its name alone, from a layer at or below this one)" >&2
                                 bad=1
                         elif [[ " ${may[$folder]} " != *" $from "* ]]; then
                                 echo "$file:$line: includes \"$header\" of $from/, a layer above $folder/ (it may include: ${may[$folder]})" >&2

@@ -36,4 +36,14 @@ if make -s -C "$work" BUILD=build "$object" >"$work/planted.log" 2>&1; then
 fi
 grep -q 'client.h: No such file or directory' "$work/planted.log" ||
         fail "the compile failed, but not for the include: $(tail -5 "$work/planted.log")"
-echo "ok: test_layers.sh (an include going up fails layers.sh and the compile)"
+# A header reached through another folder's include path: the client may include
+# backends/ but not backends/linux/, whose "linux/teardown.h" -Ibackends would find.
+sed -i '0,/^#include "client.h"/s//#include "linux\/teardown.h"\n&/' "$work/userspace-lib/client/sandbox.c"
+grep -q '^#include "linux/teardown.h"' "$work/userspace-lib/client/sandbox.c" ||
+        fail "could not plant the include in userspace-lib/client/sandbox.c"
+if bash "$work/tests/lint/layers.sh" "$work" >/dev/null 2>"$work/planted2.err"; then
+        fail "layers.sh passed a client file including linux/teardown.h"
+fi
+grep -q '^userspace-lib/client/sandbox.c:[0-9]*: includes "linux/teardown.h", which no layer has' \
+        "$work/planted2.err" || fail "layers.sh did not name the include: $(cat "$work/planted2.err")"
+echo "ok: test_layers.sh (an include going up fails layers.sh and the compile; one through another folder's path fails layers.sh)"
