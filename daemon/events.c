@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "json_path.h"
 #include "frame.h"
 #include "log.h"
 #include "codec.h"
@@ -141,9 +142,13 @@ int start_watcher(daemon_state *d) {
 }
 
 static json_t *event_json(const sandbox_event *e) {
-        json_t *j = json_pack("{s:s, s:i, s:i, s:s, s:s, s:f}", "event",
-                              e->kind == EVENT_EXIT ? "exit" : "start", "pid", (int)e->pid, "ppid",
-                              (int)e->ppid, "cgroup", e->cgroup, "comm", e->comm, "time", e->time);
+        /* comm is the process's to set (prctl) and the kernel cuts it at 15 bytes, maybe
+         * inside a character: lossy text, so that no name can drop its event (json_pack
+         * fails on bytes that are not UTF-8). */
+        json_t *j =
+                json_pack("{s:s, s:i, s:i, s:s, s:o, s:f}", "event",
+                          e->kind == EVENT_EXIT ? "exit" : "start", "pid", (int)e->pid, "ppid", (int)e->ppid,
+                          "cgroup", e->cgroup, "comm", lfs_json_path(e->comm), "time", e->time);
         json_object_set_new(j, "received", json_real(e->received));
         if (e->kind == EVENT_EXIT) {
                 if (e->status & 0x7f)
@@ -248,8 +253,8 @@ void recent_exits_json(daemon_state *d, json_t *out, size_t max) {
                 const sandbox_event *e = &d->events[s % EVENT_RING];
                 if (e->kind != EVENT_EXIT)
                         continue;
-                json_t *j = json_pack("{s:i, s:s, s:s, s:s}", "pid", (int)e->pid, "cgroup", e->cgroup,
-                                      "state", "exited", "command", e->comm);
+                json_t *j = json_pack("{s:i, s:s, s:s, s:o}", "pid", (int)e->pid, "cgroup", e->cgroup,
+                                      "state", "exited", "command", lfs_json_path(e->comm));
                 json_object_set_new(
                         j, "exit",
                         json_integer(e->status & 0x7f ? 128 + (e->status & 0x7f) : (e->status >> 8) & 0xff));

@@ -13,6 +13,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "codec.h"
+#include "json_path.h"
 #include "exec_streams.h"
 #include "numbers.h"
 
@@ -499,8 +500,10 @@ static char *process_command_line(pid_t pid) {
 
 static void list_one(void *userdata, pid_t pid, const char *leaf) {
         _cleanup_free_ char *cmdline = process_command_line(pid);
-        json_array_append_new(userdata, json_pack("{s:i, s:s, s:s, s:s}", "pid", (int)pid, "cgroup", leaf,
-                                                  "state", "running", "command", cmdline));
+        /* The command line is the process's to write: lossy text, so that bytes that are
+         * not UTF-8 cannot hide it from the list (json_pack fails on them). */
+        json_array_append_new(userdata, json_pack("{s:i, s:s, s:s, s:o}", "pid", (int)pid, "cgroup", leaf,
+                                                  "state", "running", "command", lfs_json_path(cmdline)));
 }
 
 /* Every process living in the Sandbox's commands (however it detached: the runtime's
