@@ -73,16 +73,17 @@ int lfs_rpc_send(const sandbox_record *rec, lfs_call call, json_t *args, const i
                                 rec->number, e->message);
         if (r == -EPIPE || r == -ECONNRESET) {
                 /* A daemon that turned the connection away (Busy) said why before it stopped
-                 * reading: that answer is the call's. */
+                 * reading, and one that closed meanwhile is no answer: what the answer's
+                 * reader makes of either is the call's. */
                 json_t *answer = NULL;
-                _cleanup_error_ lfs_error *refusal = NULL;
-                if (lfs_rpc_read_answer(rec, fd, &answer, &refusal) < 0 && refusal &&
-                    refusal->code == LFS_BUSY) {
-                        if (err)
-                                *err = TAKE_PTR(refusal);
-                        return -EBUSY;
-                }
+                _cleanup_error_ lfs_error *why = NULL;
+                int k = lfs_rpc_read_answer(rec, fd, &answer, &why);
                 json_decref(answer);
+                if (k < 0 && why) {
+                        if (err)
+                                *err = TAKE_PTR(why);
+                        return k;
+                }
         }
         if (r < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot talk to sandbox %d: %s", rec->number,
