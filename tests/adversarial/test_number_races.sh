@@ -44,7 +44,7 @@ consistent() {
                 pid=$(records "SELECT pid FROM sandboxes WHERE number=$n")
                 assert_eq "$(records "SELECT state FROM sandboxes WHERE number=$n")" running "$what: sandbox $n's state"
                 alive "$pid" || fail "$what: sandbox $n's daemon $pid is gone but its record stays"
-                tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--sandbox $n " ||
+                grep -q -- "--sandbox $n " <<<"$(tr '\0' ' ' <"/proc/$pid/cmdline")" ||
                         fail "$what: sandbox $n's record names pid $pid, which is not its daemon: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
                 lfs sandbox list_workspaces "$n" >/dev/null || fail "$what: sandbox $n does not answer"
                 pids="$pids$pid"$'\n'

@@ -64,7 +64,7 @@ expect_error InvalidInput lfs workspace exec "$n" main --env "K=$(printf 'v\377'
 expect_error InvalidInput lfs branch commit main --from "$WORK/sample" -m "$(printf 'x\377')"
 rm "$ws/$bad"
 assert_eq "$(lfs workspace status "$n" main)" "" "clean again"
-lfs sandbox log "$n" | grep -q "mounted main at $ws" || fail "sandbox log shows the mount"
+grep -q "mounted main at $ws" <<<"$(lfs sandbox log "$n")" || fail "sandbox log shows the mount"
 ok
 assert_eq "$(lfs --json sandbox log "$n" --lines 1 | json_get 'len(j["lines"])')" 1 "sandbox log --lines 1"
 expect_error InvalidInput lfs sandbox log "$n" --lines 0

@@ -9,7 +9,7 @@ use_private_sandboxes
 export PATH="$BUILD:$PATH"
 # shellcheck source=/dev/null
 source "$ROOT/packaging/bash-completion/layerfs"
-complete -p layerfs | grep -q '_layerfs layerfs$' || fail "no completion registered for layerfs"
+grep -q '_layerfs layerfs$' <<<"$(complete -p layerfs)" || fail "no completion registered for layerfs"
 
 # completes WORD... : what _layerfs offers for the last word of the line, sorted, one line.
 completes() {

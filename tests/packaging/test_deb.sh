@@ -42,7 +42,7 @@ assert_eq "$(files liblayerfs-dev)" "./usr/include/layerfs.h ./usr/lib/$ma/libla
 ./usr/lib/$ma/pkgconfig/layerfs.pc ./usr/share/man/man3/liblayerfs.3.gz" "liblayerfs-dev's files"
 # The installed programs look for the daemon where the package puts it.
 dpkg-deb -x "$D/layerfs_${version}_$arch.deb" "$WORK/x"
-"$WORK/x/usr/bin/layerfs" --help | grep -qx "    /usr/libexec/layerfs/layerfs-daemon" ||
+grep -qx "    /usr/libexec/layerfs/layerfs-daemon" <<<"$("$WORK/x/usr/bin/layerfs" --help)" ||
         fail "the packaged layerfs does not look for /usr/libexec/layerfs/layerfs-daemon"
 # The symbols file lists exactly layerfs.h's functions.
 assert_eq "$(dpkg-deb -I "$D/liblayerfs0_${version}_$arch.deb" symbols | sed -n 's/^ \(lfs_[a-z0-9_]*\)@Base .*/\1/p' | sort)" \

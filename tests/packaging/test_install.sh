@@ -101,7 +101,7 @@ for prog in example every_call; do
         # shellcheck disable=SC2046
         (cd "$WORK" && cc -Wall -Wextra -Werror -o "$prog" "$src" $(pc --cflags --libs)) ||
                 fail "$prog did not build with pkg-config's flags alone"
-        readelf -d "$WORK/$prog" | grep -q 'NEEDED.*\[liblayerfs.so.0\]' || fail "$prog is not linked to liblayerfs.so.0"
+        grep -q 'NEEDED.*\[liblayerfs.so.0\]' <<<"$(readelf -d "$WORK/$prog")" || fail "$prog is not linked to liblayerfs.so.0"
         [ -z "$(nm "$WORK/$prog" | awk '$2 == "T" && $3 ~ /^lfs_/')" ] || fail "$prog holds the library's code (static)"
         ok
 done
@@ -129,7 +129,7 @@ ok
 # ---- another PREFIX reaches the code, the .pc file and the units -----------------------
 make -s -C "$ROOT" BUILD="$WORK/build-opt" PREFIX=/opt/lfs install DESTDIR="$WORK/opt" >"$WORK/opt.log" 2>&1 ||
         fail "make install PREFIX=/opt/lfs: $(tail -5 "$WORK/opt.log")"
-"$WORK/opt/opt/lfs/bin/layerfs" --help | grep -qx "    /opt/lfs/libexec/layerfs/layerfs-daemon" ||
+grep -qx "    /opt/lfs/libexec/layerfs/layerfs-daemon" <<<"$("$WORK/opt/opt/lfs/bin/layerfs" --help)" ||
         fail "the CLI built with PREFIX=/opt/lfs does not look for /opt/lfs/libexec/layerfs/layerfs-daemon"
 grep -qx "libdir=/opt/lfs/lib" "$WORK/opt/opt/lfs/lib/pkgconfig/layerfs.pc" || fail "layerfs.pc for /opt/lfs"
 grep -qx "ExecStart=/opt/lfs/bin/layerfs runtime reclaim" "$WORK/opt/opt/lfs/lib/systemd/system/layerfs-reclaim.service" ||
