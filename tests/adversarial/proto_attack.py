@@ -29,10 +29,12 @@ def check(cond, what):
 
 def connect():
     s = socket.socket(socket.AF_UNIX)
+    # Blocking: with a timeout set, a connect to a full listen backlog fails at once
+    # (EAGAIN) instead of waiting its turn.
+    s.connect(os.path.join(sandbox, "control.sock"))
     # A daemon that stops answering fails the case instead of hanging the suite (the accept
     # loop once stopped for good behind followers counted as leaving).
     s.settimeout(120)
-    s.connect(os.path.join(sandbox, "control.sock"))
     return s
 
 
@@ -251,7 +253,7 @@ elif case == "connections":
                 results["served"] += 1
             else:
                 results["other"].append(first)
-    threads = [threading.Thread(target=follow, args=(i,)) for i in range(count)]
+    threads = [threading.Thread(target=follow, args=(i,), daemon=True) for i in range(count)]
     for t in threads:
         t.start()
     for t in threads:
@@ -278,7 +280,7 @@ elif case == "connections":
         a = ask(request("sandbox.ping"))
         with lock:
             answers.append(a)
-    threads = [threading.Thread(target=ping) for _ in range(count)]
+    threads = [threading.Thread(target=ping, daemon=True) for _ in range(count)]
     for t in threads:
         t.start()
     for t in threads:
