@@ -38,10 +38,19 @@ typedef struct early_exit {
  * test_watcher.sh's 1,000-process run). */
 #define EARLY_EXITS 4096
 
+/* A fork whose parent we did not know yet and whose child was gone before we could read
+ * its cgroup: the parent's own fork event can come after it (another CPU), and then says
+ * whether the child was ours. */
+typedef struct early_fork {
+        pid_t child, parent;
+} early_fork;
+
 struct proc_watch {
         struct mnl_socket *nl;
         early_exit early[EARLY_EXITS];
         unsigned n_early; /* written so far; the ring keeps the last EARLY_EXITS */
+        early_fork forks[EARLY_EXITS];
+        unsigned n_forks; /* likewise */
         char *cgroup_prefix; /* "0::/layerfs/p-1/cmd-": a line of /proc/PID/cgroup in a leaf */
         tracked *procs;
         size_t n, cap;
@@ -95,42 +104,66 @@ static void comm_of(pid_t pid, char comm[16]) {
         }
 }
 
+static void process_forked(proc_watch *w, pid_t child, pid_t parent_tgid);
+
+/* The forks that waited for parent: now that it is known, each is heard again (their own
+ * children may be waiting for them in turn). */
+static void forks_of(proc_watch *w, pid_t parent) {
+        for (unsigned i = 0; i < EARLY_EXITS && i < w->n_forks; i++)
+                if (w->forks[i].child && w->forks[i].parent == parent) {
+                        pid_t child = w->forks[i].child;
+                        w->forks[i].child = 0;
+                        process_forked(w, child, parent);
+                }
+}
+
+/* child, a new process of parent_tgid's. */
+static void process_forked(proc_watch *w, pid_t child, pid_t parent_tgid) {
+        tracked *parent = find(w, parent_tgid);
+        char leaf[32] = "";
+        if (parent_tgid == getpid()) {
+                /* A command the daemon started: the daemon reports it; its children are ours. */
+                if (leaf_of(w, child, leaf)) {
+                        track(w, child, leaf, true);
+                        forks_of(w, child);
+                }
+                return;
+        }
+        if (parent)
+                snprintf(leaf, sizeof(leaf), "%s", parent->leaf);
+        else if (!leaf_of(w, child, leaf)) {
+                w->forks[w->n_forks++ % EARLY_EXITS] = (early_fork){ .child = child, .parent = parent_tgid };
+                return;
+        }
+        char comm[16];
+        for (unsigned i = 0; i < EARLY_EXITS && i < w->n_early; i++) {
+                early_exit *e = &w->early[i];
+                if (e->tgid != child)
+                        continue;
+                /* It ended before we heard it start. */
+                e->tgid = 0;
+                comm_of(child, comm);
+                w->fn(w->userdata, EVENT_START, child, parent_tgid, 0, leaf, comm);
+                w->fn(w->userdata, EVENT_EXIT, child, e->ppid, e->status, leaf, comm);
+                forks_of(w, child);
+                return;
+        }
+        track(w, child, leaf, false);
+        comm_of(child, comm);
+        snprintf(find(w, child)->comm, 16, "%s", comm);
+        w->fn(w->userdata, EVENT_START, child, parent_tgid, 0, leaf, comm);
+        forks_of(w, child);
+}
+
 static void on_process_fork(proc_watch *w, const struct proc_event *ev) {
         const struct fork_proc_event *f = &ev->event_data.fork;
-        tracked *parent = find(w, f->parent_tgid);
         if (f->child_pid != f->child_tgid) { /* a new thread */
                 tracked *t = find(w, f->child_tgid);
                 if (t)
                         t->threads++;
                 return;
         }
-        char leaf[32] = "";
-        if (f->parent_tgid == getpid()) {
-                /* A command the daemon started: the daemon reports it; its children are ours. */
-                if (leaf_of(w, f->child_tgid, leaf))
-                        track(w, f->child_tgid, leaf, true);
-                return;
-        }
-        if (parent)
-                snprintf(leaf, sizeof(leaf), "%s", parent->leaf);
-        else if (!leaf_of(w, f->child_tgid, leaf))
-                return;
-        char comm[16];
-        for (unsigned i = 0; i < EARLY_EXITS && i < w->n_early; i++) {
-                early_exit *e = &w->early[i];
-                if (e->tgid != f->child_tgid)
-                        continue;
-                /* It ended before we heard it start. */
-                e->tgid = 0;
-                comm_of(f->child_tgid, comm);
-                w->fn(w->userdata, EVENT_START, f->child_tgid, f->parent_tgid, 0, leaf, comm);
-                w->fn(w->userdata, EVENT_EXIT, f->child_tgid, e->ppid, e->status, leaf, comm);
-                return;
-        }
-        track(w, f->child_tgid, leaf, false);
-        comm_of(f->child_tgid, comm);
-        snprintf(find(w, f->child_tgid)->comm, 16, "%s", comm);
-        w->fn(w->userdata, EVENT_START, f->child_tgid, f->parent_tgid, 0, leaf, comm);
+        process_forked(w, f->child_tgid, f->parent_tgid);
 }
 
 static void on_process_exit(proc_watch *w, const struct proc_event *ev) {
