@@ -16,7 +16,11 @@ lfs project init caller >/dev/null
 
 # A program of the library's with 0, 1 and 2 closed once its home is open (the CLI opens
 # files first, which take those numbers): the create's own fds get them.
-LAYERFS_DAEMON=$(cd "$BUILD" && pwd)/layerfs-daemon python3 - "$BUILD/liblayerfs.so" "$LAYERFS_HOME" "$WORK/n" <<'PY'
+# A library built with ASan (make sanitize) loads into python only after its runtime.
+preload=$(ldd "$BUILD/liblayerfs.so" | awk '/libasan/ {print $3}')
+LAYERFS_DAEMON=$(cd "$BUILD" && pwd)/layerfs-daemon LD_PRELOAD=$preload \
+        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+        python3 - "$BUILD/liblayerfs.so" "$LAYERFS_HOME" "$WORK/n" <<'PY'
 import ctypes, os, sys
 lib = ctypes.CDLL(sys.argv[1])
 home, err = ctypes.c_void_p(), ctypes.c_void_p()
