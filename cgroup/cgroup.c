@@ -240,13 +240,9 @@ static int wait_empty(int cgroup_fd, long long deadline) {
 
 void lfs_cgroup_each(int cgroup_fd, void (*fn)(int fd, void *userdata), void *userdata) {
         fn(cgroup_fd, userdata);
-        int fd = dup(cgroup_fd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
+        DIR *d = lfs_opendir_at_fd(cgroup_fd);
+        if (!d)
                 return;
-        }
         struct dirent *de;
         while ((de = readdir(d)))
                 if (de->d_type == DT_DIR && strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {

@@ -327,14 +327,23 @@ static bool writer_is_gone(const char *name, const char *prefix) {
         return pid > 0 && *end == '-' && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
-void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void *userdata) {
-        int fd = dup(dirfd);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+DIR *lfs_opendir_at_fd(int dirfd) {
+        int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return NULL;
+        DIR *d = fdopendir(fd);
         if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return;
+                int e = errno;
+                close(fd);
+                errno = e;
         }
+        return d;
+}
+
+void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void *userdata) {
+        DIR *d = lfs_opendir_at_fd(dirfd);
+        if (!d)
+                return;
         struct dirent *de;
         while ((de = readdir(d)))
                 if (writer_is_gone(de->d_name, prefix))

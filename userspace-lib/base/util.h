@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,9 @@ void path_buf_done(path_buf *p);
  * dirfd so named whose process is gone. */
 typedef void (*dead_writer_fn)(void *userdata, int dirfd, const char *name);
 void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void *userdata);
+/* A stream over the entries of the directory dirfd holds, on a close-on-exec copy of it
+ * (dirfd stays the caller's to close; the copy shares its offset); NULL with errno set. */
+DIR *lfs_opendir_at_fd(int dirfd);
 
 /* rm -rf below dirfd/name; missing is fine. Never follows a symlink and never crosses
  * into a mount (what is mounted there stays, and so does the directory: -EBUSY). */
