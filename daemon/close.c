@@ -74,5 +74,5 @@ json_t *call_close(daemon_state *d, bool force) {
                         "sandbox %d could not be removed completely: %s; its record stays so that "
                         "'layerfs runtime reclaim' can finish once that is fixed",
                         d->number, left ? left : strerror(-r));
-        return lfs_proto_ok(NULL);
+        return lfs_proto_done();
 }

@@ -537,5 +537,5 @@ json_t *call_process_kill(daemon_state *d, json_t *req) {
         if (r < 0)
                 return lfs_proto_errorf(LFS_FAILED, "cannot end process %d: %s", (int)pid, strerror(-r));
         log_line("process %d killed", (int)pid);
-        return lfs_proto_ok(NULL);
+        return lfs_proto_done();
 }

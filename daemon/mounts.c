@@ -390,7 +390,7 @@ json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
                         branch, w->mountpoint);
         if (r < 0)
                 return lfs_proto_errorf(LFS_FAILED, "cannot unmount %s: %s", w->mountpoint, strerror(-r));
-        return lfs_proto_ok(NULL);
+        return lfs_proto_done();
 }
 
 /* Called with d->lock held (dispatch); releases it for the dirty checks. */

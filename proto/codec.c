@@ -11,7 +11,14 @@ static json_t *versioned(const char *key, json_t *value) {
 }
 
 json_t *lfs_proto_ok(json_t *result) {
-        return versioned("ok", result ? result : json_object());
+        if (!result)
+                return lfs_proto_errorf(LFS_FAILED, "the daemon could not encode its answer; the call "
+                                                    "may have done its work (a defect: please report it)");
+        return versioned("ok", result);
+}
+
+json_t *lfs_proto_done(void) {
+        return versioned("ok", json_object());
 }
 
 json_t *lfs_proto_error(const lfs_error *e) {

@@ -23,8 +23,11 @@
 
 /* ---- answers ---- */
 
-/* {"v", "ok": result}; takes result (NULL: {}). */
+/* {"v", "ok": result}; takes result. NULL is a result that could not be made (json_pack
+ * of a NULL string, no memory): answered Failed, not read as success. */
 json_t *lfs_proto_ok(json_t *result);
+/* {"v", "ok": {}}: a call that answers nothing but that it was done. */
+json_t *lfs_proto_done(void);
 /* {"v", "error": ...} of e (NULL: Failed). */
 json_t *lfs_proto_error(const lfs_error *e);
 /* The same, freeing e: for a handler that answers with the error it was given. */

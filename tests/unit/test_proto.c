@@ -154,7 +154,7 @@ static void test_answers_round_trip(void **state) {
         /* ok with a result, ok without one, an error with paths, a stream. */
         json_t *frames[] = {
                 lfs_proto_ok(json_pack("{s:s, s:b}", "commit", "ab", "merged", 1)),
-                lfs_proto_ok(NULL),
+                lfs_proto_done(),
                 lfs_proto_errorf(LFS_DIRTY, "the Workspace of '%s' has uncommitted changes", "main"),
                 lfs_proto_stream_item(json_pack("{s:s, s:i}", "event", "start", "pid", 42)),
         };
@@ -191,6 +191,17 @@ static void test_answers_round_trip(void **state) {
         assert_int_equal(json_integer_value(json_object_get(item, "pid")), 42);
         json_decref(item);
         json_decref(frame);
+}
+
+/* A result that could not be made (json_pack of a NULL string) is no success. */
+static void test_unmade_result_is_failure(void **state) {
+        (void)state;
+        lfs_error *err = NULL;
+        json_t *result = NULL, *answer = lfs_proto_ok(json_pack("{s:s}", "path", (const char *)NULL));
+        expect_err(&err, lfs_proto_parse_answer(answer, &result, &err), -EINVAL, LFS_FAILED,
+                   "the daemon could not encode its answer");
+        assert_null(result);
+        json_decref(answer);
 }
 
 static void test_error_codec(void **state) {
@@ -662,6 +673,7 @@ int main(void) {
                 cmocka_unit_test(test_call_table),
                 pair_test(test_request_round_trip),
                 pair_test(test_answers_round_trip),
+                cmocka_unit_test(test_unmade_result_is_failure),
                 cmocka_unit_test(test_error_codec),
                 pair_test(test_fds_passed),
                 pair_test(test_unexpected_fds),
