@@ -43,11 +43,19 @@ static json_t *serve_request(daemon_state *d, int fd, lfs_frame_reader *reader, 
         if (lfs_frame_take_fds(reader, lfs_call_name(r.call), r.n_fds, r.fds, &e) < 0)
                 return lfs_proto_error(e);
         bool locked = !(lfs_call_flags(r.call) & LFS_CALL_UNLOCKED);
-        if (!locked)
-                return handle_call(d, &r);
         pthread_mutex_lock(&d->lock);
+        d->last_activity_ms = now_ms();
+        if (!locked) {
+                pthread_mutex_unlock(&d->lock);
+                json_t *answer = handle_call(d, &r);
+                pthread_mutex_lock(&d->lock);
+                d->last_activity_ms = now_ms(); /* a follower of events, gone now */
+                pthread_mutex_unlock(&d->lock);
+                return answer;
+        }
         bool closing = d->closing;
         json_t *answer = closing ? NULL : handle_call(d, &r);
+        d->last_activity_ms = now_ms(); /* a long commit ends: the idle time starts now */
         pthread_mutex_unlock(&d->lock);
         if (closing) {
                 for (size_t i = 0; i < r.n_fds; i++) /* the handler would have taken them */
@@ -229,12 +237,6 @@ int control_listen(const char *path) {
         return fd;
 }
 
-static long long now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static bool mounted_any(daemon_state *d) {
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active)
@@ -243,14 +245,18 @@ static bool mounted_any(daemon_state *d) {
 }
 
 /* Accepts clients until the Sandbox closes. With no Workspace mounted, no command
- * running and no request for idle_ms, the daemon closes the Sandbox itself. The only
- * timer is that one deadline: an idle daemon sleeps in poll. */
+ * running and no request (one with the token: see last_activity_ms) for idle_ms, the
+ * daemon closes the Sandbox itself. The only timer is that one deadline: an idle daemon
+ * sleeps in poll. */
 void control_serve(daemon_state *d, int lfd, long long idle_ms) {
         spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        long long last_activity = now_ms();
         bool paused = false;
+        pthread_mutex_lock(&d->lock);
+        d->last_activity_ms = now_ms();
+        pthread_mutex_unlock(&d->lock);
         for (;;) {
                 pthread_mutex_lock(&d->lock);
+                long long last_activity = d->last_activity_ms;
                 /* Not before teardown has finished: it lets go of the lock while it waits. */
                 bool closed = d->closed;
                 bool idle = !mounted_any(d) && d->running_execs == 0;
@@ -295,12 +301,10 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                 if (p[1].revents & POLLIN) {
                         uint64_t n;
                         (void)!read(d->wake_fd, &n, sizeof(n));
-                        last_activity = now_ms();
                         paused = false;
                 }
                 if (!(p[0].revents & POLLIN))
                         continue;
-                last_activity = now_ms();
                 int cfd = accept_client(lfd, &paused);
                 if (cfd >= 0)
                         admit_client(d, cfd);

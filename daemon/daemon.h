@@ -105,7 +105,18 @@ typedef struct daemon_state {
         pthread_cond_t gone_cond;
         pthread_cond_t ws_released; /* a Workspace's last holder let go */
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
+        /* CLOCK_MONOTONIC ms of the last request that passed its checks (token, version)
+         * or the last command's end: the idle close counts from it. A connection that
+         * brings no valid request does not keep a Sandbox open. */
+        long long last_activity_ms;
 } daemon_state;
+
+/* CLOCK_MONOTONIC in milliseconds. */
+static inline long long now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* Tells the accept loop to look again (close, idle). */
 static inline void wake_main_loop(daemon_state *d) {

@@ -15,7 +15,6 @@ use_private_sandboxes
 fuse_mode=$(stat -c %a /dev/fuse)
 TEARDOWN_EXTRA="chmod $fuse_mode /dev/fuse"
 chmod 666 /dev/fuse
-records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
 mkdir -p "$WORK/src"
 echo hello >"$WORK/src/hello.txt"
 lfs project init p --from "$WORK/src" >/dev/null

@@ -16,7 +16,6 @@ source "$(dirname "$0")/../e2e/lib.sh"
 
 use_private_sandboxes
 TEARDOWN_EXTRA='[ -n "${DECOY:-}" ] && kill -9 "$DECOY" 2>/dev/null'
-records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "$1"; }
 alive() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat")" != Z ]; }
 
 mkdir -p "$WORK/src"

@@ -40,7 +40,6 @@ release_traps() {
 }
 TEARDOWN_EXTRA="chmod $fuse_mode /dev/fuse; release_traps"
 chmod 666 /dev/fuse
-records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
 cp "$(dirname "$0")/fuse_trap.py" "$WORK/fuse_trap.py"
 chmod 644 "$WORK/fuse_trap.py"
 mkdir -p "$WORK/src"

@@ -19,7 +19,6 @@ source "$(dirname "$0")/../e2e/lib.sh"
 ROUNDS=${1:-12}
 use_private_sandboxes
 export LAYERFS_WATCHER=cgroup # the races are in the records: the cheapest watcher will do
-records() { [ -e "$LAYERFS_HOME/home.db" ] || { [ -z "${1:-}" ] && echo 0; return 0; }; sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
 alive() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 # kill_daemon N: SIGKILL sandbox N's daemon and wait until it has ended (a process that
 # is still exiting is alive: reclaim rightly leaves it alone).

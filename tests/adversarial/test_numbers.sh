@@ -12,7 +12,6 @@
 source "$(dirname "$0")/../e2e/lib.sh"
 use_private_sandboxes
 
-records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT count(*) FROM sandboxes" 2>/dev/null || echo 0; }
 
 # refused WHAT TEXT command...: InvalidInput (exit 125) whose message holds TEXT.
 refused() {

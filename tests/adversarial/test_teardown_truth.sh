@@ -12,7 +12,6 @@ source "$(dirname "$0")/../e2e/lib.sh"
 
 use_private_sandboxes
 TEARDOWN_EXTRA='[ -n "${STUCK:-}" ] && chattr -i "$STUCK" 2>/dev/null'
-records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
 mkdir -p "$WORK/src"
 echo hello >"$WORK/src/hello.txt"
 lfs project init p --from "$WORK/src" >/dev/null

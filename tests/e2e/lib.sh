@@ -141,6 +141,35 @@ use_private_sandboxes() {
         trap 'teardown_sandboxes; cleanup_work' EXIT
 }
 
+# records [SQL]: SQL's answer from the home's records; with none, how many Sandboxes
+# there are (0 before the home has its database).
+records() {
+        if [ ! -e "$LAYERFS_HOME/home.db" ]; then
+                [ -z "${1:-}" ] && echo 0
+                return 0
+        fi
+        sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"
+}
+
+# Nothing of any Sandbox is left: no process in our cgroups, no cgroup below the root,
+# no mount, no Sandbox directory, no record.
+assert_nothing_left() {
+        local what=$1 left
+        if [ -d "$CGR" ]; then
+                left=$(find "$CGR" -mindepth 1 -type d)
+                [ -z "$left" ] || fail "$what: cgroups left: $left"
+                left=$(cat "$CGR/cgroup.procs")
+                [ -z "$left" ] || fail "$what: processes left in the root: $left"
+        fi
+        left=$(grep -F "$WORK" /proc/mounts || true)
+        [ -z "$left" ] || fail "$what: mounts left: $left"
+        left=$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null || true)
+        [ -z "$left" ] || fail "$what: sandbox directories left: $left"
+        assert_eq "$(records)" 0 "$what: records left"
+        left=$(pids_matching "layerfs-daemon --home $LAYERFS_HOME")
+        [ -z "$left" ] || fail "$what: daemons left: $left"
+}
+
 teardown_sandboxes() {
         local n
         [ -n "${TEARDOWN_EXTRA:-}" ] && { eval "$TEARDOWN_EXTRA" || true; }

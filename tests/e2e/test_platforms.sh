@@ -7,7 +7,6 @@ source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 unset LAYERFS_SANDBOX LAYERFS_PLACEMENT
 
-records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}" 2>/dev/null || echo 0; }
 nothing_made() {
         assert_eq "$(records)" 0 "$1: no record"
         [ -z "$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null)" ] || fail "$1: a sandbox directory was made"

@@ -17,28 +17,8 @@ use_private_sandboxes
 # A process this test borrows the pid of, ended with the rest.
 TEARDOWN_EXTRA='[ -n "${DECOY_PID:-}" ] && kill "$DECOY_PID" 2>/dev/null'
 
-records() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"; }
 # cgroup_of N: the cgroup Sandbox N's record names.
 cgroup_of() { records "SELECT cgroup FROM sandboxes WHERE number=$1"; }
-
-# Nothing of any Sandbox is left: no process in our cgroups, no cgroup below the root,
-# no mount, no Sandbox directory, no record.
-assert_nothing_left() {
-        local what=$1 left
-        if [ -d "$CGR" ]; then
-                left=$(find "$CGR" -mindepth 1 -type d)
-                [ -z "$left" ] || fail "$what: cgroups left: $left"
-                left=$(cat "$CGR/cgroup.procs")
-                [ -z "$left" ] || fail "$what: processes left in the root: $left"
-        fi
-        left=$(grep -F "$WORK" /proc/mounts || true)
-        [ -z "$left" ] || fail "$what: mounts left: $left"
-        left=$(ls -A "$LAYERFS_HOME/sandboxes" 2>/dev/null || true)
-        [ -z "$left" ] || fail "$what: sandbox directories left: $left"
-        assert_eq "$(records)" 0 "$what: records left"
-        left=$(pids_matching "layerfs-daemon --home $LAYERFS_HOME")
-        [ -z "$left" ] || fail "$what: daemons left: $left"
-}
 
 # alive PID...: all of them still run (and are not zombies).
 alive() {
