@@ -113,7 +113,8 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
                         /* Until the parent has its pidfd (it closes its end of go_pipe). */
                         char go;
                         close(go_pipe[1]);
-                        (void)!read(go_pipe[0], &go, 1);
+                        while (read(go_pipe[0], &go, 1) < 0 && errno == EINTR)
+                                ;
                         _exit(grandchild > 0 ? 0 : 1);
                 }
                 /* Into the Sandbox's cgroup before anything else, so that ending the
@@ -154,13 +155,17 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
         close(pid_pipe[1]);
         close(go_pipe[0]);
         pid_t pid = -1;
-        ssize_t k = read(pid_pipe[0], &pid, sizeof(pid));
+        ssize_t k;
+        /* The caller's signal handlers may not restart calls (no SA_RESTART). */
+        while ((k = read(pid_pipe[0], &pid, sizeof(pid))) < 0 && errno == EINTR)
+                ;
         close(pid_pipe[0]);
         int pidfd = k == sizeof(pid) && pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
         int e = errno;
         close(go_pipe[1]);
         int status;
-        waitpid(child, &status, 0);
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+                ;
         if (k != sizeof(pid) || pid <= 0)
                 return lfs_fail(err, LFS_FAILED, ECHILD, "could not start %s", start->exe);
         if (pidfd < 0)
@@ -183,7 +188,10 @@ static int wait_ready(int ready_fd, int pidfd) {
         if (k == 0)
                 return -ETIMEDOUT;
         char byte;
-        if (p[0].revents && read(ready_fd, &byte, 1) == 1)
+        ssize_t got = 0;
+        while (p[0].revents && (got = read(ready_fd, &byte, 1)) < 0 && errno == EINTR)
+                ;
+        if (got == 1)
                 return 0;
         return -ESRCH;
 }
