@@ -91,6 +91,9 @@ typedef struct daemon_state {
         /* Process starts and ends, the last EVENT_RING of them (events.c). */
         const char *watcher_kind; /* "bpf" or "cgroup" */
         lfs_watcher *watcher; /* the BPF tier */
+        /* The BPF tier's last exits reported, by pid (see on_watch_event); a ring. */
+        pid_t bpf_exits[256];
+        unsigned n_bpf_exits;
         struct proc_watch *proc; /* the proc connector tier */
         sandbox_event events[EVENT_RING];
         uint64_t n_events;

@@ -85,9 +85,30 @@ void record_event(daemon_state *d, int kind, pid_t pid, pid_t ppid, int status, 
         pthread_mutex_unlock(&d->lock);
 }
 
+/* Whether the BPF tier already reported the exit of pid, which a process started since
+ * (the pid reused) clears. Its program reports a process when the thread that ends sees
+ * no live thread left, but the kernel counts a thread out (signal->live) before the
+ * tracepoint: threads ending together (exit_group) can each see 0, and the process was
+ * reported twice (test_watcher's multithreaded process, once in a loaded make check).
+ * Both events come before any reuse of the pid (it is freed only after them). */
+static bool bpf_exit_seen(daemon_state *d, const struct watch_event *w) {
+        size_t kept = d->n_bpf_exits < ELEMENTSOF(d->bpf_exits) ? d->n_bpf_exits : ELEMENTSOF(d->bpf_exits);
+        for (size_t i = 0; i < kept; i++)
+                if (d->bpf_exits[i] == (pid_t)w->pid) {
+                        if (w->kind == WATCH_EXIT)
+                                return true;
+                        d->bpf_exits[i] = 0; /* started again: a new process */
+                }
+        if (w->kind == WATCH_EXIT)
+                d->bpf_exits[d->n_bpf_exits++ % ELEMENTSOF(d->bpf_exits)] = (pid_t)w->pid;
+        return false;
+}
+
 /* The BPF watcher's callback, from the main loop. */
 static void on_watch_event(void *userdata, const struct watch_event *w) {
         daemon_state *d = userdata;
+        if (bpf_exit_seen(d, w))
+                return;
         sandbox_event e = { .kind = w->kind == WATCH_EXIT ? EVENT_EXIT : EVENT_START,
                             .pid = (pid_t)w->pid,
                             .ppid = (pid_t)w->ppid,
