@@ -2336,7 +2336,7 @@ static int hash_upper(change_walk *cw, uint64_t ino, lfs_id *ret) {
                                ? -ENOENT
                                : lfs_fail(cw->err, LFS_FAILED, errno,
                                           "cannot read the Workspace's copy of a file: %s", strerror(errno));
-        _cleanup_free_ char *buf = xmalloc(1u << 20);
+        _cleanup_free_ char *buf = xmalloc_io(1u << 20);
         lfs_hasher *h = lfs_hasher_new();
         ssize_t k = 0;
         while (!walk_cancelled(cw) && (k = read(fd, buf, 1u << 20)) > 0)

@@ -20,6 +20,13 @@ void *xmalloc(size_t n) {
         return p;
 }
 
+void *xmalloc_io(size_t n) {
+        void *p = NULL;
+        if (posix_memalign(&p, 4096, n ? n : 1) != 0)
+                out_of_memory();
+        return p;
+}
+
 void *xcalloc(size_t n, size_t size) {
         void *p = calloc(n ? n : 1, size ? size : 1);
         if (!p)

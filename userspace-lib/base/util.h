@@ -70,6 +70,11 @@ int lfs_fail_conflict(lfs_error **err, char **paths, size_t n, const char *fmt, 
 /* Allocation that aborts: the library does not limp on after out-of-memory. */
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
+/* A buffer for large reads and writes (freed with free): page-aligned, so that the kernel's
+ * copies between it and the page cache run at full speed. Where malloc put a 1 MiB buffer
+ * depends on what was freed before: at 16 bytes past a page (an mmap of its own), the
+ * copies of a 64 MiB commit took ~2x the time (perf: _copy_to_iter 26% against 15%). */
+void *xmalloc_io(size_t n);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) _printf_(1, 2);

@@ -100,7 +100,7 @@ static int copy_large(export_walk *ew, const export_file *f, lfs_error **err) {
                 openat(ew->root_fd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, f->mode);
         if (out < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot write %s: %s", f->path, strerror(errno));
-        _cleanup_free_ char *buf = xmalloc(1u << 20);
+        _cleanup_free_ char *buf = xmalloc_io(1u << 20);
         lfs_hasher *h = lfs_hasher_new();
         uint64_t done = 0;
         int r = 0;

@@ -190,7 +190,7 @@ static int source_failed(const lfs_blob_source *src, int r, lfs_error **err) {
 
 /* Reads a large file in chunks into hasher and, when out_fd >= 0, copies it there. */
 static int stream_file(const lfs_blob_writer *w, int fd, uint64_t size, int out_fd, lfs_id *ret) {
-        _cleanup_free_ char *buf = xmalloc(STREAM_CHUNK);
+        _cleanup_free_ char *buf = xmalloc_io(STREAM_CHUNK);
         lfs_hasher *h = lfs_hasher_new();
         uint64_t off = 0;
         int r = 0;

@@ -29,7 +29,7 @@ static int verify_blob(verify_walk *vw, const lfs_entry *e, lfs_error **err) {
         _cleanup_close_ int fd = lfs_object_open(vw->s, &e->id, err);
         if (fd < 0)
                 return fd;
-        _cleanup_free_ char *buf = xmalloc(1u << 20);
+        _cleanup_free_ char *buf = xmalloc_io(1u << 20);
         lfs_hasher *h = lfs_hasher_new();
         uint64_t size = 0;
         ssize_t k;
