@@ -127,17 +127,37 @@ static inline void wake_main_loop(daemon_state *d) {
         uint64_t one = 1;
         (void)!write(d->wake_fd, &one, sizeof(one));
 }
+typedef struct detached_start {
+        void *(*fn)(void *);
+        void *arg;
+        char name[16];
+} detached_start;
+
+/* The thread names itself: named by its creator after pthread_create, a detached thread
+ * that had already ended (a ping's connection) was freed under pthread_setname_np, and the
+ * daemon died of it (ASan, test_protocol's 200 pings at once: connects refused, "the daemon
+ * is gone"). */
+static inline void *detached_trampoline(void *p) {
+        detached_start s = *(detached_start *)p;
+        free(p);
+        (void)pthread_setname_np(pthread_self(), s.name); /* /proc/PID/task/TID/comm: who is who */
+        return s.fn(s.arg);
+}
+
 /* Runs fn(arg) in a thread of its own, named name (15 bytes at most: its comm), that
  * nobody joins; 0 or a negative errno. */
 static inline int start_detached(const char *name, void *(*fn)(void *), void *arg) {
+        detached_start *s = xmalloc(sizeof(*s));
+        *s = (detached_start){ .fn = fn, .arg = arg };
+        snprintf(s->name, sizeof(s->name), "%s", name);
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int r = pthread_create(&t, &attr, fn, arg);
+        int r = pthread_create(&t, &attr, detached_trampoline, s);
         pthread_attr_destroy(&attr);
-        if (r == 0)
-                (void)pthread_setname_np(t, name); /* /proc/PID/task/TID/comm: who is who */
+        if (r != 0)
+                free(s);
         return -r;
 }
 
