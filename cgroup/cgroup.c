@@ -198,12 +198,6 @@ int lfs_cgroup_populated(const char *path) {
         return fd < 0 ? fd : populated_at(fd);
 }
 
-static long long now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(long ms) {
         struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
         nanosleep(&ts, NULL);
@@ -226,7 +220,7 @@ static int wait_empty(int cgroup_fd, long long deadline) {
                         return 0;
                 if (populated < 0)
                         return populated;
-                long long left = deadline - now_ms();
+                long long left = deadline - lfs_now_ms();
                 if (left <= 0)
                         return -ETIMEDOUT;
                 struct pollfd p = { .fd = ifd, .events = POLLIN };
@@ -308,18 +302,18 @@ int lfs_cgroup_kill_wait(const char *path, int timeout_ms) {
                 return 0; /* the cgroup itself is gone */
         if (fd < 0)
                 return fd;
-        long long deadline = now_ms() + timeout_ms;
+        long long deadline = lfs_now_ms() + timeout_ms;
         int r = write_at(fd, "cgroup.kill", "1");
         if (r == -ENOENT) {
-                while (kill_by_procs(fd) > 0 && now_ms() < deadline)
+                while (kill_by_procs(fd) > 0 && lfs_now_ms() < deadline)
                         sleep_ms(5);
         } else if (r < 0) {
                 return r;
         }
         for (;;) {
-                long long slice = now_ms() + FUSE_RESCUE_MS;
+                long long slice = lfs_now_ms() + FUSE_RESCUE_MS;
                 r = wait_empty(fd, slice < deadline ? slice : deadline);
-                if (r != -ETIMEDOUT || now_ms() >= deadline)
+                if (r != -ETIMEDOUT || lfs_now_ms() >= deadline)
                         return r;
                 /* Still populated: a process waits in the kernel on something, most
                  * likely a FUSE request that a server of the Sandbox's own read and
@@ -354,7 +348,7 @@ static int remove_tree_at(int parent_fd, const char *name, long long deadline) {
         while (unlinkat(parent_fd, name, AT_REMOVEDIR) < 0) {
                 if (errno == ENOENT)
                         break;
-                if (errno != EBUSY || now_ms() >= deadline)
+                if (errno != EBUSY || lfs_now_ms() >= deadline)
                         return r ? r : -errno;
                 sleep_ms(2);
         }
@@ -375,7 +369,7 @@ int lfs_cgroup_remove_tree(const char *path, int timeout_ms) {
         _cleanup_close_ int parent_fd = open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (parent_fd < 0)
                 return -errno;
-        return remove_tree_at(parent_fd, slash + 1, now_ms() + timeout_ms);
+        return remove_tree_at(parent_fd, slash + 1, lfs_now_ms() + timeout_ms);
 }
 
 int lfs_cgroup_destroy(const char *path, int timeout_ms) {

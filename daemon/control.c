@@ -44,18 +44,18 @@ static json_t *serve_request(daemon_state *d, int fd, lfs_frame_reader *reader, 
                 return lfs_proto_error(e);
         bool locked = !(lfs_call_flags(r.call) & LFS_CALL_UNLOCKED);
         pthread_mutex_lock(&d->lock);
-        d->last_activity_ms = now_ms();
+        d->last_activity_ms = lfs_now_ms();
         if (!locked) {
                 pthread_mutex_unlock(&d->lock);
                 json_t *answer = handle_call(d, &r);
                 pthread_mutex_lock(&d->lock);
-                d->last_activity_ms = now_ms(); /* a follower of events, gone now */
+                d->last_activity_ms = lfs_now_ms(); /* a follower of events, gone now */
                 pthread_mutex_unlock(&d->lock);
                 return answer;
         }
         bool closing = d->closing;
         json_t *answer = closing ? NULL : handle_call(d, &r);
-        d->last_activity_ms = now_ms(); /* a long commit ends: the idle time starts now */
+        d->last_activity_ms = lfs_now_ms(); /* a long commit ends: the idle time starts now */
         pthread_mutex_unlock(&d->lock);
         if (closing) {
                 for (size_t i = 0; i < r.n_fds; i++) /* the handler would have taken them */
@@ -252,7 +252,7 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
         spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         bool paused = false;
         pthread_mutex_lock(&d->lock);
-        d->last_activity_ms = now_ms();
+        d->last_activity_ms = lfs_now_ms();
         pthread_mutex_unlock(&d->lock);
         for (;;) {
                 pthread_mutex_lock(&d->lock);
@@ -266,7 +266,7 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                         return;
                 int timeout = -1;
                 if (idle) {
-                        long long left = last_activity + idle_ms - now_ms();
+                        long long left = last_activity + idle_ms - lfs_now_ms();
                         if (left <= 0) {
                                 pthread_mutex_lock(&d->lock);
                                 if (!d->closing && !mounted_any(d) && d->running_execs == 0)

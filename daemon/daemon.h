@@ -115,13 +115,6 @@ typedef struct daemon_state {
         long long last_activity_ms;
 } daemon_state;
 
-/* CLOCK_MONOTONIC in milliseconds. */
-static inline long long now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Tells the accept loop to look again (close, idle). */
 static inline void wake_main_loop(daemon_state *d) {
         uint64_t one = 1;

@@ -394,7 +394,7 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         command_done(d, &c);
         pthread_mutex_lock(&d->lock);
         d->running_execs--;
-        d->last_activity_ms = now_ms();
+        d->last_activity_ms = lfs_now_ms();
         pthread_cond_broadcast(&d->gone_cond);
         pthread_mutex_unlock(&d->lock);
         wake_main_loop(d);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 static void out_of_memory(void) {
         fputs("layerfs: out of memory\n", stderr);
@@ -18,6 +19,12 @@ void *xmalloc(size_t n) {
         if (!p)
                 out_of_memory();
         return p;
+}
+
+long long lfs_now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void *xmalloc_io(size_t n) {

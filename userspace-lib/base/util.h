@@ -75,6 +75,9 @@ void *xcalloc(size_t n, size_t size);
  * depends on what was freed before: at 16 bytes past a page (an mmap of its own), the
  * copies of a 64 MiB commit took ~2x the time (perf: _copy_to_iter 26% against 15%). */
 void *xmalloc_io(size_t n);
+
+/* CLOCK_MONOTONIC in milliseconds: deadlines and idle times. */
+long long lfs_now_ms(void);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) _printf_(1, 2);
