@@ -418,7 +418,7 @@ assert_nothing_left "process start"
 
 # ---- 8. refusals before anything is made; failures after the daemon started -----------
 LAYERFS_SANDBOX=bogus expect_error InvalidInput lfs sandbox create
-LAYERFS_SANDBOX=namespaces expect_error Unsupported lfs sandbox create
+LAYERFS_RUNTIME=bogus expect_error InvalidInput lfs sandbox create
 expect_error Unsupported setpriv --reuid=65534 --regid=65534 --clear-groups "$LAYERFS" sandbox create
 chmod 700 "$WORK"
 set +e
