@@ -188,10 +188,11 @@ int lfs_platform_new_runtime(const lfs_platform *p, const lfs_runtime **ret, lfs
         }
         const lfs_runtime *rt = lfs_platform_runtime(p, v);
         if (!rt)
-                return lfs_fail(err, LFS_INVALID_INPUT, 0,
-                                "LAYERFS_RUNTIME='%s' is not a runtime of the linux platform; give native or "
-                                "namespaces",
-                                v);
+                return lfs_fail(
+                        err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_RUNTIME='%s' is not a runtime of the linux platform; give native or "
+                        "namespaces",
+                        v);
         *ret = rt;
         return 0;
 }

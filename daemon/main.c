@@ -280,7 +280,8 @@ int main(int argc, char **argv) {
         }
         const lfs_runtime *rt = lfs_platform_runtime(p, runtime);
         if (!rt) {
-                fprintf(stderr, "InvalidInput: --runtime '%s' is not a runtime of platform %s\n", runtime, p->id);
+                fprintf(stderr, "InvalidInput: --runtime '%s' is not a runtime of platform %s\n", runtime,
+                        p->id);
                 return 2;
         }
         d.number = (int)n;

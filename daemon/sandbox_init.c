@@ -41,8 +41,8 @@ static int bring_lo_up(void) {
         if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 || mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
                 r = -errno;
         ssize_t k = r < 0 ? -1 : mnl_socket_recvfrom(nl, buf, sizeof(buf));
-        if (r == 0 && (k < 0 || mnl_cb_run(buf, (size_t)k, nlh->nlmsg_seq, mnl_socket_get_portid(nl), NULL,
-                                           NULL) < 0))
+        if (r == 0 &&
+            (k < 0 || mnl_cb_run(buf, (size_t)k, nlh->nlmsg_seq, mnl_socket_get_portid(nl), NULL, NULL) < 0))
                 r = -errno;
         mnl_socket_close(nl);
         return r;
@@ -81,13 +81,15 @@ static int must(int r, const char *step) {
 static int set_up_dev(const char *view) {
         static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
         static const char *const links[][2] = {
-                { "pts/ptmx", "ptmx" },     { "/proc/self/fd", "fd" },     { "/proc/self/fd/0", "stdin" },
-                { "/proc/self/fd/1", "stdout" }, { "/proc/self/fd/2", "stderr" },
+                { "pts/ptmx", "ptmx" },          { "/proc/self/fd", "fd" },
+                { "/proc/self/fd/0", "stdin" },  { "/proc/self/fd/1", "stdout" },
+                { "/proc/self/fd/2", "stderr" },
         };
         _cleanup_free_ char *dev = xasprintf("%s/dev", view);
         int r = must(mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k"), "/dev");
         for (size_t i = 0; r == 0 && i < ELEMENTSOF(nodes); i++) {
-                _cleanup_free_ char *from = xasprintf("/dev/%s", nodes[i]), *to = xasprintf("%s/%s", dev, nodes[i]);
+                _cleanup_free_ char *from = xasprintf("/dev/%s", nodes[i]),
+                                    *to = xasprintf("%s/%s", dev, nodes[i]);
                 int fd = open(to, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
                 if (fd >= 0)
                         close(fd);
@@ -101,14 +103,16 @@ static int set_up_dev(const char *view) {
         if (r == 0)
                 r = must(mkdir(pts, 0755), "/dev/pts");
         if (r == 0)
-                r = must(mount("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"),
+                r = must(mount("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC,
+                               "newinstance,ptmxmode=0666,mode=0620"),
                          "/dev/pts");
         if (r == 0)
                 r = must(mkdir(shm, 01777), "/dev/shm");
         if (r == 0)
                 r = must(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777"), "/dev/shm");
         if (r == 0)
-                r = must(mount(NULL, dev, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL),
+                r = must(mount(NULL, dev, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+                               NULL),
                          "/dev read-only");
         return r;
 }
@@ -122,7 +126,8 @@ static int set_up_home(const char *view, const char *home, const char *dir) {
                             *in_mnt = xasprintf("%s%s", view, mnt);
         int r = must(make_path(in_home, 0711), "the path to the home");
         if (r == 0)
-                r = must(mount("tmpfs", in_home, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711,size=64k"),
+                r = must(mount("tmpfs", in_home, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                               "mode=0711,size=64k"),
                          "the home");
         if (r == 0)
                 r = must(make_path(in_tmp, 0711), "the Sandbox's tmp");
@@ -133,8 +138,8 @@ static int set_up_home(const char *view, const char *home, const char *dir) {
         if (r == 0)
                 r = must(mount(mnt, in_mnt, NULL, MS_BIND, NULL), "the Sandbox's mnt");
         if (r == 0)
-                r = must(mount(NULL, in_home, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                               NULL),
+                r = must(mount(NULL, in_home, NULL,
+                               MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
                          "the home read-only");
         return r;
 }
@@ -153,11 +158,13 @@ static int set_up_view(const char *home, const char *dir) {
         if (r == 0)
                 r = must(mount(NULL, view, NULL, MS_REC | MS_PRIVATE, NULL), "the host's root private");
         if (r == 0)
-                r = must(mount_setattr(AT_FDCWD, view, AT_RECURSIVE, &ro, sizeof(ro)), "the host's root read-only");
+                r = must(mount_setattr(AT_FDCWD, view, AT_RECURSIVE, &ro, sizeof(ro)),
+                         "the host's root read-only");
         if (r == 0)
                 r = must(mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "/proc");
         if (r == 0)
-                r = must(mount("sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "/sys");
+                r = must(mount("sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+                         "/sys");
         if (r == 0)
                 r = set_up_dev(view);
         if (r == 0)

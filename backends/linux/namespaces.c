@@ -24,8 +24,8 @@
 #include "util.h"
 
 /* The namespaces a Sandbox has, and every command joins. */
-#define SANDBOX_NAMESPACES                                                                                 \
-        (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP |         \
+#define SANDBOX_NAMESPACES                                                                                  \
+        (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP |       \
          CLONE_NEWNET)
 /* How many ids a Sandbox's user namespace maps: 0..65535, with the command identity
  * 501:20 among them. */
@@ -36,8 +36,8 @@
 static bool namespaces_possible(void) {
         _cleanup_fclose_ FILE *f = fopen("/proc/sys/user/max_user_namespaces", "re");
         unsigned long max = 0;
-        return access("/proc/self/ns/user", F_OK) == 0 && access("/proc/self/ns/pid", F_OK) == 0 &&
-               f && fscanf(f, "%lu", &max) == 1 && max > 0;
+        return access("/proc/self/ns/user", F_OK) == 0 && access("/proc/self/ns/pid", F_OK) == 0 && f &&
+               fscanf(f, "%lu", &max) == 1 && max > 0;
 }
 
 static void namespaces_probe(const lfs_platform *p, lfs_missing *m) {
@@ -114,8 +114,8 @@ static _Noreturn void init_child(const init_start *s, int sync_fd) {
         int ready_high = fcntl(s->ready_fd, F_DUPFD_CLOEXEC, HIGH_FD);
         int null_high = fcntl(s->null_fd, F_DUPFD_CLOEXEC, HIGH_FD);
         int log_high = fcntl(s->log_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-        if (ready_high < 0 || null_high < 0 || log_high < 0 || dup2(null_high, 0) < 0 || dup2(log_high, 1) < 0 ||
-            dup2(log_high, 2) < 0 || dup2(ready_high, LFS_DAEMON_READY_FD) < 0)
+        if (ready_high < 0 || null_high < 0 || log_high < 0 || dup2(null_high, 0) < 0 ||
+            dup2(log_high, 1) < 0 || dup2(log_high, 2) < 0 || dup2(ready_high, LFS_DAEMON_READY_FD) < 0)
                 _exit(126);
         sigset_t none;
         sigemptyset(&none);
@@ -189,14 +189,14 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                 return lfs_fail(err, LFS_FAILED, -cgroup_fd, "cannot open the cgroup %s: %s", leaf,
                                 strerror(-cgroup_fd));
         _cleanup_free_ char *hostname = xasprintf("sandbox-%d", sb->number);
-        const char *const argv[] = { "layerfs-init", "--sandbox-init", "--hostname", hostname, "--home", sb->home,
-                                     "--dir",        sb->dir,          NULL };
+        const char *const argv[] = { "layerfs-init", "--sandbox-init", "--hostname", hostname, "--home",
+                                     sb->home,       "--dir",          sb->dir,      NULL };
         _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-        _cleanup_close_ int log_fd =
-                openat(start->dir_fd, "daemon.log", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int log_fd = openat(start->dir_fd, "daemon.log",
+                                            O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (null_fd < 0 || log_fd < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot open /dev/null or %s/daemon.log: %s", sb->dir,
-                                strerror(errno));
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open /dev/null or %s/daemon.log: %s",
+                                sb->dir, strerror(errno));
         int ready[2], pid_pipe[2], go_pipe[2];
         if (pipe2(ready, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
@@ -244,8 +244,8 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                 return lfs_fail(err, LFS_FAILED, e, "pidfd_open(%d) of sandbox %d's init: %s", (int)pid,
                                 sb->number, strerror(e));
         if ((r = lfs_linux_wait_ready(ready_read, pidfd)) < 0)
-                return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's init did not become ready (%s)", sb->number,
-                                strerror(-r));
+                return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's init did not become ready (%s)",
+                                sb->number, strerror(-r));
         return 0;
 }
 
@@ -263,17 +263,19 @@ static int prepare_view(const lfs_sandbox_ref *sb, int dir_fd, lfs_error **err) 
         snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
         if (mount(self, self, NULL, MS_BIND, NULL) < 0 || mount(NULL, mnt, NULL, MS_PRIVATE, NULL) < 0 ||
             mount(NULL, mnt, NULL, MS_SHARED, NULL) < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s a shared mount: %s", mnt, strerror(errno));
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s a shared mount: %s", mnt,
+                                strerror(errno));
         return 0;
 }
 
-static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
-                             lfs_error **err) {
+static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start,
+                             lfs_daemon_handle *ret, lfs_error **err) {
         if (sb->id_base == 0 || sb->id_base > UINT32_MAX - SANDBOX_IDS)
-                return lfs_fail(err, LFS_FAILED, EINVAL,
-                                "sandbox %d has no id range of its own (id_base %u) to map its user namespace "
-                                "onto",
-                                sb->number, (unsigned)sb->id_base);
+                return lfs_fail(
+                        err, LFS_FAILED, EINVAL,
+                        "sandbox %d has no id range of its own (id_base %u) to map its user namespace "
+                        "onto",
+                        sb->number, (unsigned)sb->id_base);
         lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
         int r = lfs_linux_create(sb, start, &h, err);
         if (r < 0)

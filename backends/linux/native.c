@@ -186,7 +186,7 @@ int lfs_linux_wait_ready(int ready_fd, int pidfd) {
 }
 
 int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
-                         lfs_error **err) {
+                     lfs_error **err) {
         _cleanup_free_ char *root = xstrdup(sb->place), *leaf = xasprintf("%s/daemon", sb->place);
         int r;
         if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(sb->place)) < 0 ||
@@ -347,8 +347,7 @@ static int end_commands(const lfs_sandbox_ref *sb, char **ret_why) {
         return r;
 }
 
-int lfs_linux_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata,
-                           char **ret_why) {
+int lfs_linux_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata, char **ret_why) {
         int r = end_commands(sb, ret_why);
         if (r < 0)
                 return r;

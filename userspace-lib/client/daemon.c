@@ -104,12 +104,14 @@ int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, 
                 return lfs_fail(err, LFS_FAILED, errno, "cannot write %s/token", rec->dir);
         /* The daemon writes a byte to its --ready-fd once its socket listens: the
          * runtime's create waits for that (or the daemon's exit), never polls. */
-        _cleanup_free_ char *num = xasprintf("%d", rec->number), *ready = xasprintf("%d", LFS_DAEMON_READY_FD),
+        _cleanup_free_ char *num = xasprintf("%d", rec->number),
+                            *ready = xasprintf("%d", LFS_DAEMON_READY_FD),
                             *id_base = xasprintf("%u", (unsigned)rec->id_base);
-        const char *const args[] = { "--home",     home->path,    "--project",  rec->project, "--sandbox",
-                                     num,          "--dir",       rec->dir,     "--cgroup",   rec->cgroup,
-                                     "--instance", rec->instance, "--platform", platform->id, "--runtime",
-                                     runtime->name, "--id-base", id_base, "--ready-fd", ready, NULL };
+        const char *const args[] = { "--home",      home->path,    "--project",  rec->project, "--sandbox",
+                                     num,           "--dir",       rec->dir,     "--cgroup",   rec->cgroup,
+                                     "--instance",  rec->instance, "--platform", platform->id, "--runtime",
+                                     runtime->name, "--id-base",   id_base,      "--ready-fd", ready,
+                                     NULL };
         lfs_daemon_start start = { .exe = daemon, .args = args, .dir_fd = rec->dir_fd };
         lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
         if ((r = runtime->create(&sb, &start, &h, err)) < 0)

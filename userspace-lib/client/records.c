@@ -215,7 +215,7 @@ bool lfs_record_alive(const sandbox_record *rec) {
 
 /* ---- checking a record ---- */
 
-#define RECORD_COLUMNS                                                                                      \
+#define RECORD_COLUMNS                                                                                         \
         "project, number, pid, start_time, boot_id, dir, cgroup, platform, state, runtime, instance, socket, " \
         "id_base"
 enum {
@@ -266,10 +266,9 @@ static char *column_shown(sqlite3_stmt *st, int col) {
 }
 
 static int refuse(lfs_home *home, sqlite3_stmt *st, int col, const char *rule, lfs_error **err) {
-        static const char *const names[] = { "project", "number",  "pid",      "start_time",
-                                             "boot_id", "dir",     "cgroup",   "platform",
-                                             "state",   "runtime", "instance", "socket",
-                                             "id_base" };
+        static const char *const names[] = { "project",  "number", "pid",      "start_time", "boot_id",
+                                             "dir",      "cgroup", "platform", "state",      "runtime",
+                                             "instance", "socket", "id_base" };
         _cleanup_free_ char *value = column_shown(st, col), *project = column_shown(st, COL_PROJECT),
                             *number = column_shown(st, COL_NUMBER);
         return lfs_fail(
@@ -471,9 +470,11 @@ int lfs_id_range(uint32_t *ret_first, uint32_t *ret_count, lfs_error **err) {
         const char *colon = strchr(v, ':');
         _cleanup_free_ char *first_text = colon ? xasprintf("%.*s", (int)(colon - v), v) : NULL;
         uint64_t first, count;
-        if (!colon || lfs_parse_whole("the first id of LAYERFS_ID_RANGE", first_text, SANDBOX_IDS,
-                                      UINT32_MAX - SANDBOX_IDS + 1, &first, NULL) < 0 ||
-            lfs_parse_whole("the count of LAYERFS_ID_RANGE", colon + 1, SANDBOX_IDS, UINT32_MAX, &count, NULL) < 0 ||
+        if (!colon ||
+            lfs_parse_whole("the first id of LAYERFS_ID_RANGE", first_text, SANDBOX_IDS,
+                            UINT32_MAX - SANDBOX_IDS + 1, &first, NULL) < 0 ||
+            lfs_parse_whole("the count of LAYERFS_ID_RANGE", colon + 1, SANDBOX_IDS, UINT32_MAX, &count,
+                            NULL) < 0 ||
             first % SANDBOX_IDS || count % SANDBOX_IDS || first + count > (uint64_t)UINT32_MAX)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                 "LAYERFS_ID_RANGE='%s' is not FIRST:COUNT with both multiples of 65536, "
@@ -504,14 +505,14 @@ static char *subid_overlap(const char *file, uint32_t base) {
 /* The lowest range of the home's that no record holds and no subordinate id entry
  * overlaps, inside the claim's transaction. */
 static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
-        uint32_t first, count;
+        uint32_t first = 0, count = 0;
         int r = lfs_id_range(&first, &count, err);
         if (r < 0)
                 return r;
         sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(db,
-                               "SELECT 1 FROM sandboxes WHERE typeof(id_base)='integer' AND id_base=? LIMIT 1",
-                               -1, &st, NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(
+                    db, "SELECT 1 FROM sandboxes WHERE typeof(id_base)='integer' AND id_base=? LIMIT 1", -1,
+                    &st, NULL) != SQLITE_OK)
                 return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
         _cleanup_free_ char *skipped = NULL;
         r = -ENOSPC;
@@ -536,11 +537,12 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
         }
         sqlite3_finalize(st);
         if (r < 0)
-                return lfs_fail(err, LFS_LIMIT_REACHED, ENOSPC,
-                                "no range of 65536 host ids is free for a namespaces Sandbox in this home's "
-                                "LAYERFS_ID_RANGE %u:%u (every one is another Sandbox's%s%s); close a Sandbox "
-                                "or give LAYERFS_ID_RANGE a wider range that no /etc/subuid entry overlaps",
-                                first, count, skipped ? ", or overlaps the " : "", skipped ? skipped : "");
+                return lfs_fail(
+                        err, LFS_LIMIT_REACHED, ENOSPC,
+                        "no range of 65536 host ids is free for a namespaces Sandbox in this home's "
+                        "LAYERFS_ID_RANGE %u:%u (every one is another Sandbox's%s%s); close a Sandbox "
+                        "or give LAYERFS_ID_RANGE a wider range that no /etc/subuid entry overlaps",
+                        first, count, skipped ? ", or overlaps the " : "", skipped ? skipped : "");
         return 0;
 }
 
@@ -583,12 +585,12 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                 r = lfs_fail(err, LFS_LIMIT_REACHED, 0, "project '%s' has no free sandbox number", project);
         else if (!strcmp(runtime, "namespaces"))
                 r = claim_ids(db, &rec.id_base, err);
-        if (r == 0 && sqlite3_prepare_v2(
-                         db,
-                         "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, "
-                         "boot_id, dir, cgroup, socket, state, instance, id_base) "
-                         "VALUES(?, ?, 'linux', ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
-                         -1, &st, NULL) != SQLITE_OK)
+        if (r == 0 &&
+            sqlite3_prepare_v2(db,
+                               "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, "
+                               "boot_id, dir, cgroup, socket, state, instance, id_base) "
+                               "VALUES(?, ?, 'linux', ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
+                               -1, &st, NULL) != SQLITE_OK)
                 r = db_fail(db, err);
         else if (r == 0) {
                 sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);

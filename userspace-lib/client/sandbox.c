@@ -177,9 +177,10 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
          * namespaces and LAYERFS_ID_RANGE; one this build lacks: Unsupported). */
         _cleanup_free_ char *name = NULL, *place_root = NULL, *daemon = NULL;
         const lfs_runtime *rt = NULL;
-        uint32_t id_first, id_count;
+        uint32_t id_first = 0, id_count = 0;
         if ((r = lfs_platform_new_runtime(chosen, &rt, err)) < 0 ||
-            (r = lfs_id_range(&id_first, &id_count, err)) < 0 || (r = rt->prepare(chosen, &place_root, err)) < 0 ||
+            (r = lfs_id_range(&id_first, &id_count, err)) < 0 ||
+            (r = rt->prepare(chosen, &place_root, err)) < 0 ||
             (r = open_project(home, project, &name, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
                 return r;
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
