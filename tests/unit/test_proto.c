@@ -612,8 +612,9 @@ static void *fake_daemon_serve(void *arg) {
         return NULL;
 }
 
-/* A ping through the library's RPC client (rpc.c) to a daemon answering answer. */
-static int ping_fake_daemon(const char *answer, json_t **ret_request, lfs_error **err) {
+/* A ping with args (taken) through the library's RPC client (rpc.c) to a daemon answering
+ * answer; *ret_request is what the daemon got (NULL: nothing). */
+static int call_fake_daemon(json_t *args, const char *answer, json_t **ret_request, lfs_error **err) {
         char dir[] = "/tmp/lfs-proto-XXXXXX";
         assert_non_null(mkdtemp(dir));
         sandbox_record rec = { .project = (char *)"p",
@@ -631,7 +632,9 @@ static int ping_fake_daemon(const char *answer, json_t **ret_request, lfs_error 
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, fake_daemon_serve, &f), 0);
         json_t *result = NULL;
-        int r = lfs_rpc(&rec, LFS_CALL_SANDBOX_PING, NULL, &result, err);
+        int r = lfs_rpc(&rec, LFS_CALL_SANDBOX_PING, args, &result, err);
+        /* A call refused before it connected leaves the daemon in accept: wake it. */
+        shutdown(f.listen_fd, SHUT_RDWR);
         pthread_join(t, NULL);
         json_decref(result);
         close(f.listen_fd);
@@ -639,6 +642,21 @@ static int ping_fake_daemon(const char *answer, json_t **ret_request, lfs_error 
         assert_int_equal(rm_rf_at(AT_FDCWD, dir), 0);
         *ret_request = f.request;
         return r;
+}
+
+static int ping_fake_daemon(const char *answer, json_t **ret_request, lfs_error **err) {
+        return call_fake_daemon(json_object(), answer, ret_request, err);
+}
+
+/* Arguments json_pack could not make (NULL) are refused before anything is sent. */
+static void test_unmade_arguments_are_not_sent(void **state) {
+        (void)state;
+        json_t *req = NULL;
+        lfs_error *err = NULL;
+        int r = call_fake_daemon(json_pack("{s:s}", "branch", (const char *)NULL), "{\"v\":1,\"ok\":{}}\n",
+                                 &req, &err);
+        expect_err(&err, r, -EINVAL, LFS_INVALID_INPUT, "cannot encode the arguments of 'sandbox.ping'");
+        assert_null(req);
 }
 
 static void test_library_refuses_other_versions(void **state) {
@@ -686,6 +704,7 @@ int main(void) {
                 cmocka_unit_test(test_version_mismatch),
                 cmocka_unit_test(test_typed_arguments),
                 cmocka_unit_test(test_library_refuses_other_versions),
+                cmocka_unit_test(test_unmade_arguments_are_not_sent),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
