@@ -166,8 +166,43 @@ int lfs_default_runtime(const char **ret, lfs_error **err) {
 }
 
 const char *lfs_default_runtime_shown(void) {
-        const char *runtime = "native";
-        return lfs_default_runtime(&runtime, NULL) < 0 ? getenv("LAYERFS_SANDBOX") : runtime;
+        const char *runtime = "native", *linux_runtime = getenv("LAYERFS_RUNTIME");
+        if (lfs_default_runtime(&runtime, NULL) < 0)
+                return getenv("LAYERFS_SANDBOX");
+        /* LAYERFS_RUNTIME chooses between linux's two, as given (a create refuses others). */
+        return linux_runtime && strcmp(runtime, "docker") ? linux_runtime : runtime;
+}
+
+int lfs_platform_new_runtime(const lfs_platform *p, const lfs_runtime **ret, lfs_error **err) {
+        if (p->family != LFS_FAMILY_LINUX) {
+                *ret = p->runtime;
+                return 0;
+        }
+        const char *v = getenv("LAYERFS_RUNTIME");
+        if (!v) {
+                const char *runtime = "native";
+                int r = lfs_default_runtime(&runtime, err);
+                if (r < 0)
+                        return r;
+                v = !strcmp(runtime, "namespaces") ? runtime : "native";
+        }
+        const lfs_runtime *rt = lfs_platform_runtime(p, v);
+        if (!rt)
+                return lfs_fail(
+                        err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_RUNTIME='%s' is not a runtime of the linux platform; give native or "
+                        "namespaces",
+                        v);
+        *ret = rt;
+        return 0;
+}
+
+const lfs_runtime *lfs_platform_runtime(const lfs_platform *p, const char *name) {
+        if (!name || !strcmp(name, p->runtime->name))
+                return p->runtime;
+        if (p->family == LFS_FAMILY_LINUX && !strcmp(name, lfs_runtime_namespaces.name))
+                return &lfs_runtime_namespaces;
+        return NULL;
 }
 
 void lfs_platform_missing(const lfs_platform *p, lfs_missing *missing) {

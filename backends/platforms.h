@@ -53,9 +53,18 @@ char *lfs_allowed_names(const char *placement);
  * native, namespaces or docker (static strings); anything else (the empty string too) is
  * InvalidInput naming the value. */
 int lfs_default_runtime(const char **ret, lfs_error **err);
-/* What runtime.status shows: that runtime, or the value as given when it is none (a
- * create refuses it). */
+/* What runtime.status shows: that runtime (for linux, LAYERFS_RUNTIME's when set), or
+ * the value as given when it is none (a create refuses it). */
 const char *lfs_default_runtime_shown(void);
+
+/* The runtime a new Sandbox of p runs on: p's own, except for linux, which has two:
+ * LAYERFS_RUNTIME (native or namespaces) when set, else LAYERFS_SANDBOX when it names one
+ * of them, else native. Anything else in LAYERFS_RUNTIME (the empty string too) is
+ * InvalidInput naming the value. */
+int lfs_platform_new_runtime(const lfs_platform *p, const lfs_runtime **ret, lfs_error **err);
+/* The runtime a record of platform p names: p's own, or for linux native or namespaces;
+ * NULL for any other name. */
+const lfs_runtime *lfs_platform_runtime(const lfs_platform *p, const char *name);
 
 /* runtime.status's platforms: each one's readiness on this host, and whether s's
  * placement allows it; what an allowed one lacks joins s->missing. */

@@ -2,8 +2,9 @@
 /*
  * A runtime: what a platform needs to hold a Sandbox, as one table of operations. Each
  * row of platforms.c points at its runtime; the library and the daemon reach a Sandbox's
- * processes only through the runtime of its record's platform, never through a runtime's
- * own functions. linux/native.c is the one built today (cgroup v2, cgroup/ below it);
+ * processes only through the runtime its record names (its platform's, or for linux native
+ * or namespaces), never through a runtime's own functions. linux/native.c and
+ * linux/namespaces.c are the ones built today (cgroup v2, cgroup/ below them);
  * unbuilt.c answers Unsupported for the platforms whose runtime this build lacks (docker,
  * podman, the VMs). A new runtime is a folder of its own (docker/, vm/) with one table.
  *
@@ -17,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "layerfs.h"
@@ -33,7 +35,18 @@ typedef struct lfs_sandbox_ref {
         /* The runtime's handle on it, as the record keeps it (native: its cgroup); NULL in
          * records from before runtimes had one. */
         const char *place;
+        /* The first host uid and gid of the range its ids 0..65535 map onto (namespaces: one
+         * range per Sandbox, chosen when it is claimed and kept in its record); 0 for
+         * runtimes without one. */
+        uint32_t id_base;
 } lfs_sandbox_ref;
+
+/* The host's id for id of a Sandbox: itself, or with a range of its own (namespaces) the
+ * id its user namespace maps it onto. What the daemon's Workspaces and files give the
+ * command identity on the host, so that inside they are the command identity's. */
+static inline uint32_t lfs_host_id(const lfs_sandbox_ref *sb, uint32_t id) {
+        return sb->id_base ? sb->id_base + id : id;
+}
 
 /* The fd on which a daemon that create starts finds the write end of its readiness pipe
  * (the daemon's --ready-fd): it writes one byte there once its socket listens. */
@@ -63,6 +76,9 @@ typedef struct lfs_command_spec {
         char *const *argv;
         char *const *envp;
         int cwd_fd; /* it starts in this directory */
+        /* ...whose path this is: a runtime with a mount view of its own reaches it by path
+         * there, and checks it is the same directory. */
+        const char *cwd;
         uid_t uid;
         gid_t gid;
         int fds[3]; /* become its 0, 1, 2 */
@@ -81,7 +97,7 @@ typedef void (*lfs_process_fn)(void *userdata, pid_t pid, const char *command);
 typedef void (*lfs_teardown_hook)(void *userdata);
 
 typedef struct lfs_runtime {
-        /* What a record of it names as its runtime: "native", "docker", "vm". */
+        /* What a record of it names as its runtime: "native", "namespaces", "docker", "vm". */
         const char *name;
         /* Readiness: adds to *missing what this host lacks for platform p on this runtime,
          * in runtime status's names (after what the platform's own probe added). */
@@ -125,6 +141,9 @@ typedef struct lfs_runtime {
 
 /* The native runtime (linux/native.c): every command in a cgroup of its own. */
 extern const lfs_runtime lfs_runtime_native;
+/* The namespaces runtime (linux/namespaces.c): native's cgroups, and the Sandbox's own
+ * user, pid, mount, ipc, uts, cgroup and net namespaces, which every command joins. */
+extern const lfs_runtime lfs_runtime_namespaces;
 /* Runtimes this build lacks (unbuilt.c): probe names them missing, every other operation
  * is Unsupported. */
 extern const lfs_runtime lfs_runtime_docker_unbuilt;

@@ -100,6 +100,14 @@ typedef struct lfs_spawn_args {
         int fd_in, fd_out, fd_err; /* become 0, 1, 2 */
         bool new_session; /* setsid(): no controlling terminal of ours */
         bool controlling_tty; /* with new_session: fd_in, a terminal, becomes the session's */
+        /* Namespaces the child joins (CLONE_NEW* flags; 0: none, it stays in the caller's):
+         * those of the process ns_pidfd names. With CLONE_NEWPID the child starts as a member
+         * of that process's pid namespace (the calling thread's pid_for_children is switched
+         * around the clone, and back). With CLONE_NEWNS the child reaches its directory by
+         * cwd (a path of that mount view) and it must be the directory cwd_fd holds (same
+         * device and inode): an fd of another mount view is never made its cwd. */
+        int ns_flags;
+        int ns_pidfd;
 } lfs_spawn_args;
 
 /* Starts the child in its leaf with clone3(CLONE_INTO_CGROUP | CLONE_PIDFD), or with

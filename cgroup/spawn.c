@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -17,7 +18,9 @@
 
 /* What the child reports through the error pipe when it cannot get to execve. */
 typedef struct child_failure {
-        int stage; /* 1 joining the cgroup, 2 identity (and no_new_privs), 3 cwd, 4 terminal */
+        /* 1 joining the cgroup, 2 identity (and no_new_privs), 3 cwd, 4 terminal, 5 joining the
+         * namespaces */
+        int stage;
         int errnum;
 } child_failure;
 
@@ -31,6 +34,11 @@ static _Noreturn void child_fail(int pipe_fd, int stage, int errnum) {
 static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_fd) {
         if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1)
                 child_fail(pipe_fd, 1, errno);
+        /* The pid namespace was the clone's (pid_for_children); the others are joined here,
+         * all at once, while the child is still root on the host and single-threaded. */
+        int join = a->ns_flags & ~CLONE_NEWPID;
+        if (join && syscall(SYS_setns, a->ns_pidfd, join) < 0)
+                child_fail(pipe_fd, 5, errno);
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         for (int sig = 1; sig < NSIG; sig++)
                 (void)sigaction(sig, &dfl, NULL); /* the daemon ignores SIGPIPE; commands must not */
@@ -58,7 +66,16 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
          * fusermount3 cannot mount for it, su and sudo cannot raise it. */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 child_fail(pipe_fd, 2, errno);
-        if (a->cwd_fd >= 0 ? fchdir(a->cwd_fd) < 0 : a->cwd && chdir(a->cwd) < 0)
+        if (a->ns_flags & CLONE_NEWNS) {
+                /* In the joined mount view, by its path; it must be the directory checked. */
+                struct stat want, got;
+                if (!a->cwd || a->cwd_fd < 0)
+                        child_fail(pipe_fd, 3, EINVAL);
+                if (fstat(a->cwd_fd, &want) < 0 || chdir(a->cwd) < 0)
+                        child_fail(pipe_fd, 3, errno);
+                if (stat(".", &got) < 0 || got.st_dev != want.st_dev || got.st_ino != want.st_ino)
+                        child_fail(pipe_fd, 3, EXDEV);
+        } else if (a->cwd_fd >= 0 ? fchdir(a->cwd_fd) < 0 : a->cwd && chdir(a->cwd) < 0)
                 child_fail(pipe_fd, 3, errno);
         /* Nothing of the daemon's reaches the command; the error pipe closes at execve. */
         syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -76,10 +93,31 @@ static bool clone3_refused(int errnum) {
                errnum == EACCES;
 }
 
-int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd) {
-        _cleanup_close_ int cgroup_fd = open(a->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (cgroup_fd < 0)
+/* Children of the calling thread start in the pid namespace of pidfd's process until
+ * leave_pid_namespace: *ret_own is the thread's own (for the way back). Only this thread
+ * changes: setns of a pid namespace is a thread's pid_for_children. */
+static int enter_pid_namespace(int pidfd, int *ret_own) {
+        int own = open("/proc/thread-self/ns/pid_for_children", O_RDONLY | O_CLOEXEC);
+        if (own < 0)
                 return -errno;
+        if (syscall(SYS_setns, pidfd, CLONE_NEWPID) < 0) {
+                int e = errno;
+                close(own);
+                return -e;
+        }
+        *ret_own = own;
+        return 0;
+}
+
+static void leave_pid_namespace(int own) {
+        if (own < 0)
+                return;
+        if (syscall(SYS_setns, own, CLONE_NEWPID) < 0)
+                abort(); /* later forks of this thread would land in a Sandbox: never go on */
+        close(own);
+}
+
+static int spawn_in_cgroup(const lfs_spawn_args *a, int cgroup_fd, pid_t *ret_pid, int *ret_pidfd) {
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
@@ -133,4 +171,19 @@ int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd) {
         *ret_pid = pid;
         *ret_pidfd = pidfd;
         return 0;
+}
+
+int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd) {
+        _cleanup_close_ int cgroup_fd = open(a->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (cgroup_fd < 0)
+                return -errno;
+        int own_pidns = -1;
+        if (a->ns_flags & CLONE_NEWPID) {
+                int r = enter_pid_namespace(a->ns_pidfd, &own_pidns);
+                if (r < 0)
+                        return r;
+        }
+        int r = spawn_in_cgroup(a, cgroup_fd, ret_pid, ret_pidfd);
+        leave_pid_namespace(own_pidns);
+        return r;
 }

@@ -72,6 +72,10 @@ static const char main_help_tail[] =
         "                     itself after this many seconds (default 120; from 0.001 to\n"
         "                     120)\n"
         "    LAYERFS_SANDBOX  the home's default runtime: native, namespaces or docker\n"
+        "    LAYERFS_RUNTIME  the runtime of a new linux Sandbox: native or namespaces\n"
+        "                     (default: LAYERFS_SANDBOX's when it names one, else native)\n"
+        "    LAYERFS_ID_RANGE FIRST:COUNT, the host ids namespaces Sandboxes take their\n"
+        "                     65536 each from (default 1073741824:1073741824)\n"
         "    LAYERFS_PLACEMENT\n"
         "                     host, or the VM route the home's Stores live in (firecracker,\n"
         "                     qemu, lima, mac, wsl)\n"
@@ -199,7 +203,9 @@ static const command commands[] = {
           "docker, podman. Refused before anything is made: any other name (windows,\n"
           "native, a typo, another case) is InvalidInput; a platform the home does not allow,\n"
           "or one that is not ready here (see 'layerfs runtime status'), is Unsupported.\n"
-          "This build drives linux (as root); --image is ignored for it.\n",
+          "This build drives linux (as root); --image is ignored for it. A linux Sandbox\n"
+          "runs on the native runtime, or with LAYERFS_RUNTIME=namespaces in namespaces of\n"
+          "its own (user, pid, mount, ipc, uts, cgroup, net) as host ids of its own.\n",
           NULL,
           "a new Sandbox; prints its number (platforms: linux,\ndocker, podman, firecracker, qemu, lima, mac, wsl)" },
         { "sandbox", "close", cmd_sandbox_close, 1, 1, "",

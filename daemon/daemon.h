@@ -74,8 +74,11 @@ typedef struct daemon_state {
         lfs_sandbox_ref sb;
         char *tmp; /* the commands' HOME and TMPDIR, owned by the command identity */
         int number;
-        uid_t uid; /* the command identity (SPEC 3) */
+        uid_t uid; /* the command identity (SPEC 3), as the command sees it */
         gid_t gid;
+        /* ...and on the host (lfs_host_id): the owner of its tmp and Workspaces. */
+        uid_t host_uid;
+        gid_t host_gid;
         /* Everything below is guarded by lock. Each client connection has a thread. */
         pthread_mutex_t lock;
         workspace ws[MAX_WORKSPACES];
@@ -230,5 +233,11 @@ json_t *call_events(daemon_state *d, int fd, bool follow);
 void wake_followers(daemon_state *d);
 /* Appends the last max exits to out, newest first; with d->lock held. */
 void recent_exits_json(daemon_state *d, json_t *out, size_t max);
+
+/* The namespaces runtime's Sandbox init (sandbox_init.c): `layerfs-daemon --sandbox-init
+ * --hostname NAME --home HOME --dir SANDBOX_DIR`, started by the runtime as pid 1 of the Sandbox's new
+ * namespaces, root of its user namespace. Sets them up, writes one byte to fd LFS_DAEMON_READY_FD, then
+ * reaps whatever ends in them until it is killed; never returns on its own after that. */
+int sandbox_init_main(int argc, char **argv);
 
 #endif

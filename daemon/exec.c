@@ -291,6 +291,7 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
                 .argv = c->argv.items,
                 .envp = c->env.items,
                 .cwd_fd = c->dir_fd,
+                .cwd = c->dir,
                 .uid = d->uid,
                 .gid = d->gid,
                 .fds = { fds[0], fds[1], fds[2] },

@@ -78,12 +78,13 @@ static void limit_daemon_memory(daemon_state *d) {
                          (unsigned long long)d->ws_memory);
 }
 
-/* The commands' HOME and TMPDIR: private to the Sandbox, owned by the command identity. */
+/* The commands' HOME and TMPDIR: private to the Sandbox, owned by the command identity
+ * (on the host: its host ids). */
 static int make_private_tmp(daemon_state *d) {
         d->tmp = xasprintf("%s/tmp", d->dir);
         if (mkdir(d->tmp, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        if (chown(d->tmp, d->uid, d->gid) < 0)
+        if (chown(d->tmp, d->host_uid, d->host_gid) < 0)
                 return -errno;
         return 0;
 }
@@ -113,7 +114,8 @@ static unsigned wait_callers_gone(daemon_state *d) {
 
 static const char usage[] =
         "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP --instance ID\n"
-        "                      [--platform NAME] [--ready-fd FD]\n"
+        "                      [--platform NAME] [--runtime NAME]\n"
+        "                      [--id-base N] [--ready-fd FD]\n"
         "(started by liblayerfs for each Sandbox; see 'layerfs-daemon --help')\n";
 
 /* The man page layerfs-daemon(8) is made from this text (packaging/man/help2man.sh): keep
@@ -124,7 +126,9 @@ static const char help[] =
         "\n"
         "SYNOPSIS\n"
         "    layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP\n"
-        "                   --instance ID [--platform NAME] [--ready-fd FD]\n"
+        "                   --instance ID [--platform NAME] [--runtime NAME] [--id-base N]\n"
+        "                   [--ready-fd FD]\n"
+        "    layerfs-daemon --sandbox-init --hostname NAME --home HOME --dir DIR\n"
         "\n"
         "DESCRIPTION\n"
         "    liblayerfs (and so 'layerfs sandbox create') starts one layerfs-daemon for each\n"
@@ -149,8 +153,17 @@ static const char help[] =
         "    --instance ID    this start of the Sandbox, as its record names it\n"
         "    --platform NAME  the Sandbox's platform, whose runtime holds its commands\n"
         "                     (default linux)\n"
+        "    --runtime NAME   the platform's runtime that holds them (linux: native or\n"
+        "                     namespaces; default the platform's own, native)\n"
+        "    --id-base N      the first host id of the Sandbox's own range (namespaces:\n"
+        "                     its ids 0..65535 are the host's N..N+65535); default 0, none\n"
         "    --ready-fd FD    write one byte to FD, then close it, once DIR/control.sock\n"
         "                     listens (the library waits for it)\n"
+        "    --sandbox-init   the init of a Sandbox of the namespaces runtime (started by\n"
+        "                     liblayerfs as pid 1 of the Sandbox's namespaces): sets them\n"
+        "                     up (its view of the files: the host's root read-only, its\n"
+        "                     own /proc, /sys, /dev, /tmp, and of HOME only DIR's tmp and\n"
+        "                     mnt; the hostname NAME; lo), says so on fd 3, then reaps\n"
         "    --help           this text\n"
         "    --version        the version\n"
         "\n"
@@ -179,7 +192,11 @@ static const char help[] =
 
 int main(int argc, char **argv) {
         daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
-        const char *home_dir = NULL, *number = NULL, *platform = "linux", *ready = NULL;
+        const char *home_dir = NULL, *number = NULL, *platform = "linux", *runtime = NULL, *ready = NULL,
+                   *id_base = NULL;
+        /* The namespaces runtime's Sandbox init is this binary in another mode. */
+        if (argc > 1 && !strcmp(argv[1], "--sandbox-init"))
+                return sandbox_init_main(argc, argv);
         static const struct option options[] = {
                 { "home", required_argument, NULL, 'h' },
                 { "project", required_argument, NULL, 'p' },
@@ -188,6 +205,8 @@ int main(int argc, char **argv) {
                 { "cgroup", required_argument, NULL, 'c' },
                 { "instance", required_argument, NULL, 'i' },
                 { "platform", required_argument, NULL, 'P' },
+                { "runtime", required_argument, NULL, 'r' },
+                { "id-base", required_argument, NULL, 'b' },
                 { "ready-fd", required_argument, NULL, 'R' },
                 { "help", no_argument, NULL, 'H' },
                 { "version", no_argument, NULL, 'V' },
@@ -217,6 +236,12 @@ int main(int argc, char **argv) {
                 case 'P':
                         platform = optarg;
                         break;
+                case 'r':
+                        runtime = optarg;
+                        break;
+                case 'b':
+                        id_base = optarg;
+                        break;
                 case 'R':
                         ready = optarg;
                         break;
@@ -237,7 +262,7 @@ int main(int argc, char **argv) {
         }
         /* The settings the library checked at create, read the same way (numbers.h). */
         lfs_error *err = NULL;
-        uint64_t n, ready_fd = 0;
+        uint64_t n, ready_fd = 0, base = 0;
         double idle_seconds;
         const lfs_platform *p = lfs_platform_find(platform);
         if (!p) {
@@ -247,18 +272,32 @@ int main(int argc, char **argv) {
         }
         if (lfs_parse_whole("--sandbox", number, 1, INT_MAX, &n, &err) < 0 ||
             (ready && lfs_parse_whole("--ready-fd", ready, 3, INT_MAX, &ready_fd, &err) < 0) ||
+            (id_base && lfs_parse_whole("--id-base", id_base, 0, UINT32_MAX - 65535, &base, &err) < 0) ||
             lfs_command_identity(&d.uid, &d.gid, &err) < 0 || lfs_idle_seconds(&idle_seconds, &err) < 0) {
                 fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
                 lfs_error_free(err);
                 return 2;
         }
+        const lfs_runtime *rt = lfs_platform_runtime(p, runtime);
+        if (!rt) {
+                fprintf(stderr, "InvalidInput: --runtime '%s' is not a runtime of platform %s\n", runtime,
+                        p->id);
+                return 2;
+        }
         d.number = (int)n;
         /* Nothing the daemon starts inherits it. */
         int ready_out = ready && fcntl((int)ready_fd, F_SETFD, FD_CLOEXEC) == 0 ? (int)ready_fd : -1;
-        d.runtime = p->runtime;
+        d.runtime = rt;
         d.sb = (lfs_sandbox_ref){
-                .home = home_dir, .project = d.project, .number = d.number, .dir = d.dir, .place = d.cgroup
+                .home = home_dir,
+                .project = d.project,
+                .number = d.number,
+                .dir = d.dir,
+                .place = d.cgroup,
+                .id_base = (uint32_t)base,
         };
+        d.host_uid = lfs_host_id(&d.sb, d.uid);
+        d.host_gid = lfs_host_id(&d.sb, d.gid);
         signal(SIGPIPE, SIG_IGN);
         /* Only interrupts a mount thread's read of /dev/fuse (end_mount_thread). */
         struct sigaction interrupt = { .sa_handler = ignore_signal };

@@ -131,7 +131,7 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                 ws_release_slot(w);
                 return j;
         }
-        if (ws_open(w->store, branch, w->upper, d->uid, d->gid, &w->fs, &err) < 0) {
+        if (ws_open(w->store, branch, w->upper, d->host_uid, d->host_gid, &w->fs, &err) < 0) {
                 ws_release_slot(w);
                 return lfs_proto_error_take(err);
         }

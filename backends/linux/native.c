@@ -15,20 +15,19 @@
 #include <sys/wait.h>
 
 #include "cgroup.h"
+#include "linux.h"
 #include "platforms.h"
 #include "probe.h"
 #include "runtime.h"
 #include "teardown.h"
 #include "util.h"
 
-/* How long a new daemon gets to say it listens. */
-#define READY_TIMEOUT_MS 5000
 /* Where the daemon-to-be moves what it keeps before it takes its final fd numbers (0-3). */
 #define HIGH_FD 10
 /* How long the processes of a Sandbox get to end (cgroup.kill, then FUSE aborts). */
 #define END_TIMEOUT_MS 10000
 
-static void native_probe(const lfs_platform *p, lfs_missing *m) {
+void lfs_linux_probe(const lfs_platform *p, lfs_missing *m) {
         (void)p;
         if (geteuid() != 0)
                 lfs_missing_add(m, "user:root");
@@ -39,18 +38,8 @@ static void native_probe(const lfs_platform *p, lfs_missing *m) {
                         lfs_missing_add(m, kernel[i]);
 }
 
-/* The runtime a linux Sandbox records is native; namespaces is not in this build. */
-static int native_prepare(const lfs_platform *p, char **ret_root, lfs_error **err) {
+int lfs_linux_prepare(const lfs_platform *p, char **ret_root, lfs_error **err) {
         (void)p;
-        const char *flavour = "native";
-        int r = lfs_default_runtime(&flavour, err);
-        if (r < 0)
-                return r;
-        if (!strcmp(flavour, "namespaces"))
-                return lfs_fail(
-                        err, LFS_UNSUPPORTED, 0,
-                        "LAYERFS_SANDBOX=namespaces: the namespaces runtime is not in this build; use "
-                        "native (or unset it)");
         if (geteuid() != 0)
                 return lfs_fail(
                         err, LFS_UNSUPPORTED, EPERM,
@@ -58,7 +47,7 @@ static int native_prepare(const lfs_platform *p, char **ret_root, lfs_error **er
         return lfs_cgroup_root(ret_root, err);
 }
 
-static int native_reach(const lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error **err) {
+int lfs_linux_reach(const lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error **err) {
         (void)p, (void)sb, (void)err;
         return 0;
 }
@@ -176,12 +165,12 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
 }
 
 /* Waits, in poll, until the daemon writes its readiness byte (it listens), or exits, or
- * READY_TIMEOUT_MS pass: 0, -ESRCH (it exited or closed the pipe without a word),
+ * LFS_LINUX_READY_TIMEOUT_MS pass: 0, -ESRCH (it exited or closed the pipe without a word),
  * -ETIMEDOUT. */
-static int wait_ready(int ready_fd, int pidfd) {
+int lfs_linux_wait_ready(int ready_fd, int pidfd) {
         struct pollfd p[2] = { { .fd = ready_fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
         int k;
-        while ((k = poll(p, 2, READY_TIMEOUT_MS)) < 0 && errno == EINTR)
+        while ((k = poll(p, 2, LFS_LINUX_READY_TIMEOUT_MS)) < 0 && errno == EINTR)
                 ;
         if (k < 0)
                 return -errno;
@@ -196,8 +185,8 @@ static int wait_ready(int ready_fd, int pidfd) {
         return -ESRCH;
 }
 
-static int native_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
-                         lfs_error **err) {
+int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
+                     lfs_error **err) {
         _cleanup_free_ char *root = xstrdup(sb->place), *leaf = xasprintf("%s/daemon", sb->place);
         int r;
         if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(sb->place)) < 0 ||
@@ -212,7 +201,7 @@ static int native_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *star
         close(ready[1]); /* the daemon's is the only write end now: its exit ends the wait */
         if (r < 0)
                 return r;
-        if ((r = wait_ready(ready_read, h.pidfd)) < 0) {
+        if ((r = lfs_linux_wait_ready(ready_read, h.pidfd)) < 0) {
                 close(h.pidfd);
                 return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's daemon did not become ready (%s)",
                                 sb->number, strerror(-r));
@@ -227,8 +216,8 @@ static char *command_leaf(const lfs_sandbox_ref *sb, const char *name) {
         return xasprintf("%s/%s", sb->place, name);
 }
 
-static int native_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
-                        int *ret_pidfd) {
+int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int ns_flags, int ns_pidfd,
+                    pid_t *ret_pid, int *ret_pidfd) {
         _cleanup_free_ char *leaf = command_leaf(sb, spec->name);
         lfs_spawn_args a = {
                 .cgroup = leaf,
@@ -237,6 +226,7 @@ static int native_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec,
                 .argv = spec->argv,
                 .envp = spec->envp,
                 .cwd_fd = spec->cwd_fd,
+                .cwd = spec->cwd,
                 .uid = spec->uid,
                 .gid = spec->gid,
                 .fd_in = spec->fds[0],
@@ -244,6 +234,8 @@ static int native_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec,
                 .fd_err = spec->fds[2],
                 .new_session = spec->tty,
                 .controlling_tty = spec->tty,
+                .ns_flags = ns_flags,
+                .ns_pidfd = ns_pidfd,
         };
         int r = lfs_cgroup_make(leaf);
         if (r == 0) {
@@ -256,12 +248,17 @@ static int native_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec,
         return r;
 }
 
-static int native_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms) {
+static int native_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
+                        int *ret_pidfd) {
+        return lfs_linux_spawn(sb, spec, 0, -1, ret_pid, ret_pidfd);
+}
+
+int lfs_linux_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms) {
         _cleanup_free_ char *leaf = command_leaf(sb, name);
         return lfs_cgroup_kill_wait(leaf, timeout_ms);
 }
 
-static void native_command_done(const lfs_sandbox_ref *sb, const char *name) {
+void lfs_linux_command_done(const lfs_sandbox_ref *sb, const char *name) {
         _cleanup_free_ char *leaf = command_leaf(sb, name);
         lfs_cgroup_remove_tree(leaf, 0);
 }
@@ -298,7 +295,7 @@ static bool list_one(void *userdata, pid_t pid, const char *leaf) {
         return false;
 }
 
-static void native_list(const lfs_sandbox_ref *sb, lfs_process_fn fn, void *userdata) {
+void lfs_linux_list(const lfs_sandbox_ref *sb, lfs_process_fn fn, void *userdata) {
         list_state s = { .fn = fn, .userdata = userdata };
         each_command_pid(sb, list_one, &s);
 }
@@ -310,7 +307,7 @@ static bool is_pid(void *userdata, pid_t pid, const char *leaf) {
 
 /* The pidfd is taken first: if the process ends and its pid is reused before the signal,
  * the signal fails instead of reaching the newcomer. */
-static int native_signal(const lfs_sandbox_ref *sb, pid_t pid, int sig) {
+int lfs_linux_signal(const lfs_sandbox_ref *sb, pid_t pid, int sig) {
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         if (pidfd < 0 || !each_command_pid(sb, is_pid, &pid))
                 return -ESRCH;
@@ -350,8 +347,7 @@ static int end_commands(const lfs_sandbox_ref *sb, char **ret_why) {
         return r;
 }
 
-static int native_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata,
-                           char **ret_why) {
+int lfs_linux_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata, char **ret_why) {
         int r = end_commands(sb, ret_why);
         if (r < 0)
                 return r;
@@ -360,22 +356,22 @@ static int native_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, vo
         return lfs_sandbox_remove(sb->place, sb->dir, ret_why);
 }
 
-static int native_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
+int lfs_linux_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
         int r = sb->place ? lfs_sandbox_end_processes(sb->place, END_TIMEOUT_MS, ret_why) : 0;
         return r < 0 ? r : lfs_sandbox_remove(sb->place, sb->dir, ret_why);
 }
 
 const lfs_runtime lfs_runtime_native = {
         .name = "native",
-        .probe = native_probe,
-        .prepare = native_prepare,
-        .reach = native_reach,
-        .create = native_create,
+        .probe = lfs_linux_probe,
+        .prepare = lfs_linux_prepare,
+        .reach = lfs_linux_reach,
+        .create = lfs_linux_create,
         .spawn = native_spawn,
-        .end_command = native_end_command,
-        .command_done = native_command_done,
-        .list = native_list,
-        .signal = native_signal,
-        .teardown = native_teardown,
-        .reclaim = native_reclaim,
+        .end_command = lfs_linux_end_command,
+        .command_done = lfs_linux_command_done,
+        .list = lfs_linux_list,
+        .signal = lfs_linux_signal,
+        .teardown = lfs_linux_teardown,
+        .reclaim = lfs_linux_reclaim,
 };

@@ -130,6 +130,34 @@ def wait_gone(pid):
         os.close(fd)
 
 
+# No process has this pid (above Linux's PID_MAX_LIMIT): what host_pid gives for one that
+# has ended. Never -1 or 0, which kill() would take as "every process" or "the group".
+NO_PID = 4 * 1024 * 1024 + 1
+
+
+def host_pid(pid):
+    """The host's pid of a process that a command saw as pid: itself under native; under
+    LAYERFS_RUNTIME=namespaces a pid of the Sandbox's own pid namespace (the last field of
+    NSpid), looked for among the processes of this test's cgroups. NO_PID if none has it."""
+    if os.environ.get("LAYERFS_RUNTIME") != "namespaces":
+        return pid
+    root = os.path.basename(os.environ.get("LAYERFS_CGROUP_ROOT", "")) + "/"
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cgroup" % entry) as f:
+                if root not in f.read():
+                    continue
+            with open("/proc/%s/status" % entry) as f:
+                nspid = [line.split()[1:] for line in f if line.startswith("NSpid:")]
+        except OSError:
+            continue
+        if nspid and len(nspid[0]) > 1 and int(nspid[0][-1]) == pid:
+            return int(entry)
+    return NO_PID
+
+
 def fd_targets(pid):
     """What each open fd of pid points at, {fd: target}; {} if it has ended."""
     out = {}

@@ -24,6 +24,26 @@ if ! why=$(unshare -Ur true 2>&1); then
         finish
         exit 0
 fi
+# A namespaces Sandbox's /dev has no fuse node, in its own user namespaces or not: its
+# commands cannot serve FUSE at all, so the trap cannot be set.
+if [ "${LAYERFS_RUNTIME:-}" = namespaces ]; then
+        lfs project init trap --from "$(mktemp -d "$WORK/src.XXXXXX")" >/dev/null
+        SB=$(lfs sandbox create)
+        lfs workspace mount "$SB" main >/dev/null
+        if lfs workspace exec "$SB" main -- sh -c 'exec 3<>/dev/fuse' 2>/dev/null; then
+                fail "a namespaces Sandbox's command opened /dev/fuse"
+        fi
+        ok
+        if lfs workspace exec "$SB" main -- unshare -Urm sh -c 'exec 3<>/dev/fuse' 2>/dev/null; then
+                fail "a namespaces Sandbox's command opened /dev/fuse in a user namespace of its own"
+        fi
+        ok
+        lfs workspace unmount "$SB" main >/dev/null
+        lfs sandbox close "$SB" >/dev/null
+        assert_nothing_left "the namespaces Sandbox"
+        finish
+        exit 0
+fi
 fuse_mode=$(stat -c %a /dev/fuse)
 # If the trap outlives the test (the code before the fix), abort its connection so
 # that nothing stays in D state: only connections whose /dev/fuse a process left in this

@@ -120,6 +120,8 @@ mount -t tmpfs -o size=1m elsewhere "$WORK/elsewhere/x"
 for how in close reclaim; do
         SB=$(lfs sandbox create)
         dir="$LAYERFS_HOME/sandboxes/p-$SB"
+        # (A namespaces Sandbox's mnt is a mount of its own on the host: gone first.)
+        umount -l "$dir/mnt" 2>/dev/null || true
         rmdir "$dir/mnt"
         ln -s "$WORK/elsewhere" "$dir/mnt"
         if [ "$how" = close ]; then

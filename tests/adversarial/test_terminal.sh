@@ -40,7 +40,7 @@ attack = ('exec 3<&0; rm -f $TMPDIR/f; mkfifo $TMPDIR/f; '
 t = ptyrun.Terminal("%s workspace exec %s main %s -- sh -c '%s'; echo exec-returned=$?; "
                     "read go < \"$GO\"; IFS= read -r line; echo \"shell-got:$line\"" % (L, sb, flag, attack))
 try:
-    bg = int(t.expect(rb"background=(\d+)").group(1))
+    bg = ptyrun.host_pid(int(t.expect(rb"background=(\d+)").group(1)))
     t.expect("exec-returned=0")
     held = sorted(fd for fd, target in ptyrun.fd_targets(bg).items() if target == t.name)
     keys = "typed-secret".ljust(59, ".") + "\n"  # dd ends after its 60 bytes
@@ -76,7 +76,7 @@ L, sb = os.environ["LAYERFS"], os.environ["SB"]
 t = ptyrun.Terminal("%s workspace exec %s main -- sh -c 'sleep 1000 & echo background=$!'; "
                     "echo exec-returned=$?" % (L, sb))
 try:
-    bg = int(t.expect(rb"background=(\d+)").group(1))
+    bg = ptyrun.host_pid(int(t.expect(rb"background=(\d+)").group(1)))
     t.expect("exec-returned=0")
     fds = ptyrun.fd_targets(bg)
     if not fds:

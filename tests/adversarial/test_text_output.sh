@@ -67,7 +67,7 @@ no_raw_controls "process list" "$WORK/ps"
 grep -q '4242' "$WORK/ps" && ! grep -q '^4242' "$WORK/ps" || fail "process list: $(cat -A "$WORK/ps")"
 assert_eq "$(wc -l <"$WORK/ps")" "$(json_get 'len(j)' <"$WORK/ps.json")" "process list: one line per process"
 ok
-lfs process kill "$SB" "$pid" >/dev/null
+lfs process kill "$SB" "$(host_pids "$SB" "$pid")" >/dev/null
 
 # ---- 3. program names in events (comm) and the daemon's log ---------------------------
 # A program whose file name carries a C1 CSI and DEL: the kernel takes its name as comm.

@@ -151,6 +151,29 @@ records() {
         sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"
 }
 
+# host_pids N PID...: the host's pids of the processes that a command of Sandbox N saw as
+# PID... (\$\$, \$!): under the namespaces runtime those are pids of the Sandbox's own pid
+# namespace, found through NSpid; under native they are the host's already. A PID that no
+# process of the Sandbox has now is left out (it has ended).
+host_pids() {
+        local sb=$1 cg init ns p k want
+        shift
+        if [ "$(records "SELECT runtime FROM sandboxes WHERE number=$sb")" != namespaces ]; then
+                echo "$@"
+                return 0
+        fi
+        cg=$(records "SELECT cgroup FROM sandboxes WHERE number=$sb")
+        init=$(cat "$cg/init/cgroup.procs")
+        ns=$(readlink "/proc/$init/ns/pid")
+        for p in /proc/[0-9]*; do
+                [ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$ns" ] || continue
+                k=$(awk '/^NSpid:/ {print $NF}' "$p/status" 2>/dev/null || true)
+                for want in "$@"; do
+                        if [ "$k" = "$want" ]; then echo "${p#/proc/}"; fi
+                done
+        done
+}
+
 # Nothing of any Sandbox is left: no process in our cgroups, no cgroup below the root,
 # no mount, no Sandbox directory, no record.
 assert_nothing_left() {

@@ -106,7 +106,9 @@ watcher_checks() {
 
         # ---- a multithreaded process whose main thread exits first -----------------------
         before=$(date +%s.%N)
-        lfs process start "$SB" main -- "$WORK/threads" >"$WORK/threads.pid"
+        # In the Sandbox's TMPDIR: the host's /tmp is not in a namespaces Sandbox's view.
+        install -m 755 "$WORK/threads" "$LAYERFS_HOME/sandboxes/p-$SB/tmp/threads"
+        lfs process start "$SB" main -- "$LAYERFS_HOME/sandboxes/p-$SB/tmp/threads" >"$WORK/threads.pid"
         tpid=$(cat "$WORK/threads.pid")
         sleep 1
         events "$SB"

@@ -18,8 +18,10 @@ lfs project init px --from "$WORK/sample" >/dev/null
 n=$(lfs sandbox create)
 ws=$(lfs workspace mount "$n" main)
 
-# Store files appear as the command identity's (SPEC 3), with the recorded modes.
-assert_eq "$(stat -c '%u:%g %a' "$ws/README" "$ws/run.sh" "$ws/src")" "$(printf '501:20 644\n501:20 755\n501:20 755')" "owners and modes"
+# Store files appear as the command identity's (SPEC 3), with the recorded modes: to the
+# commands (a namespaces Sandbox's commands are 501:20 inside, their own host ids outside).
+assert_eq "$(lfs workspace exec "$n" main -- stat -c '%u:%g %a' README run.sh src)" \
+        "$(printf '501:20 644\n501:20 755\n501:20 755')" "owners and modes"
 
 mkdir "$ws/posix"
 python3 "$ROOT/tests/e2e/posix_checks.py" --workspace "$ws/posix" >"$WORK/posix.log" || {

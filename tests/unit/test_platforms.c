@@ -9,6 +9,7 @@ static int clean_env(void **state) {
         (void)state;
         unsetenv("LAYERFS_PLACEMENT");
         unsetenv("LAYERFS_SANDBOX");
+        unsetenv("LAYERFS_RUNTIME");
         return 0;
 }
 
@@ -156,6 +157,50 @@ static void test_an_unbuilt_runtime_is_unsupported(void **state) {
         assert_int_equal(lfs_runtime_native.reach(&lfs_platforms[0], &sb, NULL), 0);
 }
 
+/* linux has two runtimes, each whole; a new Sandbox's is LAYERFS_RUNTIME's, else
+ * LAYERFS_SANDBOX's, else native; a record's is the one it names. */
+static void test_linux_has_two_runtimes(void **state) {
+        (void)state;
+        const lfs_platform *linux_p = lfs_platform_find("linux"), *docker = lfs_platform_find("docker");
+        const lfs_runtime *ns = &lfs_runtime_namespaces;
+        assert_true(ns->probe && ns->prepare && ns->reach && ns->create && ns->spawn && ns->end_command &&
+                    ns->command_done && ns->list && ns->signal && ns->teardown && ns->reclaim);
+        assert_string_equal(ns->name, "namespaces");
+        assert_ptr_equal(lfs_platform_runtime(linux_p, "namespaces"), ns);
+        assert_ptr_equal(lfs_platform_runtime(linux_p, "native"), &lfs_runtime_native);
+        assert_ptr_equal(lfs_platform_runtime(linux_p, NULL), &lfs_runtime_native);
+        assert_null(lfs_platform_runtime(linux_p, "docker"));
+        assert_null(lfs_platform_runtime(docker, "namespaces"));
+        const lfs_runtime *rt = NULL;
+        lfs_error *err = NULL;
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &err), 0);
+        assert_ptr_equal(rt, &lfs_runtime_native);
+        setenv("LAYERFS_SANDBOX", "namespaces", 1);
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &err), 0);
+        assert_ptr_equal(rt, ns);
+        setenv("LAYERFS_RUNTIME", "native", 1);
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &err), 0);
+        assert_ptr_equal(rt, &lfs_runtime_native);
+        unsetenv("LAYERFS_SANDBOX");
+        setenv("LAYERFS_RUNTIME", "namespaces", 1);
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &err), 0);
+        assert_ptr_equal(rt, ns);
+        assert_int_equal(lfs_platform_new_runtime(docker, &rt, &err), 0);
+        assert_ptr_equal(rt, docker->runtime);
+        static const char *const bad[] = { "", "docker", "Namespaces", "vm" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                setenv("LAYERFS_RUNTIME", bad[i], 1);
+                rt = NULL;
+                assert_true(lfs_platform_new_runtime(linux_p, &rt, &err) < 0);
+                assert_int_equal(err->code, LFS_INVALID_INPUT);
+                _cleanup_free_ char *want = xasprintf("LAYERFS_RUNTIME='%s' is not a runtime", bad[i]);
+                assert_msg(strstr(err->message, want), "%s", err->message);
+                assert_null(rt);
+                lfs_error_free(err);
+                err = NULL;
+        }
+}
+
 static void test_old_records_read_as_their_runtime_implies(void **state) {
         (void)state;
         assert_string_equal(lfs_record_platform(NULL, "native", "host"), "linux");
@@ -222,6 +267,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_every_row_has_a_whole_runtime, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_an_unbuilt_runtime_is_unsupported, clean_env,
                                                 clean_env),
+                cmocka_unit_test_setup_teardown(test_linux_has_two_runtimes, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_placements, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_what_each_placement_allows, clean_env, clean_env),
                 cmocka_unit_test_setup_teardown(test_old_records_read_as_their_runtime_implies, clean_env,

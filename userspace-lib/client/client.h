@@ -25,10 +25,11 @@ int lfs_sandbox_open_live(lfs_home *home, const char *project, int number, sandb
 /* Opens the Sandbox and sends call with args (taken) to its daemon: *ret its "ok" result. */
 int lfs_sandbox_call(lfs_home *home, const char *project, int sandbox, lfs_call call, json_t *args,
                      json_t **ret, lfs_error **err);
-/* The platform of a checked record, whose runtime acts on it, and *ret the record as
+/* The runtime a checked record names, which acts on it (its platform's, or for linux
+ * native or namespaces), *ret_platform its platform (if not NULL), and *ret the record as
  * that runtime sees it (pointing into rec). */
-const lfs_platform *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec,
-                                       lfs_sandbox_ref *ret);
+const lfs_runtime *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec,
+                                      const lfs_platform **ret_platform, lfs_sandbox_ref *ret);
 /* Everything a Sandbox left (its runtime's reclaim), its record last; the caller owns the
  * record. */
 int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_error **err);
@@ -39,8 +40,8 @@ int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_err
 bool lfs_wait_owner_gone(const sandbox_record *rec, int timeout_ms);
 /* Which layerfs-daemon a Sandbox runs (an absolute path). */
 int lfs_daemon_path(char **ret_path, lfs_error **err);
-/* Makes the Sandbox's directory and token, and has platform's runtime make its place and
- * start daemon there; returns once it answers on its socket. */
+/* Makes the Sandbox's directory and token, and has the record's runtime (of platform) make
+ * its place and start daemon there; returns once it answers on its socket. */
 int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, sandbox_record *rec,
                      const char *daemon, pid_t *ret_pid, lfs_error **err);
 /* Appends the last lines of the daemon's log to *err's message. */

@@ -75,9 +75,8 @@ int lfs_daemon_path(char **ret_path, lfs_error **err) {
 int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, sandbox_record *rec,
                      const char *daemon, pid_t *ret_pid, lfs_error **err) {
         _cleanup_free_ char *name = xasprintf("%s-%d", rec->project, rec->number), *why = NULL;
-        const lfs_runtime *runtime = platform->runtime;
         lfs_sandbox_ref sb;
-        lfs_record_runtime(home, rec, &sb);
+        const lfs_runtime *runtime = lfs_record_runtime(home, rec, NULL, &sb);
         /* Remains of a Sandbox whose record is gone (deleted by hand): the number is ours
          * now, and so is whatever this home keeps under it. */
         int r = runtime->reclaim(&sb, &why);
@@ -106,11 +105,13 @@ int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, 
         /* The daemon writes a byte to its --ready-fd once its socket listens: the
          * runtime's create waits for that (or the daemon's exit), never polls. */
         _cleanup_free_ char *num = xasprintf("%d", rec->number),
-                            *ready = xasprintf("%d", LFS_DAEMON_READY_FD);
-        const char *const args[] = { "--home",     home->path,    "--project",  rec->project, "--sandbox",
-                                     num,          "--dir",       rec->dir,     "--cgroup",   rec->cgroup,
-                                     "--instance", rec->instance, "--platform", platform->id, "--ready-fd",
-                                     ready,        NULL };
+                            *ready = xasprintf("%d", LFS_DAEMON_READY_FD),
+                            *id_base = xasprintf("%u", (unsigned)rec->id_base);
+        const char *const args[] = { "--home",      home->path,    "--project",  rec->project, "--sandbox",
+                                     num,           "--dir",       rec->dir,     "--cgroup",   rec->cgroup,
+                                     "--instance",  rec->instance, "--platform", platform->id, "--runtime",
+                                     runtime->name, "--id-base",   id_base,      "--ready-fd", ready,
+                                     NULL };
         lfs_daemon_start start = { .exe = daemon, .args = args, .dir_fd = rec->dir_fd };
         lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
         if ((r = runtime->create(&sb, &start, &h, err)) < 0)

@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 
 #include "cgroup.h"
+#include "numbers.h"
 #include "platforms.h"
 #include "records.h"
 
@@ -20,6 +21,7 @@ void lfs_record_done(sandbox_record *rec) {
         free(rec->dir);
         free(rec->cgroup);
         free(rec->platform);
+        free(rec->runtime);
         free(rec->state);
         if (rec->dir_fd >= 0)
                 close(rec->dir_fd);
@@ -139,6 +141,8 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                   "ALTER TABLE sandboxes ADD COLUMN cgroup TEXT; ALTER TABLE sandboxes ADD COLUMN socket TEXT;" },
                 { "SELECT instance FROM sandboxes LIMIT 0",
                   "ALTER TABLE sandboxes ADD COLUMN instance TEXT;" },
+                { "SELECT id_base FROM sandboxes LIMIT 0",
+                  "ALTER TABLE sandboxes ADD COLUMN id_base INTEGER;" },
         };
         for (size_t i = 0; i < ELEMENTSOF(columns); i++) {
                 sqlite3_stmt *probe = NULL;
@@ -211,8 +215,9 @@ bool lfs_record_alive(const sandbox_record *rec) {
 
 /* ---- checking a record ---- */
 
-#define RECORD_COLUMNS                                                                                      \
-        "project, number, pid, start_time, boot_id, dir, cgroup, platform, state, runtime, instance, socket"
+#define RECORD_COLUMNS                                                                                         \
+        "project, number, pid, start_time, boot_id, dir, cgroup, platform, state, runtime, instance, socket, " \
+        "id_base"
 enum {
         COL_PROJECT,
         COL_NUMBER,
@@ -225,7 +230,8 @@ enum {
         COL_STATE,
         COL_RUNTIME,
         COL_INSTANCE,
-        COL_SOCKET
+        COL_SOCKET,
+        COL_ID_BASE
 };
 
 static const char *text_or_null(sqlite3_stmt *st, int col) {
@@ -260,9 +266,9 @@ static char *column_shown(sqlite3_stmt *st, int col) {
 }
 
 static int refuse(lfs_home *home, sqlite3_stmt *st, int col, const char *rule, lfs_error **err) {
-        static const char *const names[] = { "project", "number",  "pid",      "start_time",
-                                             "boot_id", "dir",     "cgroup",   "platform",
-                                             "state",   "runtime", "instance", "socket" };
+        static const char *const names[] = { "project",  "number", "pid",      "start_time", "boot_id",
+                                             "dir",      "cgroup", "platform", "state",      "runtime",
+                                             "instance", "socket", "id_base" };
         _cleanup_free_ char *value = column_shown(st, col), *project = column_shown(st, COL_PROJECT),
                             *number = column_shown(st, COL_NUMBER);
         return lfs_fail(
@@ -346,6 +352,18 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
                         return refuse(home, st, COL_CGROUP, rule, err);
                 }
         }
+        /* Its ids: a namespaces Sandbox's range, 65536 ids from a multiple of 65536 above 0;
+         * the others have none. */
+        const char *runtime = text_or_null(st, COL_RUNTIME);
+        bool has_ids = !strcmp(runtime, "namespaces");
+        long long id_base = sqlite3_column_int64(st, COL_ID_BASE);
+        if (has_ids ? sqlite3_column_type(st, COL_ID_BASE) != SQLITE_INTEGER || id_base < 65536 ||
+                              id_base > (long long)UINT32_MAX - 65535 || id_base % 65536
+                    : sqlite3_column_type(st, COL_ID_BASE) != SQLITE_NULL)
+                return refuse(home, st, COL_ID_BASE,
+                              has_ids ? "a namespaces Sandbox's ids start at a multiple of 65536 below 2^32"
+                                      : "only a namespaces Sandbox has ids of its own",
+                              err);
         const char *placement = "host";
         lfs_placement(&placement, NULL);
         *ret = (sandbox_record){
@@ -357,7 +375,9 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
                 .boot_id = boot ? xstrdup(boot) : NULL,
                 .dir = TAKE_PTR(dir),
                 .cgroup = cgroup ? xstrdup(cgroup) : NULL,
-                .platform = xstrdup(lfs_record_platform(platform, text_or_null(st, COL_RUNTIME), placement)),
+                .platform = xstrdup(lfs_record_platform(platform, runtime, placement)),
+                .runtime = xstrdup(runtime),
+                .id_base = has_ids ? (uint32_t)id_base : 0,
                 .state = xstrdup(state),
                 .dir_fd = -1,
         };
@@ -436,8 +456,98 @@ static char *new_instance(void) {
         return hex;
 }
 
+/* ---- a namespaces Sandbox's ids ---- */
+
+#define SANDBOX_IDS 65536u
+
+int lfs_id_range(uint32_t *ret_first, uint32_t *ret_count, lfs_error **err) {
+        const char *v = getenv("LAYERFS_ID_RANGE");
+        if (!v) {
+                *ret_first = 1u << 30;
+                *ret_count = 1u << 30;
+                return 0;
+        }
+        const char *colon = strchr(v, ':');
+        _cleanup_free_ char *first_text = colon ? xasprintf("%.*s", (int)(colon - v), v) : NULL;
+        uint64_t first, count;
+        if (!colon ||
+            lfs_parse_whole("the first id of LAYERFS_ID_RANGE", first_text, SANDBOX_IDS,
+                            UINT32_MAX - SANDBOX_IDS + 1, &first, NULL) < 0 ||
+            lfs_parse_whole("the count of LAYERFS_ID_RANGE", colon + 1, SANDBOX_IDS, UINT32_MAX, &count,
+                            NULL) < 0 ||
+            first % SANDBOX_IDS || count % SANDBOX_IDS || first + count > (uint64_t)UINT32_MAX)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "LAYERFS_ID_RANGE='%s' is not FIRST:COUNT with both multiples of 65536, "
+                                "FIRST from 65536 and FIRST+COUNT below 4294967295 (the default is "
+                                "1073741824:1073741824)",
+                                v);
+        *ret_first = (uint32_t)first;
+        *ret_count = (uint32_t)count;
+        return 0;
+}
+
+/* The /etc/subuid or /etc/subgid entry (user:first:count) that overlaps [base, base+65536),
+ * for messages; NULL if none. */
+static char *subid_overlap(const char *file, uint32_t base) {
+        _cleanup_fclose_ FILE *f = fopen(file, "re");
+        char line[512];
+        while (f && fgets(line, sizeof(line), f)) {
+                char user[256];
+                unsigned long long first, count;
+                if (sscanf(line, "%255[^:]:%llu:%llu", user, &first, &count) != 3)
+                        continue;
+                if (first < (unsigned long long)base + SANDBOX_IDS && base < first + count)
+                        return xasprintf("%s entry %s:%llu:%llu", file, user, first, count);
+        }
+        return NULL;
+}
+
+/* The lowest range of the home's that no record holds and no subordinate id entry
+ * overlaps, inside the claim's transaction. */
+static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
+        uint32_t first = 0, count = 0;
+        int r = lfs_id_range(&first, &count, err);
+        if (r < 0)
+                return r;
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(
+                    db, "SELECT 1 FROM sandboxes WHERE typeof(id_base)='integer' AND id_base=? LIMIT 1", -1,
+                    &st, NULL) != SQLITE_OK)
+                return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
+        _cleanup_free_ char *skipped = NULL;
+        r = -ENOSPC;
+        for (uint64_t base = first; base + SANDBOX_IDS <= (uint64_t)first + count; base += SANDBOX_IDS) {
+                sqlite3_reset(st);
+                sqlite3_bind_int64(st, 1, (sqlite3_int64)base);
+                if (sqlite3_step(st) == SQLITE_ROW)
+                        continue;
+                char *overlap = subid_overlap("/etc/subuid", (uint32_t)base);
+                if (!overlap)
+                        overlap = subid_overlap("/etc/subgid", (uint32_t)base);
+                if (overlap) {
+                        if (!skipped)
+                                skipped = overlap;
+                        else
+                                free(overlap);
+                        continue;
+                }
+                *ret = (uint32_t)base;
+                r = 0;
+                break;
+        }
+        sqlite3_finalize(st);
+        if (r < 0)
+                return lfs_fail(
+                        err, LFS_LIMIT_REACHED, ENOSPC,
+                        "no range of 65536 host ids is free for a namespaces Sandbox in this home's "
+                        "LAYERFS_ID_RANGE %u:%u (every one is another Sandbox's%s%s); close a Sandbox "
+                        "or give LAYERFS_ID_RANGE a wider range that no /etc/subuid entry overlaps",
+                        first, count, skipped ? ", or overlaps the " : "", skipped ? skipped : "");
+        return 0;
+}
+
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
-                     sandbox_record *ret, lfs_error **err) {
+                     const char *runtime, sandbox_record *ret, lfs_error **err) {
         unsigned long long start = 0;
         if (lfs_process_start_time(getpid(), &start) < 0)
                 return lfs_fail(err, LFS_FAILED, ESRCH, "cannot read this process's start time");
@@ -466,29 +576,35 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                                .cgroup = lfs_cgroup_sandbox_path(cgroup_root, home->path, project,
                                                                  (int)number),
                                .platform = xstrdup("linux"),
+                               .runtime = xstrdup(runtime),
                                .state = xstrdup("starting"),
                                .dir_fd = -1 };
         _cleanup_free_ char *socket = xasprintf("%s/control.sock", rec.dir);
         int r = 0;
         if (number > INT_MAX)
                 r = lfs_fail(err, LFS_LIMIT_REACHED, 0, "project '%s' has no free sandbox number", project);
-        else if (sqlite3_prepare_v2(
-                         db,
-                         "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, "
-                         "boot_id, dir, cgroup, socket, state, instance) "
-                         "VALUES(?, ?, 'linux', 'native', ?, ?, ?, ?, ?, ?, 'starting', ?)",
-                         -1, &st, NULL) != SQLITE_OK)
+        else if (!strcmp(runtime, "namespaces"))
+                r = claim_ids(db, &rec.id_base, err);
+        if (r == 0 &&
+            sqlite3_prepare_v2(db,
+                               "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, "
+                               "boot_id, dir, cgroup, socket, state, instance, id_base) "
+                               "VALUES(?, ?, 'linux', ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
+                               -1, &st, NULL) != SQLITE_OK)
                 r = db_fail(db, err);
-        else {
+        else if (r == 0) {
                 sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
                 sqlite3_bind_int(st, 2, rec.number);
-                sqlite3_bind_int(st, 3, (int)rec.pid);
-                sqlite3_bind_int64(st, 4, (sqlite3_int64)rec.start_time);
-                sqlite3_bind_text(st, 5, rec.boot_id, -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 6, rec.dir, -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 7, rec.cgroup, -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 8, socket, -1, SQLITE_STATIC);
-                sqlite3_bind_text(st, 9, rec.instance, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 3, runtime, -1, SQLITE_STATIC);
+                sqlite3_bind_int(st, 4, (int)rec.pid);
+                sqlite3_bind_int64(st, 5, (sqlite3_int64)rec.start_time);
+                sqlite3_bind_text(st, 6, rec.boot_id, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 7, rec.dir, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 8, rec.cgroup, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 9, socket, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 10, rec.instance, -1, SQLITE_STATIC);
+                if (rec.id_base)
+                        sqlite3_bind_int64(st, 11, rec.id_base);
                 r = step_done(db, st, err);
         }
         if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)

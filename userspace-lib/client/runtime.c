@@ -87,9 +87,10 @@ static void reclaim_one(void *userdata, sandbox_record *rec, const char *project
          * with) before anything is touched, so that two reclaims, or a reclaim and a
          * close, never both act on it, nor on a later Sandbox with its number. */
         lfs_sandbox_ref sb;
-        const lfs_platform *p = lfs_record_runtime(s->home, rec, &sb);
+        const lfs_platform *p = NULL;
+        const lfs_runtime *rt = lfs_record_runtime(s->home, rec, &p, &sb);
         lfs_error *e = NULL;
-        if (p->runtime->reach(p, &sb, NULL) < 0 || lfs_record_alive(rec) ||
+        if (rt->reach(p, &sb, NULL) < 0 || lfs_record_alive(rec) ||
             lfs_record_set_owner(s->db, rec, getpid(), "removing", &e) < 0) {
                 lfs_error_free(e);
                 return;

@@ -46,17 +46,23 @@ static int open_sandbox_dir(lfs_home *home, const sandbox_record *rec, int *ret_
         return 0;
 }
 
-/* The platform of a checked record (records.c refuses one that is not of the eight) and
- * the record as its runtime sees it. */
-const lfs_platform *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec,
-                                       lfs_sandbox_ref *ret) {
+/* The runtime a checked record names (records.c refuses one that is not of the eight
+ * platforms or the four runtimes), its platform, and the record as that runtime sees it. */
+const lfs_runtime *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec,
+                                      const lfs_platform **ret_platform, lfs_sandbox_ref *ret) {
         *ret = (lfs_sandbox_ref){ .home = home->path,
                                   .project = rec->project,
                                   .number = rec->number,
                                   .dir = rec->dir,
-                                  .place = rec->cgroup };
+                                  .place = rec->cgroup,
+                                  .id_base = rec->id_base };
         const lfs_platform *p = lfs_platform_find(rec->platform);
-        return p ? p : lfs_platform_find("linux");
+        if (!p)
+                p = lfs_platform_find("linux");
+        const lfs_runtime *rt = lfs_platform_runtime(p, rec->runtime);
+        if (ret_platform)
+                *ret_platform = p;
+        return rt ? rt : p->runtime;
 }
 
 /* Everything a Sandbox left, through its runtime's reclaim: processes (however they
@@ -75,8 +81,7 @@ int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_err
         }
         _cleanup_free_ char *why = NULL;
         lfs_sandbox_ref sb;
-        const lfs_platform *p = lfs_record_runtime(home, rec, &sb);
-        r = p->runtime->reclaim(&sb, &why);
+        r = lfs_record_runtime(home, rec, NULL, &sb)->reclaim(&sb, &why);
         if (r < 0) {
                 lfs_record_set_owner(db, rec, 0, "removing", NULL);
                 return lfs_fail(err, LFS_FAILED, -r,
@@ -168,10 +173,14 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
             (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
             (r = lfs_idle_seconds(&idle, err)) < 0 || (r = check_workspace_memory(err)) < 0)
                 return r;
-        /* The runtime's own checks (native: root, LAYERFS_SANDBOX's flavour, cgroup2; one
-         * this build lacks: Unsupported). */
+        /* The runtime's own checks (linux: root, cgroup2, for namespaces the kernel's
+         * namespaces and LAYERFS_ID_RANGE; one this build lacks: Unsupported). */
         _cleanup_free_ char *name = NULL, *place_root = NULL, *daemon = NULL;
-        if ((r = chosen->runtime->prepare(chosen, &place_root, err)) < 0 ||
+        const lfs_runtime *rt = NULL;
+        uint32_t id_first = 0, id_count = 0;
+        if ((r = lfs_platform_new_runtime(chosen, &rt, err)) < 0 ||
+            (r = lfs_id_range(&id_first, &id_count, err)) < 0 ||
+            (r = rt->prepare(chosen, &place_root, err)) < 0 ||
             (r = open_project(home, project, &name, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
                 return r;
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
@@ -191,7 +200,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
         sandbox_record rec = { .dir_fd = -1 };
-        if ((r = lfs_record_claim(home, db, name, place_root, &rec, err)) < 0) {
+        if ((r = lfs_record_claim(home, db, name, place_root, rt->name, &rec, err)) < 0) {
                 sqlite3_close(db);
                 return r;
         }
@@ -249,9 +258,10 @@ int lfs_sandbox_open_live(lfs_home *home, const char *project, int number, sandb
         if (r < 0)
                 return r;
         lfs_sandbox_ref sb;
-        const lfs_platform *p = lfs_record_runtime(home, ret, &sb);
-        /* Calls follow the record's platform, never the caller's default. */
-        if ((r = p->runtime->reach(p, &sb, err)) < 0) {
+        const lfs_platform *p = NULL;
+        const lfs_runtime *rt = lfs_record_runtime(home, ret, &p, &sb);
+        /* Calls follow the record's platform and runtime, never the caller's default. */
+        if ((r = rt->reach(p, &sb, err)) < 0) {
                 lfs_record_done(ret);
         } else if (!strcmp(ret->state ? ret->state : "", "removing")) {
                 r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ESRCH,
@@ -314,8 +324,8 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
         if (r < 0)
                 return r;
         lfs_sandbox_ref sb;
-        const lfs_platform *p = lfs_record_runtime(home, &rec, &sb);
-        if ((r = p->runtime->reach(p, &sb, err)) < 0) {
+        const lfs_platform *p = NULL;
+        if ((r = lfs_record_runtime(home, &rec, &p, &sb)->reach(p, &sb, err)) < 0) {
                 lfs_record_done(&rec);
                 return r;
         }

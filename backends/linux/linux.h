@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the two runtimes of the linux platform share (native.c, namespaces.c): a Sandbox is
+ * a cgroup <root>/<tag>-<project>-<n> (its place) with its daemon in the leaf "daemon" and
+ * each command in a leaf "cmd-<k>" of its own; ending the cgroup ends everything of it.
+ * namespaces.c adds the Sandbox's namespaces on top and uses the rest as it is. Only
+ * backends/linux/ includes this.
+ */
+#ifndef LFS_LINUX_RUNTIME_H
+#define LFS_LINUX_RUNTIME_H
+
+#include "platforms.h"
+#include "runtime.h"
+
+/* How long a new daemon (or a Sandbox's init) gets to say it is ready. */
+#define LFS_LINUX_READY_TIMEOUT_MS 5000
+
+/* Adds what both need: root, cgroup2, cgroup.kill, pidfd, FUSE. */
+void lfs_linux_probe(const lfs_platform *p, lfs_missing *m);
+/* Root, and the cgroup root (*ret_root). */
+int lfs_linux_prepare(const lfs_platform *p, char **ret_root, lfs_error **err);
+int lfs_linux_reach(const lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error **err);
+/* Makes the Sandbox's cgroup and starts its daemon in the leaf "daemon" (native's create). */
+int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
+                     lfs_error **err);
+/* Waits, in poll, until ready_fd gives a byte, or pidfd's process exits, or
+ * LFS_LINUX_READY_TIMEOUT_MS pass: 0, -ESRCH (it exited or closed the pipe without a
+ * word), -ETIMEDOUT. */
+int lfs_linux_wait_ready(int ready_fd, int pidfd);
+/* A command in its own leaf; joining ns_flags of ns_pidfd's process (0: none). */
+int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int ns_flags, int ns_pidfd,
+                    pid_t *ret_pid, int *ret_pidfd);
+int lfs_linux_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms);
+void lfs_linux_command_done(const lfs_sandbox_ref *sb, const char *name);
+void lfs_linux_list(const lfs_sandbox_ref *sb, lfs_process_fn fn, void *userdata);
+int lfs_linux_signal(const lfs_sandbox_ref *sb, pid_t pid, int sig);
+int lfs_linux_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata, char **ret_why);
+int lfs_linux_reclaim(const lfs_sandbox_ref *sb, char **ret_why);
+
+#endif

@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The namespaces runtime of the linux platform (runtime.h): native's cgroups (linux.h),
+ * and namespaces of the Sandbox's own. At create, once the daemon listens, a Sandbox init
+ * (the daemon's binary in its init mode, daemon/sandbox_init.c) starts in the leaf "init"
+ * of the Sandbox's cgroup with new user, pid, mount, ipc, uts, cgroup and net namespaces:
+ * pid 1 there, it reaps and never exits on its own. Its user namespace maps ids 0..65535
+ * onto the host ids id_base..id_base+65535 of the Sandbox's record. Each command joins
+ * the init's namespaces (setns on a pidfd of the init) in its own leaf, as native's do;
+ * ending the cgroup ends the init and with it every namespace. docs/runtime.md.
+ */
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cgroup.h"
+#include "linux.h"
+#include "util.h"
+
+/* The namespaces a Sandbox has, and every command joins. */
+#define SANDBOX_NAMESPACES                                                                                  \
+        (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP |       \
+         CLONE_NEWNET)
+/* How many ids a Sandbox's user namespace maps: 0..65535, with the command identity
+ * 501:20 among them. */
+#define SANDBOX_IDS 65536u
+/* Where the init moves what it keeps before it takes its final fd numbers (0-3). */
+#define HIGH_FD 10
+
+static bool namespaces_possible(void) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/sys/user/max_user_namespaces", "re");
+        unsigned long max = 0;
+        return access("/proc/self/ns/user", F_OK) == 0 && access("/proc/self/ns/pid", F_OK) == 0 && f &&
+               fscanf(f, "%lu", &max) == 1 && max > 0;
+}
+
+static void namespaces_probe(const lfs_platform *p, lfs_missing *m) {
+        lfs_linux_probe(p, m);
+        if (!namespaces_possible())
+                lfs_missing_add(m, "kernel:userns");
+}
+
+static int namespaces_prepare(const lfs_platform *p, char **ret_root, lfs_error **err) {
+        if (!namespaces_possible())
+                return lfs_fail(err, LFS_UNSUPPORTED, EOPNOTSUPP,
+                                "the namespaces runtime needs user and pid namespaces, which this kernel "
+                                "does not offer (/proc/sys/user/max_user_namespaces is 0 or missing); use "
+                                "LAYERFS_RUNTIME=native");
+        return lfs_linux_prepare(p, ret_root, err);
+}
+
+/* ---- the init ---- */
+
+/* Writes v in decimal into buf (at least 12 bytes), async-signal-safe; its length. */
+static size_t format_uint(char *buf, unsigned long v) {
+        char rev[24];
+        size_t n = 0;
+        do {
+                rev[n++] = (char)('0' + v % 10);
+                v /= 10;
+        } while (v);
+        for (size_t i = 0; i < n; i++)
+                buf[i] = rev[n - 1 - i];
+        buf[n] = 0;
+        return n;
+}
+
+/* Writes text into /proc/<pid>/<file>; async-signal-safe. */
+static int write_proc_file(pid_t pid, const char *file, const char *text, size_t len) {
+        char path[64] = "/proc/";
+        size_t n = 6 + format_uint(path + 6, (unsigned long)pid);
+        path[n++] = '/';
+        for (const char *c = file; *c && n < sizeof(path) - 1; c++)
+                path[n++] = *c;
+        path[n] = 0;
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t k = write(fd, text, len);
+        int e = errno;
+        close(fd);
+        return k == (ssize_t)len ? 0 : -(k < 0 ? e : EIO);
+}
+
+/* What the child that becomes the init needs, all made before the fork. */
+typedef struct init_start {
+        const char *exe;
+        const char *const *argv;
+        int cgroup_fd; /* the leaf "init" */
+        int ready_fd, null_fd, log_fd;
+        char map[64]; /* "0 <base> 65536\n" for uid_map and gid_map */
+        size_t map_len;
+} init_start;
+
+/* The init, before it execs: waits for its maps, becomes root of its user namespace (so
+ * that it keeps its capabilities there through execve) and runs the daemon's init mode.
+ * Async-signal-safe calls only. */
+static _Noreturn void init_child(const init_start *s, int sync_fd) {
+        char go;
+        ssize_t k;
+        while ((k = read(sync_fd, &go, 1)) < 0 && errno == EINTR)
+                ;
+        if (k != 1)
+                _exit(126); /* the maps were not written */
+        if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setgroups, 0, NULL) < 0 ||
+            syscall(SYS_setresuid, 0, 0, 0) < 0)
+                _exit(126);
+        int ready_high = fcntl(s->ready_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+        int null_high = fcntl(s->null_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+        int log_high = fcntl(s->log_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+        if (ready_high < 0 || null_high < 0 || log_high < 0 || dup2(null_high, 0) < 0 ||
+            dup2(log_high, 1) < 0 || dup2(log_high, 2) < 0 || dup2(ready_high, LFS_DAEMON_READY_FD) < 0)
+                _exit(126);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        for (int sig = 1; sig < NSIG; sig++)
+                (void)sigaction(sig, &dfl, NULL);
+        close_range(LFS_DAEMON_READY_FD + 1, ~0U, 0);
+        execv(s->exe, (char *const *)s->argv);
+        _exit(127);
+}
+
+/* The intermediate child could not make the init: the parent reads -errnum as its pid. */
+static _Noreturn void init_parent_fail(int pid_fd, int errnum) {
+        pid_t failed = -errnum;
+        (void)!write(pid_fd, &failed, sizeof(failed));
+        _exit(1);
+}
+
+/* The intermediate child: clones the init into its leaf with the Sandbox's namespaces,
+ * writes its maps, lets it go, tells the parent its pid and waits until the parent has a
+ * pidfd of it (until then the init is its child: its pid cannot have been reused).
+ * Async-signal-safe calls only: the caller may have threads. */
+static _Noreturn void init_parent(const init_start *s, int pid_fd, int go_fd, int go_write) {
+        setsid();
+        /* Until the parent has its pidfd: it closes its end of the go pipe, ours goes here. */
+        close(go_write);
+        int sync[2];
+        if (pipe2(sync, O_CLOEXEC) < 0)
+                init_parent_fail(pid_fd, errno);
+        struct clone_args args = {
+                .flags = SANDBOX_NAMESPACES | CLONE_INTO_CGROUP,
+                .exit_signal = SIGCHLD,
+                .cgroup = (uint64_t)s->cgroup_fd,
+        };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid == 0) {
+                close(sync[1]);
+                init_child(s, sync[0]);
+        }
+        close(sync[0]);
+        if (pid < 0)
+                init_parent_fail(pid_fd, errno);
+        /* setgroups stays allowed: the maps are written by root of the parent namespace. */
+        int r = write_proc_file(pid, "uid_map", s->map, s->map_len);
+        if (r == 0)
+                r = write_proc_file(pid, "gid_map", s->map, s->map_len);
+        if (r == 0 && write(sync[1], "1", 1) != 1)
+                r = -errno;
+        if (r < 0) {
+                kill(pid, SIGKILL);
+                init_parent_fail(pid_fd, -r);
+        }
+        close(sync[1]);
+        (void)!write(pid_fd, &pid, sizeof(pid));
+        char go;
+        while (read(go_fd, &go, 1) < 0 && errno == EINTR)
+                ;
+        _exit(0);
+}
+
+/* Starts the Sandbox's init, detached, in the leaf <place>/init, and waits until it says
+ * its namespaces are set up (its ready byte), or exits, or the time is up. */
+static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_error **err) {
+        _cleanup_free_ char *leaf = xasprintf("%s/init", sb->place);
+        int r = lfs_cgroup_make(leaf);
+        if (r < 0)
+                return lfs_fail(err, LFS_FAILED, -r, "cannot make the cgroup %s: %s", leaf, strerror(-r));
+        _cleanup_close_ int cgroup_fd = lfs_cgroup_open(leaf);
+        if (cgroup_fd < 0)
+                return lfs_fail(err, LFS_FAILED, -cgroup_fd, "cannot open the cgroup %s: %s", leaf,
+                                strerror(-cgroup_fd));
+        _cleanup_free_ char *hostname = xasprintf("sandbox-%d", sb->number);
+        const char *const argv[] = { "layerfs-init", "--sandbox-init", "--hostname", hostname, "--home",
+                                     sb->home,       "--dir",          sb->dir,      NULL };
+        _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        _cleanup_close_ int log_fd = openat(start->dir_fd, "daemon.log",
+                                            O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (null_fd < 0 || log_fd < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open /dev/null or %s/daemon.log: %s",
+                                sb->dir, strerror(errno));
+        int ready[2], pid_pipe[2], go_pipe[2];
+        if (pipe2(ready, O_CLOEXEC) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
+        _cleanup_close_ int ready_read = ready[0], ready_write = ready[1];
+        if (pipe2(pid_pipe, O_CLOEXEC) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
+        _cleanup_close_ int pid_read = pid_pipe[0], pid_write = pid_pipe[1];
+        if (pipe2(go_pipe, O_CLOEXEC) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
+        _cleanup_close_ int go_read = go_pipe[0], go_write = go_pipe[1];
+        init_start s = { .exe = start->exe,
+                         .argv = argv,
+                         .cgroup_fd = cgroup_fd,
+                         .ready_fd = ready_write,
+                         .null_fd = null_fd,
+                         .log_fd = log_fd };
+        int len = snprintf(s.map, sizeof(s.map), "0 %u %u\n", (unsigned)sb->id_base, SANDBOX_IDS);
+        s.map_len = (size_t)len;
+        pid_t child = fork();
+        if (child < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "fork: %s", strerror(errno));
+        if (child == 0)
+                init_parent(&s, pid_write, go_read, go_write);
+        close(TAKE_FD(pid_write));
+        close(TAKE_FD(go_read));
+        close(TAKE_FD(ready_write)); /* the init's is the only write end now */
+        pid_t pid = -1;
+        ssize_t k;
+        while ((k = read(pid_read, &pid, sizeof(pid))) < 0 && errno == EINTR)
+                ;
+        _cleanup_close_ int pidfd = k == sizeof(pid) && pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+        int e = errno;
+        close(TAKE_FD(go_write));
+        int status;
+        while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (k != sizeof(pid) || pid <= 0) {
+                int why = k == sizeof(pid) && pid < 0 ? (int)-pid : ECHILD;
+                return lfs_fail(err, LFS_FAILED, why,
+                                "could not start sandbox %d's init with its namespaces (user, pid, mount, "
+                                "ipc, uts, cgroup, net) and its ids from %u: %s",
+                                sb->number, (unsigned)sb->id_base, strerror(why));
+        }
+        if (pidfd < 0)
+                return lfs_fail(err, LFS_FAILED, e, "pidfd_open(%d) of sandbox %d's init: %s", (int)pid,
+                                sb->number, strerror(e));
+        if ((r = lfs_linux_wait_ready(ready_read, pidfd)) < 0)
+                return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's init did not become ready (%s)",
+                                sb->number, strerror(-r));
+        return 0;
+}
+
+/* On the host: <dir>/mnt, where the daemon mounts the Workspaces, becomes a shared mount
+ * of its own, so that what the daemon mounts there later appears in the Sandbox's view
+ * (whose copy of it is a slave), and <dir>/root, where the init builds that view. */
+static int prepare_view(const lfs_sandbox_ref *sb, int dir_fd, lfs_error **err) {
+        _cleanup_free_ char *mnt = xasprintf("%s/mnt", sb->dir);
+        if (mkdirat(dir_fd, "root", 0700) < 0 && errno != EEXIST)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s/root: %s", sb->dir, strerror(errno));
+        _cleanup_close_ int fd = lfs_open_beneath(dir_fd, "mnt", O_PATH | O_DIRECTORY);
+        if (fd < 0)
+                return lfs_fail(err, LFS_FAILED, -fd, "cannot open %s: %s", mnt, strerror(-fd));
+        char self[64];
+        snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+        if (mount(self, self, NULL, MS_BIND, NULL) < 0 || mount(NULL, mnt, NULL, MS_PRIVATE, NULL) < 0 ||
+            mount(NULL, mnt, NULL, MS_SHARED, NULL) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s a shared mount: %s", mnt,
+                                strerror(errno));
+        return 0;
+}
+
+static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start,
+                             lfs_daemon_handle *ret, lfs_error **err) {
+        if (sb->id_base == 0 || sb->id_base > UINT32_MAX - SANDBOX_IDS)
+                return lfs_fail(
+                        err, LFS_FAILED, EINVAL,
+                        "sandbox %d has no id range of its own (id_base %u) to map its user namespace "
+                        "onto",
+                        sb->number, (unsigned)sb->id_base);
+        lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
+        int r = lfs_linux_create(sb, start, &h, err);
+        if (r < 0)
+                return r;
+        if ((r = prepare_view(sb, start->dir_fd, err)) < 0 || (r = start_init(sb, start, err)) < 0) {
+                close(h.pidfd);
+                return r;
+        }
+        *ret = h;
+        return 0;
+}
+
+/* ---- commands ---- */
+
+/* The daemon's pidfd of its Sandbox's init, found once: the one process of the leaf
+ * "init", checked to be there still once its pidfd is open (a pid reused meanwhile would
+ * have to be in that leaf, which only the init's clone enters). */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int init_pidfd = -1;
+
+static int find_init(const lfs_sandbox_ref *sb, int *ret_pidfd) {
+        _cleanup_free_ char *leaf = xasprintf("%s/init", sb->place);
+        for (int attempt = 0; attempt < 2; attempt++) {
+                _cleanup_close_ int cgroup_fd = lfs_cgroup_open(leaf);
+                if (cgroup_fd < 0)
+                        return cgroup_fd;
+                int procs = openat(cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+                _cleanup_fclose_ FILE *f = procs >= 0 ? fdopen(procs, "re") : NULL;
+                if (!f) {
+                        if (procs >= 0)
+                                close(procs);
+                        return -errno;
+                }
+                int pid;
+                if (fscanf(f, "%d", &pid) != 1)
+                        return -ESRCH; /* the init is gone: the Sandbox cannot run commands */
+                int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+                if (pidfd < 0)
+                        continue;
+                rewind(f);
+                int again;
+                if (fscanf(f, "%d", &again) == 1 && again == pid) {
+                        *ret_pidfd = pidfd;
+                        return 0;
+                }
+                close(pidfd);
+        }
+        return -ESRCH;
+}
+
+static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
+                            int *ret_pidfd) {
+        pthread_mutex_lock(&init_lock);
+        int r = 0;
+        if (init_pidfd < 0)
+                r = find_init(sb, &init_pidfd);
+        /* An init that ended (killed from the host) leaves namespaces no command can join. */
+        struct pollfd p = { .fd = init_pidfd, .events = POLLIN };
+        if (r == 0 && poll(&p, 1, 0) > 0)
+                r = -ESRCH;
+        int pidfd = r == 0 ? fcntl(init_pidfd, F_DUPFD_CLOEXEC, 3) : -1;
+        pthread_mutex_unlock(&init_lock);
+        if (r < 0)
+                return r;
+        if (pidfd < 0)
+                return -errno;
+        r = lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, ret_pid, ret_pidfd);
+        close(pidfd);
+        return r;
+}
+
+const lfs_runtime lfs_runtime_namespaces = {
+        .name = "namespaces",
+        .probe = namespaces_probe,
+        .prepare = namespaces_prepare,
+        .reach = lfs_linux_reach,
+        .create = namespaces_create,
+        .spawn = namespaces_spawn,
+        .end_command = lfs_linux_end_command,
+        .command_done = lfs_linux_command_done,
+        .list = lfs_linux_list,
+        .signal = lfs_linux_signal,
+        .teardown = lfs_linux_teardown,
+        .reclaim = lfs_linux_reclaim,
+};

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Sandbox init of the namespaces runtime (backends/linux/namespaces.c starts it): pid 1
+ * of the Sandbox's pid namespace, root of its user namespace. It sets the namespaces up
+ * once (the Sandbox's view of the files, the hostname, lo up through rtnetlink), says
+ * so, and then only reaps: every process of the Sandbox whose parent
+ * ends becomes its child. It never exits on its own: the Sandbox's end kills it with the
+ * rest of the Sandbox's cgroup, and the namespaces go with it.
+ */
+#include <fcntl.h>
+#include <getopt.h>
+#include <libmnl/libmnl.h>
+#include <linux/if.h>
+#include <linux/rtnetlink.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "daemon.h"
+
+/* Sets lo up, through rtnetlink: the only link of a new net namespace, down until then. */
+static int bring_lo_up(void) {
+        struct mnl_socket *nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+        if (!nl)
+                return -errno;
+        char buf[MNL_SOCKET_BUFFER_SIZE];
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+        nlh->nlmsg_type = RTM_NEWLINK;
+        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+        nlh->nlmsg_seq = (unsigned)time(NULL);
+        struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+        ifm->ifi_family = AF_UNSPEC;
+        ifm->ifi_change = IFF_UP;
+        ifm->ifi_flags = IFF_UP;
+        mnl_attr_put_strz(nlh, IFLA_IFNAME, "lo");
+        int r = 0;
+        if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 || mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+                r = -errno;
+        ssize_t k = r < 0 ? -1 : mnl_socket_recvfrom(nl, buf, sizeof(buf));
+        if (r == 0 &&
+            (k < 0 || mnl_cb_run(buf, (size_t)k, nlh->nlmsg_seq, mnl_socket_get_portid(nl), NULL, NULL) < 0))
+                r = -errno;
+        mnl_socket_close(nl);
+        return r;
+}
+
+/* Makes the directories of path that are missing (mode), each beneath the last. A path
+ * that exists on a read-only mount is fine (mkdir says EEXIST first). */
+static int make_path(const char *path, mode_t mode) {
+        _cleanup_free_ char *walk = xstrdup(path);
+        for (char *p = walk + 1;; p++) {
+                if (*p != '/' && *p)
+                        continue;
+                char saved = *p;
+                *p = 0;
+                if (mkdir(walk, mode) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = saved;
+                if (!saved)
+                        return 0;
+        }
+}
+
+/* What failed while the view was built, for the log. */
+static const char *view_step;
+
+static int must(int r, const char *step) {
+        if (r < 0) {
+                view_step = step;
+                return -errno;
+        }
+        return 0;
+}
+
+/* /dev with the safe nodes only: each bound from the host's (a user namespace cannot make
+ * device nodes), a pts of its own, shm; then read-only. */
+static int set_up_dev(const char *view) {
+        static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+        static const char *const links[][2] = {
+                { "pts/ptmx", "ptmx" },          { "/proc/self/fd", "fd" },
+                { "/proc/self/fd/0", "stdin" },  { "/proc/self/fd/1", "stdout" },
+                { "/proc/self/fd/2", "stderr" },
+        };
+        _cleanup_free_ char *dev = xasprintf("%s/dev", view);
+        int r = must(mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k"), "/dev");
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(nodes); i++) {
+                _cleanup_free_ char *from = xasprintf("/dev/%s", nodes[i]),
+                                    *to = xasprintf("%s/%s", dev, nodes[i]);
+                int fd = open(to, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+                if (fd >= 0)
+                        close(fd);
+                r = must(fd < 0 ? -1 : mount(from, to, NULL, MS_BIND, NULL), "a node of /dev");
+        }
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(links); i++) {
+                _cleanup_free_ char *to = xasprintf("%s/%s", dev, links[i][1]);
+                r = must(symlink(links[i][0], to), "a link of /dev");
+        }
+        _cleanup_free_ char *pts = xasprintf("%s/pts", dev), *shm = xasprintf("%s/shm", dev);
+        if (r == 0)
+                r = must(mkdir(pts, 0755), "/dev/pts");
+        if (r == 0)
+                r = must(mount("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC,
+                               "newinstance,ptmxmode=0666,mode=0620"),
+                         "/dev/pts");
+        if (r == 0)
+                r = must(mkdir(shm, 01777), "/dev/shm");
+        if (r == 0)
+                r = must(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777"), "/dev/shm");
+        if (r == 0)
+                r = must(mount(NULL, dev, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+                               NULL),
+                         "/dev read-only");
+        return r;
+}
+
+/* The home seen from inside: an empty read-only tmpfs with only this Sandbox's tmp (its
+ * HOME and TMPDIR) and mnt (its Workspaces, a slave of the host's mnt, so that the
+ * daemon's later mounts appear here) at their own paths. */
+static int set_up_home(const char *view, const char *home, const char *dir) {
+        _cleanup_free_ char *in_home = xasprintf("%s%s", view, home), *tmp = xasprintf("%s/tmp", dir),
+                            *mnt = xasprintf("%s/mnt", dir), *in_tmp = xasprintf("%s%s", view, tmp),
+                            *in_mnt = xasprintf("%s%s", view, mnt);
+        int r = must(make_path(in_home, 0711), "the path to the home");
+        if (r == 0)
+                r = must(mount("tmpfs", in_home, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                               "mode=0711,size=64k"),
+                         "the home");
+        if (r == 0)
+                r = must(make_path(in_tmp, 0711), "the Sandbox's tmp");
+        if (r == 0)
+                r = must(make_path(in_mnt, 0711), "the Sandbox's mnt");
+        if (r == 0)
+                r = must(mount(tmp, in_tmp, NULL, MS_BIND, NULL), "the Sandbox's tmp");
+        if (r == 0)
+                r = must(mount(mnt, in_mnt, NULL, MS_BIND, NULL), "the Sandbox's mnt");
+        if (r == 0)
+                r = must(mount(NULL, in_home, NULL,
+                               MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+                         "the home read-only");
+        return r;
+}
+
+/* The Sandbox's view, built in <dir>/root and made the root: the host's root read-only
+ * (nothing of the host propagates into it but the Sandbox's mnt), a /proc of the new pid
+ * namespace, a /sys of the new net namespace, /dev with the safe nodes, a /tmp of its own
+ * (a tmpfs), and of the home only the Sandbox's tmp and mnt. */
+static int set_up_view(const char *home, const char *dir) {
+        _cleanup_free_ char *view = xasprintf("%s/root", dir), *proc = xasprintf("%s/proc", view),
+                            *sys = xasprintf("%s/sys", view), *tmp = xasprintf("%s/tmp", view);
+        struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
+        int r = must(mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL), "/ as a slave");
+        if (r == 0)
+                r = must(mount("/", view, NULL, MS_BIND | MS_REC, NULL), "the host's root");
+        if (r == 0)
+                r = must(mount(NULL, view, NULL, MS_REC | MS_PRIVATE, NULL), "the host's root private");
+        if (r == 0)
+                r = must(mount_setattr(AT_FDCWD, view, AT_RECURSIVE, &ro, sizeof(ro)),
+                         "the host's root read-only");
+        if (r == 0)
+                r = must(mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "/proc");
+        if (r == 0)
+                r = must(mount("sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+                         "/sys");
+        if (r == 0)
+                r = set_up_dev(view);
+        if (r == 0)
+                r = must(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777"), "/tmp");
+        if (r == 0)
+                r = set_up_home(view, home, dir);
+        /* pivot_root(".", "."): the old root stays stacked beneath and is detached. */
+        if (r == 0)
+                r = must(chdir(view), "the view");
+        if (r == 0)
+                r = must((int)syscall(SYS_pivot_root, ".", "."), "pivot_root");
+        if (r == 0)
+                r = must(umount2(".", MNT_DETACH), "the host's root");
+        if (r == 0)
+                r = must(chdir("/"), "/");
+        return r;
+}
+
+/* Reaps every child that ends, for ever: SIGCHLD is taken with sigwaitinfo, every other
+ * signal is blocked (pid 1 of a namespace gets none but SIGKILL from outside anyway). */
+static _Noreturn void reap_forever(void) {
+        sigset_t all, chld;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        for (;;) {
+                while (waitpid(-1, NULL, WNOHANG) > 0)
+                        ;
+                (void)sigwaitinfo(&chld, NULL);
+        }
+}
+
+static const char init_usage[] =
+        "usage: layerfs-daemon --sandbox-init --hostname NAME --home HOME --dir SANDBOX_DIR\n"
+        "(only as pid 1 of a Sandbox's namespaces: the namespaces runtime starts it)\n";
+
+int sandbox_init_main(int argc, char **argv) {
+        static const struct option options[] = {
+                { "sandbox-init", no_argument, NULL, 'I' },
+                { "hostname", required_argument, NULL, 'h' },
+                { "home", required_argument, NULL, 'H' },
+                { "dir", required_argument, NULL, 'd' },
+                { NULL, 0, NULL, 0 },
+        };
+        const char *hostname = NULL, *home = NULL, *dir = NULL;
+        int c;
+        while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+                if (c == 'h')
+                        hostname = optarg;
+                else if (c == 'H')
+                        home = optarg;
+                else if (c == 'd')
+                        dir = optarg;
+                else if (c != 'I') {
+                        fputs(init_usage, stderr);
+                        return 2;
+                }
+        }
+        if (!hostname || !home || !dir || home[0] != '/' || dir[0] != '/' || getpid() != 1) {
+                fputs(init_usage, stderr);
+                return 2;
+        }
+        (void)prctl(PR_SET_NAME, "layerfs-init", 0, 0, 0);
+        view_step = "the mounts";
+        int r = set_up_view(home, dir);
+        const char *what = view_step;
+        if (r == 0 && sethostname(hostname, strlen(hostname)) < 0) {
+                r = -errno;
+                what = "the hostname";
+        }
+        if (r == 0 && (r = bring_lo_up()) < 0)
+                what = "lo";
+        if (r < 0) {
+                fprintf(stderr, "sandbox init: cannot set up %s: %s\n", what, strerror(-r));
+                return 1;
+        }
+        /* The runtime's create waits for this byte (or our exit). */
+        (void)!write(LFS_DAEMON_READY_FD, "1", 1);
+        close(LFS_DAEMON_READY_FD);
+        reap_forever();
+}
