@@ -17,6 +17,7 @@
 #include "cgroup.h"
 #include "platforms.h"
 #include "probe.h"
+#include "resource_limits.h"
 #include "runtime.h"
 #include "teardown.h"
 #include "util.h"
@@ -203,6 +204,9 @@ static int native_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *star
         if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(sb->place)) < 0 ||
             (r = lfs_cgroup_make(leaf)) < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot make the cgroup %s: %s", leaf, strerror(-r));
+        /* Before the daemon starts: nothing of the Sandbox ever runs unlimited. */
+        if (start->limits && (r = lfs_linux_apply_limits(sb->place, start->limits, err)) < 0)
+                return r;
         int ready[2];
         if (pipe2(ready, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
@@ -369,6 +373,7 @@ const lfs_runtime lfs_runtime_native = {
         .name = "native",
         .probe = native_probe,
         .prepare = native_prepare,
+        .check_limits = lfs_linux_check_limits,
         .reach = native_reach,
         .create = native_create,
         .spawn = native_spawn,

@@ -27,6 +27,7 @@ typedef struct sandbox_record {
         char *cgroup; /* NULL in records from before Sandboxes had cgroups */
         char *platform;
         char *state; /* starting, running, removing */
+        lfs_sandbox_limits limits; /* what it was made with (0: none) */
         int dir_fd; /* the Sandbox's directory once opened (sandbox.c), else -1 */
 } sandbox_record;
 
@@ -44,9 +45,9 @@ int lfs_process_start_time(pid_t pid, unsigned long long *ret);
 bool lfs_record_alive(const sandbox_record *rec);
 
 /* Claims the smallest free number of project: a 'starting' row owned by the caller,
- * with a new instance, in one transaction. */
+ * with a new instance and its limits, in one transaction. */
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
-                     sandbox_record *ret, lfs_error **err);
+                     const lfs_sandbox_limits *limits, sandbox_record *ret, lfs_error **err);
 
 /* The record of project's Sandbox number, checked field by field: NoSuchSandbox when
  * there is none, InvalidInput saying which field is wrong with which value. */
