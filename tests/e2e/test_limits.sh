@@ -120,13 +120,12 @@ assert_eq "$(records "SELECT disk FROM sandboxes WHERE number=$n")" $((8 << 20))
 assert_eq "$(records "SELECT quote(memory) || quote(pids) || quote(cpus) FROM sandboxes WHERE number=$n")" \
         "NULLNULLNULL" "the record's other limits"
 lfs --json project list_sandboxes >"$WORK/list.json"
-assert_eq "$(json_get "[s['limits'] for s in j if s['sandbox'] == $n][0]" <"$WORK/list.json")" \
-        "{'memory': None, 'pids': None, 'cpus': None, 'disk': 8388608}" "list_sandboxes --json limits"
+limits_of() { json_get "[[s['limits'][k] for k in ('memory', 'pids', 'cpus', 'disk')] for s in j if s['sandbox'] == $1][0]"; }
+assert_eq "$(limits_of "$n" <"$WORK/list.json")" "[None, None, None, 8388608]" "list_sandboxes --json limits"
 case "$(lfs project list_sandboxes)" in *"1 workspaces; disk 8M"*) ok ;;
 *) fail "list_sandboxes says: $(lfs project list_sandboxes)" ;; esac
 n2=$(lfs sandbox create)
-assert_eq "$(lfs --json project list_sandboxes | json_get "[s['limits'] for s in j if s['sandbox'] == $n2][0]")" \
-        "{'memory': None, 'pids': None, 'cpus': None, 'disk': None}" "a Sandbox without limits"
+assert_eq "$(lfs --json project list_sandboxes | limits_of "$n2")" "[None, None, None, None]" "a Sandbox without limits"
 lfs sandbox close "$n2" >/dev/null
 
 # ---- the end: close, and reclaim after the daemon was killed, leave no mount -------------
