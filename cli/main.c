@@ -189,8 +189,7 @@ static const command commands[] = {
           "K (from 1, default 1) of N Sandboxes; past the end, none.\n",
           NULL, "running Sandboxes of every project" },
         { "sandbox", "create", cmd_sandbox_create, 0, 0, "image,platform,memory,pids,cpus,disk",
-          "layerfs sandbox create [--image TEXT] [--platform NAME] [--memory SIZE] [--pids N]\n"
-          "                       [--cpus X] [--disk SIZE]\n\n"
+          "layerfs sandbox create [--image TEXT] [--platform NAME] [--memory SIZE] [--pids N] [--cpus X] [--disk SIZE]\n\n"
           "Starts a Sandbox for the project and prints its number, the smallest free one\n"
           "({sandbox, image, platform} with --json). Its daemon serves the Sandbox's\n"
           "Workspaces and commands until 'layerfs sandbox close' or its idle close.\n\n"
