@@ -83,7 +83,7 @@ n=$(lfs sandbox create --disk 8M)
 ws=$(lfs workspace mount "$n" main)
 dir=$(records "SELECT dir FROM sandboxes WHERE number=$n")
 assert_eq "$(findmnt -n -o FSTYPE "$dir/disk")" tmpfs "the disk budget's filesystem"
-assert_eq "$(findmnt -n -o SIZE "$dir/disk")" 8M "the disk budget's size"
+assert_eq "$(findmnt -n -b -o SIZE "$dir/disk" | tr -d ' ')" $((8 << 20)) "the disk budget's size"
 # Past the budget in the Workspace: dd fails with ENOSPC, nothing of the file beyond it.
 set +e
 out=$(lfs workspace exec "$n" main -- dd if=/dev/zero of=big bs=1M count=16 2>&1)
