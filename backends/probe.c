@@ -160,8 +160,9 @@ static const struct {
         const char *name;
         int flag;
 } namespace_probes[] = {
-        { "kernel:userns", CLONE_NEWUSER }, { "kernel:pidns", CLONE_NEWPID }, { "kernel:mntns", CLONE_NEWNS },
-        { "kernel:netns", CLONE_NEWNET },   { "kernel:ipcns", CLONE_NEWIPC }, { "kernel:utsns", CLONE_NEWUTS },
+        { "kernel:userns", CLONE_NEWUSER },     { "kernel:pidns", CLONE_NEWPID },
+        { "kernel:mntns", CLONE_NEWNS },        { "kernel:netns", CLONE_NEWNET },
+        { "kernel:ipcns", CLONE_NEWIPC },       { "kernel:utsns", CLONE_NEWUTS },
         { "kernel:cgroupns", CLONE_NEWCGROUP },
 };
 

@@ -100,9 +100,9 @@ typedef struct lfs_runtime {
         /* Whether this build can act on sb (calls, close, reclaim): 0, else Unsupported
          * naming the Sandbox and its platform. */
         int (*reach)(const struct lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error **err);
-        /* Makes sb's place, sets start->limits on it, and starts its daemon there; returns once the daemon said it
-         * listens, or fails (the daemon exited, or did not say so within 5 s). What it made
-         * stays for reclaim to remove. */
+        /* Makes sb's place, sets start->limits on it, and starts its daemon there; returns once the daemon
+         * said it listens, or fails (the daemon exited, or did not say so within 5 s). What it made stays
+         * for reclaim to remove. */
         int (*create)(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
                       lfs_error **err);
         /* The daemon's side: starts the command in a place of its own in sb; its pid and a

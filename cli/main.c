@@ -204,7 +204,7 @@ static const command commands[] = {
           "Limits (none by default), on the Sandbox's cgroup before its daemon starts, so\n"
           "that its daemon and every command count together:\n"
           "  --memory SIZE  memory.max: bytes, or a number with K, M, G or T (64M at least)\n"
-          "  --pids N       pids.max: processes and threads (32 to 4194304)\n"
+          "  --pids N       pids.max: processes and threads (64 to 4194304)\n"
           "  --cpus X       cpu.max: CPUs' worth of time (0.01 to this host's CPUs; 1.5 is\n"
           "                 150 ms of each 100 ms)\n"
           "  --disk SIZE    the Workspaces' uncommitted data and TMPDIR together, on a tmpfs\n"

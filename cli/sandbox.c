@@ -79,8 +79,9 @@ int cmd_sandbox_list_workspaces(cli_ctx *ctx) {
 
 /* A Sandbox's limits: {memory, pids, cpus, disk}, null where there is none. */
 static json_t *limits_json(const lfs_sandbox_limits *l) {
-        return json_pack("{s:o, s:o, s:o, s:o}", "memory", l->memory ? json_integer((json_int_t)l->memory) : json_null(),
-                         "pids", l->pids ? json_integer((json_int_t)l->pids) : json_null(), "cpus",
+        return json_pack("{s:o, s:o, s:o, s:o}", "memory",
+                         l->memory ? json_integer((json_int_t)l->memory) : json_null(), "pids",
+                         l->pids ? json_integer((json_int_t)l->pids) : json_null(), "cpus",
                          l->cpus > 0 ? json_real(l->cpus) : json_null(), "disk",
                          l->disk ? json_integer((json_int_t)l->disk) : json_null());
 }
@@ -101,7 +102,8 @@ static char *size_text(uint64_t bytes) {
 static char *limits_text(const lfs_sandbox_limits *l) {
         char *values[] = { l->memory ? size_text(l->memory) : NULL,
                            l->pids ? xasprintf("%llu", (unsigned long long)l->pids) : NULL,
-                           l->cpus > 0 ? xasprintf("%g", l->cpus) : NULL, l->disk ? size_text(l->disk) : NULL };
+                           l->cpus > 0 ? xasprintf("%g", l->cpus) : NULL,
+                           l->disk ? size_text(l->disk) : NULL };
         static const char *const names[] = { "memory", "pids", "cpus", "disk" };
         char *out = xstrdup("");
         for (size_t i = 0; i < ELEMENTSOF(values); i++) {
@@ -133,12 +135,13 @@ int cmd_project_list_sandboxes(cli_ctx *ctx) {
                 lfs_sandbox_limits limits = { 0 };
                 lfs_sandbox_get_limits(ctx->home, sb[i].project, sb[i].sandbox, &limits, NULL);
                 if (ctx->json)
-                        json_array_append_new(
-                                out, json_pack("{s:i, s:s, s:o, s:s, s:I, s:o}", "sandbox", sb[i].sandbox, "name",
-                                               sb[i].project, "image",
-                                               sb[i].image ? json_string(sb[i].image) : json_null(), "platform",
-                                               sb[i].platform, "workspaces", (json_int_t)sb[i].workspaces,
-                                               "limits", limits_json(&limits)));
+                        json_array_append_new(out,
+                                              json_pack("{s:i, s:s, s:o, s:s, s:I, s:o}", "sandbox",
+                                                        sb[i].sandbox, "name", sb[i].project, "image",
+                                                        sb[i].image ? json_string(sb[i].image) : json_null(),
+                                                        "platform", sb[i].platform, "workspaces",
+                                                        (json_int_t)sb[i].workspaces, "limits",
+                                                        limits_json(&limits)));
                 else {
                         /* A record's text: the home's, but checked nowhere on its way here. */
                         _cleanup_free_ char *project = lfs_quote(sb[i].project, LFS_QUOTE_ENTRY),

@@ -105,8 +105,8 @@ static int make_disk(daemon_state *d, uint64_t bytes) {
         for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
                 _cleanup_free_ char *inside = xasprintf("%s/%s", disk, parts[i]),
                                     *at = xasprintf("%s/%s", d->dir, parts[i]);
-                if ((mkdir(inside, 0700) < 0 && errno != EEXIST) || (mkdir(at, 0700) < 0 && errno != EEXIST) ||
-                    mount(inside, at, NULL, MS_BIND, NULL) < 0)
+                if ((mkdir(inside, 0700) < 0 && errno != EEXIST) ||
+                    (mkdir(at, 0700) < 0 && errno != EEXIST) || mount(inside, at, NULL, MS_BIND, NULL) < 0)
                         return -errno;
         }
         log_line("disk budget: %llu bytes for the Workspaces' changes and TMPDIR (tmpfs %s)",
@@ -211,18 +211,12 @@ int main(int argc, char **argv) {
         daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
         const char *home_dir = NULL, *number = NULL, *platform = "linux", *ready = NULL, *disk = NULL;
         static const struct option options[] = {
-                { "home", required_argument, NULL, 'h' },
-                { "project", required_argument, NULL, 'p' },
-                { "sandbox", required_argument, NULL, 'n' },
-                { "dir", required_argument, NULL, 'd' },
-                { "cgroup", required_argument, NULL, 'c' },
-                { "instance", required_argument, NULL, 'i' },
-                { "platform", required_argument, NULL, 'P' },
-                { "ready-fd", required_argument, NULL, 'R' },
-                { "disk", required_argument, NULL, 'D' },
-                { "help", no_argument, NULL, 'H' },
-                { "version", no_argument, NULL, 'V' },
-                { NULL, 0, NULL, 0 },
+                { "home", required_argument, NULL, 'h' },     { "project", required_argument, NULL, 'p' },
+                { "sandbox", required_argument, NULL, 'n' },  { "dir", required_argument, NULL, 'd' },
+                { "cgroup", required_argument, NULL, 'c' },   { "instance", required_argument, NULL, 'i' },
+                { "platform", required_argument, NULL, 'P' }, { "ready-fd", required_argument, NULL, 'R' },
+                { "disk", required_argument, NULL, 'D' },     { "help", no_argument, NULL, 'H' },
+                { "version", no_argument, NULL, 'V' },        { NULL, 0, NULL, 0 },
         };
         int c;
         while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {

@@ -223,8 +223,9 @@ typedef struct lfs_sandbox_options {
 } lfs_sandbox_options;
 
 /* lfs_sandbox_create with limits (options NULL: none). */
-LFS_PUBLIC int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandbox_options *options,
-                                       int *ret_sandbox, lfs_error **err);
+LFS_PUBLIC int lfs_sandbox_create_with(lfs_home *home, const char *project,
+                                       const lfs_sandbox_options *options, int *ret_sandbox,
+                                       lfs_error **err);
 /* The limits a running Sandbox was made with, as its record keeps them. */
 LFS_PUBLIC int lfs_sandbox_get_limits(lfs_home *home, const char *project, int sandbox,
                                       lfs_sandbox_limits *ret, lfs_error **err);

@@ -22,15 +22,16 @@ static int refuse(const cgroup_limit *l, const char *root, lfs_error **err) {
         const char *host = uname(&u) == 0 ? u.nodename : "this host";
         _cleanup_free_ char *offered = lfs_cgroup_offered(root);
         bool v1 = lfs_cgroup_v1_bound(l->controller);
-        return lfs_fail(err, LFS_UNSUPPORTED, EOPNOTSUPP,
-                        "%s needs the cgroup controller '%s', which host %s does not offer to LayerFS's cgroup "
-                        "root %s (it offers %s)%s; leave %s out, or run where cgroup v2 has that controller "
-                        "('layerfs runtime status' lists cgroup:%s)",
-                        l->option, l->controller, host, root, *offered ? offered : "none",
-                        v1 ? ": it is bound to a cgroup v1 hierarchy here (a hybrid layout); a host booted "
-                             "with systemd.unified_cgroup_hierarchy=1 has it"
-                           : "",
-                        l->option, l->controller);
+        return lfs_fail(
+                err, LFS_UNSUPPORTED, EOPNOTSUPP,
+                "%s needs the cgroup controller '%s', which host %s does not offer to LayerFS's cgroup "
+                "root %s (it offers %s)%s; leave %s out, or run where cgroup v2 has that controller "
+                "('layerfs runtime status' lists cgroup:%s)",
+                l->option, l->controller, host, root, *offered ? offered : "none",
+                v1 ? ": it is bound to a cgroup v1 hierarchy here (a hybrid layout); a host booted "
+                     "with systemd.unified_cgroup_hierarchy=1 has it"
+                   : "",
+                l->option, l->controller);
 }
 
 int lfs_linux_check_limits(const lfs_platform *p, const char *root, const lfs_sandbox_limits *limits,
@@ -52,8 +53,8 @@ static int apply(const char *place, const cgroup_limit *l, const char *value, lf
         int r = lfs_cgroup_enable(place, l->controller);
         if (r < 0)
                 return lfs_fail(err, LFS_FAILED, -r,
-                                "cannot enable the cgroup controller '%s' for %s (%s: %s): %s", l->controller,
-                                place, l->option, value, strerror(-r));
+                                "cannot enable the cgroup controller '%s' for %s (%s: %s): %s",
+                                l->controller, place, l->option, value, strerror(-r));
         if ((r = lfs_cgroup_write(place, l->file, value)) < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot write '%s' to %s/%s (%s): %s", value, place,
                                 l->file, l->option, strerror(-r));
@@ -72,8 +73,8 @@ int lfs_linux_apply_limits(const char *place, const lfs_sandbox_limits *limits, 
                 r = apply(place, &pids_limit, value, err);
         }
         if (r == 0 && limits->cpus > 0) {
-                snprintf(value, sizeof(value), "%lld %d", (long long)(limits->cpus * LFS_CPU_PERIOD_US + 0.5),
-                         LFS_CPU_PERIOD_US);
+                snprintf(value, sizeof(value), "%lld %d",
+                         (long long)(limits->cpus * LFS_CPU_PERIOD_US + 0.5), LFS_CPU_PERIOD_US);
                 r = apply(place, &cpu_limit, value, err);
         }
         return r;

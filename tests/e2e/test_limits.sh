@@ -60,18 +60,18 @@ assert_nothing_left "the controller checks"
 # Where all three are offered, the files on the Sandbox's cgroup say what was asked, before
 # and while commands run, and the pids limit holds for them.
 if [[ " $(offered) " == *" memory "* && " $(offered) " == *" pids "* && " $(offered) " == *" cpu "* ]]; then
-        n=$(lfs sandbox create --memory 512M --pids 40 --cpus 1.5)
+        n=$(lfs sandbox create --memory 512M --pids 100 --cpus 1.5)
         cg=$(records "SELECT cgroup FROM sandboxes WHERE number=$n")
         assert_eq "$(cat "$cg/memory.max")" $((512 << 20)) "memory.max"
-        assert_eq "$(cat "$cg/pids.max")" 40 "pids.max"
+        assert_eq "$(cat "$cg/pids.max")" 100 "pids.max"
         assert_eq "$(cat "$cg/cpu.max")" "150000 100000" "cpu.max"
         lfs workspace mount "$n" main >/dev/null
-        # 60 background sleeps in a Sandbox of 40 pids: fork fails in the command.
+        # 150 background sleeps in a Sandbox of 100 pids: fork fails in the command.
         set +e
-        out=$(lfs workspace exec "$n" main -- sh -c 'for i in $(seq 60); do sleep 30 & done; wait' 2>&1)
+        out=$(lfs workspace exec "$n" main -- sh -c 'for i in $(seq 150); do sleep 30 & done; wait' 2>&1)
         set -e
         case "$out" in *"Resource temporarily unavailable"* | *"Cannot fork"* | *"fork"*) ok ;;
-        *) fail "60 processes in a Sandbox of --pids 40: $out" ;; esac
+        *) fail "150 processes in a Sandbox of --pids 100: $out" ;; esac
         lfs sandbox close "$n" --force >/dev/null
         assert_nothing_left "the Sandbox with cgroup limits"
 else

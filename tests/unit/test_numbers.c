@@ -150,7 +150,8 @@ static void test_settings(void **state) {
 static void test_limits(void **state) {
         (void)state;
         long online = sysconf(_SC_NPROCESSORS_ONLN);
-        _cleanup_free_ char *too_many = xasprintf("%ld.5", online), *cpus_range = xasprintf("from 0.01 to %ld", online);
+        _cleanup_free_ char *too_many = xasprintf("%ld.5", online),
+                            *cpus_range = xasprintf("from 0.01 to %ld", online);
         static const struct {
                 lfs_sandbox_options o;
                 const char *option, *value, *says;
@@ -160,10 +161,10 @@ static void test_limits(void **state) {
                 { { .memory = "-1G" }, "--memory", "-1G", "not a size" },
                 { { .memory = "1M" }, "--memory", "1M", "from 64M" },
                 { { .memory = "99999999999T" }, "--memory", "99999999999T", "out of range" },
-                { { .pids = "0" }, "--pids", "0", "from 32 to 4194304" },
-                { { .pids = "31" }, "--pids", "31", "from 32 to 4194304" },
-                { { .pids = "5x" }, "--pids", "5x", "from 32 to 4194304" },
-                { { .pids = "4194305" }, "--pids", "4194305", "from 32 to 4194304" },
+                { { .pids = "0" }, "--pids", "0", "from 64 to 4194304" },
+                { { .pids = "63" }, "--pids", "63", "from 64 to 4194304" },
+                { { .pids = "5x" }, "--pids", "5x", "from 64 to 4194304" },
+                { { .pids = "4194305" }, "--pids", "4194305", "from 64 to 4194304" },
                 { { .cpus = "0" }, "--cpus", "0", "number of CPUs" },
                 { { .cpus = "0.001" }, "--cpus", "0.001", "number of CPUs" },
                 { { .cpus = "nan" }, "--cpus", "nan", "number of CPUs" },
@@ -176,8 +177,8 @@ static void test_limits(void **state) {
                 lfs_error *err = NULL;
                 lfs_sandbox_limits l = { .pids = 77 };
                 int r = lfs_parse_limits(&bad[i].o, &l, &err);
-                assert_msg(r < 0 && err && err->code == LFS_INVALID_INPUT, "%s %s was accepted", bad[i].option,
-                           bad[i].value);
+                assert_msg(r < 0 && err && err->code == LFS_INVALID_INPUT, "%s %s was accepted",
+                           bad[i].option, bad[i].value);
                 assert_msg(strstr(err->message, bad[i].option) && strstr(err->message, bad[i].value) &&
                                    strstr(err->message, bad[i].says),
                            "%s %s: %s", bad[i].option, bad[i].value, err->message);
@@ -199,10 +200,8 @@ static void test_limits(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_whole_numbers),
-                cmocka_unit_test(test_seconds),
-                cmocka_unit_test(test_json_numbers),
-                cmocka_unit_test(test_settings),
+                cmocka_unit_test(test_whole_numbers), cmocka_unit_test(test_seconds),
+                cmocka_unit_test(test_json_numbers),  cmocka_unit_test(test_settings),
                 cmocka_unit_test(test_limits),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

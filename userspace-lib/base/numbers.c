@@ -87,13 +87,14 @@ int lfs_parse_decimal(const char *what, const char *text, const char *noun, doub
         number_text(min, lo);
         number_text(max, hi);
         if (!text || !decimal_syntax(text))
-                return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s '%s' is not a %s: give one from %s to %s", what,
-                                text ? text : "", noun, lo, hi);
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s '%s' is not a %s: give one from %s to %s",
+                                what, text ? text : "", noun, lo, hi);
         errno = 0;
         double v = strtod(text, NULL);
         if (errno == ERANGE || !isfinite(v) || v < min || v > max)
-                return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s '%s' is out of range: give a %s from %s to %s",
-                                what, text, noun, lo, hi);
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "%s '%s' is out of range: give a %s from %s to %s", what, text, noun, lo,
+                                hi);
         *ret = v;
         return 0;
 }
@@ -163,9 +164,9 @@ int lfs_idle_seconds(double *ret, lfs_error **err) {
 }
 
 /* A size from min to max (bytes); the floor is said in the unit it is written in. */
-static int parse_size_limit(const char *what, const char *text, uint64_t min, uint64_t max, const char *why_min,
-                            uint64_t *ret, lfs_error **err) {
-        uint64_t v;
+static int parse_size_limit(const char *what, const char *text, uint64_t min, uint64_t max,
+                            const char *why_min, uint64_t *ret, lfs_error **err) {
+        uint64_t v = 0;
         int r = lfs_parse_size(what, text, &v, err);
         if (r < 0)
                 return r;

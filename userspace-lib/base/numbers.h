@@ -47,10 +47,11 @@ int lfs_json_seconds(const char *what, const json_t *v, double min, double max, 
 
 /* The limits of a Sandbox (lfs_sandbox_limits), as the record keeps them: a Sandbox's
  * daemon runs within its memory and pids limits too, so each has a floor that leaves it
- * room (it starts with about 10 MiB and 10 threads). */
+ * room: it starts with one thread and about 6 MiB; each mounted Workspace adds two
+ * threads (33 with 16 Workspaces) and each connection one while it lasts. */
 #define LFS_MIN_MEMORY (64ull << 20)
 #define LFS_MAX_MEMORY ((uint64_t)INT64_MAX)
-#define LFS_MIN_PIDS 32
+#define LFS_MIN_PIDS 64
 #define LFS_MAX_PIDS (4 * 1024 * 1024) /* PID_MAX_LIMIT on 64-bit */
 /* cpu.max takes a quota from 1 ms per 100 ms period. */
 #define LFS_MIN_CPUS 0.01

@@ -107,13 +107,30 @@ int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, 
          * runtime's create waits for that (or the daemon's exit), never polls. */
         _cleanup_free_ char *num = xasprintf("%d", rec->number),
                             *ready = xasprintf("%d", LFS_DAEMON_READY_FD);
-        _cleanup_free_ char *disk = rec->limits.disk ? xasprintf("%llu", (unsigned long long)rec->limits.disk)
-                                                    : NULL;
-        const char *const args[] = { "--home",     home->path,    "--project",  rec->project, "--sandbox",
-                                     num,          "--dir",       rec->dir,     "--cgroup",   rec->cgroup,
-                                     "--instance", rec->instance, "--platform", platform->id, "--ready-fd",
-                                     ready,        disk ? "--disk" : NULL,      disk,         NULL };
-        lfs_daemon_start start = { .exe = daemon, .args = args, .dir_fd = rec->dir_fd, .limits = &rec->limits };
+        _cleanup_free_ char *disk =
+                rec->limits.disk ? xasprintf("%llu", (unsigned long long)rec->limits.disk) : NULL;
+        const char *const args[] = { "--home",
+                                     home->path,
+                                     "--project",
+                                     rec->project,
+                                     "--sandbox",
+                                     num,
+                                     "--dir",
+                                     rec->dir,
+                                     "--cgroup",
+                                     rec->cgroup,
+                                     "--instance",
+                                     rec->instance,
+                                     "--platform",
+                                     platform->id,
+                                     "--ready-fd",
+                                     ready,
+                                     disk ? "--disk" : NULL,
+                                     disk,
+                                     NULL };
+        lfs_daemon_start start = {
+                .exe = daemon, .args = args, .dir_fd = rec->dir_fd, .limits = &rec->limits
+        };
         lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
         if ((r = runtime->create(&sb, &start, &h, err)) < 0)
                 return r;

@@ -218,7 +218,7 @@ bool lfs_record_alive(const sandbox_record *rec) {
 
 /* ---- checking a record ---- */
 
-#define RECORD_COLUMNS                                                                                      \
+#define RECORD_COLUMNS                                                                                         \
         "project, number, pid, start_time, boot_id, dir, cgroup, platform, state, runtime, instance, socket, " \
         "memory, pids, cpus, disk"
 enum {
@@ -382,8 +382,8 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
                 if ((sqlite3_column_type(st, COL_CPUS) != SQLITE_FLOAT &&
                      sqlite3_column_type(st, COL_CPUS) != SQLITE_INTEGER) ||
                     !(cpus >= LFS_MIN_CPUS && cpus <= LFS_MAX_CPUS))
-                        return refuse(home, st, COL_CPUS, "a limit of CPUs is nothing or a number a create accepts",
-                                      err);
+                        return refuse(home, st, COL_CPUS,
+                                      "a limit of CPUs is nothing or a number a create accepts", err);
                 limits.cpus = cpus;
         }
         const char *placement = "host";
