@@ -84,32 +84,27 @@ ws=$(lfs workspace mount "$n" main)
 dir=$(records "SELECT dir FROM sandboxes WHERE number=$n")
 assert_eq "$(findmnt -n -o FSTYPE "$dir/disk")" tmpfs "the disk budget's filesystem"
 assert_eq "$(findmnt -n -b -o SIZE "$dir/disk" | tr -d ' ')" $((8 << 20)) "the disk budget's size"
+# no_space WHAT COMMAND: COMMAND, run in the Workspace, fails with ENOSPC.
+no_space() {
+        local what=$1 out status
+        set +e
+        out=$(lfs workspace exec "$n" main -- sh -c "$2" 2>&1)
+        status=$?
+        set -e
+        [ "$status" -ne 0 ] || fail "$what: it succeeded"
+        case "$out" in *"No space left"*) ok ;; *) fail "$what: it said $out" ;; esac
+}
 # Past the budget in the Workspace: dd fails with ENOSPC, nothing of the file beyond it.
-set +e
-out=$(lfs workspace exec "$n" main -- dd if=/dev/zero of=big bs=1M count=16 2>&1)
-status=$?
-set -e
-[ "$status" -ne 0 ] || fail "16 MiB written into a Workspace of an 8 MiB budget"
-case "$out" in *"No space left"*) ok ;; *) fail "dd past the budget said: $out" ;; esac
+no_space "16 MiB into a Workspace of an 8 MiB budget" 'dd if=/dev/zero of=big bs=1M count=16'
 size=$(stat -c %s "$ws/big")
 [ "$size" -le $((8 << 20)) ] || fail "the file past the budget has $size bytes"
 ok
 lfs workspace exec "$n" main -- rm big
 # Past it in TMPDIR: the same.
-set +e
-out=$(lfs workspace exec "$n" main -- sh -c 'dd if=/dev/zero of="$TMPDIR/big" bs=1M count=16' 2>&1)
-status=$?
-set -e
-[ "$status" -ne 0 ] || fail "16 MiB written into TMPDIR of an 8 MiB budget"
-case "$out" in *"No space left"*) ok ;; *) fail "dd into TMPDIR past the budget said: $out" ;; esac
+no_space "16 MiB into TMPDIR of an 8 MiB budget" 'dd if=/dev/zero of="$TMPDIR/big" bs=1M count=16'
 # One budget: 5 MiB in TMPDIR leave too little for 5 MiB in the Workspace.
 lfs workspace exec "$n" main -- sh -c 'rm -f "$TMPDIR/big"; dd if=/dev/zero of="$TMPDIR/five" bs=1M count=5 status=none'
-set +e
-out=$(lfs workspace exec "$n" main -- dd if=/dev/zero of=five bs=1M count=5 2>&1)
-status=$?
-set -e
-[ "$status" -ne 0 ] || fail "5 MiB in TMPDIR and 5 MiB in the Workspace fit an 8 MiB budget"
-case "$out" in *"No space left"*) ok ;; *) fail "dd with the budget shared said: $out" ;; esac
+no_space "5 MiB in TMPDIR, then 5 MiB in the Workspace, with an 8 MiB budget" 'dd if=/dev/zero of=five bs=1M count=5'
 # Freed, it takes writes again, and a commit of them works.
 lfs workspace exec "$n" main -- sh -c 'rm -f "$TMPDIR/five" five; head -c 3000000 /dev/urandom >kept'
 lfs workspace commit "$n" main -m "within the budget" >/dev/null
