@@ -12,6 +12,27 @@ mkdir -p "$WORK/src"
 echo seed >"$WORK/src/seed"
 lfs project init lim --from "$WORK/src" >/dev/null
 
+# ---- runtime status: each namespace probe agrees with unshare(1), as root and as nobody ----
+mkdir -p "$WORK/nobody-home"
+chown 65534:65534 "$WORK/nobody-home"
+lfs --json runtime status >"$WORK/status-root.json"
+setpriv --reuid 65534 --regid 65534 --clear-groups env LAYERFS_HOME="$WORK/nobody-home" "$LAYERFS" --json \
+        runtime status >"$WORK/status-nobody.json"
+for pair in user:userns pid:pidns mount:mntns net:netns ipc:ipcns uts:utsns cgroup:cgroupns; do
+        flag=${pair%%:*} name=kernel:${pair#*:}
+        for who in root nobody; do
+                as=()
+                [ "$who" = root ] || as=(setpriv --reuid 65534 --regid 65534 --clear-groups)
+                if "${as[@]}" unshare "--$flag" true 2>/dev/null; then want=True; else want=False; fi
+                assert_eq "$(json_get "j['kernel']['$name']" <"$WORK/status-$who.json")" "$want" \
+                        "$name as $who against unshare --$flag"
+                assert_eq "$(json_get "'$name' in j['missing']" <"$WORK/status-$who.json")" \
+                        "$([ "$want" = True ] && echo False || echo True)" "$name in missing as $who"
+        done
+done
+assert_eq "$(json_get "j['kernel']['kernel:seccomp']" <"$WORK/status-root.json")" \
+        "$(grep -q '^Seccomp_filters:' /proc/self/status && echo True || echo False)" "kernel:seccomp"
+
 # ---- values not of their form: InvalidInput naming the option and the value --------------
 refused_leaving_nothing() {
         local code=$1 text=$2
