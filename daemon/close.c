@@ -2,7 +2,6 @@
 /* The Sandbox's end, from inside: sandbox.close and the idle close. */
 #include "daemon.h"
 #include "log.h"
-#include "records.h"
 #include "codec.h"
 
 /* The teardown's step between the end of the processes and the removal: nothing of the
@@ -16,9 +15,9 @@ static void stop_mounts(void *userdata) {
 
 /* Everything the Sandbox made goes: processes, mounts, its place, directory; the record
  * after all that, as the daemon's last act (main); the same for `sandbox close` and for
- * the idle close. With d->lock held. When something stays, the record stays too (left to
- * whoever takes it over: the closing library, or the next reclaim) and *ret_why says
- * what stayed. */
+ * the idle close. With d->lock held. When something stays, the record stays too, released
+ * as the daemon's last act to whoever takes it over (the closing library, or the next
+ * reclaim), and *ret_why says what stayed. */
 int close_sandbox(daemon_state *d, const char *why, char **ret_why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
@@ -44,7 +43,9 @@ int close_sandbox(daemon_state *d, const char *why, char **ret_why) {
         } else {
                 log_line("sandbox %d could not be removed completely: %s; its record stays", d->number,
                          left ? left : strerror(-r));
-                lfs_sandbox_record_release(d->home, d->project, d->number, d->instance);
+                /* Released as the daemon's last act (main), not now: taken over while this
+                 * daemon still answered its callers, a reclaim would race it. */
+                d->left_some = true;
         }
         d->closed = true;
         wake_main_loop(d);

@@ -100,6 +100,7 @@ typedef struct daemon_state {
         bool closing;
         bool closed; /* teardown has finished */
         bool removed; /* ...and removed everything: the record goes as the daemon's last act */
+        bool left_some; /* ...and something stayed: the record is released as its last act */
         /* Signalled as a connection, an exec or a reaper of started processes ends (clients,
          * running_execs, waiters): the daemon's end waits on it for them. */
         pthread_cond_t gone_cond;

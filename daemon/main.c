@@ -377,6 +377,8 @@ int main(int argc, char **argv) {
                         log_line("cannot delete the record of sandbox %d: %s; the library or the next "
                                  "reclaim removes it",
                                  d.number, strerror(-r));
+        } else if (d.left_some) {
+                lfs_sandbox_record_release(d.home, d.project, d.number, d.instance);
         }
         /* A caller's thread still running (one that never sent its request, a follower
          * whose client stopped reading) uses d, which lives in this frame: the process

@@ -82,4 +82,30 @@ attack wrong-types-wired scratch
 assert_eq "$(lfs --json sandbox list_workspaces "$N" | json_get 'sorted(w["branch"] for w in j)')" \
         "['main', 'scratch']" "Workspaces after the attacks"
 assert_eq "$(cat "$WS/dirty")" dirty "main's uncommitted change"
+
+# A close answered in another protocol version by a daemon that stays: that refusal is
+# the answer (Unsupported, naming both versions), not Busy after the 30 s wait for a
+# daemon that is closing (before). The daemon is stopped and its socket is answered by a
+# stand-in of version 2 meanwhile; then both are put back.
+TEARDOWN_EXTRA='kill -CONT "$DPID" 2>/dev/null'
+kill -STOP "$DPID"
+mv "$SB/control.sock" "$SB/control.sock.real"
+python3 - "$SB/control.sock" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(4)
+c, _ = s.accept()
+c.makefile().readline()
+c.sendall(b'{"v":2,"ok":{}}\n')
+c.close()
+PY
+stand_in=$!
+for _ in $(seq 200); do [ -S "$SB/control.sock" ] && break; sleep 0.05; done
+expect_error Unsupported timeout 120 "$LAYERFS" sandbox close "$N" --force
+wait "$stand_in"
+rm -f "$SB/control.sock"
+mv "$SB/control.sock.real" "$SB/control.sock"
+kill -CONT "$DPID"
+still_usable other-version-close
 finish

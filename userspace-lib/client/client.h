@@ -49,8 +49,9 @@ void lfs_add_daemon_log(const sandbox_record *rec, lfs_error **err);
 /* ---- the RPC client (rpc.c) ---- */
 /* NoSuchSandbox: the record's daemon is gone. */
 int lfs_daemon_gone(const sandbox_record *rec, int errnum, lfs_error **err);
-/* Connects and sends call's request, args (an object of its arguments, taken; NULL:
- * none) with the token added, and fds passed along; returns the connected socket. */
+/* Connects and sends call's request, args (an object of its arguments, taken: {} for
+ * none) with the token added, and fds passed along; returns the connected socket. NULL
+ * args are arguments json_pack could not make: refused, never sent as none. */
 int lfs_rpc_send(const sandbox_record *rec, lfs_call call, json_t *args, const int *fds, size_t n_fds,
                  lfs_error **err);
 /* The daemon's answer as lfs_frame_read gave it (got, with frame or read_err; both taken):

@@ -137,7 +137,7 @@ int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, 
         close(h.pidfd);
         /* It listens: one call proves that it answers, and speaks our protocol. */
         json_t *resp = NULL;
-        if ((r = lfs_rpc(rec, LFS_CALL_SANDBOX_PING, NULL, &resp, err)) < 0)
+        if ((r = lfs_rpc(rec, LFS_CALL_SANDBOX_PING, json_object(), &resp, err)) < 0)
                 return r;
         json_decref(resp);
         *ret_pid = h.pid;

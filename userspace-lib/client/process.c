@@ -35,7 +35,7 @@ int lfs_process_start(lfs_home *home, const char *project, int sandbox, const ch
 int lfs_process_list(lfs_home *home, const char *project, int sandbox, lfs_process_info **ret, size_t *ret_n,
                      lfs_error **err) {
         json_t *result = NULL;
-        int r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_PROCESS_LIST, NULL, &result, err);
+        int r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_PROCESS_LIST, json_object(), &result, err);
         if (r < 0)
                 return r;
         size_t n = json_array_size(result);

@@ -54,6 +54,11 @@ int lfs_daemon_gone(const sandbox_record *rec, int errnum, lfs_error **err) {
 
 int lfs_rpc_send(const sandbox_record *rec, lfs_call call, json_t *args, const int *fds, size_t n_fds,
                  lfs_error **err) {
+        if (!args)
+                return lfs_fail(err, LFS_INVALID_INPUT, EINVAL,
+                                "cannot encode the arguments of '%s' to sandbox %d (a text that is not "
+                                "UTF-8?); nothing was sent",
+                                lfs_call_name(call), rec->number);
         _cleanup_free_ char *token = rec->dir_fd >= 0 ? read_token(rec->dir_fd) : NULL;
         _cleanup_close_ int fd = rec->dir_fd >= 0 ? connect_control(rec->dir_fd) : -ENOENT;
         if (fd < 0 || !token) {
@@ -62,8 +67,7 @@ int lfs_rpc_send(const sandbox_record *rec, lfs_call call, json_t *args, const i
         }
         /* The arguments cannot stand for the head's keys ("v", "token", "call"). */
         json_t *req = lfs_proto_request(call, token);
-        if (args)
-                json_object_update_missing(req, args);
+        json_object_update_missing(req, args);
         json_decref(args);
         _cleanup_error_ lfs_error *e = NULL;
         int r = lfs_frame_write(fd, req, LFS_FRAME_MAX_REQUEST, fds, n_fds, false, &e);

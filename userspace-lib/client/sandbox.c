@@ -314,6 +314,9 @@ static int finish_removal(lfs_home *home, const sandbox_record *seen, lfs_error 
 
 /* How long a close waits for the daemon it asked, or for another caller's removal. */
 #define CLOSE_WAIT_MS 30000
+/* How long a close waits for a daemon that answered in another protocol version to exit:
+ * longer than a daemon's own end (END_WAIT_MS, 2 s, in daemon/main.c). */
+#define OTHER_VERSION_WAIT_MS 5000
 
 int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force, lfs_error **err) {
         sandbox_record rec = { .dir_fd = -1 };
@@ -339,7 +342,18 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
                 r = lfs_rpc(&rec, LFS_CALL_SANDBOX_CLOSE, json_pack("{s:b}", "force", force), NULL,
                             &refusal);
                 /* An answer of another protocol version (-EPROTO) says nothing of what the
-                 * daemon did: it may be closing, so it is waited for like one that is. */
+                 * daemon did: it may be closing (one from before versions acts on the
+                 * request), so it is given its own end's wait; one still there after it
+                 * refused, and that refusal (naming both versions) is the answer, not a
+                 * Busy after CLOSE_WAIT_MS. */
+                if (r == -EPROTO && !lfs_wait_owner_gone(&rec, OTHER_VERSION_WAIT_MS)) {
+                        if (err)
+                                *err = refusal;
+                        else
+                                lfs_error_free(refusal);
+                        lfs_record_done(&rec);
+                        return r;
+                }
                 if (r < 0 && r != -EPROTO && refusal->code != LFS_NO_SUCH_SANDBOX &&
                     refusal->code != LFS_FAILED) {
                         /* Dirty: nothing was removed. */

@@ -18,8 +18,8 @@ void lfs_workspace_info_free(lfs_workspace_info *items, size_t n) {
 int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox, lfs_workspace_info **ret,
                                 size_t *ret_n, lfs_error **err) {
         json_t *result = NULL;
-        int r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_SANDBOX_LIST_WORKSPACES, NULL, &result,
-                                 err);
+        int r = lfs_sandbox_call(home, project, sandbox, LFS_CALL_SANDBOX_LIST_WORKSPACES, json_object(),
+                                 &result, err);
         if (r < 0)
                 return r;
         size_t n = json_array_size(result);
