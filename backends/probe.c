@@ -8,8 +8,12 @@
 #include <linux/bpf.h>
 #include <linux/fuse.h>
 #include <linux/sched.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <liburing.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -121,6 +125,50 @@ static bool probe_proc_connector(void) {
         return true;
 }
 
+/* Runs try(arg) in a child that exits with 0 or the errno it failed with; that errno, or
+ * 0. The child is single-threaded whatever the caller is (unshare(CLONE_NEWUSER) refuses a
+ * threaded caller), and takes the namespace or filter with it when it exits. */
+static int in_child(int (*try)(unsigned long arg), unsigned long arg) {
+        pid_t pid = fork();
+        if (pid == 0)
+                _exit(try(arg) < 0 ? (errno & 0xff ? errno & 0xff : 1) : 0);
+        if (pid < 0)
+                return errno;
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return errno;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+}
+
+static int try_unshare(unsigned long flag) {
+        return unshare((int)flag);
+}
+
+/* A filter that allows everything, installed as a command's would be (no_new_privs). */
+static int try_seccomp(unsigned long unused) {
+        (void)unused;
+        struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        struct sock_fprog prog = { .len = 1, .filter = &allow };
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -1;
+        return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+/* The namespaces the namespaces runtime makes for a Sandbox, each tried on its own. */
+static const struct {
+        const char *name;
+        int flag;
+} namespace_probes[] = {
+        { "kernel:userns", CLONE_NEWUSER },     { "kernel:pidns", CLONE_NEWPID },
+        { "kernel:mntns", CLONE_NEWNS },        { "kernel:netns", CLONE_NEWNET },
+        { "kernel:ipcns", CLONE_NEWIPC },       { "kernel:utsns", CLONE_NEWUTS },
+        { "kernel:cgroupns", CLONE_NEWCGROUP },
+};
+
+/* The controllers that a Sandbox's limits need (--memory, --pids, --cpus). */
+static const char *const limit_controllers[] = { "memory", "pids", "cpu" };
+
 static bool probe_file(const char *path) {
         return access(path, F_OK) == 0;
 }
@@ -184,10 +232,29 @@ void lfs_probe_features(lfs_runtime_info *s) {
             uring_param ? (enabled == 'Y' ? "enabled" : "built, off (fuse.enable_uring=N)") : NULL);
         add(s, "kernel:io_uring", probe_io_uring(), NULL);
         add(s, "kernel:proc-connector", probe_proc_connector(), NULL);
-        add(s, "kernel:userns", probe_file("/proc/self/ns/user"), NULL);
-        add(s, "kernel:pidns", probe_file("/proc/self/ns/pid"), NULL);
-        add(s, "kernel:mntns", probe_file("/proc/self/ns/mnt"), NULL);
-        add(s, "kernel:netns", probe_file("/proc/self/ns/net"), NULL);
+        /* Whether this caller can make each namespace (root can where the kernel has it). */
+        for (size_t i = 0; i < ELEMENTSOF(namespace_probes); i++) {
+                int e = in_child(try_unshare, (unsigned long)namespace_probes[i].flag);
+                _cleanup_free_ char *note = e ? xasprintf("unshare: %s%s", strerror(e),
+                                                          root_user ? "" : " (as root it may work)")
+                                              : NULL;
+                add(s, namespace_probes[i].name, e == 0, note);
+        }
+        int e = in_child(try_seccomp, 0);
+        _cleanup_free_ char *seccomp_note = e ? xasprintf("seccomp filter: %s", strerror(e)) : NULL;
+        add(s, "kernel:seccomp", e == 0, seccomp_note);
+        /* What --memory, --pids and --cpus need: the controller offered to LayerFS's root. */
+        _cleanup_free_ char *offered = root ? lfs_cgroup_offered(root) : NULL;
+        for (size_t i = 0; i < ELEMENTSOF(limit_controllers); i++) {
+                const char *c = limit_controllers[i];
+                bool present = root && lfs_cgroup_offers(root, c);
+                _cleanup_free_ char *name = xasprintf("cgroup:%s", c), *note = NULL;
+                if (!present && root)
+                        note = xasprintf("not offered to %s (it offers %s)%s", root,
+                                         *offered ? offered : "none",
+                                         lfs_cgroup_v1_bound(c) ? "; bound to a cgroup v1 hierarchy" : "");
+                add(s, name, present, note);
+        }
         const char *want = getenv("LAYERFS_WATCHER");
         bool bpf_ok = bpf && ringbuf && btf;
         s->watcher = xstrdup(want && *want ? want : bpf_ok ? "bpf" : "cgroup");

@@ -58,6 +58,9 @@ typedef struct lfs_daemon_start {
         /* Its arguments after argv[0], NULL-terminated (with --ready-fd LFS_DAEMON_READY_FD). */
         const char *const *args;
         int dir_fd; /* the Sandbox's directory, made: its output goes to daemon.log there */
+        /* What the Sandbox may use (check_limits accepted them): set on its place before the
+         * daemon starts in it. */
+        const lfs_sandbox_limits *limits;
 } lfs_daemon_start;
 
 /* A daemon that create started: it has said it listens (its --ready-fd). */
@@ -105,12 +108,17 @@ typedef struct lfs_runtime {
         /* Create's checks before anything is made; *ret_root is where the runtime keeps
          * its Sandboxes (native: the cgroup root), from which a record's place is named. */
         int (*prepare)(const struct lfs_platform *p, char **ret_root, lfs_error **err);
+        /* Create's check of the limits asked for, after prepare (root is its *ret_root) and
+         * before anything is made: Unsupported, naming the limit, what enforces it and the
+         * host, for one this host cannot enforce. */
+        int (*check_limits)(const struct lfs_platform *p, const char *root, const lfs_sandbox_limits *limits,
+                            lfs_error **err);
         /* Whether this build can act on sb (calls, close, reclaim): 0, else Unsupported
          * naming the Sandbox and its platform. */
         int (*reach)(const struct lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error **err);
-        /* Makes sb's place and starts its daemon there; returns once the daemon said it
-         * listens, or fails (the daemon exited, or did not say so within 5 s). What it made
-         * stays for reclaim to remove. */
+        /* Makes sb's place, sets start->limits on it, and starts its daemon there; returns once the daemon
+         * said it listens, or fails (the daemon exited, or did not say so within 5 s). What it made stays
+         * for reclaim to remove. */
         int (*create)(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
                       lfs_error **err);
         /* The daemon's side: starts the command in a place of its own in sb; its pid and a

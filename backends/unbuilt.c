@@ -36,6 +36,12 @@ static int unbuilt_prepare(const lfs_platform *p, char **ret_root, lfs_error **e
         return lfs_fail(err, LFS_UNSUPPORTED, 0, "platform '%s' cannot be driven by this build", p->id);
 }
 
+static int unbuilt_check_limits(const lfs_platform *p, const char *root, const lfs_sandbox_limits *limits,
+                                lfs_error **err) {
+        (void)root, (void)limits;
+        return unbuilt_prepare(p, NULL, err);
+}
+
 static int unbuilt_reach(const lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error **err) {
         return lfs_fail(err, LFS_UNSUPPORTED, 0,
                         "sandbox %d of project '%s' runs on platform '%s', which this build cannot drive",
@@ -87,10 +93,10 @@ static int unbuilt_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
 }
 
 #define UNBUILT_OPS                                                                                         \
-        .prepare = unbuilt_prepare, .reach = unbuilt_reach, .create = unbuilt_create,                       \
-        .spawn = unbuilt_spawn, .end_command = unbuilt_end_command, .command_done = unbuilt_command_done,   \
-        .list = unbuilt_list, .signal = unbuilt_signal, .teardown = unbuilt_teardown,                       \
-        .reclaim = unbuilt_reclaim
+        .prepare = unbuilt_prepare, .check_limits = unbuilt_check_limits, .reach = unbuilt_reach,           \
+        .create = unbuilt_create, .spawn = unbuilt_spawn, .end_command = unbuilt_end_command,               \
+        .command_done = unbuilt_command_done, .list = unbuilt_list, .signal = unbuilt_signal,               \
+        .teardown = unbuilt_teardown, .reclaim = unbuilt_reclaim
 
 const lfs_runtime lfs_runtime_docker_unbuilt = { .name = "docker", .probe = docker_probe, UNBUILT_OPS };
 const lfs_runtime lfs_runtime_vm_unbuilt = { .name = "vm", .probe = vm_probe, UNBUILT_OPS };

@@ -9,6 +9,7 @@
 # - the watcher: 'sandbox create' with LAYERFS_WATCHER=bpf against =cgroup (median of 10),
 #   the BPF program's load time, and the latency from a process's exit in the kernel to
 #   its event in the daemon (median and p99 of 500 exits).
+# - a disk budget: 'sandbox create --disk 64M' against create without (cgroup watcher).
 # It reports and never judges: it exits non-zero only when something fails or is left.
 # Needs root (cgroups, FUSE).
 set -euo pipefail
@@ -139,9 +140,10 @@ host_us=$((($(now_us) - start) / EXECS))
 # own load time as the daemon logs it.
 create_ms() {
         local w=$1 times=() i start sb
+        shift
         for ((i = 0; i < 10; i++)); do
                 start=$(now_us)
-                sb=$(LAYERFS_WATCHER=$w "$LAYERFS" sandbox create)
+                sb=$(LAYERFS_WATCHER=$w "$LAYERFS" sandbox create "$@")
                 times+=($((($(now_us) - start) / 1000)))
                 [ "$w" = bpf ] && sed -n 's/.*BPF watcher loaded in \([0-9.]*\) ms.*/\1/p' \
                         "$LAYERFS_HOME/sandboxes/p-$sb/daemon.log" >>"$WORK/bpf-load"
@@ -152,6 +154,8 @@ create_ms() {
 create_bpf=$(create_ms bpf)
 create_proc=$(create_ms proc)
 create_cgroup=$(create_ms cgroup)
+# A disk budget is a tmpfs and two bind mounts that the daemon makes at start.
+create_disk=$(create_ms cgroup --disk 64M)
 bpf_load=$(sort -n "$WORK/bpf-load" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 
 # Event latency: from a process's exit in the kernel to its event in the daemon.
@@ -176,6 +180,8 @@ printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, BPF watcher vs cgroup watche
         "$(awk -v a="$create_bpf" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
 printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, proc connector vs cgroup watcher" "$create_proc" "$create_cgroup" \
         "$(awk -v a="$create_proc" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+printf '%-52s %8s ms %8s ms %8s\n' "sandbox create --disk 64M vs without (cgroup watcher)" "$create_disk" \
+        "$create_cgroup" "$(awk -v a="$create_disk" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
 printf '%-52s %8s ms\n' "  the BPF program's load (median of 10)" "$bpf_load"
 printf '%-52s %8s us %8s us (p99)\n' "exit-to-event latency, BPF ($lat_n exits): median" "$lat_med" "$lat_p99"
 echo

@@ -147,24 +147,79 @@ static bool listed(const char *dir, const char *file, const char *name) {
         return false;
 }
 
-int lfs_cgroup_limit_memory(const char *sandbox, const char *leaf, uint64_t bytes) {
-        _cleanup_free_ char *root = xstrdup(sandbox);
-        const char *parent = dirname(root);
-        if (!listed(parent, "cgroup.controllers", "memory"))
-                return -EOPNOTSUPP;
-        const char *chain[] = { parent, sandbox };
-        for (size_t i = 0; i < 2; i++) {
-                if (listed(chain[i], "cgroup.subtree_control", "memory"))
-                        continue;
-                _cleanup_close_ int fd = lfs_cgroup_open(chain[i]);
-                int r = fd < 0 ? fd : write_at(fd, "cgroup.subtree_control", "+memory");
-                if (r < 0)
-                        return r;
+/* The first line of dir/file, without its newline ("" when it is empty or unreadable). */
+static char *first_line(const char *dir, const char *file) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        char *line = NULL;
+        size_t cap = 0;
+        if (!f || getline(&line, &cap, f) < 0) {
+                free(line);
+                return xstrdup("");
         }
+        line[strcspn(line, "\n")] = 0;
+        return line;
+}
+
+/* Where root's controllers are read: its cgroup.controllers, or, before root is made,
+ * its parent's cgroup.subtree_control (what a new child gets). */
+static char *offered_source(const char *root, const char **ret_file) {
+        struct stat st;
+        if (stat(root, &st) == 0) {
+                *ret_file = "cgroup.controllers";
+                return xstrdup(root);
+        }
+        _cleanup_free_ char *copy = xstrdup(root);
+        *ret_file = "cgroup.subtree_control";
+        return xstrdup(dirname(copy));
+}
+
+bool lfs_cgroup_offers(const char *root, const char *controller) {
+        const char *file;
+        _cleanup_free_ char *dir = offered_source(root, &file);
+        return listed(dir, file, controller);
+}
+
+char *lfs_cgroup_offered(const char *root) {
+        const char *file;
+        _cleanup_free_ char *dir = offered_source(root, &file);
+        return first_line(dir, file);
+}
+
+bool lfs_cgroup_v1_bound(const char *controller) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/cgroups", "re");
+        char name[64];
+        int hierarchy, n, enabled;
+        if (f && fscanf(f, "%*[^\n]\n") == 0)
+                while (fscanf(f, "%63s %d %d %d", name, &hierarchy, &n, &enabled) == 4)
+                        if (!strcmp(name, controller))
+                                return hierarchy != 0 && enabled;
+        return false;
+}
+
+int lfs_cgroup_enable(const char *cgroup, const char *controller) {
+        _cleanup_free_ char *copy = xstrdup(cgroup);
+        const char *parent = dirname(copy);
+        if (!listed(parent, "cgroup.controllers", controller))
+                return -EOPNOTSUPP;
+        if (listed(parent, "cgroup.subtree_control", controller))
+                return 0;
+        _cleanup_free_ char *value = xasprintf("+%s", controller);
+        return lfs_cgroup_write(parent, "cgroup.subtree_control", value);
+}
+
+int lfs_cgroup_write(const char *cgroup, const char *file, const char *value) {
+        _cleanup_close_ int fd = lfs_cgroup_open(cgroup);
+        return fd < 0 ? fd : write_at(fd, file, value);
+}
+
+int lfs_cgroup_limit_memory(const char *sandbox, const char *leaf, uint64_t bytes) {
+        int r = lfs_cgroup_enable(sandbox, "memory");
+        if (r < 0 || (r = lfs_cgroup_enable(leaf, "memory")) < 0)
+                return r;
         char value[32];
         snprintf(value, sizeof(value), "%llu", (unsigned long long)bytes);
-        _cleanup_close_ int fd = lfs_cgroup_open(leaf);
-        return fd < 0 ? fd : write_at(fd, "memory.max", value);
+        return lfs_cgroup_write(leaf, "memory.max", value);
 }
 
 int lfs_cgroup_enter(const char *path, pid_t pid) {

@@ -44,6 +44,23 @@ void lfs_cgroup_each_id(int cgroup_fd, const char *file, void (*fn)(int id, void
 /* mkdir; an existing cgroup is fine. */
 int lfs_cgroup_make(const char *path);
 
+/* Whether controller can be enabled for the Sandboxes below root (LayerFS's cgroup root):
+ * root's cgroup.controllers lists it (before root is made: its parent's subtree_control
+ * does). Makes nothing. */
+bool lfs_cgroup_offers(const char *root, const char *controller);
+/* The controllers root offers, as the kernel lists them ("hugetlb", "" for none). */
+char *lfs_cgroup_offered(const char *root);
+/* Whether controller is bound to a cgroup v1 hierarchy (/proc/cgroups): then the v2
+ * hierarchy cannot have it (a hybrid host). */
+bool lfs_cgroup_v1_bound(const char *controller);
+
+/* Makes controller's interface files appear in cgroup: enables it in its parent's
+ * cgroup.subtree_control unless it is there already. -EOPNOTSUPP when the parent does
+ * not have it; -EBUSY when the parent holds processes of its own. */
+int lfs_cgroup_enable(const char *cgroup, const char *controller);
+/* Writes value to file ("pids.max") of cgroup (opened as lfs_cgroup_open does). */
+int lfs_cgroup_write(const char *cgroup, const char *file, const char *value);
+
 /* Sets memory.max of leaf, a child of the Sandbox's cgroup, enabling the memory
  * controller in the LayerFS root's and the Sandbox's subtree_control on the way.
  * -EOPNOTSUPP where the controller is not in the LayerFS root's cgroup.controllers (a

@@ -188,11 +188,12 @@ static const command commands[] = {
         { "project", "list_sandboxes", cmd_project_list_sandboxes, 0, 0, "page-size,page",
           "layerfs project list_sandboxes [--page-size N] [--page K]\n\n"
           "Every running Sandbox of the home (all projects and platforms): number, project,\n"
-          "platform and how many Workspaces it has mounted. With --page-size, only page K\n"
-          "(from 1, default 1) of N Sandboxes; past the end, none.\n",
+          "platform, how many Workspaces it has mounted and its limits (--json: limits\n"
+          "{memory, pids, cpus, disk}, in bytes, null for none). With --page-size, only page\n"
+          "K (from 1, default 1) of N Sandboxes; past the end, none.\n",
           NULL, "running Sandboxes of every project" },
-        { "sandbox", "create", cmd_sandbox_create, 0, 0, "image,platform",
-          "layerfs sandbox create [--image TEXT] [--platform NAME]\n\n"
+        { "sandbox", "create", cmd_sandbox_create, 0, 0, "image,platform,memory,pids,cpus,disk",
+          "layerfs sandbox create [--image TEXT] [--platform NAME] [--memory SIZE] [--pids N] [--cpus X] [--disk SIZE]\n\n"
           "Starts a Sandbox for the project and prints its number, the smallest free one\n"
           "({sandbox, image, platform} with --json). Its daemon serves the Sandbox's\n"
           "Workspaces and commands until 'layerfs sandbox close' or its idle close.\n\n"
@@ -205,7 +206,19 @@ static const command commands[] = {
           "or one that is not ready here (see 'layerfs runtime status'), is Unsupported.\n"
           "This build drives linux (as root); --image is ignored for it. A linux Sandbox\n"
           "runs on the native runtime, or with LAYERFS_RUNTIME=namespaces in namespaces of\n"
-          "its own (user, pid, mount, ipc, uts, cgroup, net) as host ids of its own.\n",
+          "its own (user, pid, mount, ipc, uts, cgroup, net) as host ids of its own.\n\n"
+          "Limits (none by default); the first three are set on the Sandbox's cgroup before\n"
+          "its daemon starts, so that its daemon and every command count together:\n"
+          "  --memory SIZE  memory.max: bytes, or a number with K, M, G or T (64M at least)\n"
+          "  --pids N       pids.max: processes and threads (64 to 4194304)\n"
+          "  --cpus X       cpu.max: CPUs' worth of time (0.01 to this host's CPUs; 1.5 is\n"
+          "                 150 ms of each 100 ms)\n"
+          "  --disk SIZE    the Workspaces' uncommitted data and TMPDIR together, on a tmpfs\n"
+          "                 of that size (1M at least): a write past it fails with ENOSPC\n"
+          "A value not of its form is InvalidInput; --memory, --pids or --cpus where the\n"
+          "host's cgroup v2 does not offer LayerFS the controller (memory, pids, cpu; see\n"
+          "'layerfs runtime status', cgroup:NAME) is Unsupported; both before anything is\n"
+          "made. 'layerfs project list_sandboxes' shows each Sandbox's limits.\n",
           NULL,
           "a new Sandbox; prints its number (platforms: linux,\ndocker, podman, firecracker, qemu, lima, mac, wsl)" },
         { "sandbox", "close", cmd_sandbox_close, 1, 1, "",

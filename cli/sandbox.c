@@ -22,9 +22,13 @@ static int sandbox_number(cli_ctx *ctx, const char *text, int *ret) {
 
 int cmd_sandbox_create(cli_ctx *ctx) {
         int n, r = cli_open_home(ctx);
-        const char *platform = cli_option(ctx, "platform");
-        if (r < 0 || (r = lfs_sandbox_create(ctx->home, project_arg(ctx), cli_option(ctx, "image"), platform,
-                                             &n, &ctx->err)) < 0)
+        lfs_sandbox_options o = { .image = cli_option(ctx, "image"),
+                                  .platform = cli_option(ctx, "platform"),
+                                  .memory = cli_option(ctx, "memory"),
+                                  .pids = cli_option(ctx, "pids"),
+                                  .cpus = cli_option(ctx, "cpus"),
+                                  .disk = cli_option(ctx, "disk") };
+        if (r < 0 || (r = lfs_sandbox_create_with(ctx->home, project_arg(ctx), &o, &n, &ctx->err)) < 0)
                 return r;
         if (ctx->json)
                 cli_print_json(json_pack("{s:i, s:n, s:s}", "sandbox", n, "image", "platform", "linux"));
@@ -73,6 +77,46 @@ int cmd_sandbox_list_workspaces(cli_ctx *ctx) {
         return 0;
 }
 
+/* A Sandbox's limits: {memory, pids, cpus, disk}, null where there is none. */
+static json_t *limits_json(const lfs_sandbox_limits *l) {
+        return json_pack("{s:o, s:o, s:o, s:o}", "memory",
+                         l->memory ? json_integer((json_int_t)l->memory) : json_null(), "pids",
+                         l->pids ? json_integer((json_int_t)l->pids) : json_null(), "cpus",
+                         l->cpus > 0 ? json_real(l->cpus) : json_null(), "disk",
+                         l->disk ? json_integer((json_int_t)l->disk) : json_null());
+}
+
+/* "2G" for 2147483648: a size in the largest unit that shows it whole. */
+static char *size_text(uint64_t bytes) {
+        static const char units[] = "KMGT";
+        int unit = -1;
+        while (unit < 3 && bytes && bytes % 1024 == 0) {
+                bytes /= 1024;
+                unit++;
+        }
+        return unit < 0 ? xasprintf("%llu", (unsigned long long)bytes)
+                        : xasprintf("%llu%c", (unsigned long long)bytes, units[unit]);
+}
+
+/* "memory 2G, pids 512, cpus 1.5, disk 10G", or "" without limits. */
+static char *limits_text(const lfs_sandbox_limits *l) {
+        char *values[] = { l->memory ? size_text(l->memory) : NULL,
+                           l->pids ? xasprintf("%llu", (unsigned long long)l->pids) : NULL,
+                           l->cpus > 0 ? xasprintf("%g", l->cpus) : NULL,
+                           l->disk ? size_text(l->disk) : NULL };
+        static const char *const names[] = { "memory", "pids", "cpus", "disk" };
+        char *out = xstrdup("");
+        for (size_t i = 0; i < ELEMENTSOF(values); i++) {
+                if (!values[i])
+                        continue;
+                char *next = xasprintf("%s%s%s %s", out, *out ? ", " : "", names[i], values[i]);
+                free(out);
+                free(values[i]);
+                out = next;
+        }
+        return out;
+}
+
 int cmd_project_list_sandboxes(cli_ctx *ctx) {
         lfs_sandbox_info *sb = NULL;
         size_t n = 0, page_size, page;
@@ -87,19 +131,24 @@ int cmd_project_list_sandboxes(cli_ctx *ctx) {
         size_t end = first + (n - first < page_size ? n - first : page_size);
         json_t *out = json_array();
         for (size_t i = first; i < end; i++) {
+                /* A Sandbox closed since the list was made has none to show. */
+                lfs_sandbox_limits limits = { 0 };
+                lfs_sandbox_get_limits(ctx->home, sb[i].project, sb[i].sandbox, &limits, NULL);
                 if (ctx->json)
                         json_array_append_new(out,
-                                              json_pack("{s:i, s:s, s:o, s:s, s:I}", "sandbox",
+                                              json_pack("{s:i, s:s, s:o, s:s, s:I, s:o}", "sandbox",
                                                         sb[i].sandbox, "name", sb[i].project, "image",
                                                         sb[i].image ? json_string(sb[i].image) : json_null(),
                                                         "platform", sb[i].platform, "workspaces",
-                                                        (json_int_t)sb[i].workspaces));
+                                                        (json_int_t)sb[i].workspaces, "limits",
+                                                        limits_json(&limits)));
                 else {
                         /* A record's text: the home's, but checked nowhere on its way here. */
                         _cleanup_free_ char *project = lfs_quote(sb[i].project, LFS_QUOTE_ENTRY),
-                                            *platform = lfs_quote(sb[i].platform, LFS_QUOTE_ENTRY);
-                        printf("%-4d %-24s %-8s %zu workspaces\n", sb[i].sandbox, project, platform,
-                               sb[i].workspaces);
+                                            *platform = lfs_quote(sb[i].platform, LFS_QUOTE_ENTRY),
+                                            *shown = limits_text(&limits);
+                        printf("%-4d %-24s %-8s %zu workspaces%s%s\n", sb[i].sandbox, project, platform,
+                               sb[i].workspaces, *shown ? "; " : "", shown);
                 }
         }
         if (ctx->json)

@@ -5,7 +5,7 @@
  * docs/protocol.md (proto/).
  *
  *   layerfs-daemon --home DIR --project NAME --sandbox N --dir SANDBOX_DIR --cgroup CGROUP
- *                  --instance ID [--platform NAME] [--ready-fd FD]
+ *                  --instance ID [--platform NAME] [--ready-fd FD] [--disk BYTES]
  *
  * SANDBOX_DIR (0711) holds `token` (0600, written by the library before the start),
  * `control.sock`, `daemon.log`, and per Workspace `mnt/<branch>` and `upper/<branch>`.
@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -89,6 +90,31 @@ static int make_private_tmp(daemon_state *d) {
         return 0;
 }
 
+/* --disk: one tmpfs of that size, DIR/disk, holds the Workspaces' upper files and the
+ * commands' TMPDIR (its upper/ and tmp/, bound at DIR/upper and DIR/tmp, where they are
+ * without it), so that both draw on one budget and a write past it fails with ENOSPC in
+ * the writer (the Workspace checks the upper filesystem's free space before each write,
+ * tmpfs refuses the rest). Teardown and reclaim unmount everything beneath DIR. */
+static int make_disk(daemon_state *d, uint64_t bytes) {
+        _cleanup_free_ char *disk = xasprintf("%s/disk", d->dir), *options = NULL;
+        if (mkdir(disk, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        options = xasprintf("size=%llu,mode=0700", (unsigned long long)bytes);
+        if (mount("layerfs-disk", disk, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
+                return -errno;
+        static const char *const parts[] = { "tmp", "upper" };
+        for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
+                _cleanup_free_ char *inside = xasprintf("%s/%s", disk, parts[i]),
+                                    *at = xasprintf("%s/%s", d->dir, parts[i]);
+                if ((mkdir(inside, 0700) < 0 && errno != EEXIST) ||
+                    (mkdir(at, 0700) < 0 && errno != EEXIST) || mount(inside, at, NULL, MS_BIND, NULL) < 0)
+                        return -errno;
+        }
+        log_line("disk budget: %llu bytes for the Workspaces' changes and TMPDIR (tmpfs %s)",
+                 (unsigned long long)bytes, disk);
+        return 0;
+}
+
 /* How long the daemon's end waits for its callers to have their answers. */
 #define END_WAIT_MS 2000
 
@@ -115,7 +141,7 @@ static unsigned wait_callers_gone(daemon_state *d) {
 static const char usage[] =
         "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP --instance ID\n"
         "                      [--platform NAME] [--runtime NAME]\n"
-        "                      [--id-base N] [--ready-fd FD]\n"
+        "                      [--id-base N] [--ready-fd FD] [--disk BYTES]\n"
         "(started by liblayerfs for each Sandbox; see 'layerfs-daemon --help')\n";
 
 /* The man page layerfs-daemon(8) is made from this text (packaging/man/help2man.sh): keep
@@ -127,7 +153,7 @@ static const char help[] =
         "SYNOPSIS\n"
         "    layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP\n"
         "                   --instance ID [--platform NAME] [--runtime NAME] [--id-base N]\n"
-        "                   [--ready-fd FD]\n"
+        "                   [--ready-fd FD] [--disk BYTES]\n"
         "    layerfs-daemon --sandbox-init --hostname NAME --home HOME --dir DIR\n"
         "\n"
         "DESCRIPTION\n"
@@ -159,6 +185,9 @@ static const char help[] =
         "                     its ids 0..65535 are the host's N..N+65535); default 0, none\n"
         "    --ready-fd FD    write one byte to FD, then close it, once DIR/control.sock\n"
         "                     listens (the library waits for it)\n"
+        "    --disk BYTES     the Sandbox's disk budget: its Workspaces' uncommitted\n"
+        "                     data and its TMPDIR share a tmpfs of BYTES (DIR/disk); a\n"
+        "                     write past it fails with ENOSPC\n"
         "    --sandbox-init   the init of a Sandbox of the namespaces runtime (started by\n"
         "                     liblayerfs as pid 1 of the Sandbox's namespaces): sets them\n"
         "                     up (its view of the files: the host's root read-only, its\n"
@@ -185,6 +214,7 @@ static const char help[] =
         "    DIR/daemon.log    this daemon's log ('layerfs sandbox log N'), kept to 1 MiB\n"
         "    DIR/mnt/BRANCH    a mounted Workspace\n"
         "    DIR/tmp/          the commands' HOME and TMPDIR\n"
+        "    DIR/disk/         with --disk: the tmpfs holding DIR/tmp/ and DIR/upper/\n"
         "\n"
         "EXIT STATUS\n"
         "    0 after the Sandbox closed; 1 when it could not start (the reason is in its\n"
@@ -193,7 +223,7 @@ static const char help[] =
 int main(int argc, char **argv) {
         daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
         const char *home_dir = NULL, *number = NULL, *platform = "linux", *runtime = NULL, *ready = NULL,
-                   *id_base = NULL;
+                   *id_base = NULL, *disk = NULL;
         /* The namespaces runtime's Sandbox init is this binary in another mode. */
         if (argc > 1 && !strcmp(argv[1], "--sandbox-init"))
                 return sandbox_init_main(argc, argv);
@@ -208,6 +238,7 @@ int main(int argc, char **argv) {
                 { "runtime", required_argument, NULL, 'r' },
                 { "id-base", required_argument, NULL, 'b' },
                 { "ready-fd", required_argument, NULL, 'R' },
+                { "disk", required_argument, NULL, 'D' },
                 { "help", no_argument, NULL, 'H' },
                 { "version", no_argument, NULL, 'V' },
                 { NULL, 0, NULL, 0 },
@@ -245,6 +276,9 @@ int main(int argc, char **argv) {
                 case 'R':
                         ready = optarg;
                         break;
+                case 'D':
+                        disk = optarg;
+                        break;
                 case 'H':
                         fputs(help, stdout);
                         return 0;
@@ -262,7 +296,7 @@ int main(int argc, char **argv) {
         }
         /* The settings the library checked at create, read the same way (numbers.h). */
         lfs_error *err = NULL;
-        uint64_t n, ready_fd = 0, base = 0;
+        uint64_t n, ready_fd = 0, base = 0, disk_bytes = 0;
         double idle_seconds;
         const lfs_platform *p = lfs_platform_find(platform);
         if (!p) {
@@ -273,6 +307,7 @@ int main(int argc, char **argv) {
         if (lfs_parse_whole("--sandbox", number, 1, INT_MAX, &n, &err) < 0 ||
             (ready && lfs_parse_whole("--ready-fd", ready, 3, INT_MAX, &ready_fd, &err) < 0) ||
             (id_base && lfs_parse_whole("--id-base", id_base, 0, UINT32_MAX - 65535, &base, &err) < 0) ||
+            (disk && lfs_parse_whole("--disk", disk, LFS_MIN_DISK, LFS_MAX_DISK, &disk_bytes, &err) < 0) ||
             lfs_command_identity(&d.uid, &d.gid, &err) < 0 || lfs_idle_seconds(&idle_seconds, &err) < 0) {
                 fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
                 lfs_error_free(err);
@@ -318,7 +353,13 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "no token in %s/token\n", d.dir);
                 return 1;
         }
-        int r = make_private_tmp(&d);
+        int r = disk_bytes ? make_disk(&d, disk_bytes) : 0;
+        if (r < 0) {
+                fprintf(stderr, "cannot make the disk budget of %llu bytes in %s/disk: %s\n",
+                        (unsigned long long)disk_bytes, d.dir, strerror(-r));
+                return 1;
+        }
+        r = make_private_tmp(&d);
         if (r < 0) {
                 fprintf(stderr, "cannot make %s: %s\n", d.tmp, strerror(-r));
                 return 1;

@@ -199,6 +199,36 @@ LFS_PUBLIC int lfs_store_verify(lfs_store *store, uint64_t *ret_objects_checked,
 /* project NULL: the home's only project. Returns the new Sandbox's number. Root only. */
 LFS_PUBLIC int lfs_sandbox_create(lfs_home *home, const char *project, const char *image,
                                   const char *platform, int *ret_sandbox, lfs_error **err);
+
+/* A Sandbox's limits, as numbers (0: none). */
+typedef struct lfs_sandbox_limits {
+        uint64_t memory; /* bytes: memory.max of the Sandbox's cgroup (its daemon and commands) */
+        uint64_t pids; /* pids.max of the Sandbox's cgroup: its processes and threads together */
+        double cpus; /* cpu.max: CPUs' worth of time per period (1.5: 150 ms of each 100 ms) */
+        uint64_t disk; /* bytes: its Workspaces' uncommitted data and its TMPDIR together */
+} lfs_sandbox_limits;
+
+/* What sandbox.create takes. Limits as a person writes them (NULL: none): memory and disk
+ * are sizes (bytes, or a number with K, M, G or T: "512M", "2G"), pids a whole number,
+ * cpus a decimal number ("1.5"). A value that is not of its form, or out of its range, is
+ * InvalidInput; a limit this host cannot enforce (its cgroup controller is not offered
+ * to LayerFS) is Unsupported; both before anything is made. */
+typedef struct lfs_sandbox_options {
+        const char *image; /* ignored for linux Sandboxes */
+        const char *platform; /* NULL: the home's default */
+        const char *memory;
+        const char *pids;
+        const char *cpus;
+        const char *disk;
+} lfs_sandbox_options;
+
+/* lfs_sandbox_create with limits (options NULL: none). */
+LFS_PUBLIC int lfs_sandbox_create_with(lfs_home *home, const char *project,
+                                       const lfs_sandbox_options *options, int *ret_sandbox,
+                                       lfs_error **err);
+/* The limits a running Sandbox was made with, as its record keeps them. */
+LFS_PUBLIC int lfs_sandbox_get_limits(lfs_home *home, const char *project, int sandbox,
+                                      lfs_sandbox_limits *ret, lfs_error **err);
 /* Ends the Sandbox's daemon, unmounts, removes its directory and record. Refuses Dirty
  * unless force. */
 LFS_PUBLIC int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force,

@@ -21,6 +21,7 @@
 
 #include "cgroup.h"
 #include "linux.h"
+#include "resource_limits.h"
 #include "util.h"
 
 /* The namespaces a Sandbox has, and every command joins. */
@@ -351,6 +352,7 @@ const lfs_runtime lfs_runtime_namespaces = {
         .name = "namespaces",
         .probe = namespaces_probe,
         .prepare = namespaces_prepare,
+        .check_limits = lfs_linux_check_limits,
         .reach = lfs_linux_reach,
         .create = namespaces_create,
         .spawn = namespaces_spawn,

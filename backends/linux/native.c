@@ -18,6 +18,7 @@
 #include "linux.h"
 #include "platforms.h"
 #include "probe.h"
+#include "resource_limits.h"
 #include "runtime.h"
 #include "teardown.h"
 #include "util.h"
@@ -192,6 +193,9 @@ int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, l
         if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(sb->place)) < 0 ||
             (r = lfs_cgroup_make(leaf)) < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot make the cgroup %s: %s", leaf, strerror(-r));
+        /* Before the daemon starts: nothing of the Sandbox ever runs unlimited. */
+        if (start->limits && (r = lfs_linux_apply_limits(sb->place, start->limits, err)) < 0)
+                return r;
         int ready[2];
         if (pipe2(ready, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
@@ -365,6 +369,7 @@ const lfs_runtime lfs_runtime_native = {
         .name = "native",
         .probe = lfs_linux_probe,
         .prepare = lfs_linux_prepare,
+        .check_limits = lfs_linux_check_limits,
         .reach = lfs_linux_reach,
         .create = lfs_linux_create,
         .spawn = native_spawn,

@@ -61,7 +61,10 @@ records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_ti
         VALUES('p', 10, 'windows', 'native', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-10', 'running')"
 records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, state, instance)
         VALUES('p', 11, 'linux', 'native', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-11', 'running', '../x')"
-n_forged=9
+# A limit that no create writes (limits are shown, so they are checked like the rest).
+records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, state, memory)
+        VALUES('p', 12, 'linux', 'native', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-12', 'running', 'lots')"
+n_forged=10
 
 for what in "project list_sandboxes" "runtime reclaim" "sandbox create"; do
         # shellcheck disable=SC2086
@@ -88,6 +91,7 @@ msg=$(lfs sandbox close 6 --force 2>&1)
 set -e
 case "$msg" in "InvalidInput: "*"cgroup"*"$CG_MOUNT"*) ok ;; *) fail "close of a record with a foreign cgroup said: $msg" ;; esac
 expect_error InvalidInput lfs sandbox close 5 --force
+expect_refusal InvalidInput "has memory 'lots'" lfs sandbox close 12 --force
 expect_error InvalidInput lfs workspace mount 6 main
 alive "$DECOY" || fail "a refused close signalled the decoy"
 

@@ -182,6 +182,14 @@ int main(int argc, char **argv) {
         expect(text && *text, "the daemon's log");
         free(text);
         check(lfs_sandbox_close(home, "every", sandbox, 0, &err), "lfs_sandbox_close");
+        /* With limits: a disk budget every host can keep. */
+        lfs_sandbox_options create_options = { .disk = "16M" };
+        check(lfs_sandbox_create_with(home, "every", &create_options, &sandbox, &err),
+              "lfs_sandbox_create_with");
+        lfs_sandbox_limits limits;
+        check(lfs_sandbox_get_limits(home, "every", sandbox, &limits, &err), "lfs_sandbox_get_limits");
+        expect(limits.disk == 16u << 20 && limits.memory == 0, "the Sandbox's limits");
+        check(lfs_sandbox_close(home, "every", sandbox, 0, &err), "lfs_sandbox_close");
 
         /* ---- a refusal ---- */
         lfs_store *none = NULL;

@@ -145,12 +145,64 @@ static void test_settings(void **state) {
         unsetenv("LAYERFS_IDLE_SECONDS");
 }
 
+/* A Sandbox's limits (lfs_parse_limits): each option's form and range, named in the
+ * refusal with its value; nothing given is no limit. */
+static void test_limits(void **state) {
+        (void)state;
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        _cleanup_free_ char *too_many = xasprintf("%ld.5", online),
+                            *cpus_range = xasprintf("from 0.01 to %ld", online);
+        static const struct {
+                lfs_sandbox_options o;
+                const char *option, *value, *says;
+        } bad[] = {
+                { { .memory = "2X" }, "--memory", "2X", "not a size" },
+                { { .memory = "0" }, "--memory", "0", "not a size" },
+                { { .memory = "-1G" }, "--memory", "-1G", "not a size" },
+                { { .memory = "1M" }, "--memory", "1M", "from 64M" },
+                { { .memory = "99999999999T" }, "--memory", "99999999999T", "out of range" },
+                { { .pids = "0" }, "--pids", "0", "from 64 to 4194304" },
+                { { .pids = "63" }, "--pids", "63", "from 64 to 4194304" },
+                { { .pids = "5x" }, "--pids", "5x", "from 64 to 4194304" },
+                { { .pids = "4194305" }, "--pids", "4194305", "from 64 to 4194304" },
+                { { .cpus = "0" }, "--cpus", "0", "number of CPUs" },
+                { { .cpus = "0.001" }, "--cpus", "0.001", "number of CPUs" },
+                { { .cpus = "nan" }, "--cpus", "nan", "number of CPUs" },
+                { { .cpus = "1,5" }, "--cpus", "1,5", "number of CPUs" },
+                { { .disk = "512K" }, "--disk", "512K", "from 1M" },
+                { { .disk = "10Q" }, "--disk", "10Q", "not a size" },
+                { { .memory = "1G", .disk = "" }, "--disk", "''", "not a size" },
+        };
+        for (size_t i = 0; i < COUNT_OF(bad); i++) {
+                lfs_error *err = NULL;
+                lfs_sandbox_limits l = { .pids = 77 };
+                int r = lfs_parse_limits(&bad[i].o, &l, &err);
+                assert_msg(r < 0 && err && err->code == LFS_INVALID_INPUT, "%s %s was accepted",
+                           bad[i].option, bad[i].value);
+                assert_msg(strstr(err->message, bad[i].option) && strstr(err->message, bad[i].value) &&
+                                   strstr(err->message, bad[i].says),
+                           "%s %s: %s", bad[i].option, bad[i].value, err->message);
+                assert_int_equal(l.pids, 77); /* ret_ untouched on failure */
+                lfs_error_free(err);
+        }
+        lfs_error *err = NULL;
+        lfs_sandbox_options o = { .cpus = too_many };
+        lfs_sandbox_limits l = { 0 };
+        assert_true(lfs_parse_limits(&o, &l, &err) < 0);
+        assert_msg(strstr(err->message, cpus_range) != NULL, "%s", err->message);
+        lfs_error_free(err);
+        o = (lfs_sandbox_options){ .memory = "2G", .pids = "512", .cpus = "0.5", .disk = "64M" };
+        assert_int_equal(lfs_parse_limits(&o, &l, NULL), 0);
+        assert_true(l.memory == 2ull << 30 && l.pids == 512 && l.cpus == 0.5 && l.disk == 64ull << 20);
+        assert_int_equal(lfs_parse_limits(NULL, &l, NULL), 0);
+        assert_true(l.memory == 0 && l.pids == 0 && l.cpus == 0 && l.disk == 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_whole_numbers),
-                cmocka_unit_test(test_seconds),
-                cmocka_unit_test(test_json_numbers),
-                cmocka_unit_test(test_settings),
+                cmocka_unit_test(test_whole_numbers), cmocka_unit_test(test_seconds),
+                cmocka_unit_test(test_json_numbers),  cmocka_unit_test(test_settings),
+                cmocka_unit_test(test_limits),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,9 +93,9 @@ static void test_every_row_has_a_whole_runtime(void **state) {
                 const lfs_runtime *rt = lfs_platforms[i].runtime;
                 const char *id = lfs_platforms[i].id;
                 assert_msg(rt != NULL, "platform '%s' has no runtime", id);
-                assert_msg(rt->name && rt->probe && rt->prepare && rt->reach && rt->create && rt->spawn &&
-                                   rt->end_command && rt->command_done && rt->list && rt->signal &&
-                                   rt->teardown && rt->reclaim,
+                assert_msg(rt->name && rt->probe && rt->prepare && rt->check_limits && rt->reach &&
+                                   rt->create && rt->spawn && rt->end_command && rt->command_done &&
+                                   rt->list && rt->signal && rt->teardown && rt->reclaim,
                            "platform '%s': its runtime '%s' lacks an operation", id,
                            rt->name ? rt->name : "?");
         }

@@ -2,6 +2,7 @@
 #include "numbers.h"
 
 #include <math.h>
+#include <unistd.h>
 
 /* "123": digits only; strtoull alone would take " 1", "+1", "-1" (as 2^64 - 1) and "1x". */
 static bool all_digits(const char *s) {
@@ -36,8 +37,8 @@ static bool decimal_syntax(const char *s) {
         return !*s;
 }
 
-/* "1e+09" would say less than "1000000000". */
-static void seconds_text(double v, char ret[64]) {
+/* "1e+09" would say less than "1000000000"; "1.5" stays "1.5". */
+static void number_text(double v, char ret[64]) {
         snprintf(ret, 64, "%.15g", v);
 }
 
@@ -80,23 +81,27 @@ too_big:
                         what, text);
 }
 
-int lfs_parse_seconds(const char *what, const char *text, double min, double max, double *ret,
-                      lfs_error **err) {
+int lfs_parse_decimal(const char *what, const char *text, const char *noun, double min, double max,
+                      double *ret, lfs_error **err) {
         char lo[64], hi[64];
-        seconds_text(min, lo);
-        seconds_text(max, hi);
+        number_text(min, lo);
+        number_text(max, hi);
         if (!text || !decimal_syntax(text))
-                return lfs_fail(err, LFS_INVALID_INPUT, 0,
-                                "%s '%s' is not a number of seconds: give one from %s to %s", what,
-                                text ? text : "", lo, hi);
+                return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s '%s' is not a %s: give one from %s to %s",
+                                what, text ? text : "", noun, lo, hi);
         errno = 0;
         double v = strtod(text, NULL);
         if (errno == ERANGE || !isfinite(v) || v < min || v > max)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
-                                "%s '%s' is out of range: give a number of seconds from %s to %s", what,
-                                text, lo, hi);
+                                "%s '%s' is out of range: give a %s from %s to %s", what, text, noun, lo,
+                                hi);
         *ret = v;
         return 0;
+}
+
+int lfs_parse_seconds(const char *what, const char *text, double min, double max, double *ret,
+                      lfs_error **err) {
+        return lfs_parse_decimal(what, text, "number of seconds", min, max, ret, err);
 }
 
 int lfs_json_whole(const char *what, const json_t *v, long long min, long long max, long long *ret,
@@ -119,8 +124,8 @@ int lfs_json_seconds(const char *what, const json_t *v, double min, double max, 
                 return 0;
         }
         char lo[64], hi[64];
-        seconds_text(min, lo);
-        seconds_text(max, hi);
+        number_text(min, lo);
+        number_text(max, hi);
         _cleanup_free_ char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
         return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s %s is %s: give a number of seconds from %s to %s",
                         what, text ? text : "(missing)", json_is_number(v) ? "out of range" : "not a number",
@@ -156,4 +161,41 @@ int lfs_idle_seconds(double *ret, lfs_error **err) {
         }
         return lfs_parse_seconds("LAYERFS_IDLE_SECONDS", s, LFS_MIN_IDLE_SECONDS, LFS_IDLE_SECONDS, ret,
                                  err);
+}
+
+/* A size from min to max (bytes); the floor is said in the unit it is written in. */
+static int parse_size_limit(const char *what, const char *text, uint64_t min, uint64_t max,
+                            const char *why_min, uint64_t *ret, lfs_error **err) {
+        uint64_t v = 0;
+        int r = lfs_parse_size(what, text, &v, err);
+        if (r < 0)
+                return r;
+        if (v < min || v > max)
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "%s '%s' is out of range: give a size from %lluM (%s) to %llu bytes", what,
+                                text, (unsigned long long)(min >> 20), why_min, (unsigned long long)max);
+        *ret = v;
+        return 0;
+}
+
+int lfs_parse_limits(const lfs_sandbox_options *o, lfs_sandbox_limits *ret, lfs_error **err) {
+        lfs_sandbox_limits l = { 0 };
+        int r = 0;
+        if (o && o->memory)
+                r = parse_size_limit("--memory", o->memory, LFS_MIN_MEMORY, LFS_MAX_MEMORY,
+                                     "the Sandbox's daemon runs within it too", &l.memory, err);
+        if (r == 0 && o && o->pids)
+                r = lfs_parse_whole("--pids", o->pids, LFS_MIN_PIDS, LFS_MAX_PIDS, &l.pids, err);
+        if (r == 0 && o && o->cpus) {
+                long online = sysconf(_SC_NPROCESSORS_ONLN);
+                double max = online > 0 && online < LFS_MAX_CPUS ? (double)online : LFS_MAX_CPUS;
+                r = lfs_parse_decimal("--cpus", o->cpus, "number of CPUs", LFS_MIN_CPUS, max, &l.cpus, err);
+        }
+        if (r == 0 && o && o->disk)
+                r = parse_size_limit("--disk", o->disk, LFS_MIN_DISK, LFS_MAX_DISK, "at least a megabyte",
+                                     &l.disk, err);
+        if (r < 0)
+                return r;
+        *ret = l;
+        return 0;
 }

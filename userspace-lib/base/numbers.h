@@ -23,6 +23,11 @@
 /* text as a whole number from min to max; what names it in a refusal ("--limit"). */
 int lfs_parse_whole(const char *what, const char *text, uint64_t min, uint64_t max, uint64_t *ret,
                     lfs_error **err);
+/* text as a decimal number from min to max: digits with an optional fraction and exponent
+ * (2, 0.5, 1e3), never inf, nan or hex; noun names what it counts in a refusal ("number of
+ * CPUs": "--cpus 'x' is not a number of CPUs: give one from 0.01 to 2"). */
+int lfs_parse_decimal(const char *what, const char *text, const char *noun, double min, double max,
+                      double *ret, lfs_error **err);
 /* text as a number of seconds from min to max: digits with an optional fraction and
  * exponent (2, 0.5, 1e3), never inf, nan or hex. */
 int lfs_parse_seconds(const char *what, const char *text, double min, double max, double *ret,
@@ -39,6 +44,25 @@ int lfs_json_whole(const char *what, const json_t *v, long long min, long long m
 /* The call argument v (JSON) as a number of seconds from min to max. */
 int lfs_json_seconds(const char *what, const json_t *v, double min, double max, double *ret,
                      lfs_error **err);
+
+/* The limits of a Sandbox (lfs_sandbox_limits), as the record keeps them: a Sandbox's
+ * daemon runs within its memory and pids limits too, so each has a floor that leaves it
+ * room: it starts with one thread and about 6 MiB; each mounted Workspace adds two
+ * threads (33 with 16 Workspaces) and each connection one while it lasts. */
+#define LFS_MIN_MEMORY (64ull << 20)
+#define LFS_MAX_MEMORY ((uint64_t)INT64_MAX)
+#define LFS_MIN_PIDS 64
+#define LFS_MAX_PIDS (4 * 1024 * 1024) /* PID_MAX_LIMIT on 64-bit */
+/* cpu.max takes a quota from 1 ms per 100 ms period. */
+#define LFS_MIN_CPUS 0.01
+#define LFS_MAX_CPUS 65536.0
+#define LFS_MIN_DISK (1ull << 20)
+#define LFS_MAX_DISK ((uint64_t)INT64_MAX)
+
+/* The limits of o (NULL fields: none) as numbers, each checked against its form and range
+ * (cpus also against this host's online CPUs): InvalidInput naming the option, the value
+ * and what it takes. */
+int lfs_parse_limits(const lfs_sandbox_options *o, lfs_sandbox_limits *ret, lfs_error **err);
 
 /* Who commands run as and who owns Store files in a Workspace (SPEC 3): 501:20, or
  * LAYERFS_COMMAND_UID / LAYERFS_COMMAND_GID, each from 1 to 4294967294 (0 is root's, and

@@ -123,7 +123,8 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                     "CREATE TABLE IF NOT EXISTS sandboxes(project TEXT NOT NULL, number INTEGER NOT NULL,"
                     " platform TEXT NOT NULL, runtime TEXT NOT NULL, image TEXT, pid INTEGER,"
                     " start_time INTEGER, boot_id TEXT, dir TEXT NOT NULL, state TEXT NOT NULL,"
-                    " cgroup TEXT, socket TEXT, instance TEXT, PRIMARY KEY(project, number)) WITHOUT ROWID;",
+                    " cgroup TEXT, socket TEXT, instance TEXT, memory INTEGER, pids INTEGER, cpus REAL,"
+                    " disk INTEGER, PRIMARY KEY(project, number)) WITHOUT ROWID;",
                     NULL, NULL, &msg) != SQLITE_OK) {
                 r = lfs_fail(err, LFS_FAILED, EIO, "cannot use %s: %s", path, msg ? msg : "?");
                 sqlite3_free(msg);
@@ -131,7 +132,8 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                 return r;
         }
         /* Columns added since the table was first made: platform (a row without one reads
-         * as the platform its runtime implies), cgroup and socket, instance. */
+         * as the platform its runtime implies), cgroup and socket, instance, the limits
+         * (NULL: none). */
         static const struct {
                 const char *probe, *add;
         } columns[] = {
@@ -143,6 +145,10 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                   "ALTER TABLE sandboxes ADD COLUMN instance TEXT;" },
                 { "SELECT id_base FROM sandboxes LIMIT 0",
                   "ALTER TABLE sandboxes ADD COLUMN id_base INTEGER;" },
+                { "SELECT memory, pids, cpus, disk FROM sandboxes LIMIT 0",
+                  "ALTER TABLE sandboxes ADD COLUMN memory INTEGER; ALTER TABLE sandboxes ADD COLUMN pids "
+                  "INTEGER; ALTER TABLE sandboxes ADD COLUMN cpus REAL; ALTER TABLE sandboxes ADD COLUMN disk "
+                  "INTEGER;" },
         };
         for (size_t i = 0; i < ELEMENTSOF(columns); i++) {
                 sqlite3_stmt *probe = NULL;
@@ -217,7 +223,7 @@ bool lfs_record_alive(const sandbox_record *rec) {
 
 #define RECORD_COLUMNS                                                                                         \
         "project, number, pid, start_time, boot_id, dir, cgroup, platform, state, runtime, instance, socket, " \
-        "id_base"
+        "id_base, memory, pids, cpus, disk"
 enum {
         COL_PROJECT,
         COL_NUMBER,
@@ -231,7 +237,11 @@ enum {
         COL_RUNTIME,
         COL_INSTANCE,
         COL_SOCKET,
-        COL_ID_BASE
+        COL_ID_BASE,
+        COL_MEMORY,
+        COL_PIDS,
+        COL_CPUS,
+        COL_DISK
 };
 
 static const char *text_or_null(sqlite3_stmt *st, int col) {
@@ -266,9 +276,10 @@ static char *column_shown(sqlite3_stmt *st, int col) {
 }
 
 static int refuse(lfs_home *home, sqlite3_stmt *st, int col, const char *rule, lfs_error **err) {
-        static const char *const names[] = { "project",  "number", "pid",      "start_time", "boot_id",
-                                             "dir",      "cgroup", "platform", "state",      "runtime",
-                                             "instance", "socket", "id_base" };
+        static const char *const names[] = { "project", "number",  "pid",      "start_time", "boot_id",
+                                             "dir",     "cgroup",  "platform", "state",      "runtime",
+                                             "instance", "socket", "id_base",  "memory",     "pids",
+                                             "cpus",    "disk" };
         _cleanup_free_ char *value = column_shown(st, col), *project = column_shown(st, COL_PROJECT),
                             *number = column_shown(st, COL_NUMBER);
         return lfs_fail(
@@ -364,6 +375,33 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
                               has_ids ? "a namespaces Sandbox's ids start at a multiple of 65536 below 2^32"
                                       : "only a namespaces Sandbox has ids of its own",
                               err);
+        /* The limits: none (NULL), or what a create accepted (lfs_check_limits' ranges). */
+        lfs_sandbox_limits limits = { 0 };
+        const struct {
+                int col;
+                uint64_t max, *value;
+        } whole[] = { { COL_MEMORY, LFS_MAX_MEMORY, &limits.memory },
+                      { COL_PIDS, LFS_MAX_PIDS, &limits.pids },
+                      { COL_DISK, LFS_MAX_DISK, &limits.disk } };
+        for (size_t i = 0; i < ELEMENTSOF(whole); i++) {
+                int col = whole[i].col;
+                sqlite3_int64 v = sqlite3_column_int64(st, col);
+                if (sqlite3_column_type(st, col) == SQLITE_NULL)
+                        continue;
+                if (sqlite3_column_type(st, col) != SQLITE_INTEGER || v < 1 || (uint64_t)v > whole[i].max)
+                        return refuse(home, st, col, "a limit is nothing or a whole number a create accepts",
+                                      err);
+                *whole[i].value = (uint64_t)v;
+        }
+        if (sqlite3_column_type(st, COL_CPUS) != SQLITE_NULL) {
+                double cpus = sqlite3_column_double(st, COL_CPUS);
+                if ((sqlite3_column_type(st, COL_CPUS) != SQLITE_FLOAT &&
+                     sqlite3_column_type(st, COL_CPUS) != SQLITE_INTEGER) ||
+                    !(cpus >= LFS_MIN_CPUS && cpus <= LFS_MAX_CPUS))
+                        return refuse(home, st, COL_CPUS,
+                                      "a limit of CPUs is nothing or a number a create accepts", err);
+                limits.cpus = cpus;
+        }
         const char *placement = "host";
         lfs_placement(&placement, NULL);
         *ret = (sandbox_record){
@@ -379,6 +417,7 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
                 .runtime = xstrdup(runtime),
                 .id_base = has_ids ? (uint32_t)id_base : 0,
                 .state = xstrdup(state),
+                .limits = limits,
                 .dir_fd = -1,
         };
         return 0;
@@ -547,7 +586,8 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
 }
 
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
-                     const char *runtime, sandbox_record *ret, lfs_error **err) {
+                     const char *runtime, const lfs_sandbox_limits *limits, sandbox_record *ret,
+                     lfs_error **err) {
         unsigned long long start = 0;
         if (lfs_process_start_time(getpid(), &start) < 0)
                 return lfs_fail(err, LFS_FAILED, ESRCH, "cannot read this process's start time");
@@ -578,6 +618,7 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                                .platform = xstrdup("linux"),
                                .runtime = xstrdup(runtime),
                                .state = xstrdup("starting"),
+                               .limits = *limits,
                                .dir_fd = -1 };
         _cleanup_free_ char *socket = xasprintf("%s/control.sock", rec.dir);
         int r = 0;
@@ -588,8 +629,8 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
         if (r == 0 &&
             sqlite3_prepare_v2(db,
                                "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, "
-                               "boot_id, dir, cgroup, socket, state, instance, id_base) "
-                               "VALUES(?, ?, 'linux', ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
+                               "boot_id, dir, cgroup, socket, state, instance, id_base, memory, pids, cpus, "
+                               "disk) VALUES(?, ?, 'linux', ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?)",
                                -1, &st, NULL) != SQLITE_OK)
                 r = db_fail(db, err);
         else if (r == 0) {
@@ -603,8 +644,17 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                 sqlite3_bind_text(st, 8, rec.cgroup, -1, SQLITE_STATIC);
                 sqlite3_bind_text(st, 9, socket, -1, SQLITE_STATIC);
                 sqlite3_bind_text(st, 10, rec.instance, -1, SQLITE_STATIC);
+                /* No id range or limit is NULL (an unbound parameter). */
                 if (rec.id_base)
                         sqlite3_bind_int64(st, 11, rec.id_base);
+                if (limits->memory)
+                        sqlite3_bind_int64(st, 12, (sqlite3_int64)limits->memory);
+                if (limits->pids)
+                        sqlite3_bind_int64(st, 13, (sqlite3_int64)limits->pids);
+                if (limits->cpus > 0)
+                        sqlite3_bind_double(st, 14, limits->cpus);
+                if (limits->disk)
+                        sqlite3_bind_int64(st, 15, (sqlite3_int64)limits->disk);
                 r = step_done(db, st, err);
         }
         if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)

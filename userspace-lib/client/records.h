@@ -33,6 +33,7 @@ typedef struct sandbox_record {
          * 0..65535 map onto them); 0 for the other runtimes. */
         uint32_t id_base;
         char *state; /* starting, running, removing */
+        lfs_sandbox_limits limits; /* what it was made with (0: none) */
         int dir_fd; /* the Sandbox's directory once opened (sandbox.c), else -1 */
 } sandbox_record;
 
@@ -50,13 +51,14 @@ int lfs_process_start_time(pid_t pid, unsigned long long *ret);
 bool lfs_record_alive(const sandbox_record *rec);
 
 /* Claims the smallest free number of project: a 'starting' row owned by the caller,
- * with a new instance, on runtime, in one transaction. A namespaces Sandbox gets its own
- * range of host ids there too: the lowest 65536 of the home's id range
+ * with a new instance and its limits, on runtime, in one transaction. A namespaces Sandbox
+ * gets its own range of host ids there too: the lowest 65536 of the home's id range
  * (LAYERFS_ID_RANGE, FIRST:COUNT; default 1073741824:1073741824) that no other record of
  * the home holds and that no /etc/subuid or /etc/subgid entry overlaps; LimitReached when
  * none is left. */
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
-                     const char *runtime, sandbox_record *ret, lfs_error **err);
+                     const char *runtime, const lfs_sandbox_limits *limits, sandbox_record *ret,
+                     lfs_error **err);
 /* LAYERFS_ID_RANGE: the host ids this home's namespaces Sandboxes take their ranges from. */
 int lfs_id_range(uint32_t *ret_first, uint32_t *ret_count, lfs_error **err);
 

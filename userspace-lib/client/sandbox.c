@@ -160,16 +160,25 @@ static bool injected(const char *what) {
 
 int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, const char *platform,
                        int *ret_sandbox, lfs_error **err) {
-        (void)image; /* ignored for linux Sandboxes (SPEC 5) */
+        lfs_sandbox_options o = { .image = image, .platform = platform };
+        return lfs_sandbox_create_with(home, project, &o, ret_sandbox, err);
+}
+
+int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandbox_options *options,
+                            int *ret_sandbox, lfs_error **err) {
+        /* The image is ignored for linux Sandboxes (SPEC 5). */
+        const char *platform = options ? options->platform : NULL;
         const lfs_platform *chosen = NULL;
+        lfs_sandbox_limits limits;
         uid_t uid;
         gid_t gid;
         double idle;
         const char *runtime = "native";
         /* The daemon reads the same settings (the identity, the idle close): refused here,
          * before anything is made. */
-        int r = lfs_default_runtime(&runtime, err);
-        if (r < 0 || (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
+        int r = lfs_parse_limits(options, &limits, err);
+        if (r < 0 || (r = lfs_default_runtime(&runtime, err)) < 0 ||
+            (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
             (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
             (r = lfs_idle_seconds(&idle, err)) < 0 || (r = check_workspace_memory(err)) < 0)
                 return r;
@@ -181,6 +190,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         if ((r = lfs_platform_new_runtime(chosen, &rt, err)) < 0 ||
             (r = lfs_id_range(&id_first, &id_count, err)) < 0 ||
             (r = rt->prepare(chosen, &place_root, err)) < 0 ||
+            (r = rt->check_limits(chosen, place_root, &limits, err)) < 0 ||
             (r = open_project(home, project, &name, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
                 return r;
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
@@ -200,7 +210,7 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
         sandbox_record rec = { .dir_fd = -1 };
-        if ((r = lfs_record_claim(home, db, name, place_root, rt->name, &rec, err)) < 0) {
+        if ((r = lfs_record_claim(home, db, name, place_root, rt->name, &limits, &rec, err)) < 0) {
                 sqlite3_close(db);
                 return r;
         }
@@ -463,6 +473,17 @@ int lfs_sandbox_list(lfs_home *home, lfs_sandbox_info **ret, size_t *ret_n, lfs_
         }
         *ret = s.out;
         *ret_n = s.n;
+        return 0;
+}
+
+int lfs_sandbox_get_limits(lfs_home *home, const char *project, int sandbox, lfs_sandbox_limits *ret,
+                           lfs_error **err) {
+        sandbox_record rec = { .dir_fd = -1 };
+        int r = lfs_sandbox_open_live(home, project, sandbox, &rec, err);
+        if (r < 0)
+                return r;
+        *ret = rec.limits;
+        lfs_record_done(&rec);
         return 0;
 }
 

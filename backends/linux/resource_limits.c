@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/* A linux Sandbox's limits on its cgroup (resource_limits.h). */
+#include <sys/utsname.h>
+
+#include "cgroup.h"
+#include "resource_limits.h"
+#include "util.h"
+
+/* One limit of lfs_sandbox_limits: its option, its controller and the file it sets. */
+typedef struct cgroup_limit {
+        const char *option;
+        const char *controller;
+        const char *file;
+} cgroup_limit;
+
+static const cgroup_limit memory_limit = { "--memory", "memory", "memory.max" };
+static const cgroup_limit pids_limit = { "--pids", "pids", "pids.max" };
+static const cgroup_limit cpu_limit = { "--cpus", "cpu", "cpu.max" };
+
+static int refuse(const cgroup_limit *l, const char *root, lfs_error **err) {
+        struct utsname u;
+        const char *host = uname(&u) == 0 ? u.nodename : "this host";
+        _cleanup_free_ char *offered = lfs_cgroup_offered(root);
+        bool v1 = lfs_cgroup_v1_bound(l->controller);
+        return lfs_fail(
+                err, LFS_UNSUPPORTED, EOPNOTSUPP,
+                "%s needs the cgroup controller '%s', which host %s does not offer to LayerFS's cgroup "
+                "root %s (it offers %s)%s; leave %s out, or run where cgroup v2 has that controller "
+                "('layerfs runtime status' lists cgroup:%s)",
+                l->option, l->controller, host, root, *offered ? offered : "none",
+                v1 ? ": it is bound to a cgroup v1 hierarchy here (a hybrid layout); a host booted "
+                     "with systemd.unified_cgroup_hierarchy=1 has it"
+                   : "",
+                l->option, l->controller);
+}
+
+int lfs_linux_check_limits(const lfs_platform *p, const char *root, const lfs_sandbox_limits *limits,
+                           lfs_error **err) {
+        (void)p;
+        const struct {
+                bool asked;
+                const cgroup_limit *limit;
+        } wanted[] = { { limits->memory > 0, &memory_limit },
+                       { limits->pids > 0, &pids_limit },
+                       { limits->cpus > 0, &cpu_limit } };
+        for (size_t i = 0; i < ELEMENTSOF(wanted); i++)
+                if (wanted[i].asked && !lfs_cgroup_offers(root, wanted[i].limit->controller))
+                        return refuse(wanted[i].limit, root, err);
+        return 0;
+}
+
+static int apply(const char *place, const cgroup_limit *l, const char *value, lfs_error **err) {
+        int r = lfs_cgroup_enable(place, l->controller);
+        if (r < 0)
+                return lfs_fail(err, LFS_FAILED, -r,
+                                "cannot enable the cgroup controller '%s' for %s (%s: %s): %s",
+                                l->controller, place, l->option, value, strerror(-r));
+        if ((r = lfs_cgroup_write(place, l->file, value)) < 0)
+                return lfs_fail(err, LFS_FAILED, -r, "cannot write '%s' to %s/%s (%s): %s", value, place,
+                                l->file, l->option, strerror(-r));
+        return 0;
+}
+
+int lfs_linux_apply_limits(const char *place, const lfs_sandbox_limits *limits, lfs_error **err) {
+        char value[64];
+        int r = 0;
+        if (limits->memory > 0) {
+                snprintf(value, sizeof(value), "%llu", (unsigned long long)limits->memory);
+                r = apply(place, &memory_limit, value, err);
+        }
+        if (r == 0 && limits->pids > 0) {
+                snprintf(value, sizeof(value), "%llu", (unsigned long long)limits->pids);
+                r = apply(place, &pids_limit, value, err);
+        }
+        if (r == 0 && limits->cpus > 0) {
+                snprintf(value, sizeof(value), "%lld %d",
+                         (long long)(limits->cpus * LFS_CPU_PERIOD_US + 0.5), LFS_CPU_PERIOD_US);
+                r = apply(place, &cpu_limit, value, err);
+        }
+        return r;
+}
