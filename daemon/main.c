@@ -228,20 +228,13 @@ int main(int argc, char **argv) {
         if (argc > 1 && !strcmp(argv[1], "--sandbox-init"))
                 return sandbox_init_main(argc, argv);
         static const struct option options[] = {
-                { "home", required_argument, NULL, 'h' },
-                { "project", required_argument, NULL, 'p' },
-                { "sandbox", required_argument, NULL, 'n' },
-                { "dir", required_argument, NULL, 'd' },
-                { "cgroup", required_argument, NULL, 'c' },
-                { "instance", required_argument, NULL, 'i' },
-                { "platform", required_argument, NULL, 'P' },
-                { "runtime", required_argument, NULL, 'r' },
-                { "id-base", required_argument, NULL, 'b' },
-                { "ready-fd", required_argument, NULL, 'R' },
-                { "disk", required_argument, NULL, 'D' },
-                { "help", no_argument, NULL, 'H' },
-                { "version", no_argument, NULL, 'V' },
-                { NULL, 0, NULL, 0 },
+                { "home", required_argument, NULL, 'h' },     { "project", required_argument, NULL, 'p' },
+                { "sandbox", required_argument, NULL, 'n' },  { "dir", required_argument, NULL, 'd' },
+                { "cgroup", required_argument, NULL, 'c' },   { "instance", required_argument, NULL, 'i' },
+                { "platform", required_argument, NULL, 'P' }, { "runtime", required_argument, NULL, 'r' },
+                { "id-base", required_argument, NULL, 'b' },  { "ready-fd", required_argument, NULL, 'R' },
+                { "disk", required_argument, NULL, 'D' },     { "help", no_argument, NULL, 'H' },
+                { "version", no_argument, NULL, 'V' },        { NULL, 0, NULL, 0 },
         };
         int c;
         while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {

@@ -276,10 +276,10 @@ static char *column_shown(sqlite3_stmt *st, int col) {
 }
 
 static int refuse(lfs_home *home, sqlite3_stmt *st, int col, const char *rule, lfs_error **err) {
-        static const char *const names[] = { "project", "number",  "pid",      "start_time", "boot_id",
-                                             "dir",     "cgroup",  "platform", "state",      "runtime",
+        static const char *const names[] = { "project",  "number", "pid",      "start_time", "boot_id",
+                                             "dir",      "cgroup", "platform", "state",      "runtime",
                                              "instance", "socket", "id_base",  "memory",     "pids",
-                                             "cpus",    "disk" };
+                                             "cpus",     "disk" };
         _cleanup_free_ char *value = column_shown(st, col), *project = column_shown(st, COL_PROJECT),
                             *number = column_shown(st, COL_NUMBER);
         return lfs_fail(
@@ -627,11 +627,12 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
         else if (!strcmp(runtime, "namespaces"))
                 r = claim_ids(db, &rec.id_base, err);
         if (r == 0 &&
-            sqlite3_prepare_v2(db,
-                               "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, "
-                               "boot_id, dir, cgroup, socket, state, instance, id_base, memory, pids, cpus, "
-                               "disk) VALUES(?, ?, 'linux', ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?)",
-                               -1, &st, NULL) != SQLITE_OK)
+            sqlite3_prepare_v2(
+                    db,
+                    "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, "
+                    "boot_id, dir, cgroup, socket, state, instance, id_base, memory, pids, cpus, "
+                    "disk) VALUES(?, ?, 'linux', ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?)",
+                    -1, &st, NULL) != SQLITE_OK)
                 r = db_fail(db, err);
         else if (r == 0) {
                 sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
