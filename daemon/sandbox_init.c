@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "numbers.h"
 
 /* Sets lo up, through rtnetlink: the only link of a new net namespace, down until then. */
 static int bring_lo_up(void) {
@@ -147,11 +148,14 @@ static int set_up_home(const char *view, const char *home, const char *dir) {
 /* The Sandbox's view, built in <dir>/root and made the root: the host's root read-only
  * (nothing of the host propagates into it but the Sandbox's mnt), a /proc of the new pid
  * namespace, a /sys of the new net namespace, /dev with the safe nodes, a /tmp of its own
- * (a tmpfs), and of the home only the Sandbox's tmp and mnt. */
-static int set_up_view(const char *home, const char *dir) {
+ * (a tmpfs; of tmp_size bytes, the disk budget, when there is one, else tmpfs's default
+ * of half the memory), and of the home only the Sandbox's tmp and mnt. */
+static int set_up_view(const char *home, const char *dir, unsigned long long tmp_size) {
         _cleanup_free_ char *view = xasprintf("%s/root", dir), *proc = xasprintf("%s/proc", view),
                             *sys = xasprintf("%s/sys", view), *tmp = xasprintf("%s/tmp", view);
         struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
+        _cleanup_free_ char *tmp_options =
+                tmp_size ? xasprintf("mode=01777,size=%llu", tmp_size) : xstrdup("mode=01777");
         int r = must(mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL), "/ as a slave");
         if (r == 0)
                 r = must(mount("/", view, NULL, MS_BIND | MS_REC, NULL), "the host's root");
@@ -168,7 +172,7 @@ static int set_up_view(const char *home, const char *dir) {
         if (r == 0)
                 r = set_up_dev(view);
         if (r == 0)
-                r = must(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777"), "/tmp");
+                r = must(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, tmp_options), "/tmp");
         if (r == 0)
                 r = set_up_home(view, home, dir);
         /* pivot_root(".", "."): the old root stays stacked beneath and is detached. */
@@ -200,17 +204,16 @@ static _Noreturn void reap_forever(void) {
 
 static const char init_usage[] =
         "usage: layerfs-daemon --sandbox-init --hostname NAME --home HOME --dir SANDBOX_DIR\n"
+        "                      [--tmp-size BYTES]\n"
         "(only as pid 1 of a Sandbox's namespaces: the namespaces runtime starts it)\n";
 
 int sandbox_init_main(int argc, char **argv) {
         static const struct option options[] = {
-                { "sandbox-init", no_argument, NULL, 'I' },
-                { "hostname", required_argument, NULL, 'h' },
-                { "home", required_argument, NULL, 'H' },
-                { "dir", required_argument, NULL, 'd' },
-                { NULL, 0, NULL, 0 },
+                { "sandbox-init", no_argument, NULL, 'I' },   { "hostname", required_argument, NULL, 'h' },
+                { "home", required_argument, NULL, 'H' },     { "dir", required_argument, NULL, 'd' },
+                { "tmp-size", required_argument, NULL, 't' }, { NULL, 0, NULL, 0 },
         };
-        const char *hostname = NULL, *home = NULL, *dir = NULL;
+        const char *hostname = NULL, *home = NULL, *dir = NULL, *tmp_size = NULL;
         int c;
         while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
                 if (c == 'h')
@@ -219,6 +222,8 @@ int sandbox_init_main(int argc, char **argv) {
                         home = optarg;
                 else if (c == 'd')
                         dir = optarg;
+                else if (c == 't')
+                        tmp_size = optarg;
                 else if (c != 'I') {
                         fputs(init_usage, stderr);
                         return 2;
@@ -228,9 +233,17 @@ int sandbox_init_main(int argc, char **argv) {
                 fputs(init_usage, stderr);
                 return 2;
         }
+        uint64_t tmp_bytes = 0;
+        lfs_error *err = NULL;
+        if (tmp_size &&
+            lfs_parse_whole("--tmp-size", tmp_size, LFS_MIN_DISK, LFS_MAX_DISK, &tmp_bytes, &err) < 0) {
+                fprintf(stderr, "sandbox init: %s\n", err->message);
+                lfs_error_free(err);
+                return 2;
+        }
         (void)prctl(PR_SET_NAME, "layerfs-init", 0, 0, 0);
         view_step = "the mounts";
-        int r = set_up_view(home, dir);
+        int r = set_up_view(home, dir, (unsigned long long)tmp_bytes);
         const char *what = view_step;
         if (r == 0 && sethostname(hostname, strlen(hostname)) < 0) {
                 r = -errno;
