@@ -21,6 +21,7 @@
 
 #include "cgroup.h"
 #include "linux.h"
+#include "network.h"
 #include "resource_limits.h"
 #include "util.h"
 
@@ -28,6 +29,12 @@
 #define SANDBOX_NAMESPACES                                                                                  \
         (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP |       \
          CLONE_NEWNET)
+
+/* sb's namespaces: with --network host, the host's net namespace is its (and a command
+ * could not join it from the Sandbox's user namespace anyway). */
+static int sandbox_namespaces(const lfs_sandbox_ref *sb) {
+        return sb->network == LFS_NETWORK_HOST ? SANDBOX_NAMESPACES & ~CLONE_NEWNET : SANDBOX_NAMESPACES;
+}
 /* How many ids a Sandbox's user namespace maps: 0..65535, with the command identity
  * 501:20 among them. */
 #define SANDBOX_IDS 65536u
@@ -94,6 +101,7 @@ typedef struct init_start {
         const char *exe;
         const char *const *argv;
         int cgroup_fd; /* the leaf "init" */
+        int namespaces; /* sandbox_namespaces */
         int ready_fd, null_fd, log_fd;
         char map[64]; /* "0 <base> 65536\n" for uid_map and gid_map */
         size_t map_len;
@@ -148,7 +156,7 @@ static _Noreturn void init_parent(const init_start *s, int pid_fd, int go_fd, in
         if (pipe2(sync, O_CLOEXEC) < 0)
                 init_parent_fail(pid_fd, errno);
         struct clone_args args = {
-                .flags = SANDBOX_NAMESPACES | CLONE_INTO_CGROUP,
+                .flags = (uint64_t)s->namespaces | CLONE_INTO_CGROUP,
                 .exit_signal = SIGCHLD,
                 .cgroup = (uint64_t)s->cgroup_fd,
         };
@@ -179,8 +187,9 @@ static _Noreturn void init_parent(const init_start *s, int pid_fd, int go_fd, in
 }
 
 /* Starts the Sandbox's init, detached, in the leaf <place>/init, and waits until it says
- * its namespaces are set up (its ready byte), or exits, or the time is up. */
-static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_error **err) {
+ * its namespaces are set up (its ready byte), or exits, or the time is up; a pidfd of it. */
+static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, int *ret_pidfd,
+                      lfs_error **err) {
         _cleanup_free_ char *leaf = xasprintf("%s/init", sb->place);
         int r = lfs_cgroup_make(leaf);
         if (r < 0)
@@ -190,8 +199,9 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                 return lfs_fail(err, LFS_FAILED, -cgroup_fd, "cannot open the cgroup %s: %s", leaf,
                                 strerror(-cgroup_fd));
         _cleanup_free_ char *hostname = xasprintf("sandbox-%d", sb->number);
-        const char *const argv[] = { "layerfs-init", "--sandbox-init", "--hostname", hostname, "--home",
-                                     sb->home,       "--dir",          sb->dir,      NULL };
+        const char *const argv[] = { "layerfs-init", "--sandbox-init", "--hostname", hostname,
+                                     "--home",       sb->home,         "--dir",      sb->dir,
+                                     "--network",    lfs_network_name(sb->network), NULL };
         _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         _cleanup_close_ int log_fd = openat(start->dir_fd, "daemon.log",
                                             O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -211,6 +221,7 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
         init_start s = { .exe = start->exe,
                          .argv = argv,
                          .cgroup_fd = cgroup_fd,
+                         .namespaces = sandbox_namespaces(sb),
                          .ready_fd = ready_write,
                          .null_fd = null_fd,
                          .log_fd = log_fd };
@@ -247,6 +258,7 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
         if ((r = lfs_linux_wait_ready(ready_read, pidfd)) < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's init did not become ready (%s)",
                                 sb->number, strerror(-r));
+        *ret_pidfd = TAKE_FD(pidfd);
         return 0;
 }
 
@@ -281,7 +293,9 @@ static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *
         int r = lfs_linux_create(sb, start, &h, err);
         if (r < 0)
                 return r;
-        if ((r = prepare_view(sb, start->dir_fd, err)) < 0 || (r = start_init(sb, start, err)) < 0) {
+        _cleanup_close_ int init_pidfd = -1;
+        if ((r = prepare_view(sb, start->dir_fd, err)) < 0 || (r = start_init(sb, start, &init_pidfd, err)) < 0 ||
+            (r = lfs_network_connect(sb, init_pidfd, err)) < 0) {
                 close(h.pidfd);
                 return r;
         }
@@ -343,13 +357,32 @@ static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *s
                 return r;
         if (pidfd < 0)
                 return -errno;
-        r = lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, ret_pid, ret_pidfd);
+        r = lfs_linux_spawn(sb, spec, sandbox_namespaces(sb), pidfd, ret_pid, ret_pidfd);
         close(pidfd);
         return r;
 }
 
+/* Native's, and then the host's end of a private network: the Sandbox's net namespace
+ * ended with its init, and with it the pair, unless something still holds the namespace
+ * (a socket of it passed out): its end on the host goes regardless. */
+static int namespaces_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata,
+                               char **ret_why) {
+        int r = lfs_linux_teardown(sb, hook, userdata, ret_why);
+        int k = lfs_network_remove(sb, r < 0 ? NULL : ret_why);
+        return r < 0 ? r : k;
+}
+
+static int namespaces_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
+        int r = lfs_linux_reclaim(sb, ret_why);
+        int k = lfs_network_remove(sb, r < 0 ? NULL : ret_why);
+        return r < 0 ? r : k;
+}
+
 const lfs_runtime lfs_runtime_namespaces = {
         .name = "namespaces",
+        .networks = LFS_NETWORK_BIT(LFS_NETWORK_NONE) | LFS_NETWORK_BIT(LFS_NETWORK_HOST) |
+                    LFS_NETWORK_BIT(LFS_NETWORK_PRIVATE),
+        .default_network = LFS_NETWORK_NONE,
         .probe = namespaces_probe,
         .prepare = namespaces_prepare,
         .check_limits = lfs_linux_check_limits,
@@ -360,6 +393,6 @@ const lfs_runtime lfs_runtime_namespaces = {
         .command_done = lfs_linux_command_done,
         .list = lfs_linux_list,
         .signal = lfs_linux_signal,
-        .teardown = lfs_linux_teardown,
-        .reclaim = lfs_linux_reclaim,
+        .teardown = namespaces_teardown,
+        .reclaim = namespaces_reclaim,
 };

@@ -115,6 +115,7 @@ int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, 
                                      rec->cgroup,   "--instance", rec->instance,
                                      "--platform",  platform->id, "--runtime",
                                      runtime->name, "--id-base",  id_base,
+                                     "--network",   lfs_network_name(rec->network),
                                      "--ready-fd",  ready,        disk ? "--disk" : NULL,
                                      disk,          NULL };
         lfs_daemon_start start = {
