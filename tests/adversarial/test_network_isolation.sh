@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Attack: a command of a namespaces Sandbox goes after the host's and other Sandboxes'
+# network (issue 15). Under native every command is in the host's network: it reaches
+# every listener of the host's 127.0.0.1 and every other Sandbox's. Here, with the host's
+# ip_forward ON (as on a host that runs containers), a command of a none or a private
+# Sandbox tries to reach a listener the host keeps on 127.0.0.1 (through its own
+# 127.0.0.1, the host's end of its veth pair and every address of the host's), a
+# listener of another private Sandbox (through the host, which would route it), and to
+# make, move, and change links: of its own net namespace, of the host's (from a host
+# network Sandbox), and from a user and net namespace of its own into the Sandbox's.
+# Each attack must fail, judged by its effect (what the listener answered, what links
+# the host and the Sandbox have), not by an exit status.
+# Fixed by: a net namespace per Sandbox (none, private); commands as 501 without
+# capabilities in it; the host's end of a private pair forwards nothing whatever
+# ip_forward says (without that, the private Sandbox reached the other one here).
+source "$(dirname "$0")/../e2e/lib.sh"
+
+use_private_sandboxes
+export LAYERFS_RUNTIME=namespaces
+unset LAYERFS_NET_RANGE
+FORWARD_WAS=$(cat /proc/sys/net/ipv4/ip_forward)
+TEARDOWN_EXTRA='echo "$FORWARD_WAS" >/proc/sys/net/ipv4/ip_forward; kill "${HOST_SERVER:-}" 2>/dev/null; ip link del lfsatk0 2>/dev/null'
+echo 1 >/proc/sys/net/ipv4/ip_forward
+
+mkdir -p "$WORK/src"
+cp "$ROOT/tests/e2e/netprobe.py" "$WORK/src/"
+lfs project init p --from "$WORK/src" >/dev/null
+run_in() {
+        local n=$1
+        shift
+        lfs workspace exec "$n" main -- "$@"
+}
+sandbox() {
+        local n
+        n=$(lfs sandbox create "$@")
+        lfs workspace mount "$n" main >/dev/null
+        echo "$n"
+}
+address_of() {
+        lfs --json project list_sandboxes | json_get "[s['network']['$2'] for s in j if s['sandbox'] == $1][0]"
+}
+links() { ip -o link | awk -F': ' '{print $2}' | sed 's/@.*//' | sort; }
+
+LINKS_BEFORE=$(links)
+NONE=$(sandbox)
+VICTIM=$(sandbox --network private)
+ATTACKER=$(sandbox --network private)
+HOSTNET=$(sandbox --network host)
+V_OWN=$(address_of "$VICTIM" sandbox_address)
+V_LINK=$(address_of "$VICTIM" host_link)
+A_HOST=$(address_of "$ATTACKER" host_address)
+
+# The host's own listener, on 127.0.0.1 only.
+exec {host_fd}< <(exec python3 "$WORK/src/netprobe.py" serve 127.0.0.1 0 "host-secret")
+HOST_SERVER=$!
+read -r -t 60 -u "$host_fd" HOST_PORT || fail "the host's listener did not start"
+# The victim's, on every address of its own.
+exec {victim_fd}< <(run_in "$VICTIM" /usr/bin/python3 netprobe.py serve 0.0.0.0 0 "victim-secret" || true)
+read -r -t 60 -u "$victim_fd" V_PORT || fail "the victim's listener did not start"
+assert_eq "$(python3 "$WORK/src/netprobe.py" probe "$V_OWN" "$V_PORT")" "victim-secret" \
+        "the victim's listener answers the host (the attacks below are not failing for want of it)"
+
+SUCCEEDED=""
+# attack WHAT MARKER N TARGET PORT: Sandbox N's command connects to TARGET:PORT.
+attack() {
+        local what=$1 marker=$2 n=$3 out
+        out=$(run_in "$n" /usr/bin/python3 netprobe.py probe "$4" "$5" 5 2>&1 || true)
+        case "$out" in
+        *"$marker"*)
+                echo "attack succeeded: a command of sandbox $n could $what ($out)" >&2
+                SUCCEEDED="$SUCCEEDED; $what"
+                ;;
+        *) ok ;;
+        esac
+}
+attack "reach the host's 127.0.0.1 listener from a none Sandbox" host-secret "$NONE" 127.0.0.1 "$HOST_PORT"
+attack "reach the host's 127.0.0.1 listener from a private Sandbox" host-secret "$ATTACKER" 127.0.0.1 "$HOST_PORT"
+attack "reach the host's 127.0.0.1 listener through the host's end" host-secret "$ATTACKER" "$A_HOST" "$HOST_PORT"
+for address in $(ip -o -4 addr | awk '{print $4}' | cut -d/ -f1); do
+        attack "reach the host's 127.0.0.1 listener at $address" host-secret "$ATTACKER" "$address" "$HOST_PORT"
+done
+attack "reach another private Sandbox's listener (the host routes)" victim-secret "$ATTACKER" "$V_OWN" "$V_PORT"
+attack "reach another private Sandbox's listener from a none Sandbox" victim-secret "$NONE" "$V_OWN" "$V_PORT"
+attack "reach another Sandbox's listener on its own 127.0.0.1" victim-secret "$ATTACKER" 127.0.0.1 "$V_PORT"
+
+# Links: nothing of the host's changes, nor of the Sandboxes'.
+host_links=$(links)
+none_links=$(run_in "$NONE" ip -o link | awk -F': ' '{print $2}')
+attacker_addr=$(run_in "$ATTACKER" ip -o -4 addr show dev eth0 | awk '{print $4}')
+try() { run_in "$@" >/dev/null 2>&1 || true; }
+try "$NONE" ip link add lfsatk0 type dummy
+try "$NONE" unshare -Urn sh -c 'ip link add lfsatk0 type dummy && ip link set lfsatk0 netns 1'
+try "$NONE" unshare -Urn sh -c 'ip link add lfsatk0 type veth peer name lfsatk1 netns 1'
+try "$ATTACKER" ip link set eth0 down
+try "$ATTACKER" ip addr add "$V_OWN/30" dev eth0
+try "$ATTACKER" ip route add 127.0.0.0/8 via "$A_HOST" dev eth0 table 100
+try "$HOSTNET" ip link add lfsatk0 type dummy
+try "$HOSTNET" ip link set "$V_LINK" down
+try "$HOSTNET" ip addr add 192.0.2.254/32 dev "$V_LINK"
+if [ "$(links)" != "$host_links" ]; then
+        echo "attack succeeded: the host's links changed: $(links | tr '\n' ' ')" >&2
+        SUCCEEDED="$SUCCEEDED; make a link on the host"
+fi
+ip -o link show "$V_LINK" | grep -q "[<,]UP[,>]" || SUCCEEDED="$SUCCEEDED; set the victim's host end down"
+[ -z "$(ip -o -4 addr show dev "$V_LINK" | grep 192.0.2.254)" ] || SUCCEEDED="$SUCCEEDED; add an address on the host"
+[ "$(run_in "$NONE" ip -o link | awk -F': ' '{print $2}')" = "$none_links" ] ||
+        SUCCEEDED="$SUCCEEDED; make or move a link into its Sandbox"
+[ "$(run_in "$ATTACKER" ip -o -4 addr show dev eth0 | awk '{print $4}')" = "$attacker_addr" ] ||
+        SUCCEEDED="$SUCCEEDED; change its own address"
+run_in "$ATTACKER" ip -o link show eth0 | grep -q "[<,]UP[,>]" || SUCCEEDED="$SUCCEEDED; set its eth0 down"
+ok
+[ -z "$SUCCEEDED" ] || fail "attacks that succeeded:${SUCCEEDED#;}"
+
+kill "$HOST_SERVER"
+for n in "$NONE" "$VICTIM" "$ATTACKER" "$HOSTNET"; do lfs sandbox close "$n" --force >/dev/null; done
+assert_nothing_left "after the attacks"
+assert_eq "$(links)" "$LINKS_BEFORE" "no link left"
+finish
