@@ -111,6 +111,20 @@ run_in "$ATTACKER" ip -o link show eth0 | grep -q "[<,]UP[,>]" || SUCCEEDED="$SU
 ok
 [ -z "$SUCCEEDED" ] || fail "attacks that succeeded:${SUCCEEDED#;}"
 
+# A forged record of a dead private Sandbox whose instance starts as the victim's: its
+# reclaim would remove the link of that name, the victim's. It is refused, and the
+# victim keeps its network.
+v_instance=$(records "SELECT instance FROM sandboxes WHERE number=$VICTIM")
+records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, state, instance,
+        id_base, network, net_base)
+        VALUES('p', 90, 'linux', 'namespaces', NULL, NULL, NULL, '$LAYERFS_HOME/sandboxes/p-90', 'removing',
+               '${v_instance:0:12}00000000000000000000', 3221225472, 'private', $(((169 << 24) + (254 << 16) + (127 << 8))))"
+out=$(lfs runtime reclaim 2>&1 || true)
+ip -o link show "$V_LINK" >/dev/null 2>&1 || fail "a forged record's reclaim removed the victim's link $V_LINK ($out)"
+assert_eq "$(python3 "$WORK/src/netprobe.py" probe "$V_OWN" "$V_PORT")" "victim-secret" "the victim keeps its network"
+case "$out" in *"sandbox 90"*"$V_LINK"*) ok ;; *) fail "reclaim of the forged record said: $out" ;; esac
+records "DELETE FROM sandboxes WHERE number=90"
+
 kill "$HOST_SERVER"
 for n in "$NONE" "$VICTIM" "$ATTACKER" "$HOSTNET"; do lfs sandbox close "$n" --force >/dev/null; done
 assert_nothing_left "after the attacks"

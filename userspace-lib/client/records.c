@@ -704,6 +704,40 @@ static int claim_net(sqlite3 *db, uint32_t *ret, lfs_error **err) {
         return 0;
 }
 
+/* The other record (project and number) whose instance starts with the same 12 digits,
+ * which name a private network's link on the host; false when there is none. */
+static bool link_name_taken(sqlite3 *db, const char *instance, const char *project, int number,
+                            char **ret_other) {
+        sqlite3_stmt *st;
+        if (!instance || sqlite3_prepare_v2(db,
+                                            "SELECT project, number FROM sandboxes WHERE substr(instance, 1, 12) = "
+                                            "substr(?, 1, 12) AND NOT (project IS ? AND number IS ?) LIMIT 1",
+                                            -1, &st, NULL) != SQLITE_OK)
+                return false;
+        sqlite3_bind_text(st, 1, instance, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, project, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 3, number);
+        bool taken = sqlite3_step(st) == SQLITE_ROW;
+        if (taken && ret_other)
+                *ret_other = xasprintf("sandbox %lld of project '%s'", (long long)sqlite3_column_int64(st, 1),
+                                       (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        return taken;
+}
+
+int lfs_record_check_link(lfs_home *home, sqlite3 *db, const sandbox_record *rec, lfs_error **err) {
+        _cleanup_free_ char *other = NULL;
+        if (rec->network != LFS_NETWORK_PRIVATE || !link_name_taken(db, rec->instance, rec->project, rec->number, &other))
+                return 0;
+        char link[LFS_NETWORK_LINK_SIZE];
+        lfs_network_link_name(rec->instance, link);
+        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                        "the record of sandbox %d of project '%s' in %s/home.db names the link %s of its private "
+                        "network, but so does the record of %s (their instances start alike), which no create "
+                        "writes; nothing was touched; remove or fix the record",
+                        rec->number, rec->project, home->path, link, other);
+}
+
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
                      const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
                      sandbox_record *ret, lfs_error **err) {
@@ -748,6 +782,11 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                 r = claim_ids(db, &rec.id_base, err);
         if (r == 0 && network == LFS_NETWORK_PRIVATE)
                 r = claim_net(db, &rec.net_base, err);
+        /* No two records name one link (lfs_record_check_link). */
+        while (r == 0 && link_name_taken(db, rec.instance, project, rec.number, NULL)) {
+                free(rec.instance);
+                rec.instance = new_instance();
+        }
         if (r == 0 &&
             sqlite3_prepare_v2(
                     db,

@@ -66,6 +66,10 @@ bool lfs_record_alive(const sandbox_record *rec);
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
                      const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
                      sandbox_record *ret, lfs_error **err);
+/* A private network's record is acted on only if no other record names its link (the
+ * first 12 digits of its instance; a create never writes two): else InvalidInput naming
+ * both. */
+int lfs_record_check_link(lfs_home *home, sqlite3 *db, const sandbox_record *rec, lfs_error **err);
 /* LAYERFS_NET_RANGE (A.B.C.D/N; default 169.254.64.0/18): the addresses this home's private
  * networks take their /30s from: its first address and how many. */
 int lfs_net_range(uint32_t *ret_first, uint32_t *ret_count, lfs_error **err);

@@ -83,6 +83,10 @@ int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_err
                 lfs_record_set_owner(db, rec, 0, "removing", NULL);
                 return r;
         }
+        if ((r = lfs_record_check_link(home, db, rec, err)) < 0) {
+                lfs_record_set_owner(db, rec, 0, "removing", NULL);
+                return r;
+        }
         _cleanup_free_ char *why = NULL;
         lfs_sandbox_ref sb;
         r = lfs_record_runtime(home, rec, NULL, &sb)->reclaim(&sb, &why);
