@@ -163,14 +163,13 @@ int cmd_project_list_sandboxes(cli_ctx *ctx) {
                 lfs_sandbox_network net = { .mode = "" };
                 lfs_sandbox_get_network(ctx->home, sb[i].project, sb[i].sandbox, &net, NULL);
                 if (ctx->json)
-                        json_array_append_new(out,
-                                              json_pack("{s:i, s:s, s:o, s:s, s:I, s:o, s:o}", "sandbox",
-                                                        sb[i].sandbox, "name", sb[i].project, "image",
-                                                        sb[i].image ? json_string(sb[i].image) : json_null(),
-                                                        "platform", sb[i].platform, "workspaces",
-                                                        (json_int_t)sb[i].workspaces, "limits",
-                                                        limits_json(&limits), "network",
-                                                        network_json(&net)));
+                        json_array_append_new(
+                                out,
+                                json_pack("{s:i, s:s, s:o, s:s, s:I, s:o, s:o}", "sandbox", sb[i].sandbox,
+                                          "name", sb[i].project, "image",
+                                          sb[i].image ? json_string(sb[i].image) : json_null(), "platform",
+                                          sb[i].platform, "workspaces", (json_int_t)sb[i].workspaces,
+                                          "limits", limits_json(&limits), "network", network_json(&net)));
                 else {
                         /* A record's text: the home's, but checked nowhere on its way here. */
                         _cleanup_free_ char *project = lfs_quote(sb[i].project, LFS_QUOTE_ENTRY),

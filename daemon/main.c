@@ -233,14 +233,21 @@ int main(int argc, char **argv) {
         if (argc > 1 && !strcmp(argv[1], "--sandbox-init"))
                 return sandbox_init_main(argc, argv);
         static const struct option options[] = {
-                { "home", required_argument, NULL, 'h' },     { "project", required_argument, NULL, 'p' },
-                { "sandbox", required_argument, NULL, 'n' },  { "dir", required_argument, NULL, 'd' },
-                { "cgroup", required_argument, NULL, 'c' },   { "instance", required_argument, NULL, 'i' },
-                { "platform", required_argument, NULL, 'P' }, { "runtime", required_argument, NULL, 'r' },
-                { "id-base", required_argument, NULL, 'b' },  { "ready-fd", required_argument, NULL, 'R' },
-                { "disk", required_argument, NULL, 'D' },     { "network", required_argument, NULL, 'N' },
+                { "home", required_argument, NULL, 'h' },
+                { "project", required_argument, NULL, 'p' },
+                { "sandbox", required_argument, NULL, 'n' },
+                { "dir", required_argument, NULL, 'd' },
+                { "cgroup", required_argument, NULL, 'c' },
+                { "instance", required_argument, NULL, 'i' },
+                { "platform", required_argument, NULL, 'P' },
+                { "runtime", required_argument, NULL, 'r' },
+                { "id-base", required_argument, NULL, 'b' },
+                { "ready-fd", required_argument, NULL, 'R' },
+                { "disk", required_argument, NULL, 'D' },
+                { "network", required_argument, NULL, 'N' },
                 { "help", no_argument, NULL, 'H' },
-                { "version", no_argument, NULL, 'V' },        { NULL, 0, NULL, 0 },
+                { "version", no_argument, NULL, 'V' },
+                { NULL, 0, NULL, 0 },
         };
         int c;
         while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -323,8 +330,8 @@ int main(int argc, char **argv) {
         }
         lfs_network net = rt->default_network;
         if (network && (!lfs_network_from_name(network, &net) || !(rt->networks & LFS_NETWORK_BIT(net)))) {
-                fprintf(stderr, "InvalidInput: --network '%s' is not a network the %s runtime gives\n", network,
-                        rt->name);
+                fprintf(stderr, "InvalidInput: --network '%s' is not a network the %s runtime gives\n",
+                        network, rt->name);
                 return 2;
         }
         d.number = (int)n;

@@ -204,12 +204,9 @@ static const char init_usage[] =
 
 int sandbox_init_main(int argc, char **argv) {
         static const struct option options[] = {
-                { "sandbox-init", no_argument, NULL, 'I' },
-                { "hostname", required_argument, NULL, 'h' },
-                { "home", required_argument, NULL, 'H' },
-                { "dir", required_argument, NULL, 'd' },
-                { "network", required_argument, NULL, 'n' },
-                { NULL, 0, NULL, 0 },
+                { "sandbox-init", no_argument, NULL, 'I' },  { "hostname", required_argument, NULL, 'h' },
+                { "home", required_argument, NULL, 'H' },    { "dir", required_argument, NULL, 'd' },
+                { "network", required_argument, NULL, 'n' }, { NULL, 0, NULL, 0 },
         };
         const char *hostname = NULL, *home = NULL, *dir = NULL, *network_name = "none";
         int c;

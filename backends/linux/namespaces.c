@@ -7,7 +7,9 @@
  * pid 1 there, it reaps and never exits on its own. Its user namespace maps ids 0..65535
  * onto the host ids id_base..id_base+65535 of the Sandbox's record. Each command joins
  * the init's namespaces (setns on a pidfd of the init) in its own leaf, as native's do;
- * ending the cgroup ends the init and with it every namespace. docs/runtime.md.
+ * ending the cgroup ends the init and with it every namespace. --network host leaves the
+ * net namespace out (the host's is the Sandbox's); private adds a veth pair to the host
+ * (network.c), whose host end teardown and reclaim remove. docs/runtime.md.
  */
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -199,9 +201,17 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                 return lfs_fail(err, LFS_FAILED, -cgroup_fd, "cannot open the cgroup %s: %s", leaf,
                                 strerror(-cgroup_fd));
         _cleanup_free_ char *hostname = xasprintf("sandbox-%d", sb->number);
-        const char *const argv[] = { "layerfs-init", "--sandbox-init", "--hostname", hostname,
-                                     "--home",       sb->home,         "--dir",      sb->dir,
-                                     "--network",    lfs_network_name(sb->network), NULL };
+        const char *const argv[] = { "layerfs-init",
+                                     "--sandbox-init",
+                                     "--hostname",
+                                     hostname,
+                                     "--home",
+                                     sb->home,
+                                     "--dir",
+                                     sb->dir,
+                                     "--network",
+                                     lfs_network_name(sb->network),
+                                     NULL };
         _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         _cleanup_close_ int log_fd = openat(start->dir_fd, "daemon.log",
                                             O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -294,7 +304,8 @@ static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *
         if (r < 0)
                 return r;
         _cleanup_close_ int init_pidfd = -1;
-        if ((r = prepare_view(sb, start->dir_fd, err)) < 0 || (r = start_init(sb, start, &init_pidfd, err)) < 0 ||
+        if ((r = prepare_view(sb, start->dir_fd, err)) < 0 ||
+            (r = start_init(sb, start, &init_pidfd, err)) < 0 ||
             (r = lfs_network_connect(sb, init_pidfd, err)) < 0) {
                 close(h.pidfd);
                 return r;

@@ -69,7 +69,8 @@ int lfs_network_connect(const lfs_sandbox_ref *sb, int init_pidfd, lfs_error **e
         if (r == 0 && (r = lfs_rtnl_open_in(init_pidfd, &in, &netns_fd)) < 0)
                 step = "a netlink socket in the Sandbox's net namespace";
         if (r == 0 && (r = lfs_rtnl_veth_add(nl, link, PEER_NAME, netns_fd)) < 0)
-                step = r == -EEXIST ? "the veth pair (a link of that name is there already)" : "the veth pair";
+                step = r == -EEXIST ? "the veth pair (a link of that name is there already)"
+                                    : "the veth pair";
         if (r == 0)
                 r = set_up_host_end(nl, link, host, &step);
         if (r == 0)

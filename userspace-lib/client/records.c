@@ -426,10 +426,11 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
                                   !lfs_net_base_valid(net_base)
                         : sqlite3_column_type(st, COL_NET_BASE) != SQLITE_NULL)
                 return refuse(home, st, COL_NET_BASE,
-                              private_net ? "a private network's addresses are a /30 (the number of its first "
-                                            "address, a multiple of 4) outside 0.0.0.0/8, 127.0.0.0/8 and "
-                                            "224.0.0.0/3"
-                                          : "only a private network has addresses",
+                              private_net
+                                      ? "a private network's addresses are a /30 (the number of its first "
+                                        "address, a multiple of 4) outside 0.0.0.0/8, 127.0.0.0/8 and "
+                                        "224.0.0.0/3"
+                                      : "only a private network has addresses",
                               err);
         const char *placement = "host";
         lfs_placement(&placement, NULL);
@@ -633,12 +634,13 @@ int lfs_net_range(uint32_t *ret_first, uint32_t *ret_count, lfs_error **err) {
         const char *text = v ? v : NET_RANGE_DEFAULT;
         unsigned a, b, c, d, prefix;
         char end;
-        if (sscanf(text, "%3u.%3u.%3u.%3u/%2u%c", &a, &b, &c, &d, &prefix, &end) == 5 && a < 256 && b < 256 &&
-            c < 256 && d < 256 && prefix >= 8 && prefix <= LFS_NETWORK_PREFIX &&
+        if (sscanf(text, "%3u.%3u.%3u.%3u/%2u%c", &a, &b, &c, &d, &prefix, &end) == 5 && a < 256 &&
+            b < 256 && c < 256 && d < 256 && prefix >= 8 && prefix <= LFS_NETWORK_PREFIX &&
             strspn(text, "0123456789./") == strlen(text)) {
                 uint32_t first = a << 24 | b << 16 | c << 8 | d;
                 uint32_t count = 1u << (32 - prefix);
-                if (first % count == 0 && lfs_net_base_valid(first) && lfs_net_base_valid(first + count - 4)) {
+                if (first % count == 0 && lfs_net_base_valid(first) &&
+                    lfs_net_base_valid(first + count - 4)) {
                         *ret_first = first;
                         *ret_count = count;
                         return 0;
@@ -666,11 +668,12 @@ static int claim_net(sqlite3 *db, uint32_t *ret, lfs_error **err) {
                 r = lfs_rtnl_ipv4_addresses(nl, &host, &n_host);
         lfs_rtnl_close(nl);
         if (r < 0)
-                return lfs_fail(err, LFS_FAILED, -r, "cannot read the host's IPv4 addresses: %s", strerror(-r));
+                return lfs_fail(err, LFS_FAILED, -r, "cannot read the host's IPv4 addresses: %s",
+                                strerror(-r));
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(
-                    db, "SELECT 1 FROM sandboxes WHERE typeof(net_base)='integer' AND net_base=? LIMIT 1", -1,
-                    &st, NULL) != SQLITE_OK)
+                    db, "SELECT 1 FROM sandboxes WHERE typeof(net_base)='integer' AND net_base=? LIMIT 1",
+                    -1, &st, NULL) != SQLITE_OK)
                 return db_fail(db, err);
         r = -ENOSPC;
         uint32_t taken_by_host = 0;
@@ -694,12 +697,13 @@ static int claim_net(sqlite3 *db, uint32_t *ret, lfs_error **err) {
         sqlite3_finalize(st);
         if (r < 0) {
                 char text[16];
-                return lfs_fail(err, LFS_LIMIT_REACHED, ENOSPC,
-                                "no /30 is free for a private network in this home's LAYERFS_NET_RANGE %s/%d "
-                                "(%u of them; %u hold an address of the host's, the others are other "
-                                "Sandboxes'); close a Sandbox or give LAYERFS_NET_RANGE a wider range",
-                                lfs_ipv4_text(first, text), 32 - __builtin_ctz(count),
-                                count / LFS_NETWORK_SIZE, taken_by_host);
+                return lfs_fail(
+                        err, LFS_LIMIT_REACHED, ENOSPC,
+                        "no /30 is free for a private network in this home's LAYERFS_NET_RANGE %s/%d "
+                        "(%u of them; %u hold an address of the host's, the others are other "
+                        "Sandboxes'); close a Sandbox or give LAYERFS_NET_RANGE a wider range",
+                        lfs_ipv4_text(first, text), 32 - __builtin_ctz(count), count / LFS_NETWORK_SIZE,
+                        taken_by_host);
         }
         return 0;
 }
@@ -709,33 +713,37 @@ static int claim_net(sqlite3 *db, uint32_t *ret, lfs_error **err) {
 static bool link_name_taken(sqlite3 *db, const char *instance, const char *project, int number,
                             char **ret_other) {
         sqlite3_stmt *st;
-        if (!instance || sqlite3_prepare_v2(db,
-                                            "SELECT project, number FROM sandboxes WHERE substr(instance, 1, 12) = "
-                                            "substr(?, 1, 12) AND NOT (project IS ? AND number IS ?) LIMIT 1",
-                                            -1, &st, NULL) != SQLITE_OK)
+        if (!instance ||
+            sqlite3_prepare_v2(db,
+                               "SELECT project, number FROM sandboxes WHERE substr(instance, 1, 12) = "
+                               "substr(?, 1, 12) AND NOT (project IS ? AND number IS ?) LIMIT 1",
+                               -1, &st, NULL) != SQLITE_OK)
                 return false;
         sqlite3_bind_text(st, 1, instance, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, project, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 3, number);
         bool taken = sqlite3_step(st) == SQLITE_ROW;
         if (taken && ret_other)
-                *ret_other = xasprintf("sandbox %lld of project '%s'", (long long)sqlite3_column_int64(st, 1),
-                                       (const char *)sqlite3_column_text(st, 0));
+                *ret_other =
+                        xasprintf("sandbox %lld of project '%s'", (long long)sqlite3_column_int64(st, 1),
+                                  (const char *)sqlite3_column_text(st, 0));
         sqlite3_finalize(st);
         return taken;
 }
 
 int lfs_record_check_link(lfs_home *home, sqlite3 *db, const sandbox_record *rec, lfs_error **err) {
         _cleanup_free_ char *other = NULL;
-        if (rec->network != LFS_NETWORK_PRIVATE || !link_name_taken(db, rec->instance, rec->project, rec->number, &other))
+        if (rec->network != LFS_NETWORK_PRIVATE ||
+            !link_name_taken(db, rec->instance, rec->project, rec->number, &other))
                 return 0;
         char link[LFS_NETWORK_LINK_SIZE];
         lfs_network_link_name(rec->instance, link);
-        return lfs_fail(err, LFS_INVALID_INPUT, 0,
-                        "the record of sandbox %d of project '%s' in %s/home.db names the link %s of its private "
-                        "network, but so does the record of %s (their instances start alike), which no create "
-                        "writes; nothing was touched; remove or fix the record",
-                        rec->number, rec->project, home->path, link, other);
+        return lfs_fail(
+                err, LFS_INVALID_INPUT, 0,
+                "the record of sandbox %d of project '%s' in %s/home.db names the link %s of its private "
+                "network, but so does the record of %s (their instances start alike), which no create "
+                "writes; nothing was touched; remove or fix the record",
+                rec->number, rec->project, home->path, link, other);
 }
 
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,

@@ -173,13 +173,14 @@ static int choose_network(const char *name, const lfs_runtime *rt, lfs_network *
         if (name)
                 (void)lfs_network_from_name(name, &n);
         if (!(rt->networks & LFS_NETWORK_BIT(n)))
-                return lfs_fail(err, LFS_UNSUPPORTED, EOPNOTSUPP,
-                                "--network %s: the %s runtime cannot give a Sandbox that network%s; the "
-                                "namespaces runtime (LAYERFS_RUNTIME=namespaces) gives none, host and private",
-                                lfs_network_name(n), rt->name,
-                                !strcmp(rt->name, "native") ? " (its commands are processes of the host, in "
-                                                              "the host's network: --network host)"
-                                                            : "");
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, EOPNOTSUPP,
+                        "--network %s: the %s runtime cannot give a Sandbox that network%s; the "
+                        "namespaces runtime (LAYERFS_RUNTIME=namespaces) gives none, host and private",
+                        lfs_network_name(n), rt->name,
+                        !strcmp(rt->name, "native") ? " (its commands are processes of the host, in "
+                                                      "the host's network: --network host)"
+                                                    : "");
         *ret = n;
         return 0;
 }
@@ -214,7 +215,8 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         lfs_network network = LFS_NETWORK_NONE;
         const char *network_name = options ? options->network : NULL;
         int r = lfs_parse_limits(options, &limits, err);
-        if (r < 0 || (r = parse_network(network_name, err)) < 0 || (r = lfs_default_runtime(&runtime, err)) < 0 ||
+        if (r < 0 || (r = parse_network(network_name, err)) < 0 ||
+            (r = lfs_default_runtime(&runtime, err)) < 0 ||
             (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
             (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
             (r = lfs_idle_seconds(&idle, err)) < 0 || (r = check_workspace_memory(err)) < 0)
