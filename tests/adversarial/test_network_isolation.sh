@@ -25,27 +25,16 @@ echo 1 >/proc/sys/net/ipv4/ip_forward
 mkdir -p "$WORK/src"
 cp "$ROOT/tests/e2e/netprobe.py" "$WORK/src/"
 lfs project init p --from "$WORK/src" >/dev/null
-run_in() {
-        local n=$1
-        shift
-        lfs workspace exec "$n" main -- "$@"
-}
-sandbox() {
-        local n
-        n=$(lfs sandbox create "$@")
-        lfs workspace mount "$n" main >/dev/null
-        echo "$n"
-}
 address_of() {
         lfs --json project list_sandboxes | json_get "[s['network']['$2'] for s in j if s['sandbox'] == $1][0]"
 }
 links() { ip -o link | awk -F': ' '{print $2}' | sed 's/@.*//' | sort; }
 
 LINKS_BEFORE=$(links)
-NONE=$(sandbox)
-VICTIM=$(sandbox --network private)
-ATTACKER=$(sandbox --network private)
-HOSTNET=$(sandbox --network host)
+NONE=$(main_sandbox)
+VICTIM=$(main_sandbox --network private)
+ATTACKER=$(main_sandbox --network private)
+HOSTNET=$(main_sandbox --network host)
 V_OWN=$(address_of "$VICTIM" sandbox_address)
 V_LINK=$(address_of "$VICTIM" host_link)
 A_HOST=$(address_of "$ATTACKER" host_address)
@@ -55,7 +44,7 @@ exec {host_fd}< <(exec python3 "$WORK/src/netprobe.py" serve 127.0.0.1 0 "host-s
 HOST_SERVER=$!
 read -r -t 60 -u "$host_fd" HOST_PORT || fail "the host's listener did not start"
 # The victim's, on every address of its own.
-exec {victim_fd}< <(run_in "$VICTIM" /usr/bin/python3 netprobe.py serve 0.0.0.0 0 "victim-secret" || true)
+exec {victim_fd}< <(in_main "$VICTIM" /usr/bin/python3 netprobe.py serve 0.0.0.0 0 "victim-secret" || true)
 read -r -t 60 -u "$victim_fd" V_PORT || fail "the victim's listener did not start"
 assert_eq "$(python3 "$WORK/src/netprobe.py" probe "$V_OWN" "$V_PORT")" "victim-secret" \
         "the victim's listener answers the host (the attacks below are not failing for want of it)"
@@ -64,7 +53,7 @@ SUCCEEDED=""
 # attack WHAT MARKER N TARGET PORT: Sandbox N's command connects to TARGET:PORT.
 attack() {
         local what=$1 marker=$2 n=$3 out
-        out=$(run_in "$n" /usr/bin/python3 netprobe.py probe "$4" "$5" 5 2>&1 || true)
+        out=$(in_main "$n" /usr/bin/python3 netprobe.py probe "$4" "$5" 5 2>&1 || true)
         case "$out" in
         *"$marker"*)
                 echo "attack succeeded: a command of sandbox $n could $what ($out)" >&2
@@ -85,9 +74,9 @@ attack "reach another Sandbox's listener on its own 127.0.0.1" victim-secret "$A
 
 # Links: nothing of the host's changes, nor of the Sandboxes'.
 host_links=$(links)
-none_links=$(run_in "$NONE" ip -o link | awk -F': ' '{print $2}')
-attacker_addr=$(run_in "$ATTACKER" ip -o -4 addr show dev eth0 | awk '{print $4}')
-try() { run_in "$@" >/dev/null 2>&1 || true; }
+none_links=$(in_main "$NONE" ip -o link | awk -F': ' '{print $2}')
+attacker_addr=$(in_main "$ATTACKER" ip -o -4 addr show dev eth0 | awk '{print $4}')
+try() { in_main "$@" >/dev/null 2>&1 || true; }
 try "$NONE" ip link add lfsatk0 type dummy
 try "$NONE" unshare -Urn sh -c 'ip link add lfsatk0 type dummy && ip link set lfsatk0 netns 1'
 try "$NONE" unshare -Urn sh -c 'ip link add lfsatk0 type veth peer name lfsatk1 netns 1'
@@ -103,11 +92,11 @@ if [ "$(links)" != "$host_links" ]; then
 fi
 ip -o link show "$V_LINK" | grep -q "[<,]UP[,>]" || SUCCEEDED="$SUCCEEDED; set the victim's host end down"
 [ -z "$(ip -o -4 addr show dev "$V_LINK" | grep 192.0.2.254)" ] || SUCCEEDED="$SUCCEEDED; add an address on the host"
-[ "$(run_in "$NONE" ip -o link | awk -F': ' '{print $2}')" = "$none_links" ] ||
+[ "$(in_main "$NONE" ip -o link | awk -F': ' '{print $2}')" = "$none_links" ] ||
         SUCCEEDED="$SUCCEEDED; make or move a link into its Sandbox"
-[ "$(run_in "$ATTACKER" ip -o -4 addr show dev eth0 | awk '{print $4}')" = "$attacker_addr" ] ||
+[ "$(in_main "$ATTACKER" ip -o -4 addr show dev eth0 | awk '{print $4}')" = "$attacker_addr" ] ||
         SUCCEEDED="$SUCCEEDED; change its own address"
-run_in "$ATTACKER" ip -o link show eth0 | grep -q "[<,]UP[,>]" || SUCCEEDED="$SUCCEEDED; set its eth0 down"
+in_main "$ATTACKER" ip -o link show eth0 | grep -q "[<,]UP[,>]" || SUCCEEDED="$SUCCEEDED; set its eth0 down"
 ok
 [ -z "$SUCCEEDED" ] || fail "attacks that succeeded:${SUCCEEDED#;}"
 

@@ -22,24 +22,11 @@ lfs project init p --from "$WORK/src" >/dev/null
 PROBE=(python3 "$WORK/src/netprobe.py" probe)
 LINKS_BEFORE=$(ip -o link | awk -F': ' '{print $2}' | sort)
 
-# run_in N COMMAND...: COMMAND in Sandbox N's Workspace of main (mounted by `sandbox`).
-run_in() {
-        local n=$1
-        shift
-        lfs workspace exec "$n" main -- "$@"
-}
-# sandbox [OPTIONS]: a new Sandbox with main mounted; its number.
-sandbox() {
-        local n
-        n=$(lfs sandbox create "$@")
-        lfs workspace mount "$n" main >/dev/null
-        echo "$n"
-}
 # serve N ADDRESS MARKER: a listener in Sandbox N on ADDRESS (a port the kernel picks)
 # that answers MARKER; sets PORT once it listens (its first line).
 serve() {
         local fd
-        exec {fd}< <(run_in "$1" /usr/bin/python3 netprobe.py serve "$2" 0 "$3" || true)
+        exec {fd}< <(in_main "$1" /usr/bin/python3 netprobe.py serve "$2" 0 "$3" || true)
         read -r -t 60 -u "$fd" PORT || fail "the listener in sandbox $1 on $2 did not start"
         [[ $PORT =~ ^[0-9]+$ ]] || fail "the listener in sandbox $1 said '$PORT'"
 }
@@ -52,36 +39,36 @@ net_of() { readlink "/proc/$1/ns/net"; }
 init_of() { cat "$(records "SELECT cgroup FROM sandboxes WHERE number=$1")/init/cgroup.procs"; }
 
 # ---- none (the default) ----
-A=$(sandbox)
+A=$(main_sandbox)
 assert_eq "$(records "SELECT network, quote(net_base) FROM sandboxes WHERE number=$A")" "none|NULL" \
         "the record says none, without addresses"
-assert_eq "$(run_in "$A" ip -o link | awk -F': ' '{print $2}')" "lo" "ip link shows lo and nothing else"
-assert_eq "$(run_in "$A" sh -c 'ip -o link show lo | grep -c "[<,]UP[,>]"')" 1 "lo is up"
+assert_eq "$(in_main "$A" ip -o link | awk -F': ' '{print $2}')" "lo" "ip link shows lo and nothing else"
+assert_eq "$(in_main "$A" sh -c 'ip -o link show lo | grep -c "[<,]UP[,>]"')" 1 "lo is up"
 serve "$A" 127.0.0.1 "server-of-$A"
 A_PORT=$PORT
-assert_eq "$(run_in "$A" /usr/bin/python3 netprobe.py probe 127.0.0.1 "$A_PORT")" "server-of-$A" \
+assert_eq "$(in_main "$A" /usr/bin/python3 netprobe.py probe 127.0.0.1 "$A_PORT")" "server-of-$A" \
         "the listener answers inside its Sandbox"
 out=$("${PROBE[@]}" 127.0.0.1 "$A_PORT" || true)
 not_reached "the host connected to sandbox $A's 127.0.0.1:$A_PORT" "$out" "server-of-$A"
-B=$(sandbox --network none)
-out=$(run_in "$B" /usr/bin/python3 netprobe.py probe 127.0.0.1 "$A_PORT" || true)
+B=$(main_sandbox --network none)
+out=$(in_main "$B" /usr/bin/python3 netprobe.py probe 127.0.0.1 "$A_PORT" || true)
 not_reached "sandbox $B connected to sandbox $A's 127.0.0.1:$A_PORT" "$out" "server-of-$A"
 assert_eq "$out" "error: ECONNREFUSED" "sandbox $B's 127.0.0.1 is its own"
 [ "$(net_of "$(init_of "$A")")" != "$(net_of "$(init_of "$B")")" ] || fail "two Sandboxes share a net namespace"
 ok
 
 # ---- host ----
-H=$(sandbox --network host)
+H=$(main_sandbox --network host)
 assert_eq "$(records "SELECT network, quote(net_base) FROM sandboxes WHERE number=$H")" "host|NULL" "the record says host"
 assert_eq "$(net_of "$(init_of "$H")")" "$(readlink /proc/self/ns/net)" "its init is in the host's net namespace"
-assert_eq "$(run_in "$H" ip -o link | awk -F': ' '{print $2}' | sort)" "$(ip -o link | awk -F': ' '{print $2}' | sort)" \
+assert_eq "$(in_main "$H" ip -o link | awk -F': ' '{print $2}' | sort)" "$(ip -o link | awk -F': ' '{print $2}' | sort)" \
         "ip link inside shows the host's links"
-assert_eq "$(run_in "$H" ls /sys/class/net | sort)" "$(ls /sys/class/net | sort)" "/sys is the host's"
-assert_eq "$(run_in "$H" ls -A /sys/fs/cgroup)" "" "but not its cgroup trees"
+assert_eq "$(in_main "$H" ls /sys/class/net | sort)" "$(ls /sys/class/net | sort)" "/sys is the host's"
+assert_eq "$(in_main "$H" ls -A /sys/fs/cgroup)" "" "but not its cgroup trees"
 serve "$H" 127.0.0.1 "server-of-$H"
 assert_eq "$("${PROBE[@]}" 127.0.0.1 "$PORT")" "server-of-$H" "the host reaches a host Sandbox's 127.0.0.1 listener"
-assert_eq "$(run_in "$H" hostname)" "sandbox-$H" "still a uts namespace of its own"
-assert_eq "$(run_in "$H" id -u)" 501 "still its own user namespace"
+assert_eq "$(in_main "$H" hostname)" "sandbox-$H" "still a uts namespace of its own"
+assert_eq "$(in_main "$H" id -u)" 501 "still its own user namespace"
 
 # ---- private ----
 P=$(lfs --json sandbox create --network private)
@@ -103,10 +90,10 @@ ip -o link show "$P_LINK" | grep -q "[<,]UP[,>]" || fail "the host's end is not 
 ok
 assert_eq "$(cat "/proc/sys/net/ipv4/conf/$P_LINK/forwarding")" 0 "the host's end forwards nothing"
 assert_eq "$(cat "/proc/sys/net/ipv6/conf/$P_LINK/disable_ipv6")" 1 "the host's end has no IPv6"
-assert_eq "$(run_in "$P" ip -o link | awk -F': ' '{print $2}' | sed 's/@.*//')" "lo
+assert_eq "$(in_main "$P" ip -o link | awk -F': ' '{print $2}' | sed 's/@.*//')" "lo
 eth0" "ip link inside: lo and eth0"
-assert_eq "$(run_in "$P" ip -o -4 addr show dev eth0 | awk '{print $4}')" "$P_OWN/30" "eth0 has the second address"
-assert_eq "$(run_in "$P" ip route show default)" "default via $P_HOST dev eth0 " "the default route goes through the host's end"
+assert_eq "$(in_main "$P" ip -o -4 addr show dev eth0 | awk '{print $4}')" "$P_OWN/30" "eth0 has the second address"
+assert_eq "$(in_main "$P" ip route show default)" "default via $P_HOST dev eth0 " "the default route goes through the host's end"
 serve "$P" 0.0.0.0 "server-of-$P"
 P_PORT=$PORT
 assert_eq "$("${PROBE[@]}" "$P_OWN" "$P_PORT")" "server-of-$P" "the host reaches the private Sandbox's address"
@@ -114,14 +101,14 @@ assert_eq "$("${PROBE[@]}" "$P_OWN" "$P_PORT")" "server-of-$P" "the host reaches
 exec {host_fd}< <(exec python3 "$WORK/src/netprobe.py" serve "$P_HOST" 0 "the-host")
 HOST_SERVER=$!
 read -r -t 60 -u "$host_fd" HOST_PORT || fail "the host's listener did not start"
-assert_eq "$(run_in "$P" /usr/bin/python3 netprobe.py probe "$P_HOST" "$HOST_PORT")" "the-host" \
+assert_eq "$(in_main "$P" /usr/bin/python3 netprobe.py probe "$P_HOST" "$HOST_PORT")" "the-host" \
         "the private Sandbox reaches the host's end"
-Q=$(sandbox --network private)
+Q=$(main_sandbox --network private)
 Q_OWN=$(lfs --json project list_sandboxes | json_get "[s['network']['sandbox_address'] for s in j if s['sandbox'] == $Q][0]")
 assert_eq "$Q_OWN" "169.254.64.6" "a second private Sandbox takes the next /30"
-out=$(run_in "$Q" /usr/bin/python3 netprobe.py probe "$P_OWN" "$P_PORT" 5 || true)
+out=$(in_main "$Q" /usr/bin/python3 netprobe.py probe "$P_OWN" "$P_PORT" 5 || true)
 not_reached "private sandbox $Q connected to private sandbox $P" "$out" "server-of-$P"
-out=$(run_in "$A" /usr/bin/python3 netprobe.py probe "$P_OWN" "$P_PORT" 5 || true)
+out=$(in_main "$A" /usr/bin/python3 netprobe.py probe "$P_OWN" "$P_PORT" 5 || true)
 not_reached "sandbox $A (none) connected to private sandbox $P" "$out" "server-of-$P"
 case "$(lfs project list_sandboxes)" in
 *"network private $P_OWN/30 (host $P_HOST on $P_LINK)"*) ok ;;
