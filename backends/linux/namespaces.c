@@ -7,7 +7,9 @@
  * pid 1 there, it reaps and never exits on its own. Its user namespace maps ids 0..65535
  * onto the host ids id_base..id_base+65535 of the Sandbox's record. Each command joins
  * the init's namespaces (setns on a pidfd of the init) in its own leaf, as native's do;
- * ending the cgroup ends the init and with it every namespace. docs/runtime.md.
+ * ending the cgroup ends the init and with it every namespace. --network host leaves the
+ * net namespace out (the host's is the Sandbox's); private adds a veth pair to the host
+ * (network.c), whose host end teardown and reclaim remove. docs/runtime.md.
  */
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -21,6 +23,7 @@
 
 #include "cgroup.h"
 #include "linux.h"
+#include "network.h"
 #include "resource_limits.h"
 #include "util.h"
 
@@ -28,6 +31,12 @@
 #define SANDBOX_NAMESPACES                                                                                  \
         (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP |       \
          CLONE_NEWNET)
+
+/* sb's namespaces: with --network host, the host's net namespace is its (and a command
+ * could not join it from the Sandbox's user namespace anyway). */
+static int sandbox_namespaces(const lfs_sandbox_ref *sb) {
+        return sb->network == LFS_NETWORK_HOST ? SANDBOX_NAMESPACES & ~CLONE_NEWNET : SANDBOX_NAMESPACES;
+}
 /* How many ids a Sandbox's user namespace maps: 0..65535, with the command identity
  * 501:20 among them. */
 #define SANDBOX_IDS 65536u
@@ -94,6 +103,7 @@ typedef struct init_start {
         const char *exe;
         const char *const *argv;
         int cgroup_fd; /* the leaf "init" */
+        int namespaces; /* sandbox_namespaces */
         int ready_fd, null_fd, log_fd;
         char map[64]; /* "0 <base> 65536\n" for uid_map and gid_map */
         size_t map_len;
@@ -148,7 +158,7 @@ static _Noreturn void init_parent(const init_start *s, int pid_fd, int go_fd, in
         if (pipe2(sync, O_CLOEXEC) < 0)
                 init_parent_fail(pid_fd, errno);
         struct clone_args args = {
-                .flags = SANDBOX_NAMESPACES | CLONE_INTO_CGROUP,
+                .flags = (uint64_t)s->namespaces | CLONE_INTO_CGROUP,
                 .exit_signal = SIGCHLD,
                 .cgroup = (uint64_t)s->cgroup_fd,
         };
@@ -203,6 +213,8 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                                      sb->home,
                                      "--dir",
                                      sb->dir,
+                                     "--network",
+                                     lfs_network_name(sb->network),
                                      tmp_size ? "--tmp-size" : NULL,
                                      tmp_size,
                                      NULL };
@@ -225,6 +237,7 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
         init_start s = { .exe = start->exe,
                          .argv = argv,
                          .cgroup_fd = cgroup_fd,
+                         .namespaces = sandbox_namespaces(sb),
                          .ready_fd = ready_write,
                          .null_fd = null_fd,
                          .log_fd = log_fd };
@@ -297,7 +310,8 @@ static int prepare_view(const lfs_sandbox_ref *sb, int dir_fd, lfs_error **err) 
 }
 
 /* The daemon and the init start together (the init's namespaces, exec and view take about
- * as long as the daemon's start): then each is waited for. */
+ * as long as the daemon's start): then each is waited for, and a private network is
+ * connected. */
 static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start,
                              lfs_daemon_handle *ret, lfs_error **err) {
         if (sb->id_base == 0 || sb->id_base > UINT32_MAX - SANDBOX_IDS)
@@ -322,6 +336,11 @@ static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *
                 close(h.pidfd);
                 return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's init did not become ready (%s)",
                                 sb->number, strerror(-r));
+        }
+        /* --network private: the veth pair, once the init's net namespace is there. */
+        if ((r = lfs_network_connect(sb, init_process, err)) < 0) {
+                close(h.pidfd);
+                return r;
         }
         *ret = h;
         return 0;
@@ -381,13 +400,32 @@ static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *s
                 return r;
         if (pidfd < 0)
                 return -errno;
-        r = lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, ret_pid, ret_pidfd);
+        r = lfs_linux_spawn(sb, spec, sandbox_namespaces(sb), pidfd, ret_pid, ret_pidfd);
         close(pidfd);
         return r;
 }
 
+/* Native's, and then the host's end of a private network: the Sandbox's net namespace
+ * ended with its init, and with it the pair, unless something still holds the namespace
+ * (a socket of it passed out): its end on the host goes regardless. */
+static int namespaces_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata,
+                               char **ret_why) {
+        int r = lfs_linux_teardown(sb, hook, userdata, ret_why);
+        int k = lfs_network_remove(sb, r < 0 ? NULL : ret_why);
+        return r < 0 ? r : k;
+}
+
+static int namespaces_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
+        int r = lfs_linux_reclaim(sb, ret_why);
+        int k = lfs_network_remove(sb, r < 0 ? NULL : ret_why);
+        return r < 0 ? r : k;
+}
+
 const lfs_runtime lfs_runtime_namespaces = {
         .name = "namespaces",
+        .networks = LFS_NETWORK_BIT(LFS_NETWORK_NONE) | LFS_NETWORK_BIT(LFS_NETWORK_HOST) |
+                    LFS_NETWORK_BIT(LFS_NETWORK_PRIVATE),
+        .default_network = LFS_NETWORK_NONE,
         .probe = namespaces_probe,
         .prepare = namespaces_prepare,
         .check_limits = lfs_linux_check_limits,
@@ -398,6 +436,6 @@ const lfs_runtime lfs_runtime_namespaces = {
         .command_done = lfs_linux_command_done,
         .list = lfs_linux_list,
         .signal = lfs_linux_signal,
-        .teardown = lfs_linux_teardown,
-        .reclaim = lfs_linux_reclaim,
+        .teardown = namespaces_teardown,
+        .reclaim = namespaces_reclaim,
 };

@@ -387,6 +387,9 @@ int lfs_linux_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
 
 const lfs_runtime lfs_runtime_native = {
         .name = "native",
+        /* Its commands are processes of the host: the host's network is theirs. */
+        .networks = LFS_NETWORK_BIT(LFS_NETWORK_HOST),
+        .default_network = LFS_NETWORK_HOST,
         .probe = lfs_linux_probe,
         .prepare = lfs_linux_prepare,
         .check_limits = lfs_linux_check_limits,
