@@ -22,7 +22,9 @@
 #include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <linux/keyctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "cgroup.h"
@@ -79,6 +81,17 @@ static void limit_daemon_memory(daemon_state *d) {
                          (unsigned long long)d->ws_memory);
 }
 
+/* The daemon, and so every command it starts, leaves the session keyring of whoever ran
+ * `sandbox create` for a new empty one: a process possesses every key of its session
+ * keyring and reads, unlinks or revokes it whatever its uid, so the creator's (a login
+ * session's Kerberos tickets, fscrypt or ecryptfs keys) would be every command's.
+ * A kernel without keyrings has nothing to leave. */
+static int leave_session_keyring(void) {
+        if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) >= 0 || errno == ENOSYS)
+                return 0;
+        return -1;
+}
+
 /* The commands' HOME and TMPDIR: private to the Sandbox, owned by the command identity
  * (on the host: its host ids). */
 static int make_private_tmp(daemon_state *d) {
@@ -90,11 +103,15 @@ static int make_private_tmp(daemon_state *d) {
         return 0;
 }
 
-/* --disk: one tmpfs of that size, DIR/disk, holds the Workspaces' upper files and the
- * commands' TMPDIR (its upper/ and tmp/, bound at DIR/upper and DIR/tmp, where they are
- * without it), so that both draw on one budget and a write past it fails with ENOSPC in
- * the writer (the Workspace checks the upper filesystem's free space before each write,
- * tmpfs refuses the rest). Teardown and reclaim unmount everything beneath DIR. */
+/* --disk: one tmpfs of that size, DIR/disk, holds the Workspaces' upper files, the
+ * commands' TMPDIR and the logs of `process start` (its upper/, tmp/ and processes/,
+ * bound at DIR/upper, DIR/tmp and DIR/processes, where they are without it), so that all
+ * draw on one budget and a write past it fails with ENOSPC in the writer (the Workspace
+ * checks the upper filesystem's free space before each write, tmpfs refuses the rest).
+ * With a user namespace of its own (namespaces) the Sandbox's /tmp and /dev/shm are
+ * there too: its view-tmp/, bound at DIR/view-tmp and given to the init's root, where the
+ * init makes them (daemon/sandbox_init.c). Teardown and reclaim unmount everything
+ * beneath DIR. */
 static int make_disk(daemon_state *d, uint64_t bytes) {
         _cleanup_free_ char *disk = xasprintf("%s/disk", d->dir), *options = NULL;
         if (mkdir(disk, 0700) < 0 && errno != EEXIST)
@@ -102,16 +119,21 @@ static int make_disk(daemon_state *d, uint64_t bytes) {
         options = xasprintf("size=%llu,mode=0700", (unsigned long long)bytes);
         if (mount("layerfs-disk", disk, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
                 return -errno;
-        static const char *const parts[] = { "tmp", "upper" };
+        static const char *const parts[] = { "tmp", "upper", "processes", "view-tmp" };
         for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
+                bool view_tmp = !strcmp(parts[i], "view-tmp");
+                if (view_tmp && !d->sb.id_base)
+                        continue;
                 _cleanup_free_ char *inside = xasprintf("%s/%s", disk, parts[i]),
                                     *at = xasprintf("%s/%s", d->dir, parts[i]);
                 if ((mkdir(inside, 0700) < 0 && errno != EEXIST) ||
+                    (view_tmp && chown(inside, lfs_host_id(&d->sb, 0), lfs_host_id(&d->sb, 0)) < 0) ||
                     (mkdir(at, 0700) < 0 && errno != EEXIST) || mount(inside, at, NULL, MS_BIND, NULL) < 0)
                         return -errno;
         }
-        log_line("disk budget: %llu bytes for the Workspaces' changes and TMPDIR (tmpfs %s)",
-                 (unsigned long long)bytes, disk);
+        log_line("disk budget: %llu bytes for the Workspaces' changes, TMPDIR and the process logs%s "
+                 "(tmpfs %s)",
+                 (unsigned long long)bytes, d->sb.id_base ? ", /tmp and /dev/shm" : "", disk);
         return 0;
 }
 
@@ -186,8 +208,9 @@ static const char help[] =
         "    --ready-fd FD    write one byte to FD, then close it, once DIR/control.sock\n"
         "                     listens (the library waits for it)\n"
         "    --disk BYTES     the Sandbox's disk budget: its Workspaces' uncommitted\n"
-        "                     data and its TMPDIR share a tmpfs of BYTES (DIR/disk); a\n"
-        "                     write past it fails with ENOSPC\n"
+        "                     data, its TMPDIR, the logs of its background processes\n"
+        "                     and (namespaces) its /tmp and /dev/shm share a tmpfs of\n"
+        "                     BYTES (DIR/disk); a write past it fails with ENOSPC\n"
         "    --sandbox-init   the init of a Sandbox of the namespaces runtime (started by\n"
         "                     liblayerfs as pid 1 of the Sandbox's namespaces): sets them\n"
         "                     up (its view of the files: the host's root read-only, its\n"
@@ -214,7 +237,8 @@ static const char help[] =
         "    DIR/daemon.log    this daemon's log ('layerfs sandbox log N'), kept to 1 MiB\n"
         "    DIR/mnt/BRANCH    a mounted Workspace\n"
         "    DIR/tmp/          the commands' HOME and TMPDIR\n"
-        "    DIR/disk/         with --disk: the tmpfs holding DIR/tmp/ and DIR/upper/\n"
+        "    DIR/disk/         with --disk: the tmpfs holding DIR/tmp/, DIR/upper/,\n"
+        "                      DIR/processes/ and (namespaces) DIR/view-tmp/\n"
         "\n"
         "EXIT STATUS\n"
         "    0 after the Sandbox closed; 1 when it could not start (the reason is in its\n"
@@ -326,6 +350,10 @@ int main(int argc, char **argv) {
         };
         d.host_uid = lfs_host_id(&d.sb, d.uid);
         d.host_gid = lfs_host_id(&d.sb, d.gid);
+        if (leave_session_keyring() < 0) {
+                fprintf(stderr, "cannot join a session keyring of its own: %s\n", strerror(errno));
+                return 1;
+        }
         signal(SIGPIPE, SIG_IGN);
         /* Only interrupts a mount thread's read of /dev/fuse (end_mount_thread). */
         struct sigaction interrupt = { .sa_handler = ignore_signal };

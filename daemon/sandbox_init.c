@@ -76,9 +76,22 @@ static int must(int r, const char *step) {
         return 0;
 }
 
+/* A scratch directory of the view (/tmp, /dev/shm, mode 01777) at where: a tmpfs of its
+ * own, or with a disk budget (--disk: the daemon gives the init DIR/view-tmp on the
+ * budget's tmpfs, daemon/main.c) its directory name there, bound, so that what the
+ * commands write there draws on the budget too. */
+static int mount_scratch(const char *budget, const char *name, const char *where) {
+        if (!budget)
+                return mount("tmpfs", where, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777");
+        _cleanup_free_ char *from = xasprintf("%s/%s", budget, name);
+        if ((mkdir(from, 0700) < 0 && errno != EEXIST) || chmod(from, 01777) < 0)
+                return -1;
+        return mount(from, where, NULL, MS_BIND, NULL);
+}
+
 /* /dev with the safe nodes only: each bound from the host's (a user namespace cannot make
  * device nodes), a pts of its own, shm; then read-only. */
-static int set_up_dev(const char *view) {
+static int set_up_dev(const char *view, const char *budget) {
         static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
         static const char *const links[][2] = {
                 { "pts/ptmx", "ptmx" },          { "/proc/self/fd", "fd" },
@@ -109,7 +122,7 @@ static int set_up_dev(const char *view) {
         if (r == 0)
                 r = must(mkdir(shm, 01777), "/dev/shm");
         if (r == 0)
-                r = must(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777"), "/dev/shm");
+                r = must(mount_scratch(budget, "shm", shm), "/dev/shm");
         if (r == 0)
                 r = must(mount(NULL, dev, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
                                NULL),
@@ -147,8 +160,8 @@ static int set_up_home(const char *view, const char *home, const char *dir) {
 /* The Sandbox's view, built in <dir>/root and made the root: the host's root read-only
  * (nothing of the host propagates into it but the Sandbox's mnt), a /proc of the new pid
  * namespace, a /sys of the new net namespace, /dev with the safe nodes, a /tmp of its own
- * (a tmpfs), and of the home only the Sandbox's tmp and mnt. */
-static int set_up_view(const char *home, const char *dir) {
+ * (a tmpfs, or on the disk budget), and of the home only the Sandbox's tmp and mnt. */
+static int set_up_view(const char *home, const char *dir, const char *budget) {
         _cleanup_free_ char *view = xasprintf("%s/root", dir), *proc = xasprintf("%s/proc", view),
                             *sys = xasprintf("%s/sys", view), *tmp = xasprintf("%s/tmp", view);
         struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
@@ -166,9 +179,9 @@ static int set_up_view(const char *home, const char *dir) {
                 r = must(mount("sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
                          "/sys");
         if (r == 0)
-                r = set_up_dev(view);
+                r = set_up_dev(view, budget);
         if (r == 0)
-                r = must(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777"), "/tmp");
+                r = must(mount_scratch(budget, "tmp", tmp), "/tmp");
         if (r == 0)
                 r = set_up_home(view, home, dir);
         /* pivot_root(".", "."): the old root stays stacked beneath and is detached. */
@@ -230,7 +243,12 @@ int sandbox_init_main(int argc, char **argv) {
         }
         (void)prctl(PR_SET_NAME, "layerfs-init", 0, 0, 0);
         view_step = "the mounts";
-        int r = set_up_view(home, dir);
+        /* There only with a disk budget (daemon/main.c). */
+        _cleanup_free_ char *budget = xasprintf("%s/view-tmp", dir);
+        struct stat st;
+        if (stat(budget, &st) < 0 || !S_ISDIR(st.st_mode))
+                free(TAKE_PTR(budget));
+        int r = set_up_view(home, dir, budget);
         const char *what = view_step;
         if (r == 0 && sethostname(hostname, strlen(hostname)) < 0) {
                 r = -errno;
