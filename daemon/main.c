@@ -22,7 +22,9 @@
 #include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <linux/keyctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "cgroup.h"
@@ -79,6 +81,17 @@ static void limit_daemon_memory(daemon_state *d) {
                          (unsigned long long)d->ws_memory);
 }
 
+/* The daemon, and so every command it starts, leaves the session keyring of whoever ran
+ * `sandbox create` for a new empty one: a process possesses every key of its session
+ * keyring and reads, unlinks or revokes it whatever its uid, so the creator's (a login
+ * session's Kerberos tickets, fscrypt or ecryptfs keys) would be every command's.
+ * A kernel without keyrings has nothing to leave. */
+static int leave_session_keyring(void) {
+        if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) >= 0 || errno == ENOSYS)
+                return 0;
+        return -1;
+}
+
 /* The commands' HOME and TMPDIR: private to the Sandbox, owned by the command identity
  * (on the host: its host ids). */
 static int make_private_tmp(daemon_state *d) {
@@ -87,31 +100,6 @@ static int make_private_tmp(daemon_state *d) {
                 return -errno;
         if (chown(d->tmp, d->host_uid, d->host_gid) < 0)
                 return -errno;
-        return 0;
-}
-
-/* --disk: one tmpfs of that size, DIR/disk, holds the Workspaces' upper files and the
- * commands' TMPDIR (its upper/ and tmp/, bound at DIR/upper and DIR/tmp, where they are
- * without it), so that both draw on one budget and a write past it fails with ENOSPC in
- * the writer (the Workspace checks the upper filesystem's free space before each write,
- * tmpfs refuses the rest). Teardown and reclaim unmount everything beneath DIR. */
-static int make_disk(daemon_state *d, uint64_t bytes) {
-        _cleanup_free_ char *disk = xasprintf("%s/disk", d->dir), *options = NULL;
-        if (mkdir(disk, 0700) < 0 && errno != EEXIST)
-                return -errno;
-        options = xasprintf("size=%llu,mode=0700", (unsigned long long)bytes);
-        if (mount("layerfs-disk", disk, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
-                return -errno;
-        static const char *const parts[] = { "tmp", "upper" };
-        for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
-                _cleanup_free_ char *inside = xasprintf("%s/%s", disk, parts[i]),
-                                    *at = xasprintf("%s/%s", d->dir, parts[i]);
-                if ((mkdir(inside, 0700) < 0 && errno != EEXIST) ||
-                    (mkdir(at, 0700) < 0 && errno != EEXIST) || mount(inside, at, NULL, MS_BIND, NULL) < 0)
-                        return -errno;
-        }
-        log_line("disk budget: %llu bytes for the Workspaces' changes and TMPDIR (tmpfs %s)",
-                 (unsigned long long)bytes, disk);
         return 0;
 }
 
@@ -186,9 +174,11 @@ static const char help[] =
         "                     its ids 0..65535 are the host's N..N+65535); default 0, none\n"
         "    --ready-fd FD    write one byte to FD, then close it, once DIR/control.sock\n"
         "                     listens (the library waits for it)\n"
-        "    --disk BYTES     the Sandbox's disk budget: its Workspaces' uncommitted\n"
-        "                     data and its TMPDIR share a tmpfs of BYTES (DIR/disk); a\n"
-        "                     write past it fails with ENOSPC\n"
+        "    --disk BYTES     the Sandbox's disk budget, for the log: its Workspaces'\n"
+        "                     uncommitted data, its TMPDIR, the logs of its background\n"
+        "                     processes and (namespaces) its /tmp and /dev/shm share a\n"
+        "                     tmpfs of BYTES (DIR/disk, mounted by the runtime's create\n"
+        "                     before the daemon starts); a write past it fails with ENOSPC\n"
         "    --network NAME   the Sandbox's network: none, host or private (namespaces;\n"
         "                     native's is host); default the runtime's (namespaces: none).\n"
         "                     The daemon's teardown removes a private one's host end\n"
@@ -219,7 +209,8 @@ static const char help[] =
         "    DIR/daemon.log    this daemon's log ('layerfs sandbox log N'), kept to 1 MiB\n"
         "    DIR/mnt/BRANCH    a mounted Workspace\n"
         "    DIR/tmp/          the commands' HOME and TMPDIR\n"
-        "    DIR/disk/         with --disk: the tmpfs holding DIR/tmp/ and DIR/upper/\n"
+        "    DIR/disk/         with --disk: the tmpfs holding DIR/tmp/, DIR/upper/,\n"
+        "                      DIR/processes/ and (namespaces) DIR/view-tmp/\n"
         "\n"
         "EXIT STATUS\n"
         "    0 after the Sandbox closed; 1 when it could not start (the reason is in its\n"
@@ -350,6 +341,10 @@ int main(int argc, char **argv) {
         };
         d.host_uid = lfs_host_id(&d.sb, d.uid);
         d.host_gid = lfs_host_id(&d.sb, d.gid);
+        if (leave_session_keyring() < 0) {
+                fprintf(stderr, "cannot join a session keyring of its own: %s\n", strerror(errno));
+                return 1;
+        }
         signal(SIGPIPE, SIG_IGN);
         /* Only interrupts a mount thread's read of /dev/fuse (end_mount_thread). */
         struct sigaction interrupt = { .sa_handler = ignore_signal };
@@ -370,13 +365,14 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "no token in %s/token\n", d.dir);
                 return 1;
         }
-        int r = disk_bytes ? make_disk(&d, disk_bytes) : 0;
-        if (r < 0) {
-                fprintf(stderr, "cannot make the disk budget of %llu bytes in %s/disk: %s\n",
-                        (unsigned long long)disk_bytes, d.dir, strerror(-r));
-                return 1;
-        }
-        r = make_private_tmp(&d);
+        /* The runtime's create made the budget's tmpfs before this daemon started
+         * (lfs_linux_make_disk): nothing of the Sandbox ever writes outside it. */
+        if (disk_bytes)
+                log_line(
+                        "disk budget: %llu bytes for the Workspaces' changes, TMPDIR and the process logs%s "
+                        "(tmpfs %s/disk)",
+                        (unsigned long long)disk_bytes, d.sb.id_base ? ", /tmp and /dev/shm" : "", d.dir);
+        int r = make_private_tmp(&d);
         if (r < 0) {
                 fprintf(stderr, "cannot make %s: %s\n", d.tmp, strerror(-r));
                 return 1;

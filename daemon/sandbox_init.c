@@ -19,7 +19,6 @@
 #include <time.h>
 
 #include "daemon.h"
-#include "numbers.h"
 #include "rtnetlink.h"
 
 /* Sets lo up, through rtnetlink: the only link of a new net namespace, down until then. */
@@ -60,9 +59,22 @@ static int must(int r, const char *step) {
         return 0;
 }
 
+/* A scratch directory of the view (/tmp, /dev/shm, mode 01777) at where: a tmpfs of its
+ * own, or with a disk budget (--disk: the daemon gives the init DIR/view-tmp on the
+ * budget's tmpfs, daemon/main.c) its directory name there, bound, so that what the
+ * commands write there draws on the budget too. */
+static int mount_scratch(const char *budget, const char *name, const char *where) {
+        if (!budget)
+                return mount("tmpfs", where, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777");
+        _cleanup_free_ char *from = xasprintf("%s/%s", budget, name);
+        if ((mkdir(from, 0700) < 0 && errno != EEXIST) || chmod(from, 01777) < 0)
+                return -1;
+        return mount(from, where, NULL, MS_BIND, NULL);
+}
+
 /* /dev with the safe nodes only: each bound from the host's (a user namespace cannot make
  * device nodes), a pts of its own, shm; then read-only. */
-static int set_up_dev(const char *view) {
+static int set_up_dev(const char *view, const char *budget) {
         static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
         static const char *const links[][2] = {
                 { "pts/ptmx", "ptmx" },          { "/proc/self/fd", "fd" },
@@ -93,7 +105,7 @@ static int set_up_dev(const char *view) {
         if (r == 0)
                 r = must(mkdir(shm, 01777), "/dev/shm");
         if (r == 0)
-                r = must(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777"), "/dev/shm");
+                r = must(mount_scratch(budget, "shm", shm), "/dev/shm");
         if (r == 0)
                 r = must(mount(NULL, dev, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
                                NULL),
@@ -147,15 +159,12 @@ static int set_up_sys(const char *view, bool own_net) {
 
 /* The Sandbox's view, built in <dir>/root and made the root: the host's root read-only
  * (nothing of the host propagates into it but the Sandbox's mnt), a /proc of the new pid
- * namespace, /sys (set_up_sys), /dev with the safe nodes, a /tmp of its own (a tmpfs; of
- * tmp_size bytes, the disk budget, when there is one, else tmpfs's default of half the
- * memory), and of the home only the Sandbox's tmp and mnt. */
-static int set_up_view(const char *home, const char *dir, bool own_net, unsigned long long tmp_size) {
+ * namespace, /sys (set_up_sys), /dev with the safe nodes, a /tmp of its own (a tmpfs, or
+ * on the disk budget), and of the home only the Sandbox's tmp and mnt. */
+static int set_up_view(const char *home, const char *dir, bool own_net, const char *budget) {
         _cleanup_free_ char *view = xasprintf("%s/root", dir), *proc = xasprintf("%s/proc", view),
                             *tmp = xasprintf("%s/tmp", view);
         struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
-        _cleanup_free_ char *tmp_options =
-                tmp_size ? xasprintf("mode=01777,size=%llu", tmp_size) : xstrdup("mode=01777");
         int r = must(mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL), "/ as a slave");
         if (r == 0)
                 r = must(mount("/", view, NULL, MS_BIND | MS_REC, NULL), "the host's root");
@@ -169,9 +178,9 @@ static int set_up_view(const char *home, const char *dir, bool own_net, unsigned
         if (r == 0)
                 r = set_up_sys(view, own_net);
         if (r == 0)
-                r = set_up_dev(view);
+                r = set_up_dev(view, budget);
         if (r == 0)
-                r = must(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, tmp_options), "/tmp");
+                r = must(mount_scratch(budget, "tmp", tmp), "/tmp");
         if (r == 0)
                 r = set_up_home(view, home, dir);
         /* pivot_root(".", "."): the old root stays stacked beneath and is detached. */
@@ -203,20 +212,16 @@ static _Noreturn void reap_forever(void) {
 
 static const char init_usage[] =
         "usage: layerfs-daemon --sandbox-init --hostname NAME --home HOME --dir SANDBOX_DIR\n"
-        "                      [--network none|host|private] [--tmp-size BYTES]\n"
+        "                      [--network none|host|private]\n"
         "(only as pid 1 of a Sandbox's namespaces: the namespaces runtime starts it)\n";
 
 int sandbox_init_main(int argc, char **argv) {
         static const struct option options[] = {
-                { "sandbox-init", no_argument, NULL, 'I' },
-                { "hostname", required_argument, NULL, 'h' },
-                { "home", required_argument, NULL, 'H' },
-                { "dir", required_argument, NULL, 'd' },
-                { "network", required_argument, NULL, 'n' },
-                { "tmp-size", required_argument, NULL, 't' },
-                { NULL, 0, NULL, 0 },
+                { "sandbox-init", no_argument, NULL, 'I' },  { "hostname", required_argument, NULL, 'h' },
+                { "home", required_argument, NULL, 'H' },    { "dir", required_argument, NULL, 'd' },
+                { "network", required_argument, NULL, 'n' }, { NULL, 0, NULL, 0 },
         };
-        const char *hostname = NULL, *home = NULL, *dir = NULL, *network_name = "none", *tmp_size = NULL;
+        const char *hostname = NULL, *home = NULL, *dir = NULL, *network_name = "none";
         int c;
         while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
                 if (c == 'h')
@@ -225,8 +230,6 @@ int sandbox_init_main(int argc, char **argv) {
                         home = optarg;
                 else if (c == 'd')
                         dir = optarg;
-                else if (c == 't')
-                        tmp_size = optarg;
                 else if (c == 'n')
                         network_name = optarg;
                 else if (c != 'I') {
@@ -240,20 +243,18 @@ int sandbox_init_main(int argc, char **argv) {
                 fputs(init_usage, stderr);
                 return 2;
         }
-        uint64_t tmp_bytes = 0;
-        lfs_error *err = NULL;
-        if (tmp_size &&
-            lfs_parse_whole("--tmp-size", tmp_size, LFS_MIN_DISK, LFS_MAX_DISK, &tmp_bytes, &err) < 0) {
-                fprintf(stderr, "sandbox init: %s\n", err->message);
-                lfs_error_free(err);
-                return 2;
-        }
         (void)prctl(PR_SET_NAME, "layerfs-init", 0, 0, 0);
         view_step = "the mounts";
         /* With the host's network there is no net namespace of the Sandbox's, and no lo of
          * its own to bring up; private's veth is the library's to make, from the host. */
         bool own_net = network != LFS_NETWORK_HOST;
-        int r = set_up_view(home, dir, own_net, (unsigned long long)tmp_bytes);
+        /* There only with a disk budget, made before the init starts (the runtime's create:
+         * backends/linux/resource_limits.c). */
+        _cleanup_free_ char *budget = xasprintf("%s/view-tmp", dir);
+        struct stat st;
+        if (stat(budget, &st) < 0 || !S_ISDIR(st.st_mode))
+                free(TAKE_PTR(budget));
+        int r = set_up_view(home, dir, own_net, budget);
         const char *what = view_step;
         if (r == 0 && sethostname(hostname, strlen(hostname)) < 0) {
                 r = -errno;

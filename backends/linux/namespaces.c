@@ -201,10 +201,6 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                 return lfs_fail(err, LFS_FAILED, -cgroup_fd, "cannot open the cgroup %s: %s", leaf,
                                 strerror(-cgroup_fd));
         _cleanup_free_ char *hostname = xasprintf("sandbox-%d", sb->number);
-        /* Under a disk budget the view's /tmp, a tmpfs of its own, is bounded by it too. */
-        _cleanup_free_ char *tmp_size = start->limits && start->limits->disk
-                                                ? xasprintf("%llu", (unsigned long long)start->limits->disk)
-                                                : NULL;
         const char *const argv[] = { "layerfs-init",
                                      "--sandbox-init",
                                      "--hostname",
@@ -215,8 +211,6 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                                      sb->dir,
                                      "--network",
                                      lfs_network_name(sb->network),
-                                     tmp_size ? "--tmp-size" : NULL,
-                                     tmp_size,
                                      NULL };
         _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         _cleanup_close_ int log_fd = openat(start->dir_fd, "daemon.log",

@@ -196,6 +196,9 @@ int lfs_linux_start_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *st
         /* Before the daemon starts: nothing of the Sandbox ever runs unlimited. */
         if (start->limits && (r = lfs_linux_apply_limits(sb->place, start->limits, err)) < 0)
                 return r;
+        if (start->limits && start->limits->disk &&
+            (r = lfs_linux_make_disk(sb, start->dir_fd, start->limits->disk, err)) < 0)
+                return r;
         int ready[2];
         if (pipe2(ready, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* A linux Sandbox's limits on its cgroup (resource_limits.h). */
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 
 #include "cgroup.h"
@@ -78,4 +81,59 @@ int lfs_linux_apply_limits(const char *place, const lfs_sandbox_limits *limits, 
                 r = apply(place, &cpu_limit, value, err);
         }
         return r;
+}
+
+/* The parts of the budget: each a directory of its tmpfs bound at <dir>/<name>. view-tmp
+ * only for a Sandbox with ids of its own (namespaces), whose init makes its /tmp and
+ * /dev/shm there (daemon/sandbox_init.c). */
+static const char *const disk_parts[] = { "tmp", "upper", "processes", "view-tmp" };
+
+int lfs_linux_make_disk(const lfs_sandbox_ref *sb, int dir_fd, uint64_t bytes, lfs_error **err) {
+        _cleanup_free_ char *disk = xasprintf("%s/disk", sb->dir),
+                            *options = xasprintf("size=%llu,mode=0700", (unsigned long long)bytes);
+        /* Made here, before anything of the Sandbox runs: nothing beneath dir is anyone
+         * else's yet, and the paths are checked beneath dir_fd all the same. */
+        if (mkdirat(dir_fd, "disk", 0700) < 0 && errno != EEXIST)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", disk, strerror(errno));
+        _cleanup_close_ int disk_fd = lfs_open_beneath(dir_fd, "disk", O_PATH | O_DIRECTORY);
+        if (disk_fd < 0)
+                return lfs_fail(err, LFS_FAILED, -disk_fd, "cannot open %s: %s", disk, strerror(-disk_fd));
+        char self[64];
+        snprintf(self, sizeof(self), "/proc/self/fd/%d", disk_fd);
+        if (mount("layerfs-disk", self, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
+                return lfs_fail(err, LFS_FAILED, errno,
+                                "cannot mount the disk budget's tmpfs of %llu bytes on %s: %s",
+                                (unsigned long long)bytes, disk, strerror(errno));
+        _cleanup_close_ int budget_fd = lfs_open_beneath(dir_fd, "disk", O_DIRECTORY | O_RDONLY);
+        if (budget_fd < 0)
+                return lfs_fail(err, LFS_FAILED, -budget_fd, "cannot open %s: %s", disk,
+                                strerror(-budget_fd));
+        for (size_t i = 0; i < ELEMENTSOF(disk_parts); i++) {
+                const char *name = disk_parts[i];
+                bool view_tmp = !strcmp(name, "view-tmp");
+                if (view_tmp && !sb->id_base)
+                        continue;
+                _cleanup_free_ char *at = xasprintf("%s/%s", sb->dir, name);
+                if ((mkdirat(budget_fd, name, 0700) < 0 && errno != EEXIST) ||
+                    (view_tmp && fchownat(budget_fd, name, lfs_host_id(sb, 0), lfs_host_id(sb, 0),
+                                          AT_SYMLINK_NOFOLLOW) < 0) ||
+                    (mkdirat(dir_fd, name, 0700) < 0 && errno != EEXIST))
+                        return lfs_fail(err, LFS_FAILED, errno, "cannot make %s/%s or %s: %s", disk, name,
+                                        at, strerror(errno));
+                _cleanup_close_ int from = lfs_open_beneath(budget_fd, name, O_PATH | O_DIRECTORY),
+                                    to = lfs_open_beneath(dir_fd, name, O_PATH | O_DIRECTORY);
+                char from_path[64], to_path[64];
+                snprintf(from_path, sizeof(from_path), "/proc/self/fd/%d", from);
+                snprintf(to_path, sizeof(to_path), "/proc/self/fd/%d", to);
+                if (from < 0 || to < 0 || mount(from_path, to_path, NULL, MS_BIND, NULL) < 0)
+                        return lfs_fail(err, LFS_FAILED,
+                                        from < 0 ? -from
+                                        : to < 0 ? -to
+                                                 : errno,
+                                        "cannot bind %s/%s at %s: %s", disk, name, at,
+                                        strerror(from < 0 ? -from
+                                                 : to < 0 ? -to
+                                                          : errno));
+        }
+        return 0;
 }

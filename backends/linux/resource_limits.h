@@ -25,4 +25,14 @@ int lfs_linux_check_limits(const lfs_platform *p, const char *root, const lfs_sa
  * if the kernel refuses one. */
 int lfs_linux_apply_limits(const char *place, const lfs_sandbox_limits *limits, lfs_error **err);
 
+/* --disk: one tmpfs of bytes at <dir>/disk holds the Workspaces' upper files, the
+ * commands' TMPDIR and the logs of `process start` (its upper/, tmp/ and processes/,
+ * bound at <dir>/upper, <dir>/tmp and <dir>/processes, where they are without it), and for
+ * a Sandbox with ids of its own its view's /tmp and /dev/shm (view-tmp/, its init's), so
+ * that all draw on one budget and a write past it fails with ENOSPC in the writer (the
+ * Workspace checks the upper filesystem's free space before each write, tmpfs refuses the
+ * rest). Made by the runtime's create before the daemon (and the init) start; teardown and
+ * reclaim unmount everything beneath dir. */
+int lfs_linux_make_disk(const lfs_sandbox_ref *sb, int dir_fd, uint64_t bytes, lfs_error **err);
+
 #endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The Sandbox records in <home>/home.db (records.h). */
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/random.h>
@@ -573,8 +574,40 @@ static char *subid_overlap(const char *file, uint32_t base) {
         return NULL;
 }
 
-/* The lowest range of the home's that no record holds and no subordinate id entry
- * overlaps, inside the claim's transaction. */
+/* Which ranges of 65536 ids in [first, first+count) a process of the host runs in (a uid
+ * or gid of its, real, effective, saved or filesystem; zombies aside): in_use[i] for the range at
+ * first + i*65536. Every home has the same default LAYERFS_ID_RANGE, and the init of a
+ * running namespaces Sandbox of any home runs as its id_base: a range claimed by another
+ * home (or by another user namespace runtime) shows here, which this home's records do
+ * not say. */
+static void host_ranges_in_use(uint32_t first, uint32_t count, bool *in_use) {
+        DIR *proc = opendir("/proc");
+        struct dirent *de;
+        while (proc && (de = readdir(proc))) {
+                if (de->d_name[0] < '1' || de->d_name[0] > '9')
+                        continue;
+                char path[sizeof(de->d_name) + 16], line[256];
+                snprintf(path, sizeof(path), "/proc/%s/status", de->d_name);
+                _cleanup_fclose_ FILE *f = fopen(path, "re");
+                while (f && fgets(line, sizeof(line), f)) {
+                        unsigned long ids[4];
+                        /* A zombie (a Sandbox's that is closing) holds nothing any more. */
+                        if (!strncmp(line, "State:\tZ", 8) || !strncmp(line, "State:\tX", 8))
+                                break;
+                        if ((strncmp(line, "Uid:", 4) && strncmp(line, "Gid:", 4)) ||
+                            sscanf(line + 4, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
+                                continue;
+                        for (int i = 0; i < 4; i++)
+                                if (ids[i] >= first && ids[i] - first < count)
+                                        in_use[(ids[i] - first) / SANDBOX_IDS] = true;
+                }
+        }
+        if (proc)
+                closedir(proc);
+}
+
+/* The lowest range of the home's that no record holds, no process of the host runs in
+ * and no subordinate id entry overlaps, inside the claim's transaction. */
 static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
         uint32_t first = 0, count = 0;
         int r = lfs_id_range(&first, &count, err);
@@ -586,8 +619,12 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
                     &st, NULL) != SQLITE_OK)
                 return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
         _cleanup_free_ char *skipped = NULL;
+        _cleanup_free_ bool *in_use = xcalloc(count / SANDBOX_IDS, sizeof(bool));
+        host_ranges_in_use(first, count, in_use);
         r = -ENOSPC;
         for (uint64_t base = first; base + SANDBOX_IDS <= (uint64_t)first + count; base += SANDBOX_IDS) {
+                if (in_use[(base - first) / SANDBOX_IDS])
+                        continue;
                 sqlite3_reset(st);
                 sqlite3_bind_int64(st, 1, (sqlite3_int64)base);
                 if (sqlite3_step(st) == SQLITE_ROW)
@@ -611,7 +648,7 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
                 return lfs_fail(
                         err, LFS_LIMIT_REACHED, ENOSPC,
                         "no range of 65536 host ids is free for a namespaces Sandbox in this home's "
-                        "LAYERFS_ID_RANGE %u:%u (every one is another Sandbox's%s%s); close a Sandbox "
+                        "LAYERFS_ID_RANGE %u:%u (every one is another Sandbox's, a host process's%s%s); close a Sandbox "
                         "or give LAYERFS_ID_RANGE a wider range that no /etc/subuid entry overlaps",
                         first, count, skipped ? ", or overlaps the " : "", skipped ? skipped : "");
         return 0;
