@@ -91,14 +91,14 @@ static void probe_wsl(lfs_missing *m) {
 }
 
 const lfs_platform lfs_platforms[] = {
-        { "linux", LFS_FAMILY_LINUX, &lfs_runtime_native, NULL },
-        { "docker", LFS_FAMILY_CONTAINER, &lfs_runtime_docker_unbuilt, probe_docker },
-        { "podman", LFS_FAMILY_CONTAINER, &lfs_runtime_docker_unbuilt, probe_podman },
-        { "firecracker", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_firecracker },
-        { "qemu", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_qemu },
-        { "lima", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_lima },
-        { "mac", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_mac },
-        { "wsl", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_wsl },
+        { "linux", LFS_FAMILY_LINUX, &lfs_runtime_native, NULL, &lfs_runtime_namespaces },
+        { "docker", LFS_FAMILY_CONTAINER, &lfs_runtime_docker_unbuilt, probe_docker, NULL },
+        { "podman", LFS_FAMILY_CONTAINER, &lfs_runtime_docker_unbuilt, probe_podman, NULL },
+        { "firecracker", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_firecracker, NULL },
+        { "qemu", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_qemu, NULL },
+        { "lima", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_lima, NULL },
+        { "mac", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_mac, NULL },
+        { "wsl", LFS_FAMILY_VM, &lfs_runtime_vm_unbuilt, probe_wsl, NULL },
 };
 const size_t lfs_n_platforms = ELEMENTSOF(lfs_platforms);
 
@@ -165,34 +165,32 @@ int lfs_default_runtime(const char **ret, lfs_error **err) {
                         "LAYERFS_SANDBOX='%s' is not a runtime; give docker, native or namespaces", v);
 }
 
-const char *lfs_default_runtime_shown(void) {
-        const char *runtime = "native", *linux_runtime = getenv("LAYERFS_RUNTIME");
-        if (lfs_default_runtime(&runtime, NULL) < 0)
-                return getenv("LAYERFS_SANDBOX");
-        /* LAYERFS_RUNTIME chooses between linux's two, as given (a create refuses others). */
-        return linux_runtime && strcmp(runtime, "docker") ? linux_runtime : runtime;
-}
-
-int lfs_platform_new_runtime(const lfs_platform *p, const lfs_runtime **ret, lfs_error **err) {
-        if (p->family != LFS_FAMILY_LINUX) {
+int lfs_platform_new_runtime(const lfs_platform *p, const lfs_runtime **ret,
+                             const lfs_runtime **ret_fallback, lfs_error **err) {
+        *ret_fallback = NULL;
+        if (!p->preferred) {
                 *ret = p->runtime;
                 return 0;
         }
-        const char *v = getenv("LAYERFS_RUNTIME");
-        if (!v) {
-                const char *runtime = "native";
-                int r = lfs_default_runtime(&runtime, err);
+        const char *v = getenv("LAYERFS_RUNTIME"), *home_default = NULL;
+        if (!v && getenv("LAYERFS_SANDBOX")) {
+                int r = lfs_default_runtime(&home_default, err);
                 if (r < 0)
                         return r;
-                v = !strcmp(runtime, "namespaces") ? runtime : "native";
+                /* docker names a platform; a linux Sandbox then chooses as if unset. */
+                if (lfs_platform_runtime(p, home_default))
+                        v = home_default;
+        }
+        if (!v) {
+                *ret = p->preferred;
+                *ret_fallback = p->runtime;
+                return 0;
         }
         const lfs_runtime *rt = lfs_platform_runtime(p, v);
         if (!rt)
-                return lfs_fail(
-                        err, LFS_INVALID_INPUT, 0,
-                        "LAYERFS_RUNTIME='%s' is not a runtime of the linux platform; give native or "
-                        "namespaces",
-                        v);
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "LAYERFS_RUNTIME='%s' is not a runtime of the %s platform; give %s or %s", v,
+                                p->id, p->runtime->name, p->preferred->name);
         *ret = rt;
         return 0;
 }
@@ -200,8 +198,8 @@ int lfs_platform_new_runtime(const lfs_platform *p, const lfs_runtime **ret, lfs
 const lfs_runtime *lfs_platform_runtime(const lfs_platform *p, const char *name) {
         if (!name || !strcmp(name, p->runtime->name))
                 return p->runtime;
-        if (p->family == LFS_FAMILY_LINUX && !strcmp(name, lfs_runtime_namespaces.name))
-                return &lfs_runtime_namespaces;
+        if (p->preferred && !strcmp(name, p->preferred->name))
+                return p->preferred;
         return NULL;
 }
 
@@ -211,24 +209,68 @@ void lfs_platform_missing(const lfs_platform *p, lfs_missing *missing) {
         p->runtime->probe(p, missing);
 }
 
+/* One row of runtime.status: id, allowed, and what m names as missing (joining s->missing
+ * when allowed). */
+static void status_row(lfs_runtime_info *s, lfs_platform_status *ps, const char *id, bool allowed,
+                       const lfs_missing *m) {
+        ps->id = xstrdup(id);
+        ps->allowed = allowed;
+        ps->ready = allowed && m->n == 0;
+        ps->missing = xcalloc(m->n ? m->n : 1, sizeof(char *));
+        for (size_t k = 0; k < m->n; k++) {
+                ps->missing[ps->n_missing++] = xstrdup(m->names[k]);
+                if (allowed)
+                        lfs_runtime_add_missing(s, m->names[k]);
+        }
+}
+
 void lfs_platforms_status(lfs_runtime_info *s) {
         s->platforms = xcalloc(lfs_n_platforms, sizeof(*s->platforms));
         s->n_platforms = lfs_n_platforms;
         for (size_t i = 0; i < lfs_n_platforms; i++) {
                 const lfs_platform *p = &lfs_platforms[i];
-                lfs_platform_status *ps = &s->platforms[i];
                 lfs_missing m = { 0 };
                 lfs_platform_missing(p, &m);
-                ps->id = xstrdup(p->id);
-                ps->allowed = lfs_platform_allowed(p, s->placement);
-                ps->ready = ps->allowed && m.n == 0;
-                ps->missing = xcalloc(m.n ? m.n : 1, sizeof(char *));
-                for (size_t k = 0; k < m.n; k++) {
-                        ps->missing[ps->n_missing++] = xstrdup(m.names[k]);
-                        if (ps->allowed)
-                                lfs_runtime_add_missing(s, m.names[k]);
-                }
+                status_row(s, &s->platforms[i], p->id, lfs_platform_allowed(p, s->placement), &m);
         }
+        /* The host's own platform's runtimes, and which one a new Sandbox of it gets. */
+        const lfs_platform *linux_p = &lfs_platforms[0];
+        const lfs_runtime *const runtimes[] = { linux_p->runtime, linux_p->preferred };
+        bool allowed = lfs_platform_allowed(linux_p, s->placement);
+        s->runtimes = xcalloc(ELEMENTSOF(runtimes), sizeof(*s->runtimes));
+        lfs_missing preferred_missing = { 0 };
+        for (size_t i = 0; i < ELEMENTSOF(runtimes); i++) {
+                lfs_missing m = { 0 };
+                runtimes[i]->probe(linux_p, &m);
+                status_row(s, &s->runtimes[s->n_runtimes++], runtimes[i]->name, allowed, &m);
+                if (runtimes[i] == linux_p->preferred)
+                        preferred_missing = m;
+        }
+        const lfs_runtime *chosen = NULL, *fallback = NULL;
+        const char *sandbox = getenv("LAYERFS_SANDBOX");
+        if (sandbox && !lfs_platform_runtime(linux_p, sandbox) && strcmp(sandbox, "docker")) {
+                s->default_runtime = xstrdup(sandbox); /* as given: a create refuses it */
+                return;
+        }
+        if (lfs_platform_new_runtime(linux_p, &chosen, &fallback, NULL) < 0) {
+                s->default_runtime = xstrdup(getenv("LAYERFS_RUNTIME"));
+                return;
+        }
+        if (sandbox && !strcmp(sandbox, "docker")) {
+                s->default_runtime = xstrdup(sandbox);
+                return;
+        }
+        if (fallback && preferred_missing.n) {
+                _cleanup_free_ char *names = xstrdup("");
+                for (size_t k = 0; k < preferred_missing.n; k++) {
+                        char *next = xasprintf("%s%s%s", names, k ? " " : "", preferred_missing.names[k]);
+                        free(names);
+                        names = next;
+                }
+                chosen = fallback;
+                s->default_why = xasprintf("%s is not ready here: %s", linux_p->preferred->name, names);
+        }
+        s->default_runtime = xstrdup(chosen->name);
 }
 
 const char *lfs_record_platform(const char *platform, const char *runtime, const char *placement) {

@@ -32,6 +32,10 @@ typedef struct lfs_platform {
         /* Adds what this host lacks for this platform beyond its runtime's needs (a
          * socket, a tool, the host); NULL: nothing. */
         void (*probe)(lfs_missing *missing);
+        /* The runtime a new Sandbox of it gets when none is named and this host has what
+         * that runtime needs (its prepare does not refuse it Unsupported); else runtime's.
+         * NULL: always runtime. linux: namespaces. */
+        const lfs_runtime *preferred;
 } lfs_platform;
 
 extern const lfs_platform lfs_platforms[];
@@ -53,21 +57,21 @@ char *lfs_allowed_names(const char *placement);
  * native, namespaces or docker (static strings); anything else (the empty string too) is
  * InvalidInput naming the value. */
 int lfs_default_runtime(const char **ret, lfs_error **err);
-/* What runtime.status shows: that runtime (for linux, LAYERFS_RUNTIME's when set), or
- * the value as given when it is none (a create refuses it). */
-const char *lfs_default_runtime_shown(void);
-
-/* The runtime a new Sandbox of p runs on: p's own, except for linux, which has two:
- * LAYERFS_RUNTIME (native or namespaces) when set, else LAYERFS_SANDBOX when it names one
- * of them, else native. Anything else in LAYERFS_RUNTIME (the empty string too) is
- * InvalidInput naming the value. */
-int lfs_platform_new_runtime(const lfs_platform *p, const lfs_runtime **ret, lfs_error **err);
-/* The runtime a record of platform p names: p's own, or for linux native or namespaces;
- * NULL for any other name. */
+/* The runtime a new Sandbox of p runs on: p's own for a platform with one; for one with a
+ * preferred runtime too (linux: native and namespaces) the one LAYERFS_RUNTIME names when
+ * set, else the one LAYERFS_SANDBOX names when it names one of them, else the preferred,
+ * with *ret_fallback (else NULL) the one to use where the preferred's prepare refuses
+ * Unsupported. Anything else in LAYERFS_RUNTIME (the empty string too) is InvalidInput
+ * naming the value. */
+int lfs_platform_new_runtime(const lfs_platform *p, const lfs_runtime **ret,
+                             const lfs_runtime **ret_fallback, lfs_error **err);
+/* The runtime a record of platform p names: p's own or its preferred; NULL (p's own) for
+ * records from before runtimes were recorded; NULL for any other name. */
 const lfs_runtime *lfs_platform_runtime(const lfs_platform *p, const char *name);
 
 /* runtime.status's platforms: each one's readiness on this host, and whether s's
- * placement allows it; what an allowed one lacks joins s->missing. */
+ * placement allows it; what an allowed one lacks joins s->missing. And linux's runtimes:
+ * each one's readiness, the default a new Sandbox gets and why it is not the preferred. */
 void lfs_platforms_status(lfs_runtime_info *s);
 
 /* The platform a record names; one from before platforms were recorded (NULL) reads as

@@ -173,8 +173,17 @@ static bool probe_file(const char *path) {
         return access(path, F_OK) == 0;
 }
 
+int lfs_probe_namespaces(int flags) {
+        return in_child(try_unshare, (unsigned long)flags);
+}
+
 bool lfs_probe_kernel(const char *name) {
         _cleanup_free_ char *root = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(namespace_probes); i++)
+                if (!strcmp(name, namespace_probes[i].name))
+                        return lfs_probe_namespaces(namespace_probes[i].flag) == 0;
+        if (!strcmp(name, "kernel:seccomp"))
+                return in_child(try_seccomp, 0) == 0;
         if (!strcmp(name, "kernel:cgroup2"))
                 return probe_cgroup2(&root);
         if (!strcmp(name, "kernel:cgroup.kill"))
@@ -234,7 +243,7 @@ void lfs_probe_features(lfs_runtime_info *s) {
         add(s, "kernel:proc-connector", probe_proc_connector(), NULL);
         /* Whether this caller can make each namespace (root can where the kernel has it). */
         for (size_t i = 0; i < ELEMENTSOF(namespace_probes); i++) {
-                int e = in_child(try_unshare, (unsigned long)namespace_probes[i].flag);
+                int e = lfs_probe_namespaces(namespace_probes[i].flag);
                 _cleanup_free_ char *note = e ? xasprintf("unshare: %s%s", strerror(e),
                                                           root_user ? "" : " (as root it may work)")
                                               : NULL;

@@ -12,8 +12,12 @@
 #include "layerfs.h"
 
 /* One of runtime.status's kernel probes by its name ("kernel:cgroup2", "kernel:fuse",
- * "kernel:pidfd", "kernel:cgroup.kill", "kernel:kvm"); false for an unknown name. */
+ * "kernel:pidfd", "kernel:cgroup.kill", "kernel:kvm", "kernel:userns" and the other
+ * namespaces, "kernel:seccomp"); false for an unknown name. */
 bool lfs_probe_kernel(const char *name);
+/* Whether this caller can make the namespaces of flags (CLONE_NEW*) at once: a child
+ * unshares them and exits; 0, or the errno it failed with. */
+int lfs_probe_namespaces(int flags);
 /* runtime.status's features: each kernel probe, the watcher a new Sandbox would use, and
  * the absent features in s->missing. */
 void lfs_probe_features(lfs_runtime_info *s);

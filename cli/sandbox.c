@@ -454,46 +454,59 @@ int cmd_sandbox_events(cli_ctx *ctx) {
                                   NULL, &ctx->err);
 }
 
+/* runtime status's rows of platforms or of runtimes: id, allowed, ready, missing. */
+static json_t *status_rows_json(const lfs_platform_status *rows, size_t n) {
+        json_t *out = json_array();
+        for (size_t i = 0; i < n; i++) {
+                json_t *m = json_array();
+                for (size_t k = 0; k < rows[i].n_missing; k++)
+                        json_array_append_new(m, json_string(rows[i].missing[k]));
+                json_array_append_new(out, json_pack("{s:s, s:b, s:b, s:o}", "id", rows[i].id, "allowed",
+                                                     rows[i].allowed, "ready", rows[i].ready, "missing", m));
+        }
+        return out;
+}
+
+static void print_status_rows(const char *title, const lfs_platform_status *rows, size_t n) {
+        printf("\n%-12s %-8s %-6s %s\n", title, "allowed", "ready", "missing");
+        for (size_t i = 0; i < n; i++) {
+                printf("%-12s %-8s %-6s", rows[i].id, rows[i].allowed ? "yes" : "no",
+                       rows[i].ready ? "yes" : "no");
+                for (size_t k = 0; k < rows[i].n_missing; k++)
+                        printf(" %s", rows[i].missing[k]);
+                printf("\n");
+        }
+}
+
 int cmd_runtime_status(cli_ctx *ctx) {
         lfs_runtime_info *s = NULL;
         int r = cli_open_home(ctx);
         if (r < 0 || (r = lfs_runtime_status(ctx->home, &s, &ctx->err)) < 0)
                 return r;
         if (ctx->json) {
-                json_t *kernel = json_object(), *missing = json_array(), *platforms = json_array();
+                json_t *kernel = json_object(), *missing = json_array();
                 for (size_t i = 0; i < s->n_features; i++)
                         json_object_set_new(kernel, s->features[i].name,
                                             json_boolean(s->features[i].present));
                 for (size_t i = 0; i < s->n_missing; i++)
                         json_array_append_new(missing, json_string(s->missing[i]));
-                for (size_t i = 0; i < s->n_platforms; i++) {
-                        const lfs_platform_status *p = &s->platforms[i];
-                        json_t *m = json_array();
-                        for (size_t k = 0; k < p->n_missing; k++)
-                                json_array_append_new(m, json_string(p->missing[k]));
-                        json_array_append_new(platforms,
-                                              json_pack("{s:s, s:b, s:b, s:o}", "id", p->id, "allowed",
-                                                        p->allowed, "ready", p->ready, "missing", m));
-                }
-                cli_print_json(json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o}", "home", s->home, "placement",
-                                         s->placement, "default", s->default_runtime, "watcher", s->watcher,
-                                         "kernel", kernel, "missing", missing, "platforms", platforms));
+                cli_print_json(json_pack("{s:s, s:s, s:s, s:s?, s:s, s:o, s:o, s:o, s:o}", "home", s->home,
+                                         "placement", s->placement, "default", s->default_runtime,
+                                         "default_why", s->default_why, "watcher", s->watcher, "kernel",
+                                         kernel, "missing", missing, "platforms",
+                                         status_rows_json(s->platforms, s->n_platforms), "runtimes",
+                                         status_rows_json(s->runtimes, s->n_runtimes)));
         } else {
                 _cleanup_free_ char *home = lfs_quote(s->home, LFS_QUOTE_ENTRY);
-                printf("home        %s\nplacement   %s\ndefault     %s\nwatcher     %s\n\n", home,
-                       s->placement, s->default_runtime, s->watcher);
+                printf("home        %s\nplacement   %s\ndefault     %s%s%s%s\nwatcher     %s\n\n", home,
+                       s->placement, s->default_runtime, s->default_why ? " (" : "",
+                       s->default_why ? s->default_why : "", s->default_why ? ")" : "", s->watcher);
                 for (size_t i = 0; i < s->n_features; i++)
                         printf("%-28s %s%s%s\n", s->features[i].name, s->features[i].present ? "yes" : "no ",
                                s->features[i].note ? "   " : "",
                                s->features[i].note ? s->features[i].note : "");
-                printf("\n%-12s %-8s %-6s %s\n", "platform", "allowed", "ready", "missing");
-                for (size_t i = 0; i < s->n_platforms; i++) {
-                        const lfs_platform_status *p = &s->platforms[i];
-                        printf("%-12s %-8s %-6s", p->id, p->allowed ? "yes" : "no", p->ready ? "yes" : "no");
-                        for (size_t k = 0; k < p->n_missing; k++)
-                                printf(" %s", p->missing[k]);
-                        printf("\n");
-                }
+                print_status_rows("platform", s->platforms, s->n_platforms);
+                print_status_rows("runtime", s->runtimes, s->n_runtimes);
                 printf("\nmissing     ");
                 for (size_t i = 0; i < s->n_missing; i++)
                         printf("%s%s", i ? " " : "", s->missing[i]);

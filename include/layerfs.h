@@ -369,7 +369,8 @@ typedef struct lfs_platform_status {
 typedef struct lfs_runtime_info {
         char *home;
         char *placement; /* "host" */
-        char *default_runtime; /* LAYERFS_SANDBOX, or "native" */
+        char *default_runtime; /* what a new linux Sandbox gets: LAYERFS_RUNTIME's, LAYERFS_SANDBOX's,
+                                  else namespaces where ready, else native */
         char *watcher; /* what a new Sandbox would watch its processes with */
         lfs_feature *features;
         size_t n_features, cap_features;
@@ -377,6 +378,12 @@ typedef struct lfs_runtime_info {
         size_t n_platforms;
         char **missing; /* every absent kernel feature, and what the allowed platforms lack */
         size_t n_missing, cap_missing;
+        /* The linux platform's runtimes ("native", "namespaces"), each as a platform is. */
+        lfs_platform_status *runtimes;
+        size_t n_runtimes;
+        /* Why default_runtime is not linux's preferred one (NULL when it is, or when the
+         * home names its runtime): "namespaces is not ready here: kernel:userns". */
+        char *default_why;
 } lfs_runtime_info;
 
 /* Probes what this host's kernel offers (by trying it, not by its version). As root it

@@ -23,6 +23,7 @@
 
 #include "cgroup.h"
 #include "linux.h"
+#include "probe.h"
 #include "network.h"
 #include "resource_limits.h"
 #include "util.h"
@@ -43,25 +44,29 @@ static int sandbox_namespaces(const lfs_sandbox_ref *sb) {
 /* Where the init moves what it keeps before it takes its final fd numbers (0-3). */
 #define HIGH_FD 10
 
-static bool namespaces_possible(void) {
-        _cleanup_fclose_ FILE *f = fopen("/proc/sys/user/max_user_namespaces", "re");
-        unsigned long max = 0;
-        return access("/proc/self/ns/user", F_OK) == 0 && access("/proc/self/ns/pid", F_OK) == 0 && f &&
-               fscanf(f, "%lu", &max) == 1 && max > 0;
-}
+/* What the namespaces runtime needs beyond native's: each namespace a Sandbox gets, and
+ * seccomp for its commands' filter (runtime status's names). */
+static const char *const namespaces_needs[] = { "kernel:userns",   "kernel:pidns",  "kernel:mntns",
+                                                "kernel:netns",    "kernel:ipcns",  "kernel:utsns",
+                                                "kernel:cgroupns", "kernel:seccomp" };
 
 static void namespaces_probe(const lfs_platform *p, lfs_missing *m) {
         lfs_linux_probe(p, m);
-        if (!namespaces_possible())
-                lfs_missing_add(m, "kernel:userns");
+        for (size_t i = 0; i < ELEMENTSOF(namespaces_needs); i++)
+                if (!lfs_probe_kernel(namespaces_needs[i]))
+                        lfs_missing_add(m, namespaces_needs[i]);
 }
 
+/* One child that makes them all at once, not one per namespace: create pays for this. */
 static int namespaces_prepare(const lfs_platform *p, char **ret_root, lfs_error **err) {
-        if (!namespaces_possible())
-                return lfs_fail(err, LFS_UNSUPPORTED, EOPNOTSUPP,
-                                "the namespaces runtime needs user and pid namespaces, which this kernel "
-                                "does not offer (/proc/sys/user/max_user_namespaces is 0 or missing); use "
-                                "LAYERFS_RUNTIME=native");
+        int e = lfs_probe_namespaces(SANDBOX_NAMESPACES);
+        if (e)
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, e,
+                        "the namespaces runtime cannot make a Sandbox's namespaces (user, pid, mount, "
+                        "ipc, uts, cgroup, net) here: %s; 'layerfs runtime status' names the one "
+                        "missing; use LAYERFS_RUNTIME=native",
+                        strerror(e));
         return lfs_linux_prepare(p, ret_root, err);
 }
 

@@ -158,7 +158,8 @@ static void test_an_unbuilt_runtime_is_unsupported(void **state) {
 }
 
 /* linux has two runtimes, each whole; a new Sandbox's is LAYERFS_RUNTIME's, else
- * LAYERFS_SANDBOX's, else native; a record's is the one it names. */
+ * LAYERFS_SANDBOX's, else the preferred one (namespaces) with native to fall back on; a
+ * record's is the one it names. */
 static void test_linux_has_two_runtimes(void **state) {
         (void)state;
         const lfs_platform *linux_p = lfs_platform_find("linux"), *docker = lfs_platform_find("docker");
@@ -166,32 +167,49 @@ static void test_linux_has_two_runtimes(void **state) {
         assert_true(ns->probe && ns->prepare && ns->reach && ns->create && ns->spawn && ns->end_command &&
                     ns->command_done && ns->list && ns->signal && ns->teardown && ns->reclaim);
         assert_string_equal(ns->name, "namespaces");
+        assert_ptr_equal(linux_p->preferred, ns);
+        assert_null(docker->preferred);
         assert_ptr_equal(lfs_platform_runtime(linux_p, "namespaces"), ns);
         assert_ptr_equal(lfs_platform_runtime(linux_p, "native"), &lfs_runtime_native);
         assert_ptr_equal(lfs_platform_runtime(linux_p, NULL), &lfs_runtime_native);
         assert_null(lfs_platform_runtime(linux_p, "docker"));
         assert_null(lfs_platform_runtime(docker, "namespaces"));
-        const lfs_runtime *rt = NULL;
+        const lfs_runtime *rt = NULL, *fallback = NULL;
         lfs_error *err = NULL;
-        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &err), 0);
-        assert_ptr_equal(rt, &lfs_runtime_native);
-        setenv("LAYERFS_SANDBOX", "namespaces", 1);
-        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &err), 0);
+        unsetenv("LAYERFS_RUNTIME");
+        unsetenv("LAYERFS_SANDBOX");
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &fallback, &err), 0);
         assert_ptr_equal(rt, ns);
-        setenv("LAYERFS_RUNTIME", "native", 1);
-        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &err), 0);
+        assert_ptr_equal(fallback, &lfs_runtime_native);
+        setenv("LAYERFS_SANDBOX", "docker", 1); /* a platform: linux chooses as if unset */
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &fallback, &err), 0);
+        assert_ptr_equal(rt, ns);
+        assert_ptr_equal(fallback, &lfs_runtime_native);
+        setenv("LAYERFS_SANDBOX", "native", 1);
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &fallback, &err), 0);
         assert_ptr_equal(rt, &lfs_runtime_native);
+        assert_null(fallback);
+        setenv("LAYERFS_SANDBOX", "namespaces", 1);
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &fallback, &err), 0);
+        assert_ptr_equal(rt, ns);
+        assert_null(fallback);
+        setenv("LAYERFS_RUNTIME", "native", 1);
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &fallback, &err), 0);
+        assert_ptr_equal(rt, &lfs_runtime_native);
+        assert_null(fallback);
         unsetenv("LAYERFS_SANDBOX");
         setenv("LAYERFS_RUNTIME", "namespaces", 1);
-        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &err), 0);
+        assert_int_equal(lfs_platform_new_runtime(linux_p, &rt, &fallback, &err), 0);
         assert_ptr_equal(rt, ns);
-        assert_int_equal(lfs_platform_new_runtime(docker, &rt, &err), 0);
+        assert_null(fallback);
+        assert_int_equal(lfs_platform_new_runtime(docker, &rt, &fallback, &err), 0);
         assert_ptr_equal(rt, docker->runtime);
+        assert_null(fallback);
         static const char *const bad[] = { "", "docker", "Namespaces", "vm" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 setenv("LAYERFS_RUNTIME", bad[i], 1);
                 rt = NULL;
-                assert_true(lfs_platform_new_runtime(linux_p, &rt, &err) < 0);
+                assert_true(lfs_platform_new_runtime(linux_p, &rt, &fallback, &err) < 0);
                 assert_int_equal(err->code, LFS_INVALID_INPUT);
                 _cleanup_free_ char *want = xasprintf("LAYERFS_RUNTIME='%s' is not a runtime", bad[i]);
                 assert_msg(strstr(err->message, want), "%s", err->message);

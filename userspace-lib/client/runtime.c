@@ -18,7 +18,6 @@ int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) 
         lfs_runtime_info *s = xcalloc(1, sizeof(*s));
         s->home = xstrdup(home->path);
         s->placement = xstrdup(placement);
-        s->default_runtime = xstrdup(lfs_default_runtime_shown());
         lfs_probe_features(s);
         lfs_platforms_status(s);
         *ret = s;
@@ -40,6 +39,14 @@ void lfs_runtime_info_free(lfs_runtime_info *s) {
                 free(s->platforms[i].id);
         }
         free(s->platforms);
+        for (size_t i = 0; i < s->n_runtimes; i++) {
+                for (size_t k = 0; k < s->runtimes[i].n_missing; k++)
+                        free(s->runtimes[i].missing[k]);
+                free(s->runtimes[i].missing);
+                free(s->runtimes[i].id);
+        }
+        free(s->runtimes);
+        free(s->default_why);
         for (size_t i = 0; i < s->n_missing; i++)
                 free(s->missing[i]);
         free(s->missing);

@@ -200,6 +200,27 @@ int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, c
         return lfs_sandbox_create_with(home, project, &o, ret_sandbox, err);
 }
 
+/* The runtime's prepare (its checks before anything is made). A runtime chosen by default
+ * (the platform's preferred) that this host cannot run, refused Unsupported, gives way to
+ * fallback, the platform's own ('layerfs runtime status' says why). */
+static int prepare_runtime(const lfs_platform *p, const lfs_runtime **rt, const lfs_runtime *fallback,
+                           char **ret_root, lfs_error **err) {
+        lfs_error *refused = NULL;
+        int r = (*rt)->prepare(p, ret_root, fallback ? &refused : err);
+        if (r >= 0 || !fallback)
+                return r;
+        if (refused->code != LFS_UNSUPPORTED) {
+                if (err)
+                        *err = refused;
+                else
+                        lfs_error_free(refused);
+                return r;
+        }
+        lfs_error_free(refused);
+        *rt = fallback;
+        return fallback->prepare(p, ret_root, err);
+}
+
 int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandbox_options *options,
                             int *ret_sandbox, lfs_error **err) {
         /* The image is ignored for linux Sandboxes (SPEC 5). */
@@ -224,11 +245,11 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         /* The runtime's own checks (linux: root, cgroup2, for namespaces the kernel's
          * namespaces and LAYERFS_ID_RANGE; one this build lacks: Unsupported). */
         _cleanup_free_ char *name = NULL, *place_root = NULL, *daemon = NULL;
-        const lfs_runtime *rt = NULL;
+        const lfs_runtime *rt = NULL, *fallback = NULL;
         uint32_t id_first = 0, id_count = 0;
-        if ((r = lfs_platform_new_runtime(chosen, &rt, err)) < 0 ||
+        if ((r = lfs_platform_new_runtime(chosen, &rt, &fallback, err)) < 0 ||
             (r = lfs_id_range(&id_first, &id_count, err)) < 0 ||
-            (r = rt->prepare(chosen, &place_root, err)) < 0 ||
+            (r = prepare_runtime(chosen, &rt, fallback, &place_root, err)) < 0 ||
             (r = rt->check_limits(chosen, place_root, &limits, err)) < 0 ||
             (r = choose_network(network_name, rt, &network, err)) < 0 ||
             (r = open_project(home, project, &name, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
