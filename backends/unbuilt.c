@@ -62,6 +62,11 @@ static int unbuilt_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec
         return -EOPNOTSUPP;
 }
 
+static int unbuilt_open_terminal(const lfs_sandbox_ref *sb) {
+        (void)sb;
+        return -EOPNOTSUPP;
+}
+
 static int unbuilt_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms) {
         (void)sb, (void)name, (void)timeout_ms;
         return -EOPNOTSUPP;
@@ -94,7 +99,7 @@ static int unbuilt_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
 
 #define UNBUILT_OPS                                                                                         \
         .prepare = unbuilt_prepare, .check_limits = unbuilt_check_limits, .reach = unbuilt_reach,           \
-        .create = unbuilt_create, .spawn = unbuilt_spawn, .end_command = unbuilt_end_command,               \
+        .create = unbuilt_create, .spawn = unbuilt_spawn, .open_terminal = unbuilt_open_terminal, .end_command = unbuilt_end_command,               \
         .command_done = unbuilt_command_done, .list = unbuilt_list, .signal = unbuilt_signal,               \
         .teardown = unbuilt_teardown, .reclaim = unbuilt_reclaim
 

@@ -10,12 +10,16 @@
  * ending the cgroup ends the init and with it every namespace. docs/runtime.md.
  */
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/major.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -296,8 +300,9 @@ static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *
  * have to be in that leaf, which only the init's clone enters). */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_pidfd = -1;
+static pid_t init_pid = -1;
 
-static int find_init(const lfs_sandbox_ref *sb, int *ret_pidfd) {
+static int find_init(const lfs_sandbox_ref *sb, int *ret_pidfd, pid_t *ret_pid) {
         _cleanup_free_ char *leaf = xasprintf("%s/init", sb->place);
         for (int attempt = 0; attempt < 2; attempt++) {
                 _cleanup_close_ int cgroup_fd = lfs_cgroup_open(leaf);
@@ -320,6 +325,7 @@ static int find_init(const lfs_sandbox_ref *sb, int *ret_pidfd) {
                 int again;
                 if (fscanf(f, "%d", &again) == 1 && again == pid) {
                         *ret_pidfd = pidfd;
+                        *ret_pid = pid;
                         return 0;
                 }
                 close(pidfd);
@@ -327,25 +333,71 @@ static int find_init(const lfs_sandbox_ref *sb, int *ret_pidfd) {
         return -ESRCH;
 }
 
-static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
-                            int *ret_pidfd) {
+/* A pidfd of the Sandbox's init (the caller's to close) and its pid; -ESRCH once it has
+ * ended (killed from the host: its namespaces can no longer be joined). */
+static int get_init(const lfs_sandbox_ref *sb, int *ret_pidfd, pid_t *ret_pid) {
         pthread_mutex_lock(&init_lock);
         int r = 0;
         if (init_pidfd < 0)
-                r = find_init(sb, &init_pidfd);
-        /* An init that ended (killed from the host) leaves namespaces no command can join. */
+                r = find_init(sb, &init_pidfd, &init_pid);
         struct pollfd p = { .fd = init_pidfd, .events = POLLIN };
         if (r == 0 && poll(&p, 1, 0) > 0)
                 r = -ESRCH;
         int pidfd = r == 0 ? fcntl(init_pidfd, F_DUPFD_CLOEXEC, 3) : -1;
+        pid_t pid = init_pid;
         pthread_mutex_unlock(&init_lock);
         if (r < 0)
                 return r;
         if (pidfd < 0)
                 return -errno;
-        r = lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, ret_pid, ret_pidfd);
-        close(pidfd);
-        return r;
+        *ret_pidfd = pidfd;
+        *ret_pid = pid;
+        return 0;
+}
+
+static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
+                            int *ret_pidfd) {
+        _cleanup_close_ int pidfd = -1;
+        pid_t pid;
+        int r = get_init(sb, &pidfd, &pid);
+        if (r < 0)
+                return r;
+        return lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, ret_pid, ret_pidfd);
+}
+
+/* A terminal of the Sandbox's own devpts (the view's /dev/pts, made by the init), reached
+ * through the init's root: /proc/<init>/root is the one link followed, the init's by a
+ * pidfd taken before and checked alive after /proc/<init> was opened (a pid reused since
+ * would not be that directory's). Beneath that root nothing is followed (no symlink, no
+ * magic link, no ".."), and what opens must be a ptmx of a devpts: the view is the
+ * Sandbox's, and the daemon, root on the host, never takes a path of it elsewhere. */
+static int namespaces_open_terminal(const lfs_sandbox_ref *sb) {
+        _cleanup_close_ int pidfd = -1;
+        pid_t pid;
+        int r = get_init(sb, &pidfd, &pid);
+        if (r < 0)
+                return r;
+        char path[32];
+        snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+        _cleanup_close_ int proc = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (proc < 0)
+                return -errno;
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        if (poll(&p, 1, 0) != 0)
+                return -ESRCH;
+        _cleanup_close_ int root = openat(proc, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return -errno;
+        _cleanup_close_ int fd = lfs_open_beneath(root, "dev/pts/ptmx", O_RDWR | O_NOCTTY);
+        if (fd < 0)
+                return fd;
+        struct stat st;
+        struct statfs fs;
+        if (fstat(fd, &st) < 0 || fstatfs(fd, &fs) < 0)
+                return -errno;
+        if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(TTYAUX_MAJOR, 2) || fs.f_type != DEVPTS_SUPER_MAGIC)
+                return -ENOTTY;
+        return TAKE_FD(fd);
 }
 
 const lfs_runtime lfs_runtime_namespaces = {
@@ -356,6 +408,7 @@ const lfs_runtime lfs_runtime_namespaces = {
         .reach = lfs_linux_reach,
         .create = namespaces_create,
         .spawn = namespaces_spawn,
+        .open_terminal = namespaces_open_terminal,
         .end_command = lfs_linux_end_command,
         .command_done = lfs_linux_command_done,
         .list = lfs_linux_list,

@@ -365,6 +365,13 @@ int lfs_linux_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
         return r < 0 ? r : lfs_sandbox_remove(sb->place, sb->dir, ret_why);
 }
 
+/* The host's devpts: the command's view is the host's. */
+static int native_open_terminal(const lfs_sandbox_ref *sb) {
+        (void)sb;
+        int fd = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
 const lfs_runtime lfs_runtime_native = {
         .name = "native",
         .probe = lfs_linux_probe,
@@ -373,6 +380,7 @@ const lfs_runtime lfs_runtime_native = {
         .reach = lfs_linux_reach,
         .create = lfs_linux_create,
         .spawn = native_spawn,
+        .open_terminal = native_open_terminal,
         .end_command = lfs_linux_end_command,
         .command_done = lfs_linux_command_done,
         .list = lfs_linux_list,
