@@ -26,6 +26,7 @@
 #include "cgroup.h"
 #include "linux.h"
 #include "resource_limits.h"
+#include "seccomp.h"
 #include "util.h"
 
 /* The namespaces a Sandbox has, and every command joins. */
@@ -49,6 +50,8 @@ static void namespaces_probe(const lfs_platform *p, lfs_missing *m) {
         lfs_linux_probe(p, m);
         if (!namespaces_possible())
                 lfs_missing_add(m, "kernel:userns");
+        if (!lfs_seccomp_available())
+                lfs_missing_add(m, "kernel:seccomp");
 }
 
 static int namespaces_prepare(const lfs_platform *p, char **ret_root, lfs_error **err) {
@@ -57,6 +60,13 @@ static int namespaces_prepare(const lfs_platform *p, char **ret_root, lfs_error 
                                 "the namespaces runtime needs user and pid namespaces, which this kernel "
                                 "does not offer (/proc/sys/user/max_user_namespaces is 0 or missing); use "
                                 "LAYERFS_RUNTIME=native");
+        /* Never a Sandbox without its filter: its commands would have calls that docs/security.md
+         * says they have not. */
+        if (!lfs_seccomp_available())
+                return lfs_fail(err, LFS_UNSUPPORTED, EOPNOTSUPP,
+                                "the namespaces runtime needs seccomp filters (kernel:seccomp), which this "
+                                "kernel or build does not offer (CONFIG_SECCOMP_FILTER, and a filter for "
+                                "this architecture); use LAYERFS_RUNTIME=native");
         return lfs_linux_prepare(p, ret_root, err);
 }
 
@@ -362,7 +372,7 @@ static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *s
         int r = get_init(sb, &pidfd, &pid);
         if (r < 0)
                 return r;
-        return lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, ret_pid, ret_pidfd);
+        return lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, lfs_sandbox_seccomp(), ret_pid, ret_pidfd);
 }
 
 /* A terminal of the Sandbox's own devpts (the view's /dev/pts, made by the init), reached

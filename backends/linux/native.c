@@ -221,7 +221,7 @@ static char *command_leaf(const lfs_sandbox_ref *sb, const char *name) {
 }
 
 int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int ns_flags, int ns_pidfd,
-                    pid_t *ret_pid, int *ret_pidfd) {
+                    const struct sock_fprog *seccomp, pid_t *ret_pid, int *ret_pidfd) {
         _cleanup_free_ char *leaf = command_leaf(sb, spec->name);
         lfs_spawn_args a = {
                 .cgroup = leaf,
@@ -239,6 +239,7 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
                 .new_session = spec->tty,
                 .controlling_tty = spec->tty,
                 .ns_flags = ns_flags,
+                .seccomp = seccomp,
                 .ns_pidfd = ns_pidfd,
         };
         int r = lfs_cgroup_make(leaf);
@@ -254,7 +255,7 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
 
 static int native_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
                         int *ret_pidfd) {
-        return lfs_linux_spawn(sb, spec, 0, -1, ret_pid, ret_pidfd);
+        return lfs_linux_spawn(sb, spec, 0, -1, NULL, ret_pid, ret_pidfd);
 }
 
 int lfs_linux_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms) {
