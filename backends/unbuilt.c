@@ -99,9 +99,9 @@ static int unbuilt_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
 
 #define UNBUILT_OPS                                                                                         \
         .prepare = unbuilt_prepare, .check_limits = unbuilt_check_limits, .reach = unbuilt_reach,           \
-        .create = unbuilt_create, .spawn = unbuilt_spawn, .open_terminal = unbuilt_open_terminal, .end_command = unbuilt_end_command,               \
-        .command_done = unbuilt_command_done, .list = unbuilt_list, .signal = unbuilt_signal,               \
-        .teardown = unbuilt_teardown, .reclaim = unbuilt_reclaim
+        .create = unbuilt_create, .spawn = unbuilt_spawn, .open_terminal = unbuilt_open_terminal,           \
+        .end_command = unbuilt_end_command, .command_done = unbuilt_command_done, .list = unbuilt_list,     \
+        .signal = unbuilt_signal, .teardown = unbuilt_teardown, .reclaim = unbuilt_reclaim
 
 const lfs_runtime lfs_runtime_docker_unbuilt = { .name = "docker", .probe = docker_probe, UNBUILT_OPS };
 const lfs_runtime lfs_runtime_vm_unbuilt = { .name = "vm", .probe = vm_probe, UNBUILT_OPS };

@@ -427,8 +427,8 @@ json_t *call_exec(daemon_state *d, json_t *req, int conn_fd, int *fds, size_t n_
         json_t *result;
         if (r < 0) {
                 result = lfs_proto_errorf(LFS_FAILED, "cannot %s '%s' in sandbox %d: %s",
-                                          no_terminal ? "make a terminal for" : "start",
-                                          program_of(&c), d->number, strerror(-r));
+                                          no_terminal ? "make a terminal for" : "start", program_of(&c),
+                                          d->number, strerror(-r));
         } else {
                 bool timed_out;
                 int status;

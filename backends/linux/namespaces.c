@@ -368,11 +368,12 @@ static int get_init(const lfs_sandbox_ref *sb, int *ret_pidfd, pid_t *ret_pid) {
 static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
                             int *ret_pidfd) {
         _cleanup_close_ int pidfd = -1;
-        pid_t pid;
+        pid_t pid = -1;
         int r = get_init(sb, &pidfd, &pid);
         if (r < 0)
                 return r;
-        return lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, lfs_sandbox_seccomp(), ret_pid, ret_pidfd);
+        return lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, lfs_sandbox_seccomp(), ret_pid,
+                               ret_pidfd);
 }
 
 /* A terminal of the Sandbox's own devpts (the view's /dev/pts, made by the init), reached
@@ -383,7 +384,7 @@ static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *s
  * Sandbox's, and the daemon, root on the host, never takes a path of it elsewhere. */
 static int namespaces_open_terminal(const lfs_sandbox_ref *sb) {
         _cleanup_close_ int pidfd = -1;
-        pid_t pid;
+        pid_t pid = -1;
         int r = get_init(sb, &pidfd, &pid);
         if (r < 0)
                 return r;
@@ -405,7 +406,8 @@ static int namespaces_open_terminal(const lfs_sandbox_ref *sb) {
         struct statfs fs;
         if (fstat(fd, &st) < 0 || fstatfs(fd, &fs) < 0)
                 return -errno;
-        if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(TTYAUX_MAJOR, 2) || fs.f_type != DEVPTS_SUPER_MAGIC)
+        if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(TTYAUX_MAJOR, 2) ||
+            fs.f_type != DEVPTS_SUPER_MAGIC)
                 return -ENOTTY;
         return TAKE_FD(fd);
 }

@@ -94,8 +94,8 @@ static void test_every_row_has_a_whole_runtime(void **state) {
                 const char *id = lfs_platforms[i].id;
                 assert_msg(rt != NULL, "platform '%s' has no runtime", id);
                 assert_msg(rt->name && rt->probe && rt->prepare && rt->check_limits && rt->reach &&
-                                   rt->create && rt->spawn && rt->open_terminal && rt->end_command && rt->command_done &&
-                                   rt->list && rt->signal && rt->teardown && rt->reclaim,
+                                   rt->create && rt->spawn && rt->open_terminal && rt->end_command &&
+                                   rt->command_done && rt->list && rt->signal && rt->teardown && rt->reclaim,
                            "platform '%s': its runtime '%s' lacks an operation", id,
                            rt->name ? rt->name : "?");
         }
@@ -164,8 +164,9 @@ static void test_linux_has_two_runtimes(void **state) {
         (void)state;
         const lfs_platform *linux_p = lfs_platform_find("linux"), *docker = lfs_platform_find("docker");
         const lfs_runtime *ns = &lfs_runtime_namespaces;
-        assert_true(ns->probe && ns->prepare && ns->reach && ns->create && ns->spawn && ns->open_terminal && ns->end_command &&
-                    ns->command_done && ns->list && ns->signal && ns->teardown && ns->reclaim);
+        assert_true(ns->probe && ns->prepare && ns->reach && ns->create && ns->spawn && ns->open_terminal &&
+                    ns->end_command && ns->command_done && ns->list && ns->signal && ns->teardown &&
+                    ns->reclaim);
         assert_string_equal(ns->name, "namespaces");
         assert_ptr_equal(lfs_platform_runtime(linux_p, "namespaces"), ns);
         assert_ptr_equal(lfs_platform_runtime(linux_p, "native"), &lfs_runtime_native);

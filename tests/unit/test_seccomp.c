@@ -33,7 +33,10 @@ static const probe probes[] = {
         { "reboot", __NR_reboot, { 0, 0, 0, 0 }, NULL }, /* EINVAL: no magic */
         { "acct", __NR_acct, { (long)"/no/such/file" }, NULL },
         { "syslog", __NR_syslog, { 10, 0, 0 }, NULL }, /* the log's size */
-        { "delete_module", __NR_delete_module, { (long)"no_such_module", 0 }, "/proc/sys/kernel/modules_disabled" },
+        { "delete_module",
+          __NR_delete_module,
+          { (long)"no_such_module", 0 },
+          "/proc/sys/kernel/modules_disabled" },
         { "finit_module", __NR_finit_module, { -1, (long)"", 0 }, "/proc/sys/kernel/modules_disabled" },
         { "kexec_load", __NR_kexec_load, { 0, 0, 0, 0x7fff0000 }, "/proc/sys/kernel/kexec_load_disabled" },
 };
@@ -101,7 +104,8 @@ static void test_the_filter_lets_the_rest_through(void **state) {
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || lfs_seccomp_install(lfs_sandbox_seccomp()) < 0)
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+                    lfs_seccomp_install(lfs_sandbox_seccomp()) < 0)
                         _exit(1);
                 if (syscall(__NR_personality, 0xffffffffUL) < 0 || getpid() <= 0)
                         _exit(2);

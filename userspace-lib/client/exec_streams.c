@@ -252,7 +252,8 @@ static int terminal_frame(exec_streams *s, lfs_frame_reader *reader, const json_
         if (r < 0)
                 return r;
         if ((r = take_terminal(s, master)) < 0)
-                return lfs_fail(err, LFS_FAILED, -r, "cannot relay the command's terminal: %s", strerror(-r));
+                return lfs_fail(err, LFS_FAILED, -r, "cannot relay the command's terminal: %s",
+                                strerror(-r));
         return 1;
 }
 
