@@ -12,7 +12,7 @@ CHECK_PACKAGES := clang-format clang-tidy cppcheck sqlite3 procps python3 fuse-o
 	lintian systemd man-db debootstrap linux-perf
 DEBIAN_PACKAGES := $(BUILD_PACKAGES) $(CHECK_PACKAGES)
 # Build-time libraries, through pkg-config.
-PKGS := sqlite3 liburing libcrypto jansson
+PKGS := sqlite3 liburing libcrypto jansson libmnl
 
 BUILD ?= build
 CC ?= cc

@@ -19,12 +19,53 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "layerfs.h"
 
 struct lfs_platform;
 struct lfs_missing;
+
+/* A Sandbox's network (sandbox create --network): none (a net namespace of its own with
+ * only lo), host (the host's), private (lo and a veth pair to the host, on a /30 of its
+ * own). */
+typedef enum lfs_network {
+        LFS_NETWORK_NONE,
+        LFS_NETWORK_HOST,
+        LFS_NETWORK_PRIVATE,
+} lfs_network;
+#define LFS_NETWORK_NAMES "none, host or private"
+#define LFS_NETWORK_BIT(n) (1u << (n))
+
+/* The network named (none, host, private): false for any other text. */
+static inline bool lfs_network_from_name(const char *name, lfs_network *ret) {
+        static const char *const names[] = { "none", "host", "private" };
+        for (unsigned i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+                if (!strcmp(name, names[i])) {
+                        *ret = (lfs_network)i;
+                        return true;
+                }
+        return false;
+}
+static inline const char *lfs_network_name(lfs_network n) {
+        return n == LFS_NETWORK_HOST ? "host" : n == LFS_NETWORK_PRIVATE ? "private" : "none";
+}
+
+/* The host's end of a private Sandbox's veth pair: "lfs" and the first 12 hex digits of
+ * its instance (15 characters, IFNAMSIZ's most), so that no two Sandboxes of any home on
+ * the host, nor two instances of one numbered Sandbox, name the same link (48 random
+ * bits). */
+#define LFS_NETWORK_LINK_SIZE 16
+static inline void lfs_network_link_name(const char *instance, char buf[LFS_NETWORK_LINK_SIZE]) {
+        snprintf(buf, LFS_NETWORK_LINK_SIZE, "lfs%.12s", instance ? instance : "");
+}
+
+/* How many addresses a private network's link takes: a /30 (its network, the host's end,
+ * the Sandbox's end, its broadcast). */
+#define LFS_NETWORK_PREFIX 30
+#define LFS_NETWORK_SIZE 4u
 
 /* One Sandbox as its record names it. */
 typedef struct lfs_sandbox_ref {
@@ -39,6 +80,12 @@ typedef struct lfs_sandbox_ref {
          * range per Sandbox, chosen when it is claimed and kept in its record); 0 for
          * runtimes without one. */
         uint32_t id_base;
+        /* This instance of the Sandbox (32 hex digits), as its record names it. */
+        const char *instance;
+        lfs_network network;
+        /* private: the first address (host order) of its /30: +1 the host's end, +2 its
+         * own; 0 otherwise. */
+        uint32_t net_base;
 } lfs_sandbox_ref;
 
 /* The host's id for id of a Sandbox: itself, or with a range of its own (namespaces) the
@@ -102,6 +149,10 @@ typedef void (*lfs_teardown_hook)(void *userdata);
 typedef struct lfs_runtime {
         /* What a record of it names as its runtime: "native", "namespaces", "docker", "vm". */
         const char *name;
+        /* The networks it can give a Sandbox (LFS_NETWORK_BIT of each), and the one it gives
+         * without --network. */
+        unsigned networks;
+        lfs_network default_network;
         /* Readiness: adds to *missing what this host lacks for platform p on this runtime,
          * in runtime status's names (after what the platform's own probe added). */
         void (*probe)(const struct lfs_platform *p, struct lfs_missing *missing);

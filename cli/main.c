@@ -188,14 +188,17 @@ static const command commands[] = {
         { "project", "list_sandboxes", cmd_project_list_sandboxes, 0, 0, "page-size,page",
           "layerfs project list_sandboxes [--page-size N] [--page K]\n\n"
           "Every running Sandbox of the home (all projects and platforms): number, project,\n"
-          "platform, how many Workspaces it has mounted and its limits (--json: limits\n"
-          "{memory, pids, cpus, disk}, in bytes, null for none). With --page-size, only page\n"
+          "platform, how many Workspaces it has mounted, its limits (--json: limits\n"
+          "{memory, pids, cpus, disk}, in bytes, null for none) and its network (--json:\n"
+          "network {mode, host_link, host_address, sandbox_address, prefix}, the last four\n"
+          "null but for private). With --page-size, only page\n"
           "K (from 1, default 1) of N Sandboxes; past the end, none.\n",
           NULL, "running Sandboxes of every project" },
-        { "sandbox", "create", cmd_sandbox_create, 0, 0, "image,platform,memory,pids,cpus,disk",
-          "layerfs sandbox create [--image TEXT] [--platform NAME] [--memory SIZE] [--pids N] [--cpus X] [--disk SIZE]\n\n"
+        { "sandbox", "create", cmd_sandbox_create, 0, 0, "image,platform,memory,pids,cpus,disk,network",
+          "layerfs sandbox create [--image TEXT] [--platform NAME] [--memory SIZE] [--pids N] [--cpus X] [--disk SIZE]\n"
+          "                       [--network none|host|private]\n\n"
           "Starts a Sandbox for the project and prints its number, the smallest free one\n"
-          "({sandbox, image, platform} with --json). Its daemon serves the Sandbox's\n"
+          "({sandbox, image, platform, network} with --json). Its daemon serves the Sandbox's\n"
           "Workspaces and commands until 'layerfs sandbox close' or its idle close.\n\n"
           "PLATFORM is one of linux, docker, podman, firecracker, qemu, lima, mac, wsl;\n"
           "without --platform, the home's default (LAYERFS_SANDBOX: native or namespaces\n"
@@ -218,7 +221,22 @@ static const command commands[] = {
           "A value not of its form is InvalidInput; --memory, --pids or --cpus where the\n"
           "host's cgroup v2 does not offer LayerFS the controller (memory, pids, cpu; see\n"
           "'layerfs runtime status', cgroup:NAME) is Unsupported; both before anything is\n"
-          "made. 'layerfs project list_sandboxes' shows each Sandbox's limits.\n",
+          "made. 'layerfs project list_sandboxes' shows each Sandbox's limits.\n\n"
+          "Network (namespaces runtime; default none):\n"
+          "  none     a net namespace of its own with only lo, up: nothing of the host's\n"
+          "           network or another Sandbox's is reachable, 127.0.0.1 is its own\n"
+          "  host     the host's network: its links, addresses and ports, 127.0.0.1 too\n"
+          "  private  lo and eth0, one end of a veth pair whose other end (lfs + 12 hex\n"
+          "           digits of the Sandbox's instance) is on the host: a /30 of the home's\n"
+          "           LAYERFS_NET_RANGE (default 169.254.64.0/18), the host's end its first\n"
+          "           address, eth0 its second with the default route through the host's.\n"
+          "           The host and its services on that address (or on every address)\n"
+          "           are reachable, nothing beyond: the host's end forwards nothing\n"
+          "           (whatever ip_forward says) until the operator turns it on\n"
+          "The native runtime's commands are processes of the host: it gives only host\n"
+          "(its default); none or private there is Unsupported. Another name is\n"
+          "InvalidInput; no free /30 left is LimitReached; all before anything is made.\n"
+          "'layerfs project list_sandboxes' shows each Sandbox's network.\n",
           NULL,
           "a new Sandbox; prints its number (platforms: linux,\ndocker, podman, firecracker, qemu, lima, mac, wsl)" },
         { "sandbox", "close", cmd_sandbox_close, 1, 1, "",

@@ -20,6 +20,27 @@ static int sandbox_number(cli_ctx *ctx, const char *text, int *ret) {
         return r;
 }
 
+/* A Sandbox's network: {mode, host_link, host_address, sandbox_address, prefix}, the last
+ * four null but for private. */
+static json_t *network_json(const lfs_sandbox_network *n) {
+        bool private_net = n->prefix > 0;
+        return json_pack("{s:o, s:o, s:o, s:o, s:o}", "mode", *n->mode ? json_string(n->mode) : json_null(),
+                         "host_link", private_net ? json_string(n->host_link) : json_null(), "host_address",
+                         private_net ? json_string(n->host_address) : json_null(), "sandbox_address",
+                         private_net ? json_string(n->sandbox_address) : json_null(), "prefix",
+                         private_net ? json_integer(n->prefix) : json_null());
+}
+
+/* "network none", or "network private 169.254.64.2/30 (host 169.254.64.1 on lfs0123...)". */
+static char *network_text(const lfs_sandbox_network *n) {
+        if (!*n->mode)
+                return xstrdup("");
+        if (n->prefix <= 0)
+                return xasprintf("network %s", n->mode);
+        return xasprintf("network %s %s/%d (host %s on %s)", n->mode, n->sandbox_address, n->prefix,
+                         n->host_address, n->host_link);
+}
+
 int cmd_sandbox_create(cli_ctx *ctx) {
         int n, r = cli_open_home(ctx);
         lfs_sandbox_options o = { .image = cli_option(ctx, "image"),
@@ -27,11 +48,16 @@ int cmd_sandbox_create(cli_ctx *ctx) {
                                   .memory = cli_option(ctx, "memory"),
                                   .pids = cli_option(ctx, "pids"),
                                   .cpus = cli_option(ctx, "cpus"),
-                                  .disk = cli_option(ctx, "disk") };
+                                  .disk = cli_option(ctx, "disk"),
+                                  .network = cli_option(ctx, "network") };
         if (r < 0 || (r = lfs_sandbox_create_with(ctx->home, project_arg(ctx), &o, &n, &ctx->err)) < 0)
                 return r;
+        /* A Sandbox that closed at once (its idle close) has none to show. */
+        lfs_sandbox_network net = { .mode = "" };
+        lfs_sandbox_get_network(ctx->home, project_arg(ctx), n, &net, NULL);
         if (ctx->json)
-                cli_print_json(json_pack("{s:i, s:n, s:s}", "sandbox", n, "image", "platform", "linux"));
+                cli_print_json(json_pack("{s:i, s:n, s:s, s:o}", "sandbox", n, "image", "platform", "linux",
+                                         "network", network_json(&net)));
         else
                 printf("%d\n", n);
         return 0;
@@ -134,21 +160,23 @@ int cmd_project_list_sandboxes(cli_ctx *ctx) {
                 /* A Sandbox closed since the list was made has none to show. */
                 lfs_sandbox_limits limits = { 0 };
                 lfs_sandbox_get_limits(ctx->home, sb[i].project, sb[i].sandbox, &limits, NULL);
+                lfs_sandbox_network net = { .mode = "" };
+                lfs_sandbox_get_network(ctx->home, sb[i].project, sb[i].sandbox, &net, NULL);
                 if (ctx->json)
-                        json_array_append_new(out,
-                                              json_pack("{s:i, s:s, s:o, s:s, s:I, s:o}", "sandbox",
-                                                        sb[i].sandbox, "name", sb[i].project, "image",
-                                                        sb[i].image ? json_string(sb[i].image) : json_null(),
-                                                        "platform", sb[i].platform, "workspaces",
-                                                        (json_int_t)sb[i].workspaces, "limits",
-                                                        limits_json(&limits)));
+                        json_array_append_new(
+                                out,
+                                json_pack("{s:i, s:s, s:o, s:s, s:I, s:o, s:o}", "sandbox", sb[i].sandbox,
+                                          "name", sb[i].project, "image",
+                                          sb[i].image ? json_string(sb[i].image) : json_null(), "platform",
+                                          sb[i].platform, "workspaces", (json_int_t)sb[i].workspaces,
+                                          "limits", limits_json(&limits), "network", network_json(&net)));
                 else {
                         /* A record's text: the home's, but checked nowhere on its way here. */
                         _cleanup_free_ char *project = lfs_quote(sb[i].project, LFS_QUOTE_ENTRY),
                                             *platform = lfs_quote(sb[i].platform, LFS_QUOTE_ENTRY),
-                                            *shown = limits_text(&limits);
-                        printf("%-4d %-24s %-8s %zu workspaces%s%s\n", sb[i].sandbox, project, platform,
-                               sb[i].workspaces, *shown ? "; " : "", shown);
+                                            *shown = limits_text(&limits), *network = network_text(&net);
+                        printf("%-4d %-24s %-8s %zu workspaces%s%s%s%s\n", sb[i].sandbox, project, platform,
+                               sb[i].workspaces, *shown ? "; " : "", shown, *network ? "; " : "", network);
                 }
         }
         if (ctx->json)

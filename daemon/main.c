@@ -141,7 +141,7 @@ static unsigned wait_callers_gone(daemon_state *d) {
 static const char usage[] =
         "usage: layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP --instance ID\n"
         "                      [--platform NAME] [--runtime NAME]\n"
-        "                      [--id-base N] [--ready-fd FD] [--disk BYTES]\n"
+        "                      [--id-base N] [--ready-fd FD] [--disk BYTES] [--network NAME]\n"
         "(started by liblayerfs for each Sandbox; see 'layerfs-daemon --help')\n";
 
 /* The man page layerfs-daemon(8) is made from this text (packaging/man/help2man.sh): keep
@@ -153,8 +153,9 @@ static const char help[] =
         "SYNOPSIS\n"
         "    layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP\n"
         "                   --instance ID [--platform NAME] [--runtime NAME] [--id-base N]\n"
-        "                   [--ready-fd FD] [--disk BYTES]\n"
+        "                   [--ready-fd FD] [--disk BYTES] [--network NAME]\n"
         "    layerfs-daemon --sandbox-init --hostname NAME --home HOME --dir DIR\n"
+        "                   [--network NAME]\n"
         "\n"
         "DESCRIPTION\n"
         "    liblayerfs (and so 'layerfs sandbox create') starts one layerfs-daemon for each\n"
@@ -188,11 +189,15 @@ static const char help[] =
         "    --disk BYTES     the Sandbox's disk budget: its Workspaces' uncommitted\n"
         "                     data and its TMPDIR share a tmpfs of BYTES (DIR/disk); a\n"
         "                     write past it fails with ENOSPC\n"
+        "    --network NAME   the Sandbox's network: none, host or private (namespaces;\n"
+        "                     native's is host); default the runtime's (namespaces: none).\n"
+        "                     The daemon's teardown removes a private one's host end\n"
         "    --sandbox-init   the init of a Sandbox of the namespaces runtime (started by\n"
         "                     liblayerfs as pid 1 of the Sandbox's namespaces): sets them\n"
         "                     up (its view of the files: the host's root read-only, its\n"
         "                     own /proc, /sys, /dev, /tmp, and of HOME only DIR's tmp and\n"
-        "                     mnt; the hostname NAME; lo), says so on fd 3, then reaps\n"
+        "                     mnt; the hostname NAME; lo, unless --network host), says\n"
+        "                     so on fd 3, then reaps\n"
         "    --help           this text\n"
         "    --version        the version\n"
         "\n"
@@ -223,18 +228,26 @@ static const char help[] =
 int main(int argc, char **argv) {
         daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
         const char *home_dir = NULL, *number = NULL, *platform = "linux", *runtime = NULL, *ready = NULL,
-                   *id_base = NULL, *disk = NULL;
+                   *id_base = NULL, *disk = NULL, *network = NULL;
         /* The namespaces runtime's Sandbox init is this binary in another mode. */
         if (argc > 1 && !strcmp(argv[1], "--sandbox-init"))
                 return sandbox_init_main(argc, argv);
         static const struct option options[] = {
-                { "home", required_argument, NULL, 'h' },     { "project", required_argument, NULL, 'p' },
-                { "sandbox", required_argument, NULL, 'n' },  { "dir", required_argument, NULL, 'd' },
-                { "cgroup", required_argument, NULL, 'c' },   { "instance", required_argument, NULL, 'i' },
-                { "platform", required_argument, NULL, 'P' }, { "runtime", required_argument, NULL, 'r' },
-                { "id-base", required_argument, NULL, 'b' },  { "ready-fd", required_argument, NULL, 'R' },
-                { "disk", required_argument, NULL, 'D' },     { "help", no_argument, NULL, 'H' },
-                { "version", no_argument, NULL, 'V' },        { NULL, 0, NULL, 0 },
+                { "home", required_argument, NULL, 'h' },
+                { "project", required_argument, NULL, 'p' },
+                { "sandbox", required_argument, NULL, 'n' },
+                { "dir", required_argument, NULL, 'd' },
+                { "cgroup", required_argument, NULL, 'c' },
+                { "instance", required_argument, NULL, 'i' },
+                { "platform", required_argument, NULL, 'P' },
+                { "runtime", required_argument, NULL, 'r' },
+                { "id-base", required_argument, NULL, 'b' },
+                { "ready-fd", required_argument, NULL, 'R' },
+                { "disk", required_argument, NULL, 'D' },
+                { "network", required_argument, NULL, 'N' },
+                { "help", no_argument, NULL, 'H' },
+                { "version", no_argument, NULL, 'V' },
+                { NULL, 0, NULL, 0 },
         };
         int c;
         while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -271,6 +284,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'D':
                         disk = optarg;
+                        break;
+                case 'N':
+                        network = optarg;
                         break;
                 case 'H':
                         fputs(help, stdout);
@@ -312,6 +328,12 @@ int main(int argc, char **argv) {
                         p->id);
                 return 2;
         }
+        lfs_network net = rt->default_network;
+        if (network && (!lfs_network_from_name(network, &net) || !(rt->networks & LFS_NETWORK_BIT(net)))) {
+                fprintf(stderr, "InvalidInput: --network '%s' is not a network the %s runtime gives\n",
+                        network, rt->name);
+                return 2;
+        }
         d.number = (int)n;
         /* Nothing the daemon starts inherits it. */
         int ready_out = ready && fcntl((int)ready_fd, F_SETFD, FD_CLOEXEC) == 0 ? (int)ready_fd : -1;
@@ -323,6 +345,8 @@ int main(int argc, char **argv) {
                 .dir = d.dir,
                 .place = d.cgroup,
                 .id_base = (uint32_t)base,
+                .instance = d.instance,
+                .network = net,
         };
         d.host_uid = lfs_host_id(&d.sb, d.uid);
         d.host_gid = lfs_host_id(&d.sb, d.gid);

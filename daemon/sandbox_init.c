@@ -2,16 +2,14 @@
 /*
  * The Sandbox init of the namespaces runtime (backends/linux/namespaces.c starts it): pid 1
  * of the Sandbox's pid namespace, root of its user namespace. It sets the namespaces up
- * once (the Sandbox's view of the files, the hostname, lo up through rtnetlink), says
+ * once (the Sandbox's view of the files, the hostname, lo up through rtnetlink unless the
+ * Sandbox has the host's network), says
  * so, and then only reaps: every process of the Sandbox whose parent
  * ends becomes its child. It never exits on its own: the Sandbox's end kills it with the
  * rest of the Sandbox's cgroup, and the namespaces go with it.
  */
 #include <fcntl.h>
 #include <getopt.h>
-#include <libmnl/libmnl.h>
-#include <linux/if.h>
-#include <linux/rtnetlink.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -21,31 +19,17 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "numbers.h"
+#include "rtnetlink.h"
 #include "seccomp.h"
 
 /* Sets lo up, through rtnetlink: the only link of a new net namespace, down until then. */
 static int bring_lo_up(void) {
-        struct mnl_socket *nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
-        if (!nl)
-                return -errno;
-        char buf[MNL_SOCKET_BUFFER_SIZE];
-        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-        nlh->nlmsg_type = RTM_NEWLINK;
-        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
-        nlh->nlmsg_seq = (unsigned)time(NULL);
-        struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-        ifm->ifi_family = AF_UNSPEC;
-        ifm->ifi_change = IFF_UP;
-        ifm->ifi_flags = IFF_UP;
-        mnl_attr_put_strz(nlh, IFLA_IFNAME, "lo");
-        int r = 0;
-        if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 || mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-                r = -errno;
-        ssize_t k = r < 0 ? -1 : mnl_socket_recvfrom(nl, buf, sizeof(buf));
-        if (r == 0 &&
-            (k < 0 || mnl_cb_run(buf, (size_t)k, nlh->nlmsg_seq, mnl_socket_get_portid(nl), NULL, NULL) < 0))
-                r = -errno;
-        mnl_socket_close(nl);
+        lfs_rtnl *nl = NULL;
+        int r = lfs_rtnl_open(&nl);
+        if (r == 0)
+                r = lfs_rtnl_link_up(nl, "lo");
+        lfs_rtnl_close(nl);
         return r;
 }
 
@@ -145,14 +129,34 @@ static int set_up_home(const char *view, const char *home, const char *dir) {
         return r;
 }
 
+/* /sys: a sysfs of the Sandbox's net namespace. With the host's network (own_net false)
+ * there is none to mount (sysfs wants the net namespace's owner), and the host's /sys,
+ * read-only in the view already, stays, but for its cgroup trees beneath /sys/fs/cgroup
+ * (every Sandbox's cgroup and processes): an empty read-only tmpfs covers them. */
+static int set_up_sys(const char *view, bool own_net) {
+        _cleanup_free_ char *sys = xasprintf("%s/sys", view), *cgroup = xasprintf("%s/sys/fs/cgroup", view);
+        if (own_net)
+                return must(mount("sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+                            "/sys");
+        struct stat st;
+        if (stat(cgroup, &st) < 0)
+                return 0;
+        return must(mount("tmpfs", cgroup, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          "mode=0755,size=4k"),
+                    "/sys/fs/cgroup hidden");
+}
+
 /* The Sandbox's view, built in <dir>/root and made the root: the host's root read-only
  * (nothing of the host propagates into it but the Sandbox's mnt), a /proc of the new pid
- * namespace, a /sys of the new net namespace, /dev with the safe nodes, a /tmp of its own
- * (a tmpfs), and of the home only the Sandbox's tmp and mnt. */
-static int set_up_view(const char *home, const char *dir) {
+ * namespace, /sys (set_up_sys), /dev with the safe nodes, a /tmp of its own (a tmpfs; of
+ * tmp_size bytes, the disk budget, when there is one, else tmpfs's default of half the
+ * memory), and of the home only the Sandbox's tmp and mnt. */
+static int set_up_view(const char *home, const char *dir, bool own_net, unsigned long long tmp_size) {
         _cleanup_free_ char *view = xasprintf("%s/root", dir), *proc = xasprintf("%s/proc", view),
-                            *sys = xasprintf("%s/sys", view), *tmp = xasprintf("%s/tmp", view);
+                            *tmp = xasprintf("%s/tmp", view);
         struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID };
+        _cleanup_free_ char *tmp_options =
+                tmp_size ? xasprintf("mode=01777,size=%llu", tmp_size) : xstrdup("mode=01777");
         int r = must(mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL), "/ as a slave");
         if (r == 0)
                 r = must(mount("/", view, NULL, MS_BIND | MS_REC, NULL), "the host's root");
@@ -164,12 +168,11 @@ static int set_up_view(const char *home, const char *dir) {
         if (r == 0)
                 r = must(mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "/proc");
         if (r == 0)
-                r = must(mount("sysfs", sys, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
-                         "/sys");
+                r = set_up_sys(view, own_net);
         if (r == 0)
                 r = set_up_dev(view);
         if (r == 0)
-                r = must(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "mode=01777"), "/tmp");
+                r = must(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, tmp_options), "/tmp");
         if (r == 0)
                 r = set_up_home(view, home, dir);
         /* pivot_root(".", "."): the old root stays stacked beneath and is detached. */
@@ -201,6 +204,7 @@ static _Noreturn void reap_forever(void) {
 
 static const char init_usage[] =
         "usage: layerfs-daemon --sandbox-init --hostname NAME --home HOME --dir SANDBOX_DIR\n"
+        "                      [--network none|host|private] [--tmp-size BYTES]\n"
         "(only as pid 1 of a Sandbox's namespaces: the namespaces runtime starts it)\n";
 
 int sandbox_init_main(int argc, char **argv) {
@@ -209,9 +213,11 @@ int sandbox_init_main(int argc, char **argv) {
                 { "hostname", required_argument, NULL, 'h' },
                 { "home", required_argument, NULL, 'H' },
                 { "dir", required_argument, NULL, 'd' },
+                { "network", required_argument, NULL, 'n' },
+                { "tmp-size", required_argument, NULL, 't' },
                 { NULL, 0, NULL, 0 },
         };
-        const char *hostname = NULL, *home = NULL, *dir = NULL;
+        const char *hostname = NULL, *home = NULL, *dir = NULL, *network_name = "none", *tmp_size = NULL;
         int c;
         while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
                 if (c == 'h')
@@ -220,24 +226,41 @@ int sandbox_init_main(int argc, char **argv) {
                         home = optarg;
                 else if (c == 'd')
                         dir = optarg;
+                else if (c == 't')
+                        tmp_size = optarg;
+                else if (c == 'n')
+                        network_name = optarg;
                 else if (c != 'I') {
                         fputs(init_usage, stderr);
                         return 2;
                 }
         }
-        if (!hostname || !home || !dir || home[0] != '/' || dir[0] != '/' || getpid() != 1) {
+        lfs_network network;
+        if (!hostname || !home || !dir || home[0] != '/' || dir[0] != '/' || getpid() != 1 ||
+            !lfs_network_from_name(network_name, &network)) {
                 fputs(init_usage, stderr);
+                return 2;
+        }
+        uint64_t tmp_bytes = 0;
+        lfs_error *err = NULL;
+        if (tmp_size &&
+            lfs_parse_whole("--tmp-size", tmp_size, LFS_MIN_DISK, LFS_MAX_DISK, &tmp_bytes, &err) < 0) {
+                fprintf(stderr, "sandbox init: %s\n", err->message);
+                lfs_error_free(err);
                 return 2;
         }
         (void)prctl(PR_SET_NAME, "layerfs-init", 0, 0, 0);
         view_step = "the mounts";
-        int r = set_up_view(home, dir);
+        /* With the host's network there is no net namespace of the Sandbox's, and no lo of
+         * its own to bring up; private's veth is the library's to make, from the host. */
+        bool own_net = network != LFS_NETWORK_HOST;
+        int r = set_up_view(home, dir, own_net, (unsigned long long)tmp_bytes);
         const char *what = view_step;
         if (r == 0 && sethostname(hostname, strlen(hostname)) < 0) {
                 r = -errno;
                 what = "the hostname";
         }
-        if (r == 0 && (r = bring_lo_up()) < 0)
+        if (r == 0 && own_net && (r = bring_lo_up()) < 0)
                 what = "lo";
         /* The init is the Sandbox's too: what its commands may not call, neither may it
          * (it only reaps from here on). */

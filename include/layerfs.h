@@ -220,6 +220,12 @@ typedef struct lfs_sandbox_options {
         const char *pids;
         const char *cpus;
         const char *disk;
+        /* "none" (a net namespace of its own with only lo up), "host" (the host's network),
+         * "private" (lo and a veth pair to the host, on a /30 of its own; nothing routed
+         * beyond it); NULL: the runtime's default (namespaces: none; native: host, the only
+         * one it gives). Another name is InvalidInput, one the runtime cannot give is
+         * Unsupported, both before anything is made. */
+        const char *network;
 } lfs_sandbox_options;
 
 /* lfs_sandbox_create with limits (options NULL: none). */
@@ -229,6 +235,19 @@ LFS_PUBLIC int lfs_sandbox_create_with(lfs_home *home, const char *project,
 /* The limits a running Sandbox was made with, as its record keeps them. */
 LFS_PUBLIC int lfs_sandbox_get_limits(lfs_home *home, const char *project, int sandbox,
                                       lfs_sandbox_limits *ret, lfs_error **err);
+/* A Sandbox's network, as its record keeps it. */
+typedef struct lfs_sandbox_network {
+        char mode[8]; /* "none", "host" or "private" */
+        /* private: the host's end of its veth pair (a link of the host's) and its address,
+         * and the Sandbox's address (on its eth0, its default route through the host's),
+         * dotted, on a /prefix of their own; empty otherwise. */
+        char host_link[16];
+        char host_address[16];
+        char sandbox_address[16];
+        int prefix; /* 30 for private, else 0 */
+} lfs_sandbox_network;
+LFS_PUBLIC int lfs_sandbox_get_network(lfs_home *home, const char *project, int sandbox,
+                                       lfs_sandbox_network *ret, lfs_error **err);
 /* Ends the Sandbox's daemon, unmounts, removes its directory and record. Refuses Dirty
  * unless force. */
 LFS_PUBLIC int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force,

@@ -22,7 +22,14 @@ void lfs_linux_probe(const lfs_platform *p, lfs_missing *m);
 /* Root, and the cgroup root (*ret_root). */
 int lfs_linux_prepare(const lfs_platform *p, char **ret_root, lfs_error **err);
 int lfs_linux_reach(const lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error **err);
-/* Makes the Sandbox's cgroup and starts its daemon in the leaf "daemon" (native's create). */
+/* Makes the Sandbox's cgroup, sets its limits and starts its daemon in the leaf "daemon",
+ * without waiting: its handle and the read end of its readiness pipe (*ret_ready_fd). */
+int lfs_linux_start_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
+                           int *ret_ready_fd, lfs_error **err);
+/* Waits for the daemon lfs_linux_start_daemon started to say it listens. */
+int lfs_linux_await_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_handle *h, int ready_fd,
+                           lfs_error **err);
+/* Both, in turn (native's create). */
 int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
                      lfs_error **err);
 /* Waits, in poll, until ready_fd gives a byte, or pidfd's process exits, or

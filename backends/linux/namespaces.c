@@ -7,7 +7,9 @@
  * pid 1 there, it reaps and never exits on its own. Its user namespace maps ids 0..65535
  * onto the host ids id_base..id_base+65535 of the Sandbox's record. Each command joins
  * the init's namespaces (setns on a pidfd of the init) in its own leaf, as native's do;
- * ending the cgroup ends the init and with it every namespace. docs/runtime.md.
+ * ending the cgroup ends the init and with it every namespace. --network host leaves the
+ * net namespace out (the host's is the Sandbox's); private adds a veth pair to the host
+ * (network.c), whose host end teardown and reclaim remove. docs/runtime.md.
  */
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -25,6 +27,7 @@
 
 #include "cgroup.h"
 #include "linux.h"
+#include "network.h"
 #include "resource_limits.h"
 #include "seccomp.h"
 #include "util.h"
@@ -33,6 +36,12 @@
 #define SANDBOX_NAMESPACES                                                                                  \
         (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP |       \
          CLONE_NEWNET)
+
+/* sb's namespaces: with --network host, the host's net namespace is its (and a command
+ * could not join it from the Sandbox's user namespace anyway). */
+static int sandbox_namespaces(const lfs_sandbox_ref *sb) {
+        return sb->network == LFS_NETWORK_HOST ? SANDBOX_NAMESPACES & ~CLONE_NEWNET : SANDBOX_NAMESPACES;
+}
 /* How many ids a Sandbox's user namespace maps: 0..65535, with the command identity
  * 501:20 among them. */
 #define SANDBOX_IDS 65536u
@@ -108,6 +117,7 @@ typedef struct init_start {
         const char *exe;
         const char *const *argv;
         int cgroup_fd; /* the leaf "init" */
+        int namespaces; /* sandbox_namespaces */
         int ready_fd, null_fd, log_fd;
         char map[64]; /* "0 <base> 65536\n" for uid_map and gid_map */
         size_t map_len;
@@ -162,7 +172,7 @@ static _Noreturn void init_parent(const init_start *s, int pid_fd, int go_fd, in
         if (pipe2(sync, O_CLOEXEC) < 0)
                 init_parent_fail(pid_fd, errno);
         struct clone_args args = {
-                .flags = SANDBOX_NAMESPACES | CLONE_INTO_CGROUP,
+                .flags = (uint64_t)s->namespaces | CLONE_INTO_CGROUP,
                 .exit_signal = SIGCHLD,
                 .cgroup = (uint64_t)s->cgroup_fd,
         };
@@ -192,9 +202,10 @@ static _Noreturn void init_parent(const init_start *s, int pid_fd, int go_fd, in
         _exit(0);
 }
 
-/* Starts the Sandbox's init, detached, in the leaf <place>/init, and waits until it says
- * its namespaces are set up (its ready byte), or exits, or the time is up. */
-static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_error **err) {
+/* Starts the Sandbox's init, detached, in the leaf <place>/init, without waiting for it to
+ * set its namespaces up: a pidfd of it and the read end of its readiness pipe. */
+static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, int *ret_pidfd,
+                      int *ret_ready_fd, lfs_error **err) {
         _cleanup_free_ char *leaf = xasprintf("%s/init", sb->place);
         int r = lfs_cgroup_make(leaf);
         if (r < 0)
@@ -204,8 +215,23 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                 return lfs_fail(err, LFS_FAILED, -cgroup_fd, "cannot open the cgroup %s: %s", leaf,
                                 strerror(-cgroup_fd));
         _cleanup_free_ char *hostname = xasprintf("sandbox-%d", sb->number);
-        const char *const argv[] = { "layerfs-init", "--sandbox-init", "--hostname", hostname, "--home",
-                                     sb->home,       "--dir",          sb->dir,      NULL };
+        /* Under a disk budget the view's /tmp, a tmpfs of its own, is bounded by it too. */
+        _cleanup_free_ char *tmp_size = start->limits && start->limits->disk
+                                                ? xasprintf("%llu", (unsigned long long)start->limits->disk)
+                                                : NULL;
+        const char *const argv[] = { "layerfs-init",
+                                     "--sandbox-init",
+                                     "--hostname",
+                                     hostname,
+                                     "--home",
+                                     sb->home,
+                                     "--dir",
+                                     sb->dir,
+                                     "--network",
+                                     lfs_network_name(sb->network),
+                                     tmp_size ? "--tmp-size" : NULL,
+                                     tmp_size,
+                                     NULL };
         _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         _cleanup_close_ int log_fd = openat(start->dir_fd, "daemon.log",
                                             O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -225,6 +251,7 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
         init_start s = { .exe = start->exe,
                          .argv = argv,
                          .cgroup_fd = cgroup_fd,
+                         .namespaces = sandbox_namespaces(sb),
                          .ready_fd = ready_write,
                          .null_fd = null_fd,
                          .log_fd = log_fd };
@@ -258,31 +285,47 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
         if (pidfd < 0)
                 return lfs_fail(err, LFS_FAILED, e, "pidfd_open(%d) of sandbox %d's init: %s", (int)pid,
                                 sb->number, strerror(e));
-        if ((r = lfs_linux_wait_ready(ready_read, pidfd)) < 0)
-                return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's init did not become ready (%s)",
-                                sb->number, strerror(-r));
+        *ret_pidfd = TAKE_FD(pidfd);
+        *ret_ready_fd = TAKE_FD(ready_read);
         return 0;
 }
 
-/* On the host: <dir>/mnt, where the daemon mounts the Workspaces, becomes a shared mount
- * of its own, so that what the daemon mounts there later appears in the Sandbox's view
- * (whose copy of it is a slave), and <dir>/root, where the init builds that view. */
-static int prepare_view(const lfs_sandbox_ref *sb, int dir_fd, lfs_error **err) {
-        _cleanup_free_ char *mnt = xasprintf("%s/mnt", sb->dir);
-        if (mkdirat(dir_fd, "root", 0700) < 0 && errno != EEXIST)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s/root: %s", sb->dir, strerror(errno));
-        _cleanup_close_ int fd = lfs_open_beneath(dir_fd, "mnt", O_PATH | O_DIRECTORY);
+/* Makes <dir>/name (mode) and binds it onto itself as a shared mount of its own: what the
+ * daemon mounts there later (the Workspaces in mnt, the disk budget's tmpfs on tmp)
+ * propagates to the Sandbox's view, whose copy is a slave, whenever the init binds it. */
+static int make_shared(const lfs_sandbox_ref *sb, int dir_fd, const char *name, mode_t mode,
+                       lfs_error **err) {
+        _cleanup_free_ char *path = xasprintf("%s/%s", sb->dir, name);
+        if (mkdirat(dir_fd, name, mode) < 0 && errno != EEXIST)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", path, strerror(errno));
+        _cleanup_close_ int fd = lfs_open_beneath(dir_fd, name, O_PATH | O_DIRECTORY);
         if (fd < 0)
-                return lfs_fail(err, LFS_FAILED, -fd, "cannot open %s: %s", mnt, strerror(-fd));
+                return lfs_fail(err, LFS_FAILED, -fd, "cannot open %s: %s", path, strerror(-fd));
         char self[64];
         snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-        if (mount(self, self, NULL, MS_BIND, NULL) < 0 || mount(NULL, mnt, NULL, MS_PRIVATE, NULL) < 0 ||
-            mount(NULL, mnt, NULL, MS_SHARED, NULL) < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s a shared mount: %s", mnt,
+        if (mount(self, self, NULL, MS_BIND, NULL) < 0 || mount(NULL, path, NULL, MS_PRIVATE, NULL) < 0 ||
+            mount(NULL, path, NULL, MS_SHARED, NULL) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s a shared mount: %s", path,
                                 strerror(errno));
         return 0;
 }
 
+/* On the host, before the daemon and the init start: <dir>/mnt (the Workspaces, 0711 as
+ * the daemon makes it) and <dir>/tmp (HOME and TMPDIR, the daemon gives it to the command
+ * identity) as shared mounts, and <dir>/root, where the init builds the view. So the init
+ * needs nothing the daemon makes, and both start at once. */
+static int prepare_view(const lfs_sandbox_ref *sb, int dir_fd, lfs_error **err) {
+        if (mkdirat(dir_fd, "root", 0700) < 0 && errno != EEXIST)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s/root: %s", sb->dir, strerror(errno));
+        int r = make_shared(sb, dir_fd, "mnt", 0711, err);
+        if (r == 0)
+                r = make_shared(sb, dir_fd, "tmp", 0700, err);
+        return r;
+}
+
+/* The daemon and the init start together (the init's namespaces, exec and view take about
+ * as long as the daemon's start): then each is waited for, and a private network is
+ * connected. */
 static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start,
                              lfs_daemon_handle *ret, lfs_error **err) {
         if (sb->id_base == 0 || sb->id_base > UINT32_MAX - SANDBOX_IDS)
@@ -292,10 +335,24 @@ static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *
                         "onto",
                         sb->number, (unsigned)sb->id_base);
         lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
-        int r = lfs_linux_create(sb, start, &h, err);
+        _cleanup_close_ int daemon_ready = -1, init_process = -1, init_ready = -1;
+        int r = prepare_view(sb, start->dir_fd, err);
+        if (r == 0)
+                r = lfs_linux_start_daemon(sb, start, &h, &daemon_ready, err);
         if (r < 0)
                 return r;
-        if ((r = prepare_view(sb, start->dir_fd, err)) < 0 || (r = start_init(sb, start, err)) < 0) {
+        if ((r = start_init(sb, start, &init_process, &init_ready, err)) < 0 ||
+            (r = lfs_linux_await_daemon(sb, &h, daemon_ready, err)) < 0) {
+                close(h.pidfd);
+                return r;
+        }
+        if ((r = lfs_linux_wait_ready(init_ready, init_process)) < 0) {
+                close(h.pidfd);
+                return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's init did not become ready (%s)",
+                                sb->number, strerror(-r));
+        }
+        /* --network private: the veth pair, once the init's net namespace is there. */
+        if ((r = lfs_network_connect(sb, init_process, err)) < 0) {
                 close(h.pidfd);
                 return r;
         }
@@ -372,7 +429,7 @@ static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *s
         int r = get_init(sb, &pidfd, &pid);
         if (r < 0)
                 return r;
-        return lfs_linux_spawn(sb, spec, SANDBOX_NAMESPACES, pidfd, lfs_sandbox_seccomp(), ret_pid,
+        return lfs_linux_spawn(sb, spec, sandbox_namespaces(sb), pidfd, lfs_sandbox_seccomp(), ret_pid,
                                ret_pidfd);
 }
 
@@ -412,8 +469,27 @@ static int namespaces_open_terminal(const lfs_sandbox_ref *sb) {
         return TAKE_FD(fd);
 }
 
+/* Native's, and then the host's end of a private network: the Sandbox's net namespace
+ * ended with its init, and with it the pair, unless something still holds the namespace
+ * (a socket of it passed out): its end on the host goes regardless. */
+static int namespaces_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata,
+                               char **ret_why) {
+        int r = lfs_linux_teardown(sb, hook, userdata, ret_why);
+        int k = lfs_network_remove(sb, r < 0 ? NULL : ret_why);
+        return r < 0 ? r : k;
+}
+
+static int namespaces_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
+        int r = lfs_linux_reclaim(sb, ret_why);
+        int k = lfs_network_remove(sb, r < 0 ? NULL : ret_why);
+        return r < 0 ? r : k;
+}
+
 const lfs_runtime lfs_runtime_namespaces = {
         .name = "namespaces",
+        .networks = LFS_NETWORK_BIT(LFS_NETWORK_NONE) | LFS_NETWORK_BIT(LFS_NETWORK_HOST) |
+                    LFS_NETWORK_BIT(LFS_NETWORK_PRIVATE),
+        .default_network = LFS_NETWORK_NONE,
         .probe = namespaces_probe,
         .prepare = namespaces_prepare,
         .check_limits = lfs_linux_check_limits,
@@ -425,6 +501,6 @@ const lfs_runtime lfs_runtime_namespaces = {
         .command_done = lfs_linux_command_done,
         .list = lfs_linux_list,
         .signal = lfs_linux_signal,
-        .teardown = lfs_linux_teardown,
-        .reclaim = lfs_linux_reclaim,
+        .teardown = namespaces_teardown,
+        .reclaim = namespaces_reclaim,
 };

@@ -186,8 +186,8 @@ int lfs_linux_wait_ready(int ready_fd, int pidfd) {
         return -ESRCH;
 }
 
-int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
-                     lfs_error **err) {
+int lfs_linux_start_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
+                           int *ret_ready_fd, lfs_error **err) {
         _cleanup_free_ char *root = xstrdup(sb->place), *leaf = xasprintf("%s/daemon", sb->place);
         int r;
         if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(sb->place)) < 0 ||
@@ -205,10 +205,30 @@ int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, l
         close(ready[1]); /* the daemon's is the only write end now: its exit ends the wait */
         if (r < 0)
                 return r;
-        if ((r = lfs_linux_wait_ready(ready_read, h.pidfd)) < 0) {
-                close(h.pidfd);
+        *ret = h;
+        *ret_ready_fd = TAKE_FD(ready_read);
+        return 0;
+}
+
+int lfs_linux_await_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_handle *h, int ready_fd,
+                           lfs_error **err) {
+        int r = lfs_linux_wait_ready(ready_fd, h->pidfd);
+        if (r < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's daemon did not become ready (%s)",
                                 sb->number, strerror(-r));
+        return 0;
+}
+
+int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
+                     lfs_error **err) {
+        lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
+        _cleanup_close_ int ready_fd = -1;
+        int r = lfs_linux_start_daemon(sb, start, &h, &ready_fd, err);
+        if (r < 0)
+                return r;
+        if ((r = lfs_linux_await_daemon(sb, &h, ready_fd, err)) < 0) {
+                close(h.pidfd);
+                return r;
         }
         *ret = h;
         return 0;
@@ -375,6 +395,9 @@ static int native_open_terminal(const lfs_sandbox_ref *sb) {
 
 const lfs_runtime lfs_runtime_native = {
         .name = "native",
+        /* Its commands are processes of the host: the host's network is theirs. */
+        .networks = LFS_NETWORK_BIT(LFS_NETWORK_HOST),
+        .default_network = LFS_NETWORK_HOST,
         .probe = lfs_linux_probe,
         .prepare = lfs_linux_prepare,
         .check_limits = lfs_linux_check_limits,

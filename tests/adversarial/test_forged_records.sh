@@ -64,7 +64,20 @@ records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_ti
 # A limit that no create writes (limits are shown, so they are checked like the rest).
 records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, state, memory)
         VALUES('p', 12, 'linux', 'native', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-12', 'running', 'lots')"
-n_forged=10
+# A network no create writes: native's is the host's, a private one's addresses are a /30,
+# and a second record naming a live private Sandbox's link (the first 12 digits of its
+# instance) would have its reclaim remove that Sandbox's link.
+records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, state, network)
+        VALUES('p', 13, 'linux', 'native', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-13', 'running', 'private')"
+records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, state, id_base,
+        network, net_base)
+        VALUES('p', 14, 'linux', 'namespaces', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-14', 'running',
+               2147483648, 'private', 3)"
+records "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, boot_id, dir, state, id_base,
+        network, net_base)
+        VALUES('p', 15, 'linux', 'namespaces', 999999, 1, '$boot', '$LAYERFS_HOME/sandboxes/p-15', 'running',
+               2147549184, 'none', 2851356672)"
+n_forged=13
 
 for what in "project list_sandboxes" "runtime reclaim" "sandbox create"; do
         # shellcheck disable=SC2086
@@ -92,6 +105,10 @@ set -e
 case "$msg" in "InvalidInput: "*"cgroup"*"$CG_MOUNT"*) ok ;; *) fail "close of a record with a foreign cgroup said: $msg" ;; esac
 expect_error InvalidInput lfs sandbox close 5 --force
 expect_refusal InvalidInput "has memory 'lots'" lfs sandbox close 12 --force
+expect_refusal InvalidInput "has network 'private', but only a namespaces Sandbox has a network other than the host's" \
+        lfs sandbox close 13 --force
+expect_refusal InvalidInput "has net_base 3, but a private network's addresses are a /30" lfs sandbox close 14 --force
+expect_refusal InvalidInput "has net_base 2851356672, but only a private network has addresses" lfs sandbox close 15 --force
 expect_error InvalidInput lfs workspace mount 6 main
 alive "$DECOY" || fail "a refused close signalled the decoy"
 

@@ -141,6 +141,20 @@ use_private_sandboxes() {
         trap 'teardown_sandboxes; cleanup_work' EXIT
 }
 
+# main_sandbox [OPTIONS]: a new Sandbox (sandbox create OPTIONS) with the branch main
+# mounted; its number. in_main N COMMAND...: COMMAND in Sandbox N's Workspace of main.
+main_sandbox() {
+        local n
+        n=$("$LAYERFS" sandbox create "$@")
+        "$LAYERFS" workspace mount "$n" main >/dev/null
+        echo "$n"
+}
+in_main() {
+        local n=$1
+        shift
+        "$LAYERFS" workspace exec "$n" main -- "$@"
+}
+
 # records [SQL]: SQL's answer from the home's records; with none, how many Sandboxes
 # there are (0 before the home has its database).
 records() {

@@ -123,6 +123,12 @@ ok
 lfs workspace exec "$n" main -- rm big
 # Past it in TMPDIR: the same.
 no_space "16 MiB into TMPDIR of an 8 MiB budget" 'dd if=/dev/zero of="$TMPDIR/big" bs=1M count=16'
+# A namespaces Sandbox's /tmp, a tmpfs of its own, is no way around the budget.
+if [ "$(records "SELECT runtime FROM sandboxes WHERE number=$n")" = namespaces ]; then
+        no_space "16 MiB into /tmp of a namespaces Sandbox with an 8 MiB budget" \
+                'rm -f "$TMPDIR/big"; dd if=/dev/zero of=/tmp/big bs=1M count=16'
+        lfs workspace exec "$n" main -- rm -f /tmp/big
+fi
 # One budget: 5 MiB in TMPDIR leave too little for 5 MiB in the Workspace.
 lfs workspace exec "$n" main -- sh -c 'rm -f "$TMPDIR/big"; dd if=/dev/zero of="$TMPDIR/five" bs=1M count=5 status=none'
 no_space "5 MiB in TMPDIR, then 5 MiB in the Workspace, with an 8 MiB budget" 'dd if=/dev/zero of=five bs=1M count=5'

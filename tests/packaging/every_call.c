@@ -189,6 +189,11 @@ int main(int argc, char **argv) {
         lfs_sandbox_limits limits;
         check(lfs_sandbox_get_limits(home, "every", sandbox, &limits, &err), "lfs_sandbox_get_limits");
         expect(limits.disk == 16u << 20 && limits.memory == 0, "the Sandbox's limits");
+        /* Its network: the runtime's default (native: host; namespaces: none). */
+        lfs_sandbox_network network;
+        check(lfs_sandbox_get_network(home, "every", sandbox, &network, &err), "lfs_sandbox_get_network");
+        expect((!strcmp(network.mode, "host") || !strcmp(network.mode, "none")) && network.prefix == 0,
+               "the Sandbox's network");
         check(lfs_sandbox_close(home, "every", sandbox, 0, &err), "lfs_sandbox_close");
 
         /* ---- a refusal ---- */

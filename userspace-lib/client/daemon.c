@@ -109,14 +109,31 @@ int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, 
                             *id_base = xasprintf("%u", (unsigned)rec->id_base);
         _cleanup_free_ char *disk =
                 rec->limits.disk ? xasprintf("%llu", (unsigned long long)rec->limits.disk) : NULL;
-        const char *const args[] = { "--home",      home->path,   "--project",
-                                     rec->project,  "--sandbox",  num,
-                                     "--dir",       rec->dir,     "--cgroup",
-                                     rec->cgroup,   "--instance", rec->instance,
-                                     "--platform",  platform->id, "--runtime",
-                                     runtime->name, "--id-base",  id_base,
-                                     "--ready-fd",  ready,        disk ? "--disk" : NULL,
-                                     disk,          NULL };
+        const char *const args[] = { "--home",
+                                     home->path,
+                                     "--project",
+                                     rec->project,
+                                     "--sandbox",
+                                     num,
+                                     "--dir",
+                                     rec->dir,
+                                     "--cgroup",
+                                     rec->cgroup,
+                                     "--instance",
+                                     rec->instance,
+                                     "--platform",
+                                     platform->id,
+                                     "--runtime",
+                                     runtime->name,
+                                     "--id-base",
+                                     id_base,
+                                     "--network",
+                                     lfs_network_name(rec->network),
+                                     "--ready-fd",
+                                     ready,
+                                     disk ? "--disk" : NULL,
+                                     disk,
+                                     NULL };
         lfs_daemon_start start = {
                 .exe = daemon, .args = args, .dir_fd = rec->dir_fd, .limits = &rec->limits
         };

@@ -10,6 +10,7 @@
 #include "numbers.h"
 #include "platforms.h"
 #include "records.h"
+#include "rtnetlink.h"
 
 /* The largest pid Linux hands out (PID_MAX_LIMIT on 64-bit). */
 #define PID_LIMIT (4 * 1024 * 1024)
@@ -124,7 +125,8 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                     " platform TEXT NOT NULL, runtime TEXT NOT NULL, image TEXT, pid INTEGER,"
                     " start_time INTEGER, boot_id TEXT, dir TEXT NOT NULL, state TEXT NOT NULL,"
                     " cgroup TEXT, socket TEXT, instance TEXT, memory INTEGER, pids INTEGER, cpus REAL,"
-                    " disk INTEGER, PRIMARY KEY(project, number)) WITHOUT ROWID;",
+                    " disk INTEGER, network TEXT, net_base INTEGER, PRIMARY KEY(project, number))"
+                    " WITHOUT ROWID;",
                     NULL, NULL, &msg) != SQLITE_OK) {
                 r = lfs_fail(err, LFS_FAILED, EIO, "cannot use %s: %s", path, msg ? msg : "?");
                 sqlite3_free(msg);
@@ -133,7 +135,7 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         }
         /* Columns added since the table was first made: platform (a row without one reads
          * as the platform its runtime implies), cgroup and socket, instance, the limits
-         * (NULL: none). */
+         * (NULL: none), the network (NULL: its runtime's default) and its addresses. */
         static const struct {
                 const char *probe, *add;
         } columns[] = {
@@ -148,6 +150,9 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                 { "SELECT memory, pids, cpus, disk FROM sandboxes LIMIT 0",
                   "ALTER TABLE sandboxes ADD COLUMN memory INTEGER; ALTER TABLE sandboxes ADD COLUMN pids "
                   "INTEGER; ALTER TABLE sandboxes ADD COLUMN cpus REAL; ALTER TABLE sandboxes ADD COLUMN disk "
+                  "INTEGER;" },
+                { "SELECT network, net_base FROM sandboxes LIMIT 0",
+                  "ALTER TABLE sandboxes ADD COLUMN network TEXT; ALTER TABLE sandboxes ADD COLUMN net_base "
                   "INTEGER;" },
         };
         for (size_t i = 0; i < ELEMENTSOF(columns); i++) {
@@ -223,7 +228,7 @@ bool lfs_record_alive(const sandbox_record *rec) {
 
 #define RECORD_COLUMNS                                                                                         \
         "project, number, pid, start_time, boot_id, dir, cgroup, platform, state, runtime, instance, socket, " \
-        "id_base, memory, pids, cpus, disk"
+        "id_base, memory, pids, cpus, disk, network, net_base"
 enum {
         COL_PROJECT,
         COL_NUMBER,
@@ -241,7 +246,9 @@ enum {
         COL_MEMORY,
         COL_PIDS,
         COL_CPUS,
-        COL_DISK
+        COL_DISK,
+        COL_NETWORK,
+        COL_NET_BASE
 };
 
 static const char *text_or_null(sqlite3_stmt *st, int col) {
@@ -279,7 +286,7 @@ static int refuse(lfs_home *home, sqlite3_stmt *st, int col, const char *rule, l
         static const char *const names[] = { "project",  "number", "pid",      "start_time", "boot_id",
                                              "dir",      "cgroup", "platform", "state",      "runtime",
                                              "instance", "socket", "id_base",  "memory",     "pids",
-                                             "cpus",     "disk" };
+                                             "cpus",     "disk",   "network",  "net_base" };
         _cleanup_free_ char *value = column_shown(st, col), *project = column_shown(st, COL_PROJECT),
                             *number = column_shown(st, COL_NUMBER);
         return lfs_fail(
@@ -402,6 +409,29 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
                                       "a limit of CPUs is nothing or a number a create accepts", err);
                 limits.cpus = cpus;
         }
+        /* The network: its runtime's default (NULL, records from before networks: native's is
+         * the host's, namespaces' none), or one it gives; a private one's /30 is where a
+         * create puts it (lfs_net_base_valid), the others have none. */
+        lfs_network network = has_ids ? LFS_NETWORK_NONE : LFS_NETWORK_HOST;
+        if (sqlite3_column_type(st, COL_NETWORK) != SQLITE_NULL &&
+            (!lfs_network_from_name(text_or_null(st, COL_NETWORK), &network) ||
+             (!has_ids && network != LFS_NETWORK_HOST)))
+                return refuse(home, st, COL_NETWORK,
+                              has_ids ? "a namespaces Sandbox's network is none, host or private"
+                                      : "only a namespaces Sandbox has a network other than the host's",
+                              err);
+        bool private_net = network == LFS_NETWORK_PRIVATE;
+        long long net_base = sqlite3_column_int64(st, COL_NET_BASE);
+        if (private_net ? sqlite3_column_type(st, COL_NET_BASE) != SQLITE_INTEGER ||
+                                  !lfs_net_base_valid(net_base)
+                        : sqlite3_column_type(st, COL_NET_BASE) != SQLITE_NULL)
+                return refuse(home, st, COL_NET_BASE,
+                              private_net
+                                      ? "a private network's addresses are a /30 (the number of its first "
+                                        "address, a multiple of 4) outside 0.0.0.0/8, 127.0.0.0/8 and "
+                                        "224.0.0.0/3"
+                                      : "only a private network has addresses",
+                              err);
         const char *placement = "host";
         lfs_placement(&placement, NULL);
         *ret = (sandbox_record){
@@ -418,6 +448,8 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
                 .id_base = has_ids ? (uint32_t)id_base : 0,
                 .state = xstrdup(state),
                 .limits = limits,
+                .network = network,
+                .net_base = private_net ? (uint32_t)net_base : 0,
                 .dir_fd = -1,
         };
         return 0;
@@ -585,9 +617,138 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
         return 0;
 }
 
+/* ---- a private network's addresses ---- */
+
+/* The default LAYERFS_NET_RANGE: 169.254.64.0/18, link-local addresses (which routers do
+ * not forward), away from 169.254.169.254 and 169.254.170.2 (the clouds' metadata
+ * services): 4096 Sandboxes' /30s. */
+#define NET_RANGE_DEFAULT "169.254.64.0/18"
+
+bool lfs_net_base_valid(long long base) {
+        return base > 0 && base <= (long long)UINT32_MAX - 3 && base % LFS_NETWORK_SIZE == 0 &&
+               (base >> 24) != 0 && (base >> 24) != 127 && (base >> 29) != 7;
+}
+
+int lfs_net_range(uint32_t *ret_first, uint32_t *ret_count, lfs_error **err) {
+        const char *v = getenv("LAYERFS_NET_RANGE");
+        const char *text = v ? v : NET_RANGE_DEFAULT;
+        unsigned a, b, c, d, prefix;
+        char end;
+        if (sscanf(text, "%3u.%3u.%3u.%3u/%2u%c", &a, &b, &c, &d, &prefix, &end) == 5 && a < 256 &&
+            b < 256 && c < 256 && d < 256 && prefix >= 8 && prefix <= LFS_NETWORK_PREFIX &&
+            strspn(text, "0123456789./") == strlen(text)) {
+                uint32_t first = a << 24 | b << 16 | c << 8 | d;
+                uint32_t count = 1u << (32 - prefix);
+                if (first % count == 0 && lfs_net_base_valid(first) &&
+                    lfs_net_base_valid(first + count - 4)) {
+                        *ret_first = first;
+                        *ret_count = count;
+                        return 0;
+                }
+        }
+        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_NET_RANGE='%s' is not an IPv4 network A.B.C.D/N with N from 8 to 30, its "
+                        "address the network's first, outside 0.0.0.0/8, 127.0.0.0/8 and 224.0.0.0/3 (the "
+                        "default is " NET_RANGE_DEFAULT ")",
+                        text);
+}
+
+/* The lowest /30 of the home's LAYERFS_NET_RANGE that no record holds and that holds no
+ * address of the host's (another home's Sandbox, a link of the host's own), inside the
+ * claim's transaction. */
+static int claim_net(sqlite3 *db, uint32_t *ret, lfs_error **err) {
+        uint32_t first = 0, count = 0;
+        int r = lfs_net_range(&first, &count, err);
+        if (r < 0)
+                return r;
+        _cleanup_free_ uint32_t *host = NULL;
+        size_t n_host = 0;
+        lfs_rtnl *nl = NULL;
+        if ((r = lfs_rtnl_open(&nl)) == 0)
+                r = lfs_rtnl_ipv4_addresses(nl, &host, &n_host);
+        lfs_rtnl_close(nl);
+        if (r < 0)
+                return lfs_fail(err, LFS_FAILED, -r, "cannot read the host's IPv4 addresses: %s",
+                                strerror(-r));
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(
+                    db, "SELECT 1 FROM sandboxes WHERE typeof(net_base)='integer' AND net_base=? LIMIT 1",
+                    -1, &st, NULL) != SQLITE_OK)
+                return db_fail(db, err);
+        r = -ENOSPC;
+        uint32_t taken_by_host = 0;
+        for (uint64_t base = first; base + LFS_NETWORK_SIZE <= (uint64_t)first + count;
+             base += LFS_NETWORK_SIZE) {
+                sqlite3_reset(st);
+                sqlite3_bind_int64(st, 1, (sqlite3_int64)base);
+                if (sqlite3_step(st) == SQLITE_ROW)
+                        continue;
+                bool used = false;
+                for (size_t i = 0; i < n_host && !used; i++)
+                        used = host[i] >= base && host[i] < base + LFS_NETWORK_SIZE;
+                if (used) {
+                        taken_by_host++;
+                        continue;
+                }
+                *ret = (uint32_t)base;
+                r = 0;
+                break;
+        }
+        sqlite3_finalize(st);
+        if (r < 0) {
+                char text[16];
+                return lfs_fail(
+                        err, LFS_LIMIT_REACHED, ENOSPC,
+                        "no /30 is free for a private network in this home's LAYERFS_NET_RANGE %s/%d "
+                        "(%u of them; %u hold an address of the host's, the others are other "
+                        "Sandboxes'); close a Sandbox or give LAYERFS_NET_RANGE a wider range",
+                        lfs_ipv4_text(first, text), 32 - __builtin_ctz(count), count / LFS_NETWORK_SIZE,
+                        taken_by_host);
+        }
+        return 0;
+}
+
+/* The other record (project and number) whose instance starts with the same 12 digits,
+ * which name a private network's link on the host; false when there is none. */
+static bool link_name_taken(sqlite3 *db, const char *instance, const char *project, int number,
+                            char **ret_other) {
+        sqlite3_stmt *st;
+        if (!instance ||
+            sqlite3_prepare_v2(db,
+                               "SELECT project, number FROM sandboxes WHERE substr(instance, 1, 12) = "
+                               "substr(?, 1, 12) AND NOT (project IS ? AND number IS ?) LIMIT 1",
+                               -1, &st, NULL) != SQLITE_OK)
+                return false;
+        sqlite3_bind_text(st, 1, instance, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, project, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 3, number);
+        bool taken = sqlite3_step(st) == SQLITE_ROW;
+        if (taken && ret_other)
+                *ret_other =
+                        xasprintf("sandbox %lld of project '%s'", (long long)sqlite3_column_int64(st, 1),
+                                  (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+        return taken;
+}
+
+int lfs_record_check_link(lfs_home *home, sqlite3 *db, const sandbox_record *rec, lfs_error **err) {
+        _cleanup_free_ char *other = NULL;
+        if (rec->network != LFS_NETWORK_PRIVATE ||
+            !link_name_taken(db, rec->instance, rec->project, rec->number, &other))
+                return 0;
+        char link[LFS_NETWORK_LINK_SIZE];
+        lfs_network_link_name(rec->instance, link);
+        return lfs_fail(
+                err, LFS_INVALID_INPUT, 0,
+                "the record of sandbox %d of project '%s' in %s/home.db names the link %s of its private "
+                "network, but so does the record of %s (their instances start alike), which no create "
+                "writes; nothing was touched; remove or fix the record",
+                rec->number, rec->project, home->path, link, other);
+}
+
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
-                     const char *runtime, const lfs_sandbox_limits *limits, sandbox_record *ret,
-                     lfs_error **err) {
+                     const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
+                     sandbox_record *ret, lfs_error **err) {
         unsigned long long start = 0;
         if (lfs_process_start_time(getpid(), &start) < 0)
                 return lfs_fail(err, LFS_FAILED, ESRCH, "cannot read this process's start time");
@@ -619,6 +780,7 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                                .runtime = xstrdup(runtime),
                                .state = xstrdup("starting"),
                                .limits = *limits,
+                               .network = network,
                                .dir_fd = -1 };
         _cleanup_free_ char *socket = xasprintf("%s/control.sock", rec.dir);
         int r = 0;
@@ -626,12 +788,20 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                 r = lfs_fail(err, LFS_LIMIT_REACHED, 0, "project '%s' has no free sandbox number", project);
         else if (!strcmp(runtime, "namespaces"))
                 r = claim_ids(db, &rec.id_base, err);
+        if (r == 0 && network == LFS_NETWORK_PRIVATE)
+                r = claim_net(db, &rec.net_base, err);
+        /* No two records name one link (lfs_record_check_link). */
+        while (r == 0 && link_name_taken(db, rec.instance, project, rec.number, NULL)) {
+                free(rec.instance);
+                rec.instance = new_instance();
+        }
         if (r == 0 &&
             sqlite3_prepare_v2(
                     db,
                     "INSERT INTO sandboxes(project, number, platform, runtime, pid, start_time, "
                     "boot_id, dir, cgroup, socket, state, instance, id_base, memory, pids, cpus, "
-                    "disk) VALUES(?, ?, 'linux', ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?)",
+                    "disk, network, net_base) VALUES(?, ?, 'linux', ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?, "
+                    "?, ?, ?, ?, ?, ?)",
                     -1, &st, NULL) != SQLITE_OK)
                 r = db_fail(db, err);
         else if (r == 0) {
@@ -656,6 +826,9 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                         sqlite3_bind_double(st, 14, limits->cpus);
                 if (limits->disk)
                         sqlite3_bind_int64(st, 15, (sqlite3_int64)limits->disk);
+                sqlite3_bind_text(st, 16, lfs_network_name(network), -1, SQLITE_STATIC);
+                if (rec.net_base)
+                        sqlite3_bind_int64(st, 17, rec.net_base);
                 r = step_done(db, st, err);
         }
         if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)

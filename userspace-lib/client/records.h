@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "runtime.h"
 #include "store.h"
 
 typedef struct sandbox_record {
@@ -34,6 +35,10 @@ typedef struct sandbox_record {
         uint32_t id_base;
         char *state; /* starting, running, removing */
         lfs_sandbox_limits limits; /* what it was made with (0: none) */
+        lfs_network network;
+        /* private: the first address (host order) of its /30 (+1 the host's end, +2 its
+         * own); 0 otherwise. */
+        uint32_t net_base;
         int dir_fd; /* the Sandbox's directory once opened (sandbox.c), else -1 */
 } sandbox_record;
 
@@ -55,10 +60,22 @@ bool lfs_record_alive(const sandbox_record *rec);
  * gets its own range of host ids there too: the lowest 65536 of the home's id range
  * (LAYERFS_ID_RANGE, FIRST:COUNT; default 1073741824:1073741824) that no other record of
  * the home holds and that no /etc/subuid or /etc/subgid entry overlaps; LimitReached when
+ * none is left. A private network gets its /30 there too: the lowest of LAYERFS_NET_RANGE
+ * that no record holds and that holds none of the host's addresses; LimitReached when
  * none is left. */
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
-                     const char *runtime, const lfs_sandbox_limits *limits, sandbox_record *ret,
-                     lfs_error **err);
+                     const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
+                     sandbox_record *ret, lfs_error **err);
+/* A private network's record is acted on only if no other record names its link (the
+ * first 12 digits of its instance; a create never writes two): else InvalidInput naming
+ * both. */
+int lfs_record_check_link(lfs_home *home, sqlite3 *db, const sandbox_record *rec, lfs_error **err);
+/* LAYERFS_NET_RANGE (A.B.C.D/N; default 169.254.64.0/18): the addresses this home's private
+ * networks take their /30s from: its first address and how many. */
+int lfs_net_range(uint32_t *ret_first, uint32_t *ret_count, lfs_error **err);
+/* Whether base could be a private network's /30 as a create claims it: a multiple of 4
+ * outside 0.0.0.0/8, 127.0.0.0/8 and 224.0.0.0/3. */
+bool lfs_net_base_valid(long long base);
 /* LAYERFS_ID_RANGE: the host ids this home's namespaces Sandboxes take their ranges from. */
 int lfs_id_range(uint32_t *ret_first, uint32_t *ret_count, lfs_error **err);
 

@@ -16,6 +16,7 @@
 #include "client.h"
 #include "numbers.h"
 #include "platforms.h"
+#include "rtnetlink.h"
 
 /* ---- the Sandbox's directory ---- */
 
@@ -55,7 +56,10 @@ const lfs_runtime *lfs_record_runtime(const lfs_home *home, const sandbox_record
                                   .number = rec->number,
                                   .dir = rec->dir,
                                   .place = rec->cgroup,
-                                  .id_base = rec->id_base };
+                                  .id_base = rec->id_base,
+                                  .instance = rec->instance,
+                                  .network = rec->network,
+                                  .net_base = rec->net_base };
         const lfs_platform *p = lfs_platform_find(rec->platform);
         if (!p)
                 p = lfs_platform_find("linux");
@@ -76,6 +80,10 @@ int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_err
         int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
         if (r < 0 && r != -ENOENT) {
                 /* A 'sandboxes' that is not the home's: nothing is touched. */
+                lfs_record_set_owner(db, rec, 0, "removing", NULL);
+                return r;
+        }
+        if ((r = lfs_record_check_link(home, db, rec, err)) < 0) {
                 lfs_record_set_owner(db, rec, 0, "removing", NULL);
                 return r;
         }
@@ -149,6 +157,34 @@ static int open_project(lfs_home *home, const char *project, char **ret_name, lf
         return 0;
 }
 
+/* The network named (NULL: none named yet), checked by name: InvalidInput for another. */
+static int parse_network(const char *name, lfs_error **err) {
+        lfs_network n;
+        if (name && !lfs_network_from_name(name, &n))
+                return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                                "--network '%s' is not a network; give " LFS_NETWORK_NAMES, name);
+        return 0;
+}
+
+/* The network named (checked by parse_network; NULL: the runtime's default): Unsupported
+ * for one the runtime cannot give. */
+static int choose_network(const char *name, const lfs_runtime *rt, lfs_network *ret, lfs_error **err) {
+        lfs_network n = rt->default_network;
+        if (name)
+                (void)lfs_network_from_name(name, &n);
+        if (!(rt->networks & LFS_NETWORK_BIT(n)))
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, EOPNOTSUPP,
+                        "--network %s: the %s runtime cannot give a Sandbox that network%s; the "
+                        "namespaces runtime (LAYERFS_RUNTIME=namespaces) gives none, host and private",
+                        lfs_network_name(n), rt->name,
+                        !strcmp(rt->name, "native") ? " (its commands are processes of the host, in "
+                                                      "the host's network: --network host)"
+                                                    : "");
+        *ret = n;
+        return 0;
+}
+
 /* ---- create ---- */
 
 /* LAYERFS_INJECT_FAILURE=record makes recording the running daemon fail, for the tests
@@ -176,8 +212,11 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         const char *runtime = "native";
         /* The daemon reads the same settings (the identity, the idle close): refused here,
          * before anything is made. */
+        lfs_network network = LFS_NETWORK_NONE;
+        const char *network_name = options ? options->network : NULL;
         int r = lfs_parse_limits(options, &limits, err);
-        if (r < 0 || (r = lfs_default_runtime(&runtime, err)) < 0 ||
+        if (r < 0 || (r = parse_network(network_name, err)) < 0 ||
+            (r = lfs_default_runtime(&runtime, err)) < 0 ||
             (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
             (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
             (r = lfs_idle_seconds(&idle, err)) < 0 || (r = check_workspace_memory(err)) < 0)
@@ -191,6 +230,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
             (r = lfs_id_range(&id_first, &id_count, err)) < 0 ||
             (r = rt->prepare(chosen, &place_root, err)) < 0 ||
             (r = rt->check_limits(chosen, place_root, &limits, err)) < 0 ||
+            (r = choose_network(network_name, rt, &network, err)) < 0 ||
             (r = open_project(home, project, &name, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
                 return r;
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
@@ -210,7 +250,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
         sandbox_record rec = { .dir_fd = -1 };
-        if ((r = lfs_record_claim(home, db, name, place_root, rt->name, &limits, &rec, err)) < 0) {
+        if ((r = lfs_record_claim(home, db, name, place_root, rt->name, &limits, network, &rec, err)) < 0) {
                 sqlite3_close(db);
                 return r;
         }
@@ -483,6 +523,25 @@ int lfs_sandbox_get_limits(lfs_home *home, const char *project, int sandbox, lfs
         if (r < 0)
                 return r;
         *ret = rec.limits;
+        lfs_record_done(&rec);
+        return 0;
+}
+
+int lfs_sandbox_get_network(lfs_home *home, const char *project, int sandbox, lfs_sandbox_network *ret,
+                            lfs_error **err) {
+        sandbox_record rec = { .dir_fd = -1 };
+        int r = lfs_sandbox_open_live(home, project, sandbox, &rec, err);
+        if (r < 0)
+                return r;
+        lfs_sandbox_network n = { 0 };
+        snprintf(n.mode, sizeof(n.mode), "%s", lfs_network_name(rec.network));
+        if (rec.network == LFS_NETWORK_PRIVATE) {
+                lfs_network_link_name(rec.instance, n.host_link);
+                lfs_ipv4_text(rec.net_base + 1, n.host_address);
+                lfs_ipv4_text(rec.net_base + 2, n.sandbox_address);
+                n.prefix = LFS_NETWORK_PREFIX;
+        }
+        *ret = n;
         lfs_record_done(&rec);
         return 0;
 }
