@@ -176,6 +176,11 @@ typedef struct lfs_runtime {
          * pidfd. On failure nothing of it stays. */
         int (*spawn)(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
                      int *ret_pidfd);
+        /* The daemon's side of exec with a terminal: a new pseudo-terminal's master (O_RDWR |
+         * O_NOCTTY | O_CLOEXEC, still locked) of the devpts instance that sb's commands see as
+         * /dev/pts, so that the command's terminal is one it can name (tty, ttyname). A
+         * negative errno. */
+        int (*open_terminal)(const lfs_sandbox_ref *sb);
         /* Ends every process of the command named (however it detached): its timeout. At
          * most timeout_ms. */
         int (*end_command)(const lfs_sandbox_ref *sb, const char *name, int timeout_ms);

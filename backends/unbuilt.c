@@ -62,6 +62,11 @@ static int unbuilt_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec
         return -EOPNOTSUPP;
 }
 
+static int unbuilt_open_terminal(const lfs_sandbox_ref *sb) {
+        (void)sb;
+        return -EOPNOTSUPP;
+}
+
 static int unbuilt_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms) {
         (void)sb, (void)name, (void)timeout_ms;
         return -EOPNOTSUPP;
@@ -94,9 +99,9 @@ static int unbuilt_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
 
 #define UNBUILT_OPS                                                                                         \
         .prepare = unbuilt_prepare, .check_limits = unbuilt_check_limits, .reach = unbuilt_reach,           \
-        .create = unbuilt_create, .spawn = unbuilt_spawn, .end_command = unbuilt_end_command,               \
-        .command_done = unbuilt_command_done, .list = unbuilt_list, .signal = unbuilt_signal,               \
-        .teardown = unbuilt_teardown, .reclaim = unbuilt_reclaim
+        .create = unbuilt_create, .spawn = unbuilt_spawn, .open_terminal = unbuilt_open_terminal,           \
+        .end_command = unbuilt_end_command, .command_done = unbuilt_command_done, .list = unbuilt_list,     \
+        .signal = unbuilt_signal, .teardown = unbuilt_teardown, .reclaim = unbuilt_reclaim
 
 const lfs_runtime lfs_runtime_docker_unbuilt = { .name = "docker", .probe = docker_probe, UNBUILT_OPS };
 const lfs_runtime lfs_runtime_vm_unbuilt = { .name = "vm", .probe = vm_probe, UNBUILT_OPS };

@@ -13,6 +13,8 @@
 
 #include "layerfs.h"
 
+struct sock_fprog;
+
 /* The root of LayerFS's cgroups: $LAYERFS_CGROUP_ROOT, or "<cgroup2 mount>/layerfs"
  * with the mount found in /proc/self/mountinfo (pure v2 at /sys/fs/cgroup, or the
  * "unified" hierarchy of a hybrid host). Unsupported, naming what was looked at,
@@ -125,6 +127,9 @@ typedef struct lfs_spawn_args {
          * device and inode): an fd of another mount view is never made its cwd. */
         int ns_flags;
         int ns_pidfd;
+        /* Installed in the child after no_new_privs, just before execve (seccomp.h); NULL:
+         * none. */
+        const struct sock_fprog *seccomp;
 } lfs_spawn_args;
 
 /* Starts the child in its leaf with clone3(CLONE_INTO_CGROUP | CLONE_PIDFD), or with

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "cgroup.h"
+#include "seccomp.h"
 #include "util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -19,7 +20,7 @@
 /* What the child reports through the error pipe when it cannot get to execve. */
 typedef struct child_failure {
         /* 1 joining the cgroup, 2 identity (and no_new_privs), 3 cwd, 4 terminal, 5 joining the
-         * namespaces */
+         * namespaces, 6 the seccomp filter */
         int stage;
         int errnum;
 } child_failure;
@@ -79,6 +80,10 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                 child_fail(pipe_fd, 3, errno);
         /* Nothing of the daemon's reaches the command; the error pipe closes at execve. */
         syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+        /* Last: the filter holds for everything the command does, nothing of ours before. */
+        int r = a->seccomp ? lfs_seccomp_install(a->seccomp) : 0;
+        if (r < 0)
+                child_fail(pipe_fd, 6, -r);
         bool denied = false;
         for (size_t i = 0; i < a->n_paths; i++) {
                 execve(a->paths[i], a->argv, a->envp);

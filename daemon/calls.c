@@ -73,7 +73,7 @@ static json_t *handle_WORKSPACE_UNMOUNT(daemon_state *d, const call_request *r) 
 static json_t *handle_WORKSPACE_EXEC(daemon_state *d, const call_request *r) {
         int fds[LFS_CALL_MAX_FDS];
         memcpy(fds, r->fds, sizeof(fds));
-        return call_exec(d, r->args, fds, r->n_fds);
+        return call_exec(d, r->args, r->fd, fds, r->n_fds);
 }
 
 static json_t *handle_PROCESS_START(daemon_state *d, const call_request *r) {

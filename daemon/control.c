@@ -40,6 +40,8 @@ static json_t *serve_request(daemon_state *d, int fd, lfs_frame_reader *reader, 
         if (lfs_proto_parse_request(req, d->token, &r.call, &e) < 0)
                 return lfs_proto_error(e);
         r.n_fds = lfs_call_fds(r.call);
+        if ((lfs_call_flags(r.call) & LFS_CALL_FDS_OR_NONE) && lfs_frame_no_fds(reader))
+                r.n_fds = 0;
         if (lfs_frame_take_fds(reader, lfs_call_name(r.call), r.n_fds, r.fds, &e) < 0)
                 return lfs_proto_error(e);
         bool locked = !(lfs_call_flags(r.call) & LFS_CALL_UNLOCKED);

@@ -199,9 +199,10 @@ int close_sandbox(daemon_state *d, const char *why, char **ret_why);
 json_t *call_close(daemon_state *d, bool force);
 
 /* workspace.exec: runs req's command in a new leaf of the Sandbox's cgroup with the
- * client's stdin, stdout and stderr (fds, passed with the request), waits for it and
- * answers {exit}. Takes ownership of the fds. */
-json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds);
+ * client's stdin, stdout and stderr (fds, passed with the request), or with tty on a
+ * terminal the daemon makes, whose master it sends on conn_fd before the answer; waits
+ * for it and answers {exit}. Takes ownership of the fds. */
+json_t *call_exec(daemon_state *d, json_t *req, int conn_fd, int *fds, size_t n_fds);
 /* process.start: the command in a new leaf, in the background, output to a log of its
  * own; answers {pid, cgroup, log}. process.list and process.kill: with d->lock held. */
 json_t *call_process_start(daemon_state *d, json_t *req);

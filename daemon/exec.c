@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <linux/major.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -15,6 +16,7 @@
 #include "codec.h"
 #include "json_path.h"
 #include "exec_streams.h"
+#include "frame.h"
 #include "numbers.h"
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -310,54 +312,92 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
 }
 
 /* A command never receives the caller's terminal (SPEC 3): the library relays one through
- * a pipe. Only a call that asks for a terminal (tty) passes one, and then as all three
- * streams: one pseudo-terminal made for the command, which becomes its controlling
- * terminal (a terminal that is already some session's cannot: spawn.c). */
-static json_t *check_streams(json_t *req, const int fds[3], bool *ret_tty) {
+ * a pipe, and none of the three fds passed may be a terminal. A call that asks for a
+ * terminal (tty) passes none: the daemon makes it (make_terminal). */
+static json_t *check_streams(const int fds[3]) {
         static const char *const names[] = { "stdin", "stdout", "stderr" };
-        _cleanup_error_ lfs_error *e = NULL;
-        bool tty;
-        if (lfs_proto_arg_bool(req, LFS_CALL_WORKSPACE_EXEC, "tty", false, &tty, &e) < 0)
-                return lfs_proto_error_take(TAKE_PTR(e));
-        dev_t terminal = 0;
-        for (int i = 0; i < 3; i++) {
-                struct stat st;
-                if (!tty && lfs_is_terminal(fds[i]))
+        for (int i = 0; i < 3; i++)
+                if (lfs_is_terminal(fds[i]))
                         return lfs_proto_errorf(
                                 LFS_INVALID_INPUT,
                                 "the %s passed is a terminal: a command never receives the caller's "
                                 "terminal; relay it through a pipe, or ask for a terminal of the command's "
                                 "own (tty)",
                                 names[i]);
-                if (tty && (!lfs_is_terminal(fds[i]) || fstat(fds[i], &st) < 0 ||
-                            major(st.st_rdev) < UNIX98_PTY_SLAVE_MAJOR ||
-                            major(st.st_rdev) >= UNIX98_PTY_SLAVE_MAJOR + UNIX98_PTY_MAJOR_COUNT ||
-                            (i > 0 && st.st_rdev != terminal)))
-                        return lfs_proto_errorf(
-                                LFS_INVALID_INPUT,
-                                "with tty, stdin, stdout and stderr must be one pseudo-terminal made "
-                                "for the command; the %s passed is not",
-                                names[i]);
-                if (tty && i == 0)
-                        terminal = st.st_rdev;
-        }
-        *ret_tty = tty;
         return NULL;
 }
 
-json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
+/* The window size the command's terminal starts with: the request's rows and cols (absent:
+ * 0, unknown, as a terminal's size is until someone sets it). */
+static json_t *read_window(json_t *req, struct winsize *ret) {
+        static const char *const names[] = { "rows", "cols" };
+        long long v[2] = { 0, 0 };
+        for (int i = 0; i < 2; i++) {
+                _cleanup_error_ lfs_error *e = NULL;
+                json_t *j = json_object_get(req, names[i]);
+                if (j && lfs_json_whole(names[i], j, 0, USHRT_MAX, &v[i], &e) < 0)
+                        return lfs_proto_errorf(e->code, "%s (the command's terminal's window size)",
+                                                e->message);
+        }
+        *ret = (struct winsize){ .ws_row = (unsigned short)v[0], .ws_col = (unsigned short)v[1] };
+        return NULL;
+}
+
+/* A pseudo-terminal for the command, of the devpts its view shows as /dev/pts (the
+ * runtime's open_terminal), so that `tty` names it there: the slave is the Sandbox's
+ * root's (inside: root's; native: the host's root), mode 0600, so that no other local
+ * user, and no command of another Sandbox, can open it by name. The master goes to the
+ * client (send_terminal). */
+static int make_terminal(daemon_state *d, const struct winsize *window, int *ret_master, int *ret_slave) {
+        _cleanup_close_ int master = d->runtime->open_terminal(&d->sb);
+        if (master < 0)
+                return master;
+        int unlock = 0;
+        if (ioctl(master, TIOCSPTLCK, &unlock) < 0)
+                return -errno;
+        _cleanup_close_ int slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        uint32_t root = lfs_host_id(&d->sb, 0);
+        if (slave < 0 || fchown(slave, root, root) < 0 || fchmod(slave, 0600) < 0 ||
+            ioctl(master, TIOCSWINSZ, window) < 0)
+                return -errno;
+        *ret_master = TAKE_FD(master);
+        *ret_slave = TAKE_FD(slave);
+        return 0;
+}
+
+/* The command started on its terminal: its master goes to the client in a frame before the
+ * answer ({"v", "terminal": true} with the fd), and the daemon keeps no copy, so that the
+ * terminal hangs up when the client closes it. A client gone meanwhile: the same. */
+static void send_terminal(daemon_state *d, int conn_fd, int master) {
+        json_t *frame = lfs_proto_stream_item(json_pack("{s:b}", "terminal", true));
+        _cleanup_error_ lfs_error *e = NULL;
+        if (lfs_frame_write(conn_fd, frame, LFS_FRAME_MAX_ANSWER, &master, 1, false, &e) < 0)
+                log_line("sandbox %d: the command's terminal could not be sent: %s", d->number, e->message);
+        json_decref(frame);
+}
+
+json_t *call_exec(daemon_state *d, json_t *req, int conn_fd, int *fds, size_t n_fds) {
         json_t *timeout_j = json_object_get(req, "timeout");
         double timeout = 0;
         command c = COMMAND_INIT;
         json_t *refusal = NULL;
+        struct winsize window = { 0 };
         _cleanup_error_ lfs_error *e = NULL;
-        if (n_fds != 3)
+        if (lfs_proto_arg_bool(req, LFS_CALL_WORKSPACE_EXEC, "tty", false, &c.tty, &e) < 0)
+                refusal = lfs_proto_error_take(TAKE_PTR(e));
+        else if (c.tty && n_fds)
+                refusal = lfs_proto_errorf(
+                        LFS_INVALID_INPUT,
+                        "with tty the daemon makes the command's terminal and sends its master back: pass "
+                        "no fds (%zu came)",
+                        n_fds);
+        else if (!c.tty && n_fds != 3)
                 refusal = lfs_proto_errorf(LFS_INVALID_INPUT,
                                            "exec needs the caller's stdin, stdout and stderr");
         else if (timeout_j &&
                  lfs_json_seconds("timeout", timeout_j, 0, LFS_MAX_TIMEOUT_SECONDS, &timeout, &e) < 0)
                 refusal = lfs_proto_errorf(e->code, "%s", e->message);
-        else if (!(refusal = check_streams(req, fds, &c.tty)))
+        else if (!(refusal = c.tty ? read_window(req, &window) : check_streams(fds)))
                 refusal = prepare_command(d, LFS_CALL_WORKSPACE_EXEC, req, &c);
         if (refusal) {
                 close_fds(fds, n_fds);
@@ -368,16 +408,27 @@ json_t *call_exec(daemon_state *d, json_t *req, int *fds, size_t n_fds) {
         d->running_execs++;
         pthread_mutex_unlock(&d->lock);
         pid_t pid = -1;
-        int pidfd = -1, r = start_command(d, &c, fds, &pid, &pidfd);
+        int pidfd = -1, master = -1, slave = -1, r = 0;
+        int terminal[3];
+        bool no_terminal = c.tty && (r = make_terminal(d, &window, &master, &slave)) < 0;
+        if (slave >= 0) {
+                terminal[0] = terminal[1] = terminal[2] = slave;
+                fds = terminal;
+                n_fds = 1; /* one fd three times */
+        }
+        if (r == 0)
+                r = start_command(d, &c, fds, &pid, &pidfd);
         command_started(d, &c);
         close_fds(fds, n_fds); /* the command has them now */
+        if (r == 0 && c.tty)
+                send_terminal(d, conn_fd, master);
+        if (master >= 0)
+                close(master);
         json_t *result;
         if (r < 0) {
-                result = lfs_proto_errorf(LFS_FAILED, "cannot start '%s' in sandbox %d: %s%s",
-                                          program_of(&c), d->number, strerror(-r),
-                                          c.tty && r == -EPERM ? " (the terminal passed may already be a "
-                                                                 "session's: a command gets one made for it)"
-                                                               : "");
+                result = lfs_proto_errorf(LFS_FAILED, "cannot %s '%s' in sandbox %d: %s",
+                                          no_terminal ? "make a terminal for" : "start", program_of(&c),
+                                          d->number, strerror(-r));
         } else {
                 bool timed_out;
                 int status;

@@ -20,6 +20,7 @@
 
 #include "daemon.h"
 #include "rtnetlink.h"
+#include "seccomp.h"
 
 /* Sets lo up, through rtnetlink: the only link of a new net namespace, down until then. */
 static int bring_lo_up(void) {
@@ -262,6 +263,14 @@ int sandbox_init_main(int argc, char **argv) {
         }
         if (r == 0 && own_net && (r = bring_lo_up()) < 0)
                 what = "lo";
+        /* The init is the Sandbox's too: what its commands may not call, neither may it
+         * (it only reaps from here on). */
+        if (r == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+                r = -errno;
+                what = "no_new_privs";
+        }
+        if (r == 0 && (r = lfs_seccomp_install(lfs_sandbox_seccomp())) < 0)
+                what = "the seccomp filter";
         if (r < 0) {
                 fprintf(stderr, "sandbox init: cannot set up %s: %s\n", what, strerror(-r));
                 return 1;

@@ -9,7 +9,10 @@
  *                      its command ends; the others would stop every call meanwhile),
  *                      and checks itself whether the Sandbox is closing;
  *   LFS_CALL_STREAMS   may answer with a stream of frames instead of one answer
- *                      (sandbox.events with follow: one frame per event).
+ *                      (sandbox.events with follow: one frame per event);
+ *   LFS_CALL_FDS_OR_NONE  takes its fds or none at all (workspace.exec: none with tty,
+ *                      which makes the command's terminal itself); its handler checks
+ *                      which fits its arguments.
  *
  * The enum, the name <-> id lookup (codec.c) and the flags all come from this table; the
  * daemon indexes its handlers by the enum.
@@ -22,6 +25,7 @@
 enum {
         LFS_CALL_UNLOCKED = 1 << 0,
         LFS_CALL_STREAMS = 1 << 1,
+        LFS_CALL_FDS_OR_NONE = 1 << 2,
 };
 
 /* X(ID, "group.method", FDS, FLAGS) */
@@ -34,7 +38,7 @@ enum {
         X(WORKSPACE_STATUS, "workspace.status", 0, 0)                                                       \
         X(WORKSPACE_COMMIT, "workspace.commit", 0, 0)                                                       \
         X(WORKSPACE_UNMOUNT, "workspace.unmount", 0, 0)                                                     \
-        X(WORKSPACE_EXEC, "workspace.exec", 3, LFS_CALL_UNLOCKED)                                           \
+        X(WORKSPACE_EXEC, "workspace.exec", 3, LFS_CALL_UNLOCKED | LFS_CALL_FDS_OR_NONE)                    \
         X(PROCESS_START, "process.start", 0, LFS_CALL_UNLOCKED)                                             \
         X(PROCESS_LIST, "process.list", 0, 0)                                                               \
         X(PROCESS_KILL, "process.kill", 0, 0)

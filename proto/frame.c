@@ -146,6 +146,10 @@ int lfs_frame_read(lfs_frame_reader *r, json_t **ret_frame, lfs_error **err) {
         }
 }
 
+bool lfs_frame_no_fds(const lfs_frame_reader *r) {
+        return !r->n_fds && !r->fds_dropped && !r->fds_cut;
+}
+
 int lfs_frame_take_fds(lfs_frame_reader *r, const char *what, size_t want, int *ret_fds, lfs_error **err) {
         if (r->n_fds == want && !r->fds_dropped && !r->fds_cut) {
                 memcpy(ret_fds, r->fds, want * sizeof(int));

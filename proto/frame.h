@@ -61,6 +61,8 @@ int lfs_frame_read(lfs_frame_reader *r, json_t **ret_frame, lfs_error **err);
  * the call (what) and both counts.
  */
 int lfs_frame_take_fds(lfs_frame_reader *r, const char *what, size_t want, int *ret_fds, lfs_error **err);
+/* No fd has come with the frames so far (none kept, dropped or cut). */
+bool lfs_frame_no_fds(const lfs_frame_reader *r);
 
 /*
  * Writes frame (compact, with its "\n") on fd, with fds passed along with its first

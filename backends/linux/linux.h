@@ -12,6 +12,8 @@
 #include "platforms.h"
 #include "runtime.h"
 
+struct sock_fprog;
+
 /* How long a new daemon (or a Sandbox's init) gets to say it is ready. */
 #define LFS_LINUX_READY_TIMEOUT_MS 5000
 
@@ -34,9 +36,10 @@ int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, l
  * LFS_LINUX_READY_TIMEOUT_MS pass: 0, -ESRCH (it exited or closed the pipe without a
  * word), -ETIMEDOUT. */
 int lfs_linux_wait_ready(int ready_fd, int pidfd);
-/* A command in its own leaf; joining ns_flags of ns_pidfd's process (0: none). */
+/* A command in its own leaf; joining ns_flags of ns_pidfd's process (0: none), under the
+ * seccomp filter seccomp (NULL: none). */
 int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int ns_flags, int ns_pidfd,
-                    pid_t *ret_pid, int *ret_pidfd);
+                    const struct sock_fprog *seccomp, pid_t *ret_pid, int *ret_pidfd);
 int lfs_linux_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms);
 void lfs_linux_command_done(const lfs_sandbox_ref *sb, const char *name);
 void lfs_linux_list(const lfs_sandbox_ref *sb, lfs_process_fn fn, void *userdata);

@@ -12,12 +12,16 @@
  * (network.c), whose host end teardown and reclaim remove. docs/runtime.md.
  */
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/major.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -26,6 +30,7 @@
 #include "probe.h"
 #include "network.h"
 #include "resource_limits.h"
+#include "seccomp.h"
 #include "util.h"
 
 /* The namespaces a Sandbox has, and every command joins. */
@@ -44,17 +49,19 @@ static int sandbox_namespaces(const lfs_sandbox_ref *sb) {
 /* Where the init moves what it keeps before it takes its final fd numbers (0-3). */
 #define HIGH_FD 10
 
-/* What the namespaces runtime needs beyond native's: each namespace a Sandbox gets, and
- * seccomp for its commands' filter (runtime status's names). */
-static const char *const namespaces_needs[] = { "kernel:userns",   "kernel:pidns",  "kernel:mntns",
-                                                "kernel:netns",    "kernel:ipcns",  "kernel:utsns",
-                                                "kernel:cgroupns", "kernel:seccomp" };
+/* What the namespaces runtime needs beyond native's: each namespace a Sandbox gets
+ * (runtime status's names), and seccomp for its commands' filter. */
+static const char *const namespaces_needs[] = { "kernel:userns",  "kernel:pidns", "kernel:mntns",
+                                                "kernel:netns",   "kernel:ipcns", "kernel:utsns",
+                                                "kernel:cgroupns" };
 
 static void namespaces_probe(const lfs_platform *p, lfs_missing *m) {
         lfs_linux_probe(p, m);
         for (size_t i = 0; i < ELEMENTSOF(namespaces_needs); i++)
                 if (!lfs_probe_kernel(namespaces_needs[i]))
                         lfs_missing_add(m, namespaces_needs[i]);
+        if (!lfs_seccomp_available())
+                lfs_missing_add(m, "kernel:seccomp");
 }
 
 /* One child that makes them all at once, not one per namespace: create pays for this. */
@@ -67,6 +74,13 @@ static int namespaces_prepare(const lfs_platform *p, char **ret_root, lfs_error 
                         "ipc, uts, cgroup, net) here: %s; 'layerfs runtime status' names the one "
                         "missing; use LAYERFS_RUNTIME=native",
                         strerror(e));
+        /* Never a Sandbox without its filter: its commands would have calls that docs/security.md
+         * says they have not. */
+        if (!lfs_seccomp_available())
+                return lfs_fail(err, LFS_UNSUPPORTED, EOPNOTSUPP,
+                                "the namespaces runtime needs seccomp filters (kernel:seccomp), which this "
+                                "kernel or build does not offer (CONFIG_SECCOMP_FILTER, and a filter for "
+                                "this architecture); use LAYERFS_RUNTIME=native");
         return lfs_linux_prepare(p, ret_root, err);
 }
 
@@ -352,8 +366,9 @@ static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *
  * have to be in that leaf, which only the init's clone enters). */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_pidfd = -1;
+static pid_t init_pid = -1;
 
-static int find_init(const lfs_sandbox_ref *sb, int *ret_pidfd) {
+static int find_init(const lfs_sandbox_ref *sb, int *ret_pidfd, pid_t *ret_pid) {
         _cleanup_free_ char *leaf = xasprintf("%s/init", sb->place);
         for (int attempt = 0; attempt < 2; attempt++) {
                 _cleanup_close_ int cgroup_fd = lfs_cgroup_open(leaf);
@@ -376,6 +391,7 @@ static int find_init(const lfs_sandbox_ref *sb, int *ret_pidfd) {
                 int again;
                 if (fscanf(f, "%d", &again) == 1 && again == pid) {
                         *ret_pidfd = pidfd;
+                        *ret_pid = pid;
                         return 0;
                 }
                 close(pidfd);
@@ -383,25 +399,73 @@ static int find_init(const lfs_sandbox_ref *sb, int *ret_pidfd) {
         return -ESRCH;
 }
 
-static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
-                            int *ret_pidfd) {
+/* A pidfd of the Sandbox's init (the caller's to close) and its pid; -ESRCH once it has
+ * ended (killed from the host: its namespaces can no longer be joined). */
+static int get_init(const lfs_sandbox_ref *sb, int *ret_pidfd, pid_t *ret_pid) {
         pthread_mutex_lock(&init_lock);
         int r = 0;
         if (init_pidfd < 0)
-                r = find_init(sb, &init_pidfd);
-        /* An init that ended (killed from the host) leaves namespaces no command can join. */
+                r = find_init(sb, &init_pidfd, &init_pid);
         struct pollfd p = { .fd = init_pidfd, .events = POLLIN };
         if (r == 0 && poll(&p, 1, 0) > 0)
                 r = -ESRCH;
         int pidfd = r == 0 ? fcntl(init_pidfd, F_DUPFD_CLOEXEC, 3) : -1;
+        pid_t pid = init_pid;
         pthread_mutex_unlock(&init_lock);
         if (r < 0)
                 return r;
         if (pidfd < 0)
                 return -errno;
-        r = lfs_linux_spawn(sb, spec, sandbox_namespaces(sb), pidfd, ret_pid, ret_pidfd);
-        close(pidfd);
-        return r;
+        *ret_pidfd = pidfd;
+        *ret_pid = pid;
+        return 0;
+}
+
+static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
+                            int *ret_pidfd) {
+        _cleanup_close_ int pidfd = -1;
+        pid_t pid = -1;
+        int r = get_init(sb, &pidfd, &pid);
+        if (r < 0)
+                return r;
+        return lfs_linux_spawn(sb, spec, sandbox_namespaces(sb), pidfd, lfs_sandbox_seccomp(), ret_pid,
+                               ret_pidfd);
+}
+
+/* A terminal of the Sandbox's own devpts (the view's /dev/pts, made by the init), reached
+ * through the init's root: /proc/<init>/root is the one link followed, the init's by a
+ * pidfd taken before and checked alive after /proc/<init> was opened (a pid reused since
+ * would not be that directory's). Beneath that root nothing is followed (no symlink, no
+ * magic link, no ".."), and what opens must be a ptmx of a devpts: the view is the
+ * Sandbox's, and the daemon, root on the host, never takes a path of it elsewhere. */
+static int namespaces_open_terminal(const lfs_sandbox_ref *sb) {
+        _cleanup_close_ int pidfd = -1;
+        pid_t pid = -1;
+        int r = get_init(sb, &pidfd, &pid);
+        if (r < 0)
+                return r;
+        char path[32];
+        snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+        _cleanup_close_ int proc = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (proc < 0)
+                return -errno;
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        if (poll(&p, 1, 0) != 0)
+                return -ESRCH;
+        _cleanup_close_ int root = openat(proc, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return -errno;
+        _cleanup_close_ int fd = lfs_open_beneath(root, "dev/pts/ptmx", O_RDWR | O_NOCTTY);
+        if (fd < 0)
+                return fd;
+        struct stat st;
+        struct statfs fs;
+        if (fstat(fd, &st) < 0 || fstatfs(fd, &fs) < 0)
+                return -errno;
+        if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(TTYAUX_MAJOR, 2) ||
+            fs.f_type != DEVPTS_SUPER_MAGIC)
+                return -ENOTTY;
+        return TAKE_FD(fd);
 }
 
 /* Native's, and then the host's end of a private network: the Sandbox's net namespace
@@ -431,6 +495,7 @@ const lfs_runtime lfs_runtime_namespaces = {
         .reach = lfs_linux_reach,
         .create = namespaces_create,
         .spawn = namespaces_spawn,
+        .open_terminal = namespaces_open_terminal,
         .end_command = lfs_linux_end_command,
         .command_done = lfs_linux_command_done,
         .list = lfs_linux_list,

@@ -244,7 +244,7 @@ static char *command_leaf(const lfs_sandbox_ref *sb, const char *name) {
 }
 
 int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int ns_flags, int ns_pidfd,
-                    pid_t *ret_pid, int *ret_pidfd) {
+                    const struct sock_fprog *seccomp, pid_t *ret_pid, int *ret_pidfd) {
         _cleanup_free_ char *leaf = command_leaf(sb, spec->name);
         lfs_spawn_args a = {
                 .cgroup = leaf,
@@ -262,6 +262,7 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
                 .new_session = spec->tty,
                 .controlling_tty = spec->tty,
                 .ns_flags = ns_flags,
+                .seccomp = seccomp,
                 .ns_pidfd = ns_pidfd,
         };
         int r = lfs_cgroup_make(leaf);
@@ -277,7 +278,7 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
 
 static int native_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
                         int *ret_pidfd) {
-        return lfs_linux_spawn(sb, spec, 0, -1, ret_pid, ret_pidfd);
+        return lfs_linux_spawn(sb, spec, 0, -1, NULL, ret_pid, ret_pidfd);
 }
 
 int lfs_linux_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms) {
@@ -388,6 +389,13 @@ int lfs_linux_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
         return r < 0 ? r : lfs_sandbox_remove(sb->place, sb->dir, ret_why);
 }
 
+/* The host's devpts: the command's view is the host's. */
+static int native_open_terminal(const lfs_sandbox_ref *sb) {
+        (void)sb;
+        int fd = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
 const lfs_runtime lfs_runtime_native = {
         .name = "native",
         /* Its commands are processes of the host: the host's network is theirs. */
@@ -399,6 +407,7 @@ const lfs_runtime lfs_runtime_native = {
         .reach = lfs_linux_reach,
         .create = lfs_linux_create,
         .spawn = native_spawn,
+        .open_terminal = native_open_terminal,
         .end_command = lfs_linux_end_command,
         .command_done = lfs_linux_command_done,
         .list = lfs_linux_list,

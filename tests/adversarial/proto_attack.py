@@ -220,6 +220,11 @@ elif case == "unexpected-fds":
             "InvalidInput", "fds", "workspace.exec with 5 fds")
     refused(ask(request("workspace.exec", branch=arg or "main", command=["true"]), fds[:2]),
             "InvalidInput", "", "workspace.exec with 2 fds")
+    # None at all is only for a terminal the daemon makes (tty); with tty, none may come.
+    refused(ask(request("workspace.exec", branch=arg or "main", command=["true"])),
+            "InvalidInput", "stdin, stdout and stderr", "workspace.exec with no fds")
+    refused(ask(request("workspace.exec", branch=arg or "main", command=["true"], tty=True), fds[:3]),
+            "InvalidInput", "pass no fds", "workspace.exec with tty and 3 fds")
     for fd in fds:
         os.close(fd)
 elif case == "fd-flood":

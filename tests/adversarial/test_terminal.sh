@@ -131,9 +131,9 @@ print("refused:", answer["error"]["message"])
 EOF
 ok
 
-# Asking for a terminal does not let a client hand over one that is already a session's
-# (here the controlling terminal of a shell): the command cannot take it, nor may a
-# terminal come as one stream among pipes, nor "tty" be anything but true or false.
+# Asking for a terminal does not let a client hand over one (here the controlling
+# terminal of a shell, some session's already): with tty the daemon makes the command's
+# terminal itself and takes no fds, nor may "tty" be anything but true or false.
 py <<'EOF' || fail "the daemon took a terminal that is not the command's own (above)"
 import array, json, os, socket, sys, ptyrun
 sbdir = os.environ["SBDIR"]
@@ -144,20 +144,19 @@ def call(fds, tty):
     req = {"v": 1, "token": token, "call": "workspace.exec", "branch": "main", "env": [], "tty": tty,
            "command": ["sh", "-c", "echo took-it > /dev/tty"]}
     s.sendmsg([(json.dumps(req) + "\n").encode()],
-              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
     return json.loads(s.makefile().readline())
 shell = ptyrun.Terminal("echo ready; read x")
 try:
     shell.expect("ready")
-    answer = call([shell.slave] * 3, True)
-    if "error" not in answer:
-        sys.exit("FAIL: a shell's controlling terminal was taken: %s; the shell's terminal shows %r"
-                 % (answer, shell.shown()))
     r, w = os.pipe()
-    for fds, tty in (([shell.slave, w, w], True), ([r, w, w], "yes")):
+    for fds, tty in (([shell.slave] * 3, True), ([shell.slave, w, w], True), ([r, w, w], "yes"),
+                     ([], False)):
         answer = call(fds, tty)
         if answer.get("error", {}).get("code") != "InvalidInput":
-            sys.exit("FAIL: fds %s with tty %r: %s" % (fds, tty, answer))
+            sys.exit("FAIL: fds %s with tty %r: %s; the shell's terminal shows %r"
+                     % (fds, tty, answer, shell.shown()))
+        print("refused:", answer["error"]["message"])
     shell.send("x\n")
     shell.wait()
 finally:
@@ -165,23 +164,62 @@ finally:
 EOF
 ok
 
+# With tty and no fds the daemon's first frame is the terminal's, its master with it, and
+# the window size asked for; the command is on the other side, and its terminal is named.
+py <<'EOF' || fail "the terminal the daemon makes (above)"
+import json, os, socket, sys
+sbdir = os.environ["SBDIR"]
+token = open(sbdir + "/token").read().strip()
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sbdir + "/control.sock")
+req = {"v": 1, "token": token, "call": "workspace.exec", "branch": "main", "env": [], "tty": True,
+       "rows": 33, "cols": 77, "command": ["sh", "-c", "stty size; tty"]}
+s.sendall((json.dumps(req) + "\n").encode())
+data, fds, _, _ = socket.recv_fds(s, 4096, 1)
+frame, rest = data.split(b"\n", 1)
+if json.loads(frame) != {"v": 1, "terminal": True} or len(fds) != 1:
+    sys.exit("FAIL: the first frame is %r with fds %s" % (frame, fds))
+out = b""
+while True:
+    try:
+        k = os.read(fds[0], 4096)
+    except OSError:  # EIO: nothing holds the command's side any more
+        break
+    if not k:
+        break
+    out += k
+while b"\n" not in rest:
+    rest += s.recv(4096)
+answer = json.loads(rest.split(b"\n", 1)[0])
+if answer != {"v": 1, "ok": {"exit": 0}} or not out.startswith(b"33 77\r\n/dev/pts/"):
+    sys.exit("FAIL: answer %s, the terminal showed %r" % (answer, out))
+print("terminal:", out)
+EOF
+ok
+
 # ---- 3. --tty: a terminal of the command's own --------------------------------------------
 py <<'EOF' || fail "--tty (above)"
 import os, sys, termios, ptyrun
 L, sb = os.environ["LAYERFS"], os.environ["SB"]
-script = ('tty; test -t 0 && test -t 1 && test -t 2 && echo all-three-terminals; '
-          'read a b c d e f tty_nr rest < /proc/$$/stat; echo ctty=$tty_nr; '
+script = ('tty; t=$(tty) && test -c "$t" && test "$t" -ef /dev/stdin && echo its-name-is-there; '
+          'test -t 0 && test -t 1 && test -t 2 && echo all-three-terminals; '
+          'read a b c d e f tty_nr rest < /proc/$$/stat; echo ctty=$tty_nr; echo pid=$$; '
           'stty size; echo ready; read x; stty size; echo typed=$x; exit 7')
 t = ptyrun.Terminal("%s workspace exec %s main --tty -- sh -c '%s'; echo status=$?" % (L, sb, script),
                     rows=24, cols=80)
 try:
     own = t.expect(rb"(/dev/pts/\d+)\r\n").group(1).decode()
-    if own == t.name:
-        sys.exit("FAIL: the command's terminal is the caller's (%s)" % own)
+    t.expect("its-name-is-there")
     t.expect("all-three-terminals")
     ctty = int(t.expect(rb"ctty=(\d+)").group(1))
     if ctty == 0:
         sys.exit("FAIL: the command has no controlling terminal")
+    # Not the caller's: another inode (under namespaces names and numbers may be the same
+    # in another devpts).
+    shell = ptyrun.host_pid(int(t.expect(rb"pid=(\d+)").group(1)))
+    theirs, ours = os.stat("/proc/%d/fd/0" % shell), os.fstat(t.slave)
+    if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
+        sys.exit("FAIL: the command's terminal %s is the caller's (%s)" % (own, t.name))
     t.expect(r"24 80\r\n")
     t.expect("ready")
     if not t.raw():
@@ -193,6 +231,34 @@ try:
     t.expect(r"status=7\r\n")
     if t.settings() != t.initial:
         sys.exit("FAIL: the caller's terminal was not restored: %s, was %s" % (t.settings(), t.initial))
+    assert t.wait() == 0
+finally:
+    t.close()
+EOF
+ok
+
+# ^C typed at the caller's terminal is the command's interrupt (its terminal's line
+# discipline signals its foreground group), and stty inside changes its terminal only.
+# The program says ready once SIGINT would end it (a shell that forks a child after it
+# caught ^C waits for that child).
+cat >"$SBDIR/tmp/interrupted.py" <<'EOF'
+import signal, time
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+print("ready", flush=True)
+time.sleep(1000)
+EOF
+py <<'EOF' || fail "--tty: ^C and stty (above)"
+import os, sys, ptyrun
+L, sb = os.environ["LAYERFS"], os.environ["SB"]
+t = ptyrun.Terminal("%s workspace exec %s main --tty -- sh -c 'stty -echo; stty -a | grep -ow -- -echo; "
+                    "exec python3 $TMPDIR/interrupted.py'; echo status=$?" % (L, sb))
+try:
+    t.expect(r"-echo\r\n")
+    t.expect("ready")
+    t.send("\x03")
+    t.expect(r"status=130\r\n")
+    if t.settings() != t.initial:
+        sys.exit("FAIL: the caller's terminal was changed: %s, was %s" % (t.settings(), t.initial))
     assert t.wait() == 0
 finally:
     t.close()

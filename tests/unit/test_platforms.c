@@ -94,8 +94,8 @@ static void test_every_row_has_a_whole_runtime(void **state) {
                 const char *id = lfs_platforms[i].id;
                 assert_msg(rt != NULL, "platform '%s' has no runtime", id);
                 assert_msg(rt->name && rt->probe && rt->prepare && rt->check_limits && rt->reach &&
-                                   rt->create && rt->spawn && rt->end_command && rt->command_done &&
-                                   rt->list && rt->signal && rt->teardown && rt->reclaim,
+                                   rt->create && rt->spawn && rt->open_terminal && rt->end_command &&
+                                   rt->command_done && rt->list && rt->signal && rt->teardown && rt->reclaim,
                            "platform '%s': its runtime '%s' lacks an operation", id,
                            rt->name ? rt->name : "?");
         }
@@ -143,6 +143,7 @@ static void test_an_unbuilt_runtime_is_unsupported(void **state) {
                 int pidfd;
                 lfs_command_spec spec = { .name = "cmd-1" };
                 assert_int_equal(rt->spawn(&sb, &spec, &pid, &pidfd), -EOPNOTSUPP);
+                assert_int_equal(rt->open_terminal(&sb), -EOPNOTSUPP);
                 assert_int_equal(rt->signal(&sb, getpid(), 0), -EOPNOTSUPP);
                 assert_int_equal(rt->end_command(&sb, "cmd-1", 0), -EOPNOTSUPP);
                 assert_int_equal(rt->reclaim(&sb, &why), -EOPNOTSUPP);
@@ -164,8 +165,9 @@ static void test_linux_has_two_runtimes(void **state) {
         (void)state;
         const lfs_platform *linux_p = lfs_platform_find("linux"), *docker = lfs_platform_find("docker");
         const lfs_runtime *ns = &lfs_runtime_namespaces;
-        assert_true(ns->probe && ns->prepare && ns->reach && ns->create && ns->spawn && ns->end_command &&
-                    ns->command_done && ns->list && ns->signal && ns->teardown && ns->reclaim);
+        assert_true(ns->probe && ns->prepare && ns->reach && ns->create && ns->spawn && ns->open_terminal &&
+                    ns->end_command && ns->command_done && ns->list && ns->signal && ns->teardown &&
+                    ns->reclaim);
         assert_string_equal(ns->name, "namespaces");
         assert_ptr_equal(linux_p->preferred, ns);
         assert_null(docker->preferred);

@@ -75,10 +75,17 @@ int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const c
         exec_streams streams;
         int in = options ? options->stdin_fd : -1, out = options ? options->stdout_fd : -1,
             errfd = options ? options->stderr_fd : -1;
-        if ((r = exec_streams_open(&streams, in, out, errfd, options && options->tty, err)) < 0)
+        bool tty = options && options->tty;
+        if ((r = exec_streams_open(&streams, in, out, errfd, tty, err)) < 0)
                 goto done;
-        int sock = lfs_rpc_send(&rec, LFS_CALL_WORKSPACE_EXEC,
-                                lfs_exec_request(branch, argv, n_argv, options), streams.passed, 3, err);
+        json_t *req = lfs_exec_request(branch, argv, n_argv, options);
+        struct winsize window;
+        if (req && exec_streams_window(&streams, &window)) {
+                json_object_set_new(req, "rows", json_integer(window.ws_row));
+                json_object_set_new(req, "cols", json_integer(window.ws_col));
+        }
+        /* With tty, no fds: the daemon makes the terminal and sends its master back. */
+        int sock = lfs_rpc_send(&rec, LFS_CALL_WORKSPACE_EXEC, req, streams.passed, tty ? 0 : 3, err);
         exec_streams_sent(&streams);
         if (sock < 0) {
                 r = sock;

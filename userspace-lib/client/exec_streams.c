@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <termios.h>
 
+#include "codec.h"
 #include "frame.h"
 
 /* What a pseudo-terminal can hold between the command's write and our read: the kernel's
@@ -114,11 +115,11 @@ static void take_signal(int sig, void (*fn)(int)) {
         handle(sig, fn);
 }
 
-static int terminal_begin(int in, int out, int err, int master, lfs_error **error) {
+static int terminal_begin(int in, int out, int err, lfs_error **error) {
         if (term.active)
                 return lfs_fail(error, LFS_BUSY, EBUSY,
                                 "another exec with a terminal is running in this process; one at a time");
-        term.master = master;
+        term.master = -1; /* until the daemon sends it */
         term.raw_fd = lfs_is_terminal(in) && tcgetattr(in, &term.saved) == 0 ? in : -1;
         term.size_fd = lfs_is_terminal(in)    ? in
                        : lfs_is_terminal(out) ? out
@@ -128,7 +129,6 @@ static int terminal_begin(int in, int out, int err, int master, lfs_error **erro
                 return lfs_fail(error, LFS_FAILED, errno, "pipe: %s", strerror(errno));
         term.resized = 0;
         term.active = true;
-        copy_window_size();
         if (term.size_fd >= 0)
                 take_signal(SIGWINCH, on_resize);
         if (term.raw_fd < 0)
@@ -172,27 +172,6 @@ static int nonblocking(int fd) {
         return flags < 0 ? -errno : fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
-/* A pseudo-terminal for the command: the slave is root's, 0600 (no other local user, and
- * no command of another Sandbox, can open it by its name), never our controlling one. */
-static int open_terminal(exec_streams *s, lfs_error **error) {
-        s->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-        if (s->master < 0 || unlockpt(s->master) < 0)
-                return lfs_fail(error, LFS_FAILED, errno, "cannot make a terminal for the command: %s",
-                                strerror(errno));
-        int slave = ioctl(s->master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
-        if (slave < 0)
-                return lfs_fail(error, LFS_FAILED, errno, "cannot open the command's terminal: %s",
-                                strerror(errno));
-        s->command_ends[0] = slave;
-        if (fchmod(slave, 0600) < 0 || nonblocking(s->master) < 0)
-                return lfs_fail(error, LFS_FAILED, errno, "cannot set up the command's terminal: %s",
-                                strerror(errno));
-        for (int i = 0; i < 3; i++)
-                s->passed[i] = slave;
-        s->to_command = s->from_out = s->master;
-        return 0;
-}
-
 /* A pipe: the command gets end[command_side] (blocking, as programs expect), we keep the
  * other, non-blocking. */
 static int pipe_for(exec_streams *s, int stream, int *ret_ours, lfs_error **error) {
@@ -222,13 +201,13 @@ int exec_streams_open(exec_streams *s, int in, int out, int err, bool tty, lfs_e
         if (s->null < 0)
                 return lfs_fail(error, LFS_FAILED, errno, "/dev/null: %s", strerror(errno));
         if (tty) {
-                int r = open_terminal(s, error);
-                if (r < 0)
-                        return r;
+                /* The terminal comes from the daemon once the command runs (its master:
+                 * exec_streams_relay takes it). */
                 s->in_open = in >= 0;
                 if (in < 0) /* nothing to read: the command reads the end at once */
                         s->pending[s->n_pending++] = END_OF_INPUT;
-                if ((r = terminal_begin(in, out, err, s->master, error)) == 0)
+                int r = terminal_begin(in, out, err, error);
+                if (r == 0)
                         s->terminal = true;
                 return r;
         }
@@ -241,6 +220,41 @@ int exec_streams_open(exec_streams *s, int in, int out, int err, bool tty, lfs_e
         }
         s->passed[0] = in >= 0 ? in : s->null;
         return 0;
+}
+
+bool exec_streams_window(const exec_streams *s, struct winsize *ret) {
+        return s->terminal && term.size_fd >= 0 && ioctl(term.size_fd, TIOCGWINSZ, ret) == 0;
+}
+
+/* The command's terminal, from the daemon: its master is relayed from now on, its window
+ * size is the caller's (again: it may have changed since the request). */
+static int take_terminal(exec_streams *s, int master) {
+        if (nonblocking(master) < 0) {
+                close(master);
+                return -errno;
+        }
+        s->master = s->to_command = s->from_out = master;
+        term.master = master;
+        copy_window_size();
+        return 0;
+}
+
+/* A frame before the answer: the command's terminal ({"v", "terminal": true} with its
+ * master). 1 if frame was that (taken), 0 if it is the answer, or a negative errno (and
+ * *err) for a terminal frame without its fd. */
+static int terminal_frame(exec_streams *s, lfs_frame_reader *reader, const json_t *frame, lfs_error **err) {
+        if (!s->tty || s->master >= 0 || !json_is_true(json_object_get(frame, "terminal")) ||
+            json_object_get(frame, "ok") || json_object_get(frame, "error") ||
+            lfs_proto_check_version(frame, true, NULL) < 0)
+                return 0;
+        int master = -1;
+        int r = lfs_frame_take_fds(reader, "the frame of the command's terminal", 1, &master, err);
+        if (r < 0)
+                return r;
+        if ((r = take_terminal(s, master)) < 0)
+                return lfs_fail(err, LFS_FAILED, -r, "cannot relay the command's terminal: %s",
+                                strerror(-r));
+        return 1;
 }
 
 void exec_streams_sent(exec_streams *s) {
@@ -345,19 +359,39 @@ static void drain_terminal(exec_streams *s, int *to_out) {
         }
 }
 
+/* The daemon's next frame: what lfs_frame_read gives for the answer; the terminal's frame
+ * before it is taken on the way. */
+static int read_frame(exec_streams *s, lfs_frame_reader *reader, json_t **ret_answer, lfs_error **err) {
+        for (;;) {
+                json_t *frame = NULL;
+                int got = lfs_frame_read(reader, &frame, err);
+                int r = got == 1 ? terminal_frame(s, reader, frame, err) : 0;
+                if (r == 0) {
+                        if (got == 1)
+                                *ret_answer = frame;
+                        return got;
+                }
+                json_decref(frame);
+                if (r < 0)
+                        return r;
+        }
+}
+
 int exec_streams_relay(exec_streams *s, int sock, json_t **ret_answer, lfs_error **ret_read_err) {
         int to_out = s->out, to_err = s->err;
-        bool out_open = s->from_out >= 0, err_open = s->from_err >= 0;
+        bool err_open = s->from_err >= 0;
         /* The answer is read as it comes, never waited for: the relay goes on meanwhile. */
         int got = 0;
+        bool out_ended = false;
         int flags = fcntl(sock, F_GETFL);
         if (flags < 0 || fcntl(sock, F_SETFL, flags | O_NONBLOCK) < 0)
                 return 0;
         lfs_frame_reader answer;
-        lfs_frame_reader_init(&answer, sock, LFS_FRAME_MAX_ANSWER, 0);
+        lfs_frame_reader_init(&answer, sock, LFS_FRAME_MAX_ANSWER, s->tty ? 1 : 0);
         for (;;) {
                 bool want_in = s->to_command >= 0 && s->in_open && !s->n_pending;
                 bool give_in = s->to_command >= 0 && s->n_pending;
+                bool out_open = s->from_out >= 0 && !out_ended;
                 struct pollfd p[6] = {
                         { .fd = sock, .events = POLLIN },
                         { .fd = out_open ? s->from_out : -1, .events = POLLIN },
@@ -382,14 +416,14 @@ int exec_streams_relay(exec_streams *s, int sock, json_t **ret_answer, lfs_error
                         copy_window_size();
                 }
                 if (p[1].revents)
-                        out_open = pump(s->from_out, &to_out, 65536) == 1;
+                        out_ended = pump(s->from_out, &to_out, 65536) == 0;
                 if (p[2].revents)
                         err_open = pump(s->from_err, &to_err, 65536) == 1;
                 if (p[3].revents)
                         read_input(s);
                 if (p[4].revents)
                         write_input(s);
-                if (p[0].revents && (got = lfs_frame_read(&answer, ret_answer, ret_read_err)) != -EAGAIN)
+                if (p[0].revents && (got = read_frame(s, &answer, ret_answer, ret_read_err)) != -EAGAIN)
                         break;
         }
         /* The command has ended: what it wrote is in the pipes, or its terminal, now. */
@@ -397,7 +431,7 @@ int exec_streams_relay(exec_streams *s, int sock, json_t **ret_answer, lfs_error
         if (s->tty)
                 drain_terminal(s, &to_out);
         else {
-                if (out_open && ioctl(s->from_out, FIONREAD, &pending) == 0)
+                if (s->from_out >= 0 && !out_ended && ioctl(s->from_out, FIONREAD, &pending) == 0)
                         pump(s->from_out, &to_out, (size_t)pending);
                 if (err_open && ioctl(s->from_err, FIONREAD, &pending) == 0)
                         pump(s->from_err, &to_err, (size_t)pending);

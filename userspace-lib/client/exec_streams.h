@@ -5,13 +5,15 @@
  * time) is relayed through a pipe that ends with the exec; other streams (files, pipes,
  * sockets) are passed as they are. The command's stdout and stderr are always pipes of
  * ours, copied while it runs. With tty, the command gets a pseudo-terminal of its own
- * instead, relayed to and from the caller's streams, the caller's terminal in raw mode
- * meanwhile and its window size followed. */
+ * instead (the daemon makes it, in the devpts the command sees, and sends its master
+ * back before the answer), relayed to and from the caller's streams, the caller's terminal
+ * in raw mode meanwhile and its window size followed. */
 #ifndef LFS_EXEC_STREAMS_H
 #define LFS_EXEC_STREAMS_H
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <sys/ioctl.h>
 
 #include "util.h"
 
@@ -22,7 +24,7 @@ typedef struct exec_streams {
         int to_command; /* where the caller's stdin is copied (a pipe, or the terminal's
                            master); -1: none */
         int from_out, from_err; /* what the command writes into (with tty: the master) */
-        int master; /* with tty: our side of the command's terminal */
+        int master; /* with tty: our side of the command's terminal, once the daemon sent it */
         int null;
         bool tty, in_open;
         bool terminal; /* the process's one relay of a terminal is ours (exec_streams.c) */
@@ -35,12 +37,17 @@ typedef struct exec_streams {
  * exec_streams_close. */
 int exec_streams_open(exec_streams *s, int in, int out, int err, bool tty, lfs_error **error);
 
+/* With tty: the caller's window size (of the first of in, out, err that is a terminal),
+ * for the request, so that the command's terminal has it from the start. false: none. */
+bool exec_streams_window(const exec_streams *s, struct winsize *ret);
+
 /* The command's ends went to the daemon: ours are closed, so that only the command holds
  * them. */
 void exec_streams_sent(exec_streams *s);
 
 /* Copies between the caller's streams and the command's until the daemon's answer has
- * come on sock (made non-blocking); returns what lfs_frame_read gave for it: 1 and
+ * come on sock (made non-blocking; with tty the terminal's master comes first, on sock
+ * too); returns what lfs_frame_read gave for it: 1 and
  * *ret_answer, 0 if the connection ended without one, or a negative errno and
  * *ret_read_err. What the command wrote before it ended is copied; what it left in the
  * background writes afterwards is not. */
