@@ -243,12 +243,21 @@ demo: all
 unit: all
 	tests/unit/run.sh $(UNIT_BIN)
 
+# Every test runs on the default runtime (namespaces where the host can make them); the
+# ones whose runtime changes what they check run on native as well, the runtime of hosts
+# without namespaces.
+NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limits.sh test_workspace.sh
+NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test_text_output.sh \
+	test_private_files.sh test_command_mounts.sh test_hidden_process.sh test_teardown_truth.sh \
+	test_caller_state.sh
 e2e: all
 	BUILD=$(BUILD) tests/e2e/run.sh
+	BUILD=$(BUILD) LAYERFS_RUNTIME=native tests/e2e/run.sh tests/e2e $(NATIVE_E2E)
 
 # Attacks on the runtime, each kept as a test (tests/adversarial/README.md).
 adversarial: all
 	BUILD=$(BUILD) tests/e2e/run.sh tests/adversarial
+	BUILD=$(BUILD) LAYERFS_RUNTIME=native tests/e2e/run.sh tests/adversarial $(NATIVE_ADVERSARIAL)
 
 # make install's layout, the man pages against --help, the completion, the systemd units
 # and make deb under lintian (tests/packaging/README.md).

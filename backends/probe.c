@@ -23,6 +23,7 @@
 #include <linux/netlink.h>
 
 #include "cgroup.h"
+#include "landlock.h"
 #include "probe.h"
 #include "util.h"
 
@@ -249,6 +250,11 @@ void lfs_probe_features(lfs_runtime_info *s) {
                                               : NULL;
                 add(s, namespace_probes[i].name, e == 0, note);
         }
+        add(s, "kernel:landlock-scope", lfs_landlock_scope_available(),
+            lfs_landlock_scope_available()
+                    ? NULL
+                    : "a --network host Sandbox's commands reach the host's abstract unix "
+                      "sockets (Linux 6.12)");
         int e = in_child(try_seccomp, 0);
         _cleanup_free_ char *seccomp_note = e ? xasprintf("seccomp filter: %s", strerror(e)) : NULL;
         add(s, "kernel:seccomp", e == 0, seccomp_note);

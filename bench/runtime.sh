@@ -10,6 +10,10 @@
 #   the BPF program's load time, and the latency from a process's exit in the kernel to
 #   its event in the daemon (median and p99 of 500 exits).
 # - a disk budget: 'sandbox create --disk 64M' against create without (cgroup watcher).
+# - the namespaces runtime against native: 'sandbox create' (alternating, median of 10
+#   each), 'workspace exec -- true' (mean of EXECS each), and create with
+#   '--network private' against the default network. Every other row is native's
+#   (LAYERFS_RUNTIME=native), so that they stay comparable with earlier runs.
 # It reports and never judges: it exits non-zero only when something fails or is left.
 # Needs root (cgroups, FUSE).
 set -euo pipefail
@@ -34,6 +38,7 @@ chmod 711 "$WORK" # the command identity passes through to the Workspaces
 export LAYERFS_HOME="$WORK/home" LAYERFS_AUTHOR="bench <bench@localhost>"
 export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-bench-$$"
 unset LAYERFS_PROJECT LAYERFS_SANDBOX
+export LAYERFS_RUNTIME=native
 FLOOR="$CG_MOUNT/layerfs-floor-$$"
 
 cleanup() {
@@ -156,6 +161,52 @@ create_proc=$(create_ms proc)
 create_cgroup=$(create_ms cgroup)
 # A disk budget is a tmpfs and two bind mounts that the daemon makes at start.
 create_disk=$(create_ms cgroup --disk 64M)
+# The namespaces runtime beside native: creates alternate, so that both see the same load.
+create_runtimes() {
+        local i start sb rt ns=() native=()
+        for ((i = 0; i < 10; i++)); do
+                for rt in native namespaces; do
+                        start=$(now_us)
+                        sb=$(LAYERFS_RUNTIME=$rt "$LAYERFS" sandbox create "$@")
+                        if [ "$rt" = native ]; then
+                                native+=($((($(now_us) - start) / 1000)))
+                        else
+                                ns+=($((($(now_us) - start) / 1000)))
+                        fi
+                        "$LAYERFS" sandbox close "$sb" >/dev/null
+                done
+        done
+        echo "$(median "${ns[@]}") $(median "${native[@]}")"
+}
+read -r create_ns create_native < <(create_runtimes)
+read -r create_private create_none < <(
+        for ((i = 0; i < 10; i++)); do
+                for net in private none; do
+                        start=$(now_us)
+                        sb=$(LAYERFS_RUNTIME=namespaces "$LAYERFS" sandbox create --network $net)
+                        echo "$net $((($(now_us) - start) / 1000))"
+                        "$LAYERFS" sandbox close "$sb" >/dev/null
+                done
+        done | awk '{ v[$1] = v[$1] " " $2 } END { print v["private"] "|" v["none"] }' |
+                { IFS='|' read -r a b; echo "$(median $a) $(median $b)"; })
+# exec of 'true' in a Sandbox of each runtime, in blocks that alternate.
+exec_in() {
+        local rt=$1 sb start
+        sb=$(LAYERFS_RUNTIME=$rt "$LAYERFS" sandbox create)
+        "$LAYERFS" workspace mount "$sb" main >/dev/null
+        "$LAYERFS" workspace exec "$sb" main -- true
+        start=$(now_us)
+        for ((i = 0; i < EXECS; i++)); do "$LAYERFS" workspace exec "$sb" main -- true; done
+        echo $((($(now_us) - start) / EXECS))
+        "$LAYERFS" workspace unmount "$sb" main >/dev/null
+        "$LAYERFS" sandbox close "$sb" >/dev/null
+}
+exec_native=$(exec_in native)
+exec_ns=$(exec_in namespaces)
+exec_native2=$(exec_in native)
+exec_ns2=$(exec_in namespaces)
+exec_native=$(((exec_native + exec_native2) / 2))
+exec_ns=$(((exec_ns + exec_ns2) / 2))
 bpf_load=$(sort -n "$WORK/bpf-load" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 
 # Event latency: from a process's exit in the kernel to its event in the daemon.
@@ -182,9 +233,16 @@ printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, proc connector vs cgroup wat
         "$(awk -v a="$create_proc" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
 printf '%-52s %8s ms %8s ms %8s\n' "sandbox create --disk 64M vs without (cgroup watcher)" "$create_disk" \
         "$create_cgroup" "$(awk -v a="$create_disk" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, namespaces vs native" "$create_ns" "$create_native" \
+        "$(awk -v a="$create_ns" -v b="$create_native" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+printf '%-52s %8s us %8s us %8s\n' "exec of 'true', namespaces vs native" "$exec_ns" "$exec_native" \
+        "$(awk -v a="$exec_ns" -v b="$exec_native" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+printf '%-52s %8s ms %8s ms %8s\n' "sandbox create --network private vs none (namespaces)" "$create_private" \
+        "$create_none" "$(awk -v a="$create_private" -v b="$create_none" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
 printf '%-52s %8s ms\n' "  the BPF program's load (median of 10)" "$bpf_load"
 printf '%-52s %8s us %8s us (p99)\n' "exit-to-event latency, BPF ($lat_n exits): median" "$lat_med" "$lat_p99"
 echo
-echo "medians of $TRIALS trials (exec: mean of $EXECS). The close includes the CLI, the daemon's"
+echo "medians of $TRIALS trials (exec: mean of $EXECS). Targets of the namespaces rows: create within"
+echo "5 ms of native, exec within 10%. The close includes the CLI, the daemon's"
 echo "unmount, cgroup.kill of the Sandbox's subtree, waiting for populated 0, removing the"
 echo "cgroups, the directory and the record. DESIGN.md's floor: 754 processes in 0.37 s."

@@ -130,6 +130,10 @@ typedef struct lfs_spawn_args {
         /* Installed in the child after no_new_privs, just before execve (seccomp.h); NULL:
          * none. */
         const struct sock_fprog *seccomp;
+        /* Scoped from abstract unix sockets made outside its own Landlock domain
+         * (landlock.h), after no_new_privs: for a command that joins a Sandbox's
+         * namespaces but shares the host's network; where the kernel cannot, without. */
+        bool scope_abstract_unix;
 } lfs_spawn_args;
 
 /* Starts the child in its leaf with clone3(CLONE_INTO_CGROUP | CLONE_PIDFD), or with

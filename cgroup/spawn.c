@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "cgroup.h"
+#include "landlock.h"
 #include "seccomp.h"
 #include "util.h"
 
@@ -20,7 +21,7 @@
 /* What the child reports through the error pipe when it cannot get to execve. */
 typedef struct child_failure {
         /* 1 joining the cgroup, 2 identity (and no_new_privs), 3 cwd, 4 terminal, 5 joining the
-         * namespaces, 6 the seccomp filter */
+         * namespaces, 6 the seccomp filter, 7 the scope of abstract unix sockets */
         int stage;
         int errnum;
 } child_failure;
@@ -78,6 +79,11 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                         child_fail(pipe_fd, 3, EXDEV);
         } else if (a->cwd_fd >= 0 ? fchdir(a->cwd_fd) < 0 : a->cwd && chdir(a->cwd) < 0)
                 child_fail(pipe_fd, 3, errno);
+        /* Before the filter, which may deny Landlock's calls. A kernel without the scope
+         * (before 6.12) leaves it out: runtime status names kernel:landlock-scope. */
+        int scoped = a->scope_abstract_unix ? lfs_landlock_scope_abstract_unix() : 0;
+        if (scoped < 0 && scoped != -EOPNOTSUPP)
+                child_fail(pipe_fd, 7, -scoped);
         /* Nothing of the daemon's reaches the command; the error pipe closes at execve. */
         syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
         /* Last: the filter holds for everything the command does, nothing of ours before. */

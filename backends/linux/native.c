@@ -11,6 +11,7 @@
 #include <libgen.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -263,6 +264,9 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
                 .controlling_tty = spec->tty,
                 .ns_flags = ns_flags,
                 .seccomp = seccomp,
+                /* A Sandbox's namespaces with the host's network (--network host): the
+                 * host's abstract unix sockets are in that network namespace. */
+                .scope_abstract_unix = ns_flags && !(ns_flags & CLONE_NEWNET),
                 .ns_pidfd = ns_pidfd,
         };
         int r = lfs_cgroup_make(leaf);

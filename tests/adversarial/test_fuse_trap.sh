@@ -26,7 +26,7 @@ if ! why=$(unshare -Ur true 2>&1); then
 fi
 # A namespaces Sandbox's /dev has no fuse node, in its own user namespaces or not: its
 # commands cannot serve FUSE at all, so the trap cannot be set.
-if [ "${LAYERFS_RUNTIME:-}" = namespaces ]; then
+if [ "$(new_runtime)" = namespaces ]; then
         lfs project init trap --from "$(mktemp -d "$WORK/src.XXXXXX")" >/dev/null
         SB=$(lfs sandbox create)
         lfs workspace mount "$SB" main >/dev/null

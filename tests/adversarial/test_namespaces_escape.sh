@@ -64,13 +64,19 @@ n = libc.syscall(SYS_keyctl, KEYCTL_READ, key, buf, 256)
 if n < 0:
     sys.exit("read: " + os.strerror(ctypes.get_errno()))
 print(buf.raw[:n].decode())'
-K=$(python3 -c "$KEYS" create "$LAYERFS" sandbox create)
+# On native: there no seccomp filter stands in for the daemon's keyring of its own.
+K=$(LAYERFS_RUNTIME=native python3 -c "$KEYS" create "$LAYERFS" sandbox create)
 lfs workspace mount "$K" main >/dev/null
 if out=$(lfs workspace exec "$K" main -- python3 -c "$KEYS" read 2>&1); then
         [ "$out" = secret-of-the-creator ] || fail "the key read is '$out'"
         succeeded "read a key of the creator's session keyring ($out)"
 else
-        case "$out" in *"search: Required key not available"*) ok ;; *) fail "keyring: $out" ;; esac
+        # No key to find (a keyring of the daemon's own), or no keyring call at all (the
+        # namespaces runtime's seccomp filter).
+        case "$out" in
+        *"search: Required key not available"* | *"search: Operation not permitted"*) ok ;;
+        *) fail "keyring: $out" ;;
+        esac
 fi
 
 # ---- 2. the disk budget -----------------------------------------------------------------

@@ -11,6 +11,8 @@
 # however the exec ends), the window size followed, the exit status unchanged.
 source "$(dirname "$0")/../e2e/lib.sh"
 use_private_sandboxes
+# Named outright: ptyrun.host_pid maps the pids a namespaces Sandbox's commands print.
+export LAYERFS_RUNTIME=${LAYERFS_RUNTIME:-$(new_runtime)}
 
 mkdir -p "$WORK/src"
 echo hi >"$WORK/src/hello.txt"

@@ -157,6 +157,12 @@ in_main() {
 
 # records [SQL]: SQL's answer from the home's records; with none, how many Sandboxes
 # there are (0 before the home has its database).
+# The runtime a new linux Sandbox gets here: LAYERFS_RUNTIME's, else the default runtime
+# status names (namespaces where this host can make them, else native).
+new_runtime() {
+        "$LAYERFS" --json runtime status | json_get 'j["default"]'
+}
+
 records() {
         if [ ! -e "$LAYERFS_HOME/home.db" ]; then
                 [ -z "${1:-}" ] && echo 0

@@ -43,11 +43,36 @@ LAYERFS_PLACEMENT=qemu refused Unsupported "(placement qemu): one kernel opens a
 LAYERFS_PLACEMENT=qemu refused Unsupported "missing tool:qemu-system-x86_64" lfs sandbox create --platform qemu
 LAYERFS_CGROUP_ROOT="$WORK/not-cgroup/x" refused Unsupported "kernel:cgroup2" lfs sandbox create
 
+# ---- the default runtime: namespaces where this host can make them, else native -------
+# runtime status lists linux's two runtimes; the default is namespaces when its row is
+# ready, else native with the reason; a home that names its runtime gets it as named.
+status=$(env -u LAYERFS_RUNTIME "$LAYERFS" --json runtime status)
+assert_eq "$(echo "$status" | json_get '" ".join(r["id"] for r in j["runtimes"])')" "native namespaces" "runtime status's runtimes"
+ns_ready=$(echo "$status" | json_get '[r["ready"] for r in j["runtimes"] if r["id"] == "namespaces"][0]')
+if [ "$ns_ready" = True ]; then
+        DEFAULT_RUNTIME=namespaces
+        assert_eq "$(echo "$status" | json_get 'j["default_why"]')" None "no reason when the default is namespaces"
+else
+        DEFAULT_RUNTIME=native
+        case "$(echo "$status" | json_get 'j["default_why"]')" in
+        "namespaces is not ready here: "*) ok ;;
+        *) fail "runtime status gives no reason for native as the default: $status" ;;
+        esac
+fi
+assert_eq "$(echo "$status" | json_get 'j["default"]')" "$DEFAULT_RUNTIME" "runtime status's default"
+assert_eq "$(env -u LAYERFS_RUNTIME LAYERFS_SANDBOX=native "$LAYERFS" --json runtime status | json_get 'j["default"], j["default_why"]')" "('native', None)" "the default a home names"
+assert_eq "$(LAYERFS_RUNTIME=native "$LAYERFS" runtime status | sed -n 's/^default *//p')" native "the default LAYERFS_RUNTIME names"
+if [ -z "${LAYERFS_RUNTIME:-}" ]; then
+        SB=$(lfs sandbox create)
+        assert_eq "$(records "SELECT runtime FROM sandboxes WHERE number=$SB")" "$DEFAULT_RUNTIME" "a create with no runtime named"
+        lfs sandbox close "$SB" >/dev/null
+fi
+
 # ---- a linux Sandbox made with the default, driven by a client whose default is docker --
 out=$(lfs --json sandbox create --image ignored:latest)
 assert_eq "$(echo "$out" | json_get '(j["platform"], j["image"])')" "('linux', None)" "create's result"
 SB=$(echo "$out" | json_get 'j["sandbox"]')
-assert_eq "$(records "SELECT platform || '/' || runtime FROM sandboxes WHERE number=$SB")" "linux/${LAYERFS_RUNTIME:-native}" "the record (its runtime: LAYERFS_RUNTIME's, else native)"
+assert_eq "$(records "SELECT platform || '/' || runtime FROM sandboxes WHERE number=$SB")" "linux/${LAYERFS_RUNTIME:-$DEFAULT_RUNTIME}" "the record (its runtime: LAYERFS_RUNTIME's, else the default runtime status names)"
 export LAYERFS_SANDBOX=docker
 assert_eq "$(lfs --json workspace mount "$SB" main | json_get 'j["platform"]')" linux "mount's platform"
 lfs workspace exec "$SB" main -- sh -c 'echo from-docker-client > f'
