@@ -125,6 +125,19 @@ finish() {
         echo "ok: $(basename "$0") ($CHECKS checks)"
 }
 
+# ---- attacks -----------------------------------------------------------------------------
+# succeeded WHAT: an attack worked ("a command could WHAT"); the test goes on, so that one
+# run names every attack that works, and no_attack_succeeded fails naming them all.
+SUCCEEDED=""
+succeeded() {
+        echo "attack succeeded: a command could $1" >&2
+        SUCCEEDED="$SUCCEEDED; $1"
+}
+no_attack_succeeded() {
+        [ -z "$SUCCEEDED" ] || fail "attacks that succeeded:${SUCCEEDED#;}"
+        ok
+}
+
 # ---- tests that make Sandboxes ----------------------------------------------------------
 # use_private_sandboxes: needs root; gives the test a cgroup root of its own
 # (LAYERFS_CGROUP_ROOT, also in CGR and CG_MOUNT) so that "nothing left" can be checked
