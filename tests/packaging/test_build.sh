@@ -29,7 +29,10 @@ ok
 # With the packages: the flags are there before the first compile.
 make -s -C "$ROOT" BUILD="$WORK/b2" "$WORK/b2/userspace-lib/base/hash.o" >"$WORK/b2.log" 2>&1 ||
         fail "make: $(tail -5 "$WORK/b2.log")"
-grep -qx "PKG_LIBS := $(pkg-config --libs sqlite3 liburing libcrypto jansson | sed 's/ *$//')" "$WORK/b2/config.mk" ||
+# The library's packages as the Makefile names them (PKGS), so that a new one is checked too.
+pkgs=$(sed -n 's/^PKGS := //p' "$ROOT/Makefile")
+[ -n "$pkgs" ] || fail "the Makefile names no PKGS"
+grep -qx "PKG_LIBS := $(pkg-config --libs $pkgs | sed 's/ *$//')" "$WORK/b2/config.mk" ||
         fail "config.mk: $(cat "$WORK/b2/config.mk")"
 ok
 finish
