@@ -223,22 +223,19 @@ print(len(lat), round(lat[len(lat) // 2]), round(lat[min(len(lat) - 1, int(len(l
 
 echo
 printf '%-52s %10s %10s %8s\n' "operation" "layerfs" "baseline" "ratio"
-printf '%-52s %8s ms %8s ms %8s\n' "end $PROCS processes (sandbox close vs cgroup.kill)" "$c" "$f" \
-        "$(awk -v a="$c" -v b="$f" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
-printf '%-52s %8s us %8s us %8s\n' "exec of 'true' (workspace exec vs fork+exec)" "$exec_us" "$host_us" \
-        "$(awk -v a="$exec_us" -v b="$host_us" 'BEGIN { printf "%.1f", b ? a / b : 0 }')"
-printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, BPF watcher vs cgroup watcher" "$create_bpf" "$create_cgroup" \
-        "$(awk -v a="$create_bpf" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
-printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, proc connector vs cgroup watcher" "$create_proc" "$create_cgroup" \
-        "$(awk -v a="$create_proc" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
-printf '%-52s %8s ms %8s ms %8s\n' "sandbox create --disk 64M vs without (cgroup watcher)" "$create_disk" \
-        "$create_cgroup" "$(awk -v a="$create_disk" -v b="$create_cgroup" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
-printf '%-52s %8s ms %8s ms %8s\n' "sandbox create, namespaces vs native" "$create_ns" "$create_native" \
-        "$(awk -v a="$create_ns" -v b="$create_native" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
-printf '%-52s %8s us %8s us %8s\n' "exec of 'true', namespaces vs native" "$exec_ns" "$exec_native" \
-        "$(awk -v a="$exec_ns" -v b="$exec_native" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
-printf '%-52s %8s ms %8s ms %8s\n' "sandbox create --network private vs none (namespaces)" "$create_private" \
-        "$create_none" "$(awk -v a="$create_private" -v b="$create_none" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+# row LABEL A B UNIT [FORMAT]: one line of the table, with A/B as the ratio.
+row() {
+        printf '%-52s %8s %s %8s %s %8s\n' "$1" "$2" "$4" "$3" "$4" \
+                "$(awk -v a="$2" -v b="$3" -v f="${5:-%.2f}" 'BEGIN { printf f, b ? a / b : 0 }')"
+}
+row "end $PROCS processes (sandbox close vs cgroup.kill)" "$c" "$f" ms
+row "exec of 'true' (workspace exec vs fork+exec)" "$exec_us" "$host_us" us %.1f
+row "sandbox create, BPF watcher vs cgroup watcher" "$create_bpf" "$create_cgroup" ms
+row "sandbox create, proc connector vs cgroup watcher" "$create_proc" "$create_cgroup" ms
+row "sandbox create --disk 64M vs without (cgroup watcher)" "$create_disk" "$create_cgroup" ms
+row "sandbox create, namespaces vs native" "$create_ns" "$create_native" ms
+row "exec of 'true', namespaces vs native" "$exec_ns" "$exec_native" us
+row "sandbox create --network private vs none (namespaces)" "$create_private" "$create_none" ms
 printf '%-52s %8s ms\n' "  the BPF program's load (median of 10)" "$bpf_load"
 printf '%-52s %8s us %8s us (p99)\n' "exit-to-event latency, BPF ($lat_n exits): median" "$lat_med" "$lat_p99"
 echo

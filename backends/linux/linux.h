@@ -17,6 +17,12 @@ struct sock_fprog;
 /* How long a new daemon (or a Sandbox's init) gets to say it is ready. */
 #define LFS_LINUX_READY_TIMEOUT_MS 5000
 
+/* In a child that is to become a detached process of a Sandbox (its daemon, its init):
+ * null_fd on 0, log_fd on 1 and 2, ready_fd on LFS_DAEMON_READY_FD, the default signal
+ * mask and actions, nothing else of the caller's open; then exe with argv. Never returns
+ * (126: the fds could not be set, 127: exe did not run). Async-signal-safe. */
+_Noreturn void lfs_linux_exec_child(const char *exe, const char *const *argv, int null_fd, int log_fd,
+                                    int ready_fd);
 /* Adds what both need: root, cgroup2, cgroup.kill, pidfd, FUSE. */
 void lfs_linux_probe(const lfs_platform *p, lfs_missing *m);
 /* Root, and the cgroup root (*ret_root). */

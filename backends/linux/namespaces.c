@@ -46,8 +46,6 @@ static int sandbox_namespaces(const lfs_sandbox_ref *sb) {
 /* How many ids a Sandbox's user namespace maps: 0..65535, with the command identity
  * 501:20 among them. */
 #define SANDBOX_IDS 65536u
-/* Where the init moves what it keeps before it takes its final fd numbers (0-3). */
-#define HIGH_FD 10
 
 /* What the namespaces runtime needs beyond native's: each namespace a Sandbox gets
  * (runtime status's names), and seccomp for its commands' filter. */
@@ -141,21 +139,7 @@ static _Noreturn void init_child(const init_start *s, int sync_fd) {
         if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setgroups, 0, NULL) < 0 ||
             syscall(SYS_setresuid, 0, 0, 0) < 0)
                 _exit(126);
-        int ready_high = fcntl(s->ready_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-        int null_high = fcntl(s->null_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-        int log_high = fcntl(s->log_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-        if (ready_high < 0 || null_high < 0 || log_high < 0 || dup2(null_high, 0) < 0 ||
-            dup2(log_high, 1) < 0 || dup2(log_high, 2) < 0 || dup2(ready_high, LFS_DAEMON_READY_FD) < 0)
-                _exit(126);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        struct sigaction dfl = { .sa_handler = SIG_DFL };
-        for (int sig = 1; sig < NSIG; sig++)
-                (void)sigaction(sig, &dfl, NULL);
-        close_range(LFS_DAEMON_READY_FD + 1, ~0U, 0);
-        execv(s->exe, (char *const *)s->argv);
-        _exit(127);
+        lfs_linux_exec_child(s->exe, s->argv, s->null_fd, s->log_fd, s->ready_fd);
 }
 
 /* The intermediate child could not make the init: the parent reads -errnum as its pid. */

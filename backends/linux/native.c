@@ -56,6 +56,36 @@ int lfs_linux_reach(const lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error 
 
 /* ---- create ---- */
 
+_Noreturn void lfs_linux_exec_child(const char *exe, const char *const *argv, int null_fd, int log_fd,
+                                    int ready_fd) {
+        /* What the child keeps goes above its final numbers first: the caller may have 0, 1
+         * or 2 closed, so the readiness pipe, /dev/null or the log may have one of those
+         * numbers, which the dup2s below would overwrite (the daemon then wrote its
+         * readiness byte into its log). */
+        int ready_high = ready_fd < 0 ? -1 : fcntl(ready_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+        int null_high = null_fd < 0 ? -1 : fcntl(null_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+        int log_high = log_fd < 0 ? -1 : fcntl(log_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+        /* dup2 clears close-on-exec on its target. Without them the child would run with the
+         * caller's 0, 1, 2 (a pipe it held open would keep the caller's reader waiting until
+         * the Sandbox closes): it does not start. */
+        if (ready_high < 0 || null_high < 0 || log_high < 0 || dup2(null_high, 0) < 0 ||
+            dup2(log_high, 1) < 0 || dup2(log_high, 2) < 0 || dup2(ready_high, LFS_DAEMON_READY_FD) < 0)
+                _exit(126);
+        /* Nor the caller's signal state: a SIGCHLD it ignores would make every wait of the
+         * daemon's for its commands fail, a signal it blocks would never come. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        for (int sig = 1; sig < NSIG; sig++)
+                (void)sigaction(sig, &dfl, NULL);
+        /* Nothing else of the caller's. */
+        close_range(LFS_DAEMON_READY_FD + 1, ~0U, 0);
+        execv(exe, (char *const *)argv);
+        dprintf(2, "cannot run %s: %s\n", exe, strerror(errno));
+        _exit(127);
+}
+
 /* Starts the daemon detached (its own session, not our child) in the leaf
  * <place>/daemon, with ready_fd as its fd LFS_DAEMON_READY_FD; returns its pid and a pidfd. The
  * intermediate child is reaped here, and only after the pidfd is open: until then the
@@ -112,36 +142,10 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
                  * cgroup always ends the daemon too. */
                 if (write(procs_fd, "0", 1) != 1)
                         _exit(126);
-                /* What the daemon keeps goes above its final numbers first: the caller may
-                 * have 0, 1 or 2 closed, so the readiness pipe, /dev/null or the log may have
-                 * one of those numbers, which the dup2s below would overwrite (the daemon
-                 * then wrote its readiness byte into its log). */
-                int ready_high = fcntl(ready_fd, F_DUPFD_CLOEXEC, HIGH_FD);
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                int null_high = null < 0 ? -1 : fcntl(null, F_DUPFD_CLOEXEC, HIGH_FD);
                 int out = openat(start->dir_fd, "daemon.log",
                                  O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-                int out_high = out < 0 ? -1 : fcntl(out, F_DUPFD_CLOEXEC, HIGH_FD);
-                /* dup2 clears close-on-exec on its target. Without them the daemon would run
-                 * with the caller's 0, 1, 2 (a pipe it held open would keep the caller's
-                 * reader waiting until the Sandbox closes): it does not start. */
-                if (ready_high < 0 || null_high < 0 || out_high < 0 || dup2(null_high, 0) < 0 ||
-                    dup2(out_high, 1) < 0 || dup2(out_high, 2) < 0 ||
-                    dup2(ready_high, LFS_DAEMON_READY_FD) < 0)
-                        _exit(126);
-                /* Nor the caller's signal state: a SIGCHLD it ignores would make every wait
-                 * of the daemon's for its commands fail, a signal it blocks would never come. */
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                struct sigaction dfl = { .sa_handler = SIG_DFL };
-                for (int sig = 1; sig < NSIG; sig++)
-                        (void)sigaction(sig, &dfl, NULL);
-                /* Nothing else of the caller's. */
-                close_range(LFS_DAEMON_READY_FD + 1, ~0U, 0);
-                execv(start->exe, (char *const *)argv);
-                dprintf(2, "cannot run %s: %s\n", start->exe, strerror(errno));
-                _exit(127);
+                lfs_linux_exec_child(start->exe, argv, null, out, ready_fd);
         }
         close(pid_pipe[1]);
         close(go_pipe[0]);
