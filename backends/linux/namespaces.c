@@ -62,9 +62,12 @@ static void namespaces_probe(const lfs_platform *p, lfs_missing *m) {
                 lfs_missing_add(m, "kernel:seccomp");
 }
 
-/* One child that makes them all at once, not one per namespace: create pays for this. */
+/* One child that makes them at once, not one per namespace: create pays for this. */
 static int namespaces_prepare(const lfs_platform *p, char **ret_root, lfs_error **err) {
-        int e = lfs_probe_namespaces(SANDBOX_NAMESPACES);
+        /* Without a net namespace: making one costs as much as all the others together
+         * (0.5 ms here), and a kernel with user namespaces has them (runtime status probes
+         * it on its own, kernel:netns). */
+        int e = lfs_probe_namespaces(SANDBOX_NAMESPACES & ~CLONE_NEWNET);
         if (e)
                 return lfs_fail(
                         err, LFS_UNSUPPORTED, e,
@@ -191,10 +194,38 @@ static _Noreturn void init_parent(const init_start *s, int pid_fd, int go_fd, in
         _exit(0);
 }
 
-/* Starts the Sandbox's init, detached, in the leaf <place>/init, without waiting for it to
- * set its namespaces up: a pidfd of it and the read end of its readiness pipe. */
-static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, int *ret_pidfd,
-                      int *ret_ready_fd, lfs_error **err) {
+/* An init on its way: the intermediate child (child) clones it and writes its pid to
+ * pid_read, then waits until go_write closes (until then the init is its child: its pid
+ * cannot have been reused); ready_read gives the init's ready byte. */
+typedef struct init_launch {
+        pid_t child;
+        int pid_read, go_write, ready_read;
+} init_launch;
+
+#define INIT_LAUNCH_NONE                                                                                    \
+        { .child = -1, .pid_read = -1, .go_write = -1, .ready_read = -1 }
+
+static void close_once(int *fd) {
+        closep(fd);
+        *fd = -1;
+}
+
+/* Lets the intermediate child go and reaps it; closes what is left of the launch. Once is
+ * enough: again, it does nothing. */
+static void init_launch_done(init_launch *l) {
+        close_once(&l->go_write);
+        close_once(&l->pid_read);
+        close_once(&l->ready_read);
+        int status;
+        while (l->child > 0 && waitpid(l->child, &status, 0) < 0 && errno == EINTR)
+                ;
+        l->child = -1;
+}
+
+/* Starts the Sandbox's init, detached, in the leaf <place>/init, without waiting for
+ * anything of it: claim_init takes it over once the caller has waited for the daemon. */
+static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, init_launch *ret,
+                      lfs_error **err) {
         _cleanup_free_ char *leaf = xasprintf("%s/init", sb->place);
         int r = lfs_cgroup_make(leaf);
         if (r < 0)
@@ -248,16 +279,26 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
         close(TAKE_FD(pid_write));
         close(TAKE_FD(go_read));
         close(TAKE_FD(ready_write)); /* the init's is the only write end now */
+        *ret = (init_launch){ .child = child,
+                              .pid_read = TAKE_FD(pid_read),
+                              .go_write = TAKE_FD(go_write),
+                              .ready_read = TAKE_FD(ready_read) };
+        return 0;
+}
+
+/* Takes over the init start_init launched: its pid from the intermediate child, a pidfd of
+ * it, then the intermediate is let go and reaped; *ret_pidfd and *ret_ready_fd. */
+static int claim_init(const lfs_sandbox_ref *sb, init_launch *l, int *ret_pidfd, int *ret_ready_fd,
+                      lfs_error **err) {
         pid_t pid = -1;
         ssize_t k;
-        while ((k = read(pid_read, &pid, sizeof(pid))) < 0 && errno == EINTR)
+        while ((k = read(l->pid_read, &pid, sizeof(pid))) < 0 && errno == EINTR)
                 ;
         _cleanup_close_ int pidfd = k == sizeof(pid) && pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
         int e = errno;
-        close(TAKE_FD(go_write));
-        int status;
-        while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-                ;
+        int ready_read = TAKE_FD(l->ready_read);
+        init_launch_done(l);
+        _cleanup_close_ int ready_fd = ready_read;
         if (k != sizeof(pid) || pid <= 0) {
                 int why = k == sizeof(pid) && pid < 0 ? (int)-pid : ECHILD;
                 return lfs_fail(err, LFS_FAILED, why,
@@ -269,7 +310,7 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                 return lfs_fail(err, LFS_FAILED, e, "pidfd_open(%d) of sandbox %d's init: %s", (int)pid,
                                 sb->number, strerror(e));
         *ret_pidfd = TAKE_FD(pidfd);
-        *ret_ready_fd = TAKE_FD(ready_read);
+        *ret_ready_fd = TAKE_FD(ready_fd);
         return 0;
 }
 
@@ -324,8 +365,13 @@ static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *
                 r = lfs_linux_start_daemon(sb, start, &h, &daemon_ready, err);
         if (r < 0)
                 return r;
-        if ((r = start_init(sb, start, &init_process, &init_ready, err)) < 0 ||
-            (r = lfs_linux_await_daemon(sb, &h, daemon_ready, err)) < 0) {
+        /* The init's clone and maps happen while the daemon starts: only then is it
+         * claimed (claim_init waits for its pid). */
+        init_launch launch = INIT_LAUNCH_NONE;
+        if ((r = start_init(sb, start, &launch, err)) < 0 ||
+            (r = lfs_linux_await_daemon(sb, &h, daemon_ready, err)) < 0 ||
+            (r = claim_init(sb, &launch, &init_process, &init_ready, err)) < 0) {
+                init_launch_done(&launch);
                 close(h.pidfd);
                 return r;
         }
