@@ -24,6 +24,17 @@ int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) 
         return 0;
 }
 
+/* runtime.status's rows of platforms or of runtimes, and the array. */
+static void free_status_rows(lfs_platform_status *rows, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                for (size_t k = 0; k < rows[i].n_missing; k++)
+                        free(rows[i].missing[k]);
+                free(rows[i].missing);
+                free(rows[i].id);
+        }
+        free(rows);
+}
+
 void lfs_runtime_info_free(lfs_runtime_info *s) {
         if (!s)
                 return;
@@ -32,20 +43,8 @@ void lfs_runtime_info_free(lfs_runtime_info *s) {
                 free(s->features[i].note);
         }
         free(s->features);
-        for (size_t i = 0; i < s->n_platforms; i++) {
-                for (size_t k = 0; k < s->platforms[i].n_missing; k++)
-                        free(s->platforms[i].missing[k]);
-                free(s->platforms[i].missing);
-                free(s->platforms[i].id);
-        }
-        free(s->platforms);
-        for (size_t i = 0; i < s->n_runtimes; i++) {
-                for (size_t k = 0; k < s->runtimes[i].n_missing; k++)
-                        free(s->runtimes[i].missing[k]);
-                free(s->runtimes[i].missing);
-                free(s->runtimes[i].id);
-        }
-        free(s->runtimes);
+        free_status_rows(s->platforms, s->n_platforms);
+        free_status_rows(s->runtimes, s->n_runtimes);
         free(s->default_why);
         for (size_t i = 0; i < s->n_missing; i++)
                 free(s->missing[i]);
