@@ -136,6 +136,14 @@ expect_refusal LimitReached "LAYERFS_ID_RANGE $FIRST:131072" \
         env LAYERFS_ID_RANGE=$FIRST:131072 "$LAYERFS" sandbox create
 expect_refusal InvalidInput "LAYERFS_ID_RANGE='5:10'" env LAYERFS_ID_RANGE=5:10 "$LAYERFS" sandbox create
 expect_refusal InvalidInput "LAYERFS_RUNTIME='bogus'" env LAYERFS_RUNTIME=bogus "$LAYERFS" sandbox create
+# A daemon with no layerfs-init beside it (a copy, or a half-made install): refused naming
+# the init's path, with nothing made (the check comes before the view and the daemon).
+mkdir "$WORK/lone"
+printf '#!/bin/sh\nexec %s/layerfs-daemon "$@"\n' "$BUILD" >"$WORK/lone/layerfs-daemon"
+chmod 755 "$WORK/lone/layerfs-daemon"
+expect_refusal Failed "$WORK/lone/layerfs-init, beside the daemon" \
+        env LAYERFS_DAEMON="$WORK/lone/layerfs-daemon" "$LAYERFS" sandbox create
+assert_eq "$(records "SELECT count(*) FROM sandboxes")" 2 "no record of the refused create"
 lfs sandbox close "$A" >/dev/null
 lfs sandbox close "$B" >/dev/null
 assert_nothing_left "after the refusals"
