@@ -11,8 +11,8 @@
 #   its event in the daemon (median and p99 of 500 exits).
 # - a disk budget: 'sandbox create --disk 64M' against create without (cgroup watcher).
 # - the namespaces runtime against native: 'sandbox create' (CREATE_PAIRS pairs: the
-#   median of each and of the pairs' differences), 'workspace exec -- true' (mean of
-#   EXEC_BLOCKS alternating blocks of EXECS each), and create with
+#   median of each and of the pairs' differences), 'workspace exec -- true' (EXEC_PAIRS
+#   in each, in turn: the median of each), and create with
 #   '--network private' against the default network. Every other row is native's
 #   (LAYERFS_RUNTIME=native), so that they stay comparable with earlier runs.
 # It reports and never judges: it exits non-zero only when something fails or is left.
@@ -24,7 +24,7 @@ PROCS=1000 # processes in the tree: half plain children, half setsid + double-fo
 TRIALS=3
 EXECS=50
 CREATE_PAIRS=30 # namespaces and native creates, in pairs
-EXEC_BLOCKS=4   # blocks of EXECS execs in a Sandbox of each runtime, alternating
+EXEC_PAIRS=200  # execs in a Sandbox of each runtime, in turn
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_need_built layerfs layerfs-daemon
@@ -195,25 +195,33 @@ read -r create_private create_none < <(
                 done
         done | awk '{ v[$1] = v[$1] " " $2 } END { print v["private"] "|" v["none"] }' |
                 { IFS='|' read -r a b; echo "$(median $a) $(median $b)"; })
-# exec of 'true' in a Sandbox of each runtime, in blocks that alternate.
-exec_in() {
-        local rt=$1 sb start
-        sb=$(LAYERFS_RUNTIME=$rt "$LAYERFS" sandbox create)
-        "$LAYERFS" workspace mount "$sb" main >/dev/null
-        "$LAYERFS" workspace exec "$sb" main -- true
-        start=$(now_us)
-        for ((i = 0; i < EXECS; i++)); do "$LAYERFS" workspace exec "$sb" main -- true; done
-        echo $((($(now_us) - start) / EXECS))
-        "$LAYERFS" workspace unmount "$sb" main >/dev/null
-        "$LAYERFS" sandbox close "$sb" >/dev/null
+# exec of 'true' in a Sandbox of each runtime, one exec in each in turn, so that both see
+# the same load: the median of each.
+exec_pairs() {
+        local rt start us sb_native sb_ns native=() ns=()
+        sb_native=$(LAYERFS_RUNTIME=native "$LAYERFS" sandbox create)
+        sb_ns=$(LAYERFS_RUNTIME=namespaces "$LAYERFS" sandbox create)
+        for sb in "$sb_native" "$sb_ns"; do
+                "$LAYERFS" workspace mount "$sb" main >/dev/null
+                "$LAYERFS" workspace exec "$sb" main -- true
+        done
+        for ((i = 0; i < EXEC_PAIRS; i++)); do
+                for rt in native namespaces; do
+                        sb=$sb_native
+                        [ "$rt" = namespaces ] && sb=$sb_ns
+                        start=$(now_us)
+                        "$LAYERFS" workspace exec "$sb" main -- true
+                        us=$(($(now_us) - start))
+                        if [ "$rt" = native ]; then native+=("$us"); else ns+=("$us"); fi
+                done
+        done
+        for sb in "$sb_native" "$sb_ns"; do
+                "$LAYERFS" workspace unmount "$sb" main >/dev/null
+                "$LAYERFS" sandbox close "$sb" >/dev/null
+        done
+        echo "$(median "${ns[@]}") $(median "${native[@]}")"
 }
-exec_native=0 exec_ns=0
-for ((block = 0; block < EXEC_BLOCKS; block++)); do
-        exec_native=$((exec_native + $(exec_in native)))
-        exec_ns=$((exec_ns + $(exec_in namespaces)))
-done
-exec_native=$((exec_native / EXEC_BLOCKS))
-exec_ns=$((exec_ns / EXEC_BLOCKS))
+read -r exec_ns exec_native < <(exec_pairs)
 bpf_load=$(sort -n "$WORK/bpf-load" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 
 # Event latency: from a process's exit in the kernel to its event in the daemon.
@@ -248,7 +256,7 @@ printf '%-52s %8s ms\n' "  the BPF program's load (median of 10)" "$bpf_load"
 printf '%-52s %8s us %8s us (p99)\n' "exit-to-event latency, BPF ($lat_n exits): median" "$lat_med" "$lat_p99"
 echo
 echo "medians of $TRIALS trials (exec: mean of $EXECS; namespaces vs native: $CREATE_PAIRS pairs of creates,"
-echo "$EXEC_BLOCKS blocks of $EXECS execs each). Targets of the namespaces rows: create within"
+echo "$EXEC_PAIRS execs in each, in turn; medians). Targets of the namespaces rows: create within"
 echo "5 ms of native, exec within 10%. The close includes the CLI, the daemon's"
 echo "unmount, cgroup.kill of the Sandbox's subtree, waiting for populated 0, removing the"
 echo "cgroups, the directory and the record. DESIGN.md's floor: 754 processes in 0.37 s."
