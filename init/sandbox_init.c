@@ -120,6 +120,39 @@ static int set_up_dev(const char *view, const char *budget) {
         return r;
 }
 
+/* /run: a tmpfs of the Sandbox's own. The host's holds its services' sockets, and many are
+ * anyone's to connect to whatever the mount's read-only flag (connect() writes nothing):
+ * the journal's, D-Bus's, a database's (/run/postgresql). Commands get /run/lock (01777)
+ * and /run/shm (a link to /dev/shm) as a host has them, and with the host's network only,
+ * the host's resolver's directory, read-only (/etc/resolv.conf may point into it; its
+ * sockets resolve names, which is the network a none or private Sandbox does not have).
+ * Sockets elsewhere in the host's tree stay reachable: docs/security.md. */
+static int set_up_run(const char *view, bool own_net) {
+        _cleanup_free_ char *run = xasprintf("%s/run", view), *lock = xasprintf("%s/run/lock", view),
+                            *shm = xasprintf("%s/run/shm", view),
+                            *resolve = xasprintf("%s/run/systemd/resolve", view);
+        struct stat st;
+        if (stat(run, &st) < 0 || !S_ISDIR(st.st_mode))
+                return 0; /* a host without /run has none to hide */
+        int r = must(mount("tmpfs", run, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m"),
+                     "/run");
+        if (r == 0)
+                r = must(mkdir(lock, 0755) < 0 ? -1 : chmod(lock, 01777), "/run/lock");
+        if (r == 0)
+                r = must(symlink("/dev/shm", shm), "/run/shm");
+        if (r == 0 && !own_net && stat("/run/systemd/resolve", &st) == 0 && S_ISDIR(st.st_mode)) {
+                r = must(make_path(resolve, 0755), "/run/systemd/resolve");
+                if (r == 0)
+                        r = must(mount("/run/systemd/resolve", resolve, NULL, MS_BIND, NULL),
+                                 "/run/systemd/resolve");
+                if (r == 0)
+                        r = must(mount(NULL, resolve, NULL,
+                                       MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
+                                 "/run/systemd/resolve read-only");
+        }
+        return r;
+}
+
 /* The home seen from inside: an empty read-only tmpfs with only this Sandbox's tmp (its
  * HOME and TMPDIR) and mnt (its Workspaces, a slave of the host's mnt, so that the
  * daemon's later mounts appear here) at their own paths. */
@@ -167,7 +200,8 @@ static int set_up_sys(const char *view, bool own_net) {
 /* The Sandbox's view, built in <dir>/root and made the root: the host's root read-only
  * (nothing of the host propagates into it but the Sandbox's mnt), a /proc of the new pid
  * namespace, /sys (set_up_sys), /dev with the safe nodes, a /tmp of its own (a tmpfs, or
- * on the disk budget), and of the home only the Sandbox's tmp and mnt. */
+ * on the disk budget), a /run of its own (set_up_run), and of the home only the Sandbox's
+ * tmp and mnt. */
 static int set_up_view(const char *home, const char *dir, bool own_net, const char *budget) {
         _cleanup_free_ char *view = xasprintf("%s/root", dir), *proc = xasprintf("%s/proc", view),
                             *tmp = xasprintf("%s/tmp", view);
@@ -188,6 +222,8 @@ static int set_up_view(const char *home, const char *dir, bool own_net, const ch
                 r = set_up_dev(view, budget);
         if (r == 0)
                 r = must(mount_scratch(budget, "tmp", tmp), "/tmp");
+        if (r == 0)
+                r = set_up_run(view, own_net);
         if (r == 0)
                 r = set_up_home(view, home, dir);
         /* pivot_root(".", "."): the old root stays stacked beneath and is detached. */
