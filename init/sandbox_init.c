@@ -7,7 +7,9 @@
  * Sandbox has the host's network), says
  * so, and then only reaps: every process of the Sandbox whose parent
  * ends becomes its child. It never exits on its own: the Sandbox's end kills it with the
- * rest of the Sandbox's cgroup, and the namespaces go with it.
+ * rest of the Sandbox's cgroup, and the namespaces go with it. It keeps fd 4
+ * (LFS_INIT_HOLD_FD) open and untouched for its life: the host-wide lock of the Sandbox's
+ * id range, which create took (userspace-lib/client/records.c), and which goes with it.
  *
  * A program of its own, not a mode of the daemon's binary: it links libc and libmnl only,
  * so its exec costs a Sandbox's create 0.6 ms of CPU where the daemon's twelve libraries

@@ -132,6 +132,7 @@ typedef struct init_start {
         int cgroup_fd; /* the leaf "init" */
         int namespaces; /* sandbox_namespaces */
         int ready_fd, null_fd, log_fd;
+        int hold_fd; /* the id range's lock, kept by the init (LFS_INIT_HOLD_FD), or -1 */
         char map[64]; /* "0 <base> 65536\n" for uid_map and gid_map */
         size_t map_len;
 } init_start;
@@ -149,7 +150,7 @@ static _Noreturn void init_child(const init_start *s, int sync_fd) {
         if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setgroups, 0, NULL) < 0 ||
             syscall(SYS_setresuid, 0, 0, 0) < 0)
                 _exit(126);
-        lfs_linux_exec_child(s->exe, s->argv, s->null_fd, s->log_fd, s->ready_fd);
+        lfs_linux_exec_child(s->exe, s->argv, s->null_fd, s->log_fd, s->ready_fd, s->hold_fd);
 }
 
 /* The intermediate child could not make the init: the parent reads -errnum as its pid. */
@@ -292,7 +293,8 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                          .namespaces = sandbox_namespaces(sb),
                          .ready_fd = ready_write,
                          .null_fd = null_fd,
-                         .log_fd = log_fd };
+                         .log_fd = log_fd,
+                         .hold_fd = start->init_holds_fd };
         int len = snprintf(s.map, sizeof(s.map), "0 %u %u\n", (unsigned)sb->id_base, SANDBOX_IDS);
         s.map_len = (size_t)len;
         pid_t child = fork();

@@ -30,6 +30,12 @@ CG=$(records "SELECT cgroup FROM sandboxes WHERE number=$SB")
 INIT=$(cat "$CG/init/cgroup.procs")
 [ -n "$INIT" ] || fail "no init in $CG/init"
 assert_eq "$(stat -c %u:%g "/proc/$INIT")" "$BASE:$BASE" "the init is root of the Sandbox's ids, not the host's root"
+# The range's host-wide lock: the init keeps it (fd 4), so no other create of any home
+# takes the range while the Sandbox lives.
+LOCKS=/run/layerfs/ids
+assert_eq "$(readlink "/proc/$INIT/fd/4")" "$LOCKS/$BASE" "the init keeps its range's lock"
+! flock -n "$LOCKS/$BASE" true || fail "the lock of sandbox $SB's range is free while it runs"
+ok
 # Its namespaces, to find them gone after the close.
 NS=""
 for kind in user pid mnt ipc uts net cgroup; do
@@ -119,6 +125,8 @@ lfs sandbox close "$SB" >/dev/null
 assert_nothing_left "after close"
 wait_exit "$INIT" 10 || fail "the init still runs after the close"
 ok
+flock -n "$LOCKS/$BASE" true || fail "the lock of sandbox $SB's range is held after its close"
+ok
 for ino in $NS; do
         left=$(find /proc/[0-9]*/ns -lname "$ino" 2>/dev/null | head -3 || true)
         [ -z "$left" ] || fail "namespace $ino is still held: $left"
@@ -146,6 +154,14 @@ expect_refusal Failed "$WORK/lone/layerfs-init, beside the daemon" \
 assert_eq "$(records "SELECT count(*) FROM sandboxes")" 2 "no record of the refused create"
 lfs sandbox close "$A" >/dev/null
 lfs sandbox close "$B" >/dev/null
+# A range whose lock another holds (another home's create, at the same instant) is skipped.
+exec {lock_fd}>"$LOCKS/$FIRST"
+flock -n "$lock_fd" || fail "cannot take the lock of $FIRST"
+C=$(lfs sandbox create)
+assert_eq "$(records "SELECT id_base FROM sandboxes WHERE number=$C")" "$((FIRST + 65536))" \
+        "a range whose lock another holds is skipped"
+lfs sandbox close "$C" >/dev/null
+exec {lock_fd}>&-
 # A host process with ids in a range holds it, even when it is not dumpable (as hardened
 # programs make themselves, and as /proc/<pid>/status then shows root as its owner): create
 # takes the next range. It says it is ready on a fifo once it is not dumpable any more.
@@ -165,4 +181,6 @@ kill "$HOLDER"
 wait "$HOLDER" 2>/dev/null || true
 lfs sandbox close "$C" >/dev/null
 assert_nothing_left "after the refusals"
+# The locks of this test's own ranges (LAYERFS_ID_RANGE above): nothing holds them now.
+rm -f "$LOCKS/$FIRST" "$LOCKS/$((FIRST + 65536))" "$LOCKS/$((FIRST + 131072))"
 finish

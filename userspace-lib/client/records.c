@@ -2,7 +2,9 @@
 /* The Sandbox records in <home>/home.db (records.h). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -620,9 +622,56 @@ static void host_ranges_in_use(uint32_t first, uint32_t count, bool *in_use) {
                 closedir(proc);
 }
 
-/* The lowest range of the home's that no record holds, no process of the host runs in
- * and no subordinate id entry overlaps, inside the claim's transaction. */
-static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
+/* Where the host-wide locks of the id ranges are: one file per range, <base>, in root's
+ * directory (the BPF watcher keeps its offsets in /run/layerfs too). */
+#define ID_LOCKS "/run/layerfs/ids"
+
+/* The lock of the range at base, taken without waiting: 0 and *ret_fd, or 1 when another
+ * create or a running Sandbox's init (of any home) holds it. The records are one home's,
+ * and the ids show among the host's processes only once the init runs: two homes'
+ * creates at one instant would take one range but for this lock, which the claim takes
+ * and the Sandbox's init keeps for its life (LFS_INIT_HOLD_FD): it goes when the init
+ * ends with the Sandbox, however that happens. */
+static int hold_range(int locks_fd, uint64_t base, int *ret_fd, lfs_error **err) {
+        char name[32];
+        snprintf(name, sizeof(name), "%" PRIu64, base);
+        _cleanup_close_ int fd = openat(locks_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open the id range's lock %s/%s: %s",
+                                ID_LOCKS, name, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno == EWOULDBLOCK)
+                        return 1;
+                return lfs_fail(err, LFS_FAILED, errno, "cannot lock %s/%s: %s", ID_LOCKS, name,
+                                strerror(errno));
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* ID_LOCKS, made if missing: root's alone, or refused (a lock anyone could take or hold
+ * would let them keep a range from every home, or give one to two). */
+static int open_id_locks(int *ret_fd, lfs_error **err) {
+        if ((mkdir("/run/layerfs", 0700) < 0 && errno != EEXIST) ||
+            (mkdir(ID_LOCKS, 0700) < 0 && errno != EEXIST))
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", ID_LOCKS, strerror(errno));
+        _cleanup_close_ int fd = open(ID_LOCKS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", ID_LOCKS, strerror(errno));
+        if (st.st_uid != 0 || (st.st_mode & 0077))
+                return lfs_fail(err, LFS_FAILED, EPERM,
+                                "%s is not root's alone (owner %u, mode %04o); remove it, and a create "
+                                "makes it again",
+                                ID_LOCKS, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* The lowest range of the home's that no record holds, no process of the host runs in,
+ * no subordinate id entry overlaps and no other create or Sandbox holds the lock of,
+ * inside the claim's transaction; *ret_hold is that lock. */
+static int claim_ids(sqlite3 *db, uint32_t *ret, int *ret_hold, lfs_error **err) {
         uint32_t first = 0, count = 0;
         int r = lfs_id_range(&first, &count, err);
         if (r < 0)
@@ -634,6 +683,11 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
                 return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
         _cleanup_free_ char *skipped = NULL;
         _cleanup_free_ bool *in_use = xcalloc(count / SANDBOX_IDS, sizeof(bool));
+        _cleanup_close_ int locks_fd = -1;
+        if ((r = open_id_locks(&locks_fd, err)) < 0) {
+                sqlite3_finalize(st);
+                return r;
+        }
         host_ranges_in_use(first, count, in_use);
         r = -ENOSPC;
         for (uint64_t base = first; base + SANDBOX_IDS <= (uint64_t)first + count; base += SANDBOX_IDS) {
@@ -653,16 +707,22 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
                                 free(overlap);
                         continue;
                 }
-                *ret = (uint32_t)base;
-                r = 0;
+                int held = hold_range(locks_fd, base, ret_hold, err);
+                if (held == 1)
+                        continue;
+                r = held < 0 ? held : 0;
+                if (r == 0)
+                        *ret = (uint32_t)base;
                 break;
         }
         sqlite3_finalize(st);
+        if (r < 0 && r != -ENOSPC)
+                return r;
         if (r < 0)
                 return lfs_fail(
                         err, LFS_LIMIT_REACHED, ENOSPC,
                         "no range of 65536 host ids is free for a namespaces Sandbox in this home's "
-                        "LAYERFS_ID_RANGE %u:%u (every one is another Sandbox's, a host process's%s%s); close a Sandbox "
+                        "LAYERFS_ID_RANGE %u:%u (every one is another Sandbox's, another create's, a host process's%s%s); close a Sandbox "
                         "or give LAYERFS_ID_RANGE a wider range that no /etc/subuid entry overlaps",
                         first, count, skipped ? ", or overlaps the " : "", skipped ? skipped : "");
         return 0;
@@ -799,7 +859,7 @@ int lfs_record_check_link(lfs_home *home, sqlite3 *db, const sandbox_record *rec
 
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
                      const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
-                     sandbox_record *ret, lfs_error **err) {
+                     sandbox_record *ret, int *ret_id_hold, lfs_error **err) {
         unsigned long long start = 0;
         if (lfs_process_start_time(getpid(), &start) < 0)
                 return lfs_fail(err, LFS_FAILED, ESRCH, "cannot read this process's start time");
@@ -834,11 +894,12 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                                .network = network,
                                .dir_fd = -1 };
         _cleanup_free_ char *socket = xasprintf("%s/control.sock", rec.dir);
+        _cleanup_close_ int id_hold = -1;
         int r = 0;
         if (number > INT_MAX)
                 r = lfs_fail(err, LFS_LIMIT_REACHED, 0, "project '%s' has no free sandbox number", project);
         else if (!strcmp(runtime, "namespaces"))
-                r = claim_ids(db, &rec.id_base, err);
+                r = claim_ids(db, &rec.id_base, &id_hold, err);
         if (r == 0 && network == LFS_NETWORK_PRIVATE)
                 r = claim_net(db, &rec.net_base, err);
         /* No two records name one link (lfs_record_check_link). */
@@ -890,6 +951,7 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                 return r;
         }
         *ret = rec;
+        *ret_id_hold = TAKE_FD(id_hold);
         return 0;
 }
 
