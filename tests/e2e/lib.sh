@@ -121,7 +121,31 @@ tree_manifest() {
                 find . -type f -print0 | sort -z | xargs -0 -r sha256sum)
 }
 
+# ---- skips -------------------------------------------------------------------------------
+# A skip is never a pass. skip REASON ends the test with status 77 (the runners count it as
+# skipped); skip_part REASON leaves one part out and goes on, and finish then ends with 77
+# too. Each reason is printed ("skip: REASON") and, under a runner, added to the file it
+# names in LAYERFS_SKIP_LOG, which it checks against tests/allowed_skips when run as root.
+SKIP_STATUS=77
+SKIPPED_PARTS=0
+note_skip() {
+        echo "skip: $1"
+        [ -z "${LAYERFS_SKIP_LOG:-}" ] || printf '%s\t%s\n' "$(basename "$0")" "$1" >>"$LAYERFS_SKIP_LOG"
+}
+skip() {
+        note_skip "$1"
+        exit "$SKIP_STATUS"
+}
+skip_part() {
+        note_skip "$1"
+        SKIPPED_PARTS=$((SKIPPED_PARTS + 1))
+}
+
 finish() {
+        if [ "$SKIPPED_PARTS" -gt 0 ]; then
+                echo "skipped in part: $(basename "$0") ($CHECKS checks, $SKIPPED_PARTS parts skipped)"
+                exit "$SKIP_STATUS"
+        fi
         echo "ok: $(basename "$0") ($CHECKS checks)"
 }
 
@@ -144,7 +168,7 @@ no_attack_succeeded() {
 # exactly, and tears every Sandbox, cgroup and mount of the test down on exit, however it
 # ends. A test with more to end sets TEARDOWN_EXTRA to a command run first.
 use_private_sandboxes() {
-        [ "$(id -u)" = 0 ] || fail "needs root (cgroups, FUSE)"
+        [ "$(id -u)" = 0 ] || skip "needs root (cgroups, FUSE)"
         CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null ||
                 findmnt -n -t cgroup2 -o TARGET | head -1)
         [ -n "$CG_MOUNT" ] || fail "no cgroup2 mount on this host"

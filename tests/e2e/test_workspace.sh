@@ -2,7 +2,7 @@
 # Workspaces over FUSE: mount, real tools inside, random operations against a plain
 # directory, status, commit, merge with a second Workspace, unmount refusals, close.
 source "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: Workspaces need root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "Workspaces need root (FUSE mounts, cgroups)"
 export LAYERFS_PROJECT=ws
 FSOPS="$ROOT/tests/e2e/fsops.py"
 # The manifest of a tree, less what holds inode numbers and absolute paths by design

@@ -3,7 +3,7 @@
 # and a commit of thousands of files runs: the Store always verifies, the Branch head
 # is the old commit or a whole new one, and closing the dead Sandbox leaves nothing.
 source "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: Workspaces need root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "Workspaces need root (FUSE mounts, cgroups)"
 export LAYERFS_PROJECT=crash
 ROUNDS=${CRASH_ROUNDS:-8}
 close_sandboxes() {
