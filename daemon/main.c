@@ -30,6 +30,7 @@
 #include "cgroup.h"
 #include "config.h" /* LAYERFS_VERSION */
 #include "daemon.h"
+#include "fault.h"
 #include "log.h"
 #include "numbers.h"
 #include "platforms.h"
@@ -380,8 +381,7 @@ int main(int argc, char **argv) {
         _cleanup_free_ char *mnt = xasprintf("%s/mnt", d.dir), *upper = xasprintf("%s/upper", d.dir);
         mkdir(mnt, 0711); /* passed through to the Workspaces, listed by no one else */
         mkdir(upper, 0700);
-        const char *inject = getenv("LAYERFS_INJECT_FAILURE");
-        if (inject && !strcmp(inject, "daemon-no-socket")) {
+        if (lfs_fault_fails("daemon-no-socket")) {
                 /* For the tests: a daemon that starts but never answers. */
                 log_line("LAYERFS_INJECT_FAILURE=daemon-no-socket: not listening");
                 for (;;)

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include "fault.h"
 #include "store.h"
 
 static char *default_home(void) {
@@ -342,6 +343,8 @@ int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs
         lfs_tree_rows_done(&rows);
         lfs_blob_writer_free(w);
         lfs_store_close(s);
+        if (r == 0)
+                lfs_fault_point("import-rename"); /* whole under its temporary name */
         if (r == 0 && renameat2(projects_fd, tmp_name, projects_fd, name, RENAME_NOREPLACE) < 0)
                 r = lfs_fail(err, errno == EEXIST ? LFS_INVALID_INPUT : LFS_FAILED, errno,
                              "cannot put project '%s' in place: %s", name,
