@@ -90,12 +90,24 @@ x -- cat <"$WORK/blob" >"$WORK/echoed"
 cmp "$WORK/blob" "$WORK/echoed" || fail "3 MiB through stdin differs"
 ok
 # The user's timeout ends the command's whole cgroup: its children too, setsid or not.
-set +e
-x --timeout 1 -- sh -c 'sleep 300 & echo $! > kids; setsid sleep 301 & echo $! >> kids; wait'
-status=$?
-set -e
+# Both children are found on the host while they live (the command says when, on a fifo),
+# so that the check after the timeout has both to look at, not none.
+mkfifo "$WORK/started"
+x --timeout 5 -- sh -c 'sleep 300 & echo $! > kids; setsid sleep 301 & echo $! >> kids; echo started; wait' \
+        >"$WORK/started" &
+timed=$!
+exec 3<"$WORK/started"
+read -r started <&3 || true
+assert_eq "$started" started "the command that times out started its children"
+# shellcheck disable=SC2046
+kids=$(host_pids "$SB" $(cat "$WS/kids"))
+assert_eq "$(echo "$kids" | wc -w)" 2 "children of the command found alive before its timeout ($kids)"
+status=0
+wait "$timed" || status=$?
+exec 3<&-
 assert_eq "$status" 124 "timeout"
-for k in $(host_pids "$SB" $(cat "$WS/kids")); do none_alive "$k" || fail "child $k of a timed-out command lives on"; done
+# shellcheck disable=SC2086
+none_alive $kids || fail "a child of a timed-out command lives on: $kids"
 ok
 assert_eq "$(x --json -- true | json_get 'j["exit"]')" 0 "--json exit"
 # The fallback spawn (fork + cgroup.procs) puts the command in its own leaf too.
