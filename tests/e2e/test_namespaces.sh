@@ -136,7 +136,33 @@ expect_refusal LimitReached "LAYERFS_ID_RANGE $FIRST:131072" \
         env LAYERFS_ID_RANGE=$FIRST:131072 "$LAYERFS" sandbox create
 expect_refusal InvalidInput "LAYERFS_ID_RANGE='5:10'" env LAYERFS_ID_RANGE=5:10 "$LAYERFS" sandbox create
 expect_refusal InvalidInput "LAYERFS_RUNTIME='bogus'" env LAYERFS_RUNTIME=bogus "$LAYERFS" sandbox create
+# A daemon with no layerfs-init beside it (a copy, or a half-made install): refused naming
+# the init's path, with nothing made (the check comes before the view and the daemon).
+mkdir "$WORK/lone"
+printf '#!/bin/sh\nexec %s/layerfs-daemon "$@"\n' "$BUILD" >"$WORK/lone/layerfs-daemon"
+chmod 755 "$WORK/lone/layerfs-daemon"
+expect_refusal Failed "$WORK/lone/layerfs-init, beside the daemon" \
+        env LAYERFS_DAEMON="$WORK/lone/layerfs-daemon" "$LAYERFS" sandbox create
+assert_eq "$(records "SELECT count(*) FROM sandboxes")" 2 "no record of the refused create"
 lfs sandbox close "$A" >/dev/null
 lfs sandbox close "$B" >/dev/null
+# A host process with ids in a range holds it, even when it is not dumpable (as hardened
+# programs make themselves, and as /proc/<pid>/status then shows root as its owner): create
+# takes the next range. It says it is ready on a fifo once it is not dumpable any more.
+mkfifo -m 666 "$WORK/held"
+setpriv --reuid="$FIRST" --regid="$FIRST" --clear-groups /usr/bin/python3 -c '
+import ctypes, sys, time
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+open(sys.argv[1], "w").write("ready\n")
+time.sleep(1000)' "$WORK/held" &
+HOLDER=$!
+read -r -t 60 _ <>"$WORK/held" || fail "the holder did not start"
+assert_eq "$(stat -c %u "/proc/$HOLDER/status")" 0 "the holder is not dumpable"
+C=$(lfs sandbox create)
+assert_eq "$(records "SELECT id_base FROM sandboxes WHERE number=$C")" "$((FIRST + 65536))" \
+        "a range a host process runs in is skipped"
+kill "$HOLDER"
+wait "$HOLDER" 2>/dev/null || true
+lfs sandbox close "$C" >/dev/null
 assert_nothing_left "after the refusals"
 finish

@@ -574,33 +574,47 @@ static char *subid_overlap(const char *file, uint32_t base) {
         return NULL;
 }
 
-/* Which ranges of 65536 ids in [first, first+count) a process of the host runs in (a uid
- * or gid of its, real, effective, saved or filesystem; zombies aside): in_use[i] for the range at
- * first + i*65536. Every home has the same default LAYERFS_ID_RANGE, and the init of a
- * running namespaces Sandbox of any home runs as its id_base: a range claimed by another
- * home (or by another user namespace runtime) shows here, which this home's records do
- * not say. */
+/* Whether the process /proc/<name> has ended (a zombie, or dead), from its stat's state:
+ * a Sandbox that closed leaves its init a zombie until the host's init reaps it, and it
+ * holds nothing any more. The state follows the last ')' (the name may hold one). */
+static bool process_ended(int proc_fd, const char *name) {
+        char path[300], buf[512];
+        snprintf(path, sizeof(path), "%s/stat", name);
+        _cleanup_close_ int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+        ssize_t k = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+        if (k <= 0)
+                return true; /* gone meanwhile */
+        buf[k] = 0;
+        const char *end = strrchr(buf, ')');
+        return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
+/* Which ranges of 65536 ids in [first, first+count) a process of the host runs in: in_use[i]
+ * for the range at first + i*65536. Every home has the same default LAYERFS_ID_RANGE, and
+ * every process of a running namespaces Sandbox of any home (its init first of all) runs
+ * with ids of its range: a range claimed by another home (or by another user namespace
+ * runtime) shows here, which this home's records do not say.
+ * A process's ids are read from the owner of its /proc/<pid> directory, which is its
+ * effective uid and gid whether it is dumpable or not (fs/proc/base.c, task_dump_owner:
+ * the rule for non-dumpable tasks spares the directory). A stat costs 2.5 us here where
+ * reading /proc/<pid>/status cost 16 us, and create looks at every process of the host;
+ * only a process in the range is read further, for its state. The other ids (real, saved,
+ * filesystem) of a process in a user namespace that maps only a Sandbox's range are in
+ * that range too. */
 static void host_ranges_in_use(uint32_t first, uint32_t count, bool *in_use) {
         DIR *proc = opendir("/proc");
         struct dirent *de;
         while (proc && (de = readdir(proc))) {
                 if (de->d_name[0] < '1' || de->d_name[0] > '9')
                         continue;
-                char path[sizeof(de->d_name) + 16], line[256];
-                snprintf(path, sizeof(path), "/proc/%s/status", de->d_name);
-                _cleanup_fclose_ FILE *f = fopen(path, "re");
-                while (f && fgets(line, sizeof(line), f)) {
-                        unsigned long ids[4];
-                        /* A zombie (a Sandbox's that is closing) holds nothing any more. */
-                        if (!strncmp(line, "State:\tZ", 8) || !strncmp(line, "State:\tX", 8))
-                                break;
-                        if ((strncmp(line, "Uid:", 4) && strncmp(line, "Gid:", 4)) ||
-                            sscanf(line + 4, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
-                                continue;
-                        for (int i = 0; i < 4; i++)
-                                if (ids[i] >= first && ids[i] - first < count)
-                                        in_use[(ids[i] - first) / SANDBOX_IDS] = true;
-                }
+                struct stat st;
+                if (fstatat(dirfd(proc), de->d_name, &st, 0) < 0)
+                        continue; /* gone meanwhile */
+                const unsigned long ids[] = { st.st_uid, st.st_gid };
+                for (size_t i = 0; i < ELEMENTSOF(ids); i++)
+                        if (ids[i] >= first && ids[i] - first < count &&
+                            !process_ended(dirfd(proc), de->d_name))
+                                in_use[(ids[i] - first) / SANDBOX_IDS] = true;
         }
         if (proc)
                 closedir(proc);
