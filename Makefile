@@ -262,7 +262,7 @@ unit: all
 NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limits.sh test_workspace.sh
 NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test_text_output.sh \
 	test_private_files.sh test_command_mounts.sh test_hidden_process.sh test_teardown_truth.sh \
-	test_caller_state.sh
+	test_caller_state.sh test_cwd_escape.sh
 e2e: all
 	BUILD=$(BUILD) tests/e2e/run.sh
 	BUILD=$(BUILD) LAYERFS_RUNTIME=native tests/e2e/run.sh tests/e2e $(NATIVE_E2E)

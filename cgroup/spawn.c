@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "cgroup.h"
+#include "fault.h"
 #include "landlock.h"
 #include "seccomp.h"
 #include "util.h"
@@ -73,7 +74,10 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                 struct stat want, got;
                 if (!a->cwd || a->cwd_fd < 0)
                         child_fail(pipe_fd, 3, EINVAL);
-                if (fstat(a->cwd_fd, &want) < 0 || chdir(a->cwd) < 0)
+                if (fstat(a->cwd_fd, &want) < 0)
+                        child_fail(pipe_fd, 3, errno);
+                lfs_fault_point("exec-cwd-chdir"); /* opened, not yet reached by path */
+                if (chdir(a->cwd) < 0)
                         child_fail(pipe_fd, 3, errno);
                 if (stat(".", &got) < 0 || got.st_dev != want.st_dev || got.st_ino != want.st_ino)
                         child_fail(pipe_fd, 3, EXDEV);

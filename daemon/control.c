@@ -30,13 +30,31 @@ static void client_unlink(daemon_state *d, client *c) {
         *(c->next ? &c->next->prev : &d->last_client) = c->prev;
 }
 
-/* The request's call, checked (docs/protocol.md, "Requests": its version, its token, its
- * call, its fds, in that order, before anything is done), run through its handler: under
- * d->lock unless the call takes it itself (LFS_CALL_UNLOCKED), and refused while the
- * Sandbox closes (the unlocked calls check that themselves as they start). */
+/* The peer's uid, as the kernel saw it connect; -1 if it cannot be read. */
+static long peer_uid(int fd) {
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
+                return -1;
+        return (long)cred.uid;
+}
+
+/* The request's call, checked (docs/protocol.md, "Requests": its peer, its version, its
+ * token, its call, its fds, in that order, before anything is done), run through its
+ * handler: under d->lock unless the call takes it itself (LFS_CALL_UNLOCKED), and refused
+ * while the Sandbox closes (the unlocked calls check that themselves as they start). */
 static json_t *serve_request(daemon_state *d, int fd, lfs_frame_reader *reader, json_t *req) {
         _cleanup_error_ lfs_error *e = NULL;
         call_request r = { .args = req, .fd = fd };
+        /* Root's alone, whatever the socket's mode became or whoever was handed a
+         * connection: a daemon that runs as root starts commands for no one else, with the
+         * token or without. */
+        long uid = peer_uid(fd);
+        if (uid != 0)
+                return lfs_proto_errorf(LFS_PERMISSION_DENIED,
+                                        "sandbox %d serves root only; this connection is uid %ld's; run "
+                                        "layerfs as root",
+                                        d->number, uid);
         if (lfs_proto_parse_request(req, d->token, &r.call, &e) < 0)
                 return lfs_proto_error(e);
         r.n_fds = lfs_call_fds(r.call);

@@ -16,6 +16,7 @@
 #include "codec.h"
 #include "json_path.h"
 #include "exec_streams.h"
+#include "fault.h"
 #include "frame.h"
 #include "numbers.h"
 
@@ -255,6 +256,8 @@ static json_t *prepare_command(daemon_state *d, lfs_call call, json_t *req, comm
                 refusal = not_mounted(d, branch);
         else
                 refusal = resolve_cwd(w, cwd, &c->dir);
+        if (!refusal)
+                lfs_fault_point("exec-cwd-resolved"); /* checked, not yet opened */
         if (!refusal && (c->dir_fd = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
                 refusal = lfs_proto_errorf(LFS_INVALID_INPUT, "cwd %s: %s", c->dir, strerror(errno));
         /* A path component swapped for a symlink since the check could lead the open

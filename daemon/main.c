@@ -30,6 +30,7 @@
 #include "cgroup.h"
 #include "config.h" /* LAYERFS_VERSION */
 #include "daemon.h"
+#include "fault.h"
 #include "log.h"
 #include "numbers.h"
 #include "platforms.h"
@@ -150,8 +151,8 @@ static const char help[] =
         "    be run by hand: the library makes the Sandbox's directory, token, cgroup and\n"
         "    record first.\n"
         "\n"
-        "    It serves the Sandbox's calls on DIR/control.sock (mode 0600; a client proves\n"
-        "    itself with the token in DIR/token), mounts the Sandbox's Workspaces over FUSE\n"
+        "    It serves root's calls on DIR/control.sock (mode 0600; a client proves itself\n"
+        "    with the token in DIR/token), mounts the Sandbox's Workspaces over FUSE\n"
         "    under DIR/mnt/, runs commands each in a cgroup leaf of their own as the command\n"
         "    identity, watches their processes (BPF, else the proc connector or the cgroup's\n"
         "    events) and closes the Sandbox on 'sandbox close' or when idle: it ends every\n"
@@ -375,8 +376,7 @@ int main(int argc, char **argv) {
         _cleanup_free_ char *mnt = xasprintf("%s/mnt", d.dir), *upper = xasprintf("%s/upper", d.dir);
         mkdir(mnt, 0711); /* passed through to the Workspaces, listed by no one else */
         mkdir(upper, 0700);
-        const char *inject = getenv("LAYERFS_INJECT_FAILURE");
-        if (inject && !strcmp(inject, "daemon-no-socket")) {
+        if (lfs_fault_fails("daemon-no-socket")) {
                 /* For the tests: a daemon that starts but never answers. */
                 log_line("LAYERFS_INJECT_FAILURE=daemon-no-socket: not listening");
                 for (;;)

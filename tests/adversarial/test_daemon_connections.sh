@@ -10,7 +10,7 @@
 # Usage: test_daemon_connections.sh [--big] (the issue's 3,000 idle connections).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root"
 IDLE=400
 [ "${1:-}" = --big ] && IDLE=3000
 CAP=128

@@ -10,7 +10,7 @@
 # --big: the issue's size (20,000 files against the host's limit).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root"
 FILES=1500 LIMIT=512
 if [ "${1:-}" = --big ]; then
         FILES=20000 LIMIT=$(ulimit -Hn)

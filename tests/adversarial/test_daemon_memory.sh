@@ -10,7 +10,7 @@
 # Usage: test_daemon_memory.sh [--big] (the issue's sizes: 100,000 symlinks and inodes).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root"
 LINKS=20000 INODES=20000
 [ "${1:-}" = --big ] && LINKS=100000 INODES=100000
 start_sandbox mem

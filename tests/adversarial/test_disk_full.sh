@@ -12,7 +12,7 @@
 # The home is on a loop-mounted ext4 of 96 MiB, removed however the test ends.
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root"
 use_private_sandboxes
 DISK="$WORK/disk"
 truncate -s 96M "$WORK/disk.img"

@@ -20,9 +20,7 @@ use_private_sandboxes
 # fresh-check's root: the kernel refuses CLONE_NEWUSER to a chrooted process; or user
 # namespaces switched off), no command can set this trap: the attack is not possible.
 if ! why=$(unshare -Ur true 2>&1); then
-        echo "skip: this system makes no user namespace, which the trap needs ($why)"
-        finish
-        exit 0
+        skip "this system makes no user namespace, which the trap needs ($why)"
 fi
 # A namespaces Sandbox's /dev has no fuse node, in its own user namespaces or not: its
 # commands cannot serve FUSE at all, so the trap cannot be set.

@@ -43,7 +43,7 @@ print(sum(1 for line in sys.stdin if line.strip()
         [ "$named" -ge 1 ] || fail "the exit of a process named \\xff\\xfe is no event ($watcher watcher)"
         ok
 else
-        echo "skip: the $watcher watcher reports no process names"
+        skip_part "the $watcher watcher reports no process names"
 fi
 lfs sandbox close "$n" --force >/dev/null
 finish

@@ -6,7 +6,7 @@
 # for as long as it went on. Now such connections are refused as before and the Sandbox
 # closes when its idle time is up; a request with the token still keeps it open.
 source "$(dirname "$0")/../e2e/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root"
 use_private_sandboxes
 lfs project init idle >/dev/null
 export LAYERFS_PROJECT=idle

@@ -16,7 +16,7 @@
 # the next event (the Sandbox answered Busy to everything until then).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root"
 HERE=$(cd "$(dirname "$0")" && pwd)
 start_sandbox proto
 SB="$LAYERFS_HOME/sandboxes/proto-$N"

@@ -10,7 +10,7 @@
 # Usage: test_shared_mmap.sh [ROUNDS] (default 8; the issue ran 18).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: needs root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root"
 ROUNDS=${1:-8}
 start_sandbox mmap
 TEARDOWN_EXTRA='for leaf in "$CGR"/*/cmd-*; do echo 1 >"$leaf/cgroup.kill"; done 2>/dev/null'

@@ -121,8 +121,82 @@ tree_manifest() {
                 find . -type f -print0 | sort -z | xargs -0 -r sha256sum)
 }
 
+# ---- skips -------------------------------------------------------------------------------
+# A skip is never a pass. skip REASON ends the test with status 77 (the runners count it as
+# skipped); skip_part REASON leaves one part out and goes on, and finish then ends with 77
+# too. Each reason is printed ("skip: REASON") and, under a runner, added to the file it
+# names in LAYERFS_SKIP_LOG, which it checks against tests/allowed_skips when run as root.
+SKIP_STATUS=77
+SKIPPED_PARTS=0
+note_skip() {
+        echo "skip: $1"
+        [ -z "${LAYERFS_SKIP_LOG:-}" ] || printf '%s\t%s\n' "$(basename "$0")" "$1" >>"$LAYERFS_SKIP_LOG"
+}
+skip() {
+        note_skip "$1"
+        exit "$SKIP_STATUS"
+}
+skip_part() {
+        note_skip "$1"
+        SKIPPED_PARTS=$((SKIPPED_PARTS + 1))
+}
+
 finish() {
+        if [ "$SKIPPED_PARTS" -gt 0 ]; then
+                echo "skipped in part: $(basename "$0") ($CHECKS checks, $SKIPPED_PARTS parts skipped)"
+                exit "$SKIP_STATUS"
+        fi
         echo "ok: $(basename "$0") ($CHECKS checks)"
+}
+
+# ---- faults at a named step (userspace-lib/base/fault.h) ----------------------------------
+# fault_fifo PATH: makes the named pipe of LAYERFS_FAULT=STEP@PATH, which any user may
+# open (a command's child reaches some steps as the command identity).
+fault_fifo() {
+        rm -f "$1"
+        mkfifo -m 666 "$1"
+}
+# fault_reached PID FIFO [SECONDS]: waits until a process reaches the step (prints "STEP
+# PID": who to kill) or PID ends first (exits 1); fails after SECONDS (120).
+fault_reached() {
+        python3 -c '
+import os, select, sys
+pid, fifo = int(sys.argv[1]), sys.argv[2]
+seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 120
+fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+try:
+    ended = os.pidfd_open(pid)
+except ProcessLookupError:
+    sys.exit(1)
+ready = select.select([fd, ended], [], [], seconds)[0]
+if fd in ready:
+    line = os.read(fd, 256).decode()
+    if line.endswith("\n"):
+        print(line, end="")
+        sys.exit(0)
+if ended in ready:
+    sys.exit(1)
+sys.exit(2)' "$@" || {
+                local status=$?
+                [ "$status" -eq 1 ] || fail "no step of $2 reached and $1 still runs after ${3:-120} s"
+                return 1
+        }
+}
+# fault_release FIFO: the process waiting at the step goes on.
+fault_release() {
+        timeout 120 sh -c 'echo go >"$1"' sh "$1" || fail "the process at the step of $1 did not wait for the go-ahead"
+}
+
+# kill_at_step FIFO PID: once a process reaches the step that LAYERFS_FAULT=STEP@FIFO
+# names while PID (which started the operation) runs, SIGKILLs the process that reached
+# it (PID itself, or a daemon working for it), then waits for PID. Exits 0 when the kill
+# landed at the step, 1 when PID ended without reaching it.
+kill_at_step() {
+        local fifo=$1 pid=$2 line status=0
+        line=$(fault_reached "$pid" "$fifo") || status=1
+        [ "$status" -ne 0 ] || kill -9 "${line##* }"
+        wait "$pid" 2>/dev/null || true
+        return "$status"
 }
 
 # ---- attacks -----------------------------------------------------------------------------
@@ -144,7 +218,7 @@ no_attack_succeeded() {
 # exactly, and tears every Sandbox, cgroup and mount of the test down on exit, however it
 # ends. A test with more to end sets TEARDOWN_EXTRA to a command run first.
 use_private_sandboxes() {
-        [ "$(id -u)" = 0 ] || fail "needs root (cgroups, FUSE)"
+        [ "$(id -u)" = 0 ] || skip "needs root (cgroups, FUSE)"
         CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null ||
                 findmnt -n -t cgroup2 -o TARGET | head -1)
         [ -n "$CG_MOUNT" ] || fail "no cgroup2 mount on this host"
@@ -168,20 +242,25 @@ in_main() {
         "$LAYERFS" workspace exec "$n" main -- "$@"
 }
 
-# records [SQL]: SQL's answer from the home's records; with none, how many Sandboxes
-# there are (0 before the home has its database).
 # The runtime a new linux Sandbox gets here: LAYERFS_RUNTIME's, else the default runtime
 # status names (namespaces where this host can make them, else native).
 new_runtime() {
         "$LAYERFS" --json runtime status | json_get 'j["default"]'
 }
 
+# records [SQL]: SQL's answer from the home's records; with none, how many Sandboxes
+# there are (0 before the home has its database).
 records() {
         if [ ! -e "$LAYERFS_HOME/home.db" ]; then
                 [ -z "${1:-}" ] && echo 0
                 return 0
         fi
-        sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}"
+        # An error is never an answer: it fails the test (in a $(...), the empty answer fails
+        # the caller's comparison, and the message says why).
+        local out
+        out=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "${1:-SELECT count(*) FROM sandboxes}" 2>&1) ||
+                fail "the home's records could not be read (${1:-SELECT count(*) FROM sandboxes}): $out"
+        [ -z "$out" ] || printf '%s\n' "$out"
 }
 
 # host_pids N PID...: the host's pids of the processes that a command of Sandbox N saw as

@@ -38,13 +38,35 @@ kill $writer
 wait $writer 2>/dev/null || true
 no_projects_made "$(printf 'one\ntwo')"
 
-# A file that cannot be read: PermissionDenied when not root, else skip.
-if [ "$(id -u)" != 0 ]; then
-        mkdir -p "$WORK/secret"
-        echo x >"$WORK/secret/f"
-        chmod 000 "$WORK/secret/f"
-        expect_error PermissionDenied lfs project init secret --from "$WORK/secret"
-fi
+# Input that cannot be read: PermissionDenied naming it, and nothing made. Root reads
+# anything through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: run as root, the CLI runs
+# without them (gone from its bounding set, so from what it gains at exec), as a root
+# service confined by systemd's CapabilityBoundingSet= would.
+unprivileged() {
+        if [ "$(id -u)" = 0 ]; then
+                setpriv --bounding-set=-dac_override,-dac_read_search "$@"
+        else
+                "$@"
+        fi
+}
+mkdir -p "$WORK/secret/open" "$WORK/secret-dir/closed"
+echo x >"$WORK/secret/f"
+echo y >"$WORK/secret/open/g"
+echo z >"$WORK/secret-dir/closed/h"
+chmod 000 "$WORK/secret/f" "$WORK/secret-dir/closed"
+expect_refusal PermissionDenied "cannot read f: Permission denied; nothing was recorded (in '$WORK/secret')" \
+        unprivileged "$LAYERFS" project init secret --from "$WORK/secret"
+expect_refusal PermissionDenied "cannot read $WORK/secret-dir/closed: Permission denied" \
+        unprivileged "$LAYERFS" project init secret --from "$WORK/secret-dir"
+no_projects_made "$(printf 'one\ntwo')"
+# A commit from a tree with one unreadable file: refused, the branch does not move.
+head_before=$(LAYERFS_PROJECT=two lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')
+expect_refusal PermissionDenied "cannot read f: Permission denied; nothing was recorded (in '$WORK/secret')" \
+        unprivileged env LAYERFS_PROJECT=two "$LAYERFS" branch commit main \
+        --from "$WORK/secret" -m unreadable
+assert_eq "$(LAYERFS_PROJECT=two lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')" "$head_before" \
+        "the head after a refused commit"
+chmod 700 "$WORK/secret/f" "$WORK/secret-dir/closed"
 
 # A Store that is not a Store.
 lfs project init broken >/dev/null

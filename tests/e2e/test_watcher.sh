@@ -134,19 +134,25 @@ lfs sandbox close "$SB" --force >/dev/null
 watcher_checks bpf
 
 # ---- sandbox events --follow streams until the Sandbox closes --------------------------
+# The follower is streaming once it has printed the events kept so far (the Sandbox has
+# some); the exit 42 comes after, as a new one. Its stream ends with the Sandbox, and so
+# does it: exit status 0, like any call that did what was asked.
 lfs sandbox events "$SB" --follow >"$WORK/follow" &
 follower=$!
-sleep 0.3
-lfs workspace exec "$SB" main -- sh -c 'exit 42' || true
-sleep 0.3
-lfs sandbox close "$SB" --force >/dev/null
-for _ in $(seq 50); do
+for _ in $(seq 300); do
+        [ -s "$WORK/follow" ] && break
         kill -0 "$follower" 2>/dev/null || break
         sleep 0.1
 done
-kill -0 "$follower" 2>/dev/null && fail "sandbox events --follow did not end when the Sandbox closed"
-wait "$follower" || true
-grep -q '"exit":42' "$WORK/follow" || fail "the follower did not see the exit 42: $(tail -3 "$WORK/follow")"
+[ -s "$WORK/follow" ] || fail "sandbox events --follow printed none of the events kept"
+lfs workspace exec "$SB" main -- sh -c 'exit 42' || true
+lfs sandbox close "$SB" --force >/dev/null
+wait_exit "$follower" 30 || fail "sandbox events --follow did not end when the Sandbox closed"
+status=0
+wait "$follower" || status=$?
+assert_eq "$status" 0 "the exit status of sandbox events --follow once the Sandbox closed"
+grep -q '"exit":42' "$WORK/follow" ||
+        fail "the follower did not stream the exit 42: $(tail -3 "$WORK/follow")"
 ok
 
 # ---- without BPF: the daemon reports what it started ----------------------------------

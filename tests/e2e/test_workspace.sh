@@ -2,12 +2,26 @@
 # Workspaces over FUSE: mount, real tools inside, random operations against a plain
 # directory, status, commit, merge with a second Workspace, unmount refusals, close.
 source "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: Workspaces need root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "Workspaces need root (FUSE mounts, cgroups)"
 export LAYERFS_PROJECT=ws
 FSOPS="$ROOT/tests/e2e/fsops.py"
 # The manifest of a tree, less what holds inode numbers and absolute paths by design
-# (git's index, a venv's config).
-manifest() { python3 "$FSOPS" manifest "$1" 2>/dev/null | grep -v -P '\t(.*/)?\.git/index\t|\tvenv(/|\t|$)'; }
+# (git's index, a venv's config). A manifest that fails, or is empty, fails the test: two
+# failed ones would otherwise compare equal.
+manifest() {
+        local out
+        out=$(python3 "$FSOPS" manifest "$1" 2>"$WORK/manifest.err") ||
+                fail "the manifest of $1 failed: $(cat "$WORK/manifest.err")"
+        [ -n "$out" ] || fail "the manifest of $1 is empty"
+        printf '%s\n' "$out" | grep -v -P '\t(.*/)?\.git/index\t|\tvenv(/|\t|$)'
+}
+# same_manifest TREE EXPECTED WHAT: both manifests are made (or the test fails), and equal.
+same_manifest() {
+        local got want
+        got=$(manifest "$1") || exit 1
+        want=$(manifest "$2") || exit 1
+        assert_eq "$got" "$want" "$3"
+}
 
 sandboxes_cleaned() {
         grep -q " $LAYERFS_HOME/" /proc/mounts && fail "a mount is left: $(grep " $LAYERFS_HOME/" /proc/mounts)"
@@ -36,7 +50,7 @@ ws=$(lfs workspace mount "$n" main)
 ok
 
 # Reads show the branch as imported.
-assert_eq "$(manifest "$ws")" "$(manifest "$WORK/sample")" "the mounted branch"
+same_manifest "$ws" "$WORK/sample" "the mounted branch"
 expect_error AlreadyMounted lfs workspace mount "$n" main
 # Large reads are spliced from the Store's object or the upper file: with the page cache
 # dropped they reach the daemon, at offsets that do not fall on pages or on 64 KiB.
@@ -103,7 +117,7 @@ tar cf "$WORK/tree.tar" -C "$WORK/tarsrc" .
 cp -a "$WORK/sample" "$WORK/plain"
 run_tools "$WORK/plain" >/dev/null
 run_tools "$ws" >/dev/null
-assert_eq "$(manifest "$ws")" "$(manifest "$WORK/plain")" "tool results in the Workspace"
+same_manifest "$ws" "$WORK/plain" "tool results in the Workspace"
 assert_eq "$(cat "$ws/git-status.txt")" " M a.txt" "git status inside"
 assert_eq "$(cat "$ws/prog/result.txt" "$ws/db-sum.txt" "$ws/venv-ok.txt")" "$(printf 'exit 7\n60\n1')" "tools ran"
 
@@ -115,7 +129,7 @@ expect_error Dirty lfs workspace unmount "$n" main
 lfs workspace commit "$n" main -m "tools" >/dev/null
 assert_eq "$(lfs workspace status "$n" main)" "" "status after commit"
 lfs branch export main "$WORK/exported" >/dev/null
-assert_eq "$(manifest "$WORK/exported")" "$(manifest "$WORK/plain")" "export of the Workspace's commit"
+same_manifest "$WORK/exported" "$WORK/plain" "export of the Workspace's commit"
 
 # Random operations, side by side with a plain directory (without what differs by design).
 rm -rf "$WORK/plain/venv" "$ws/venv" "$WORK/plain/repo/.git/index" "$ws/repo/.git/index"
@@ -125,7 +139,7 @@ ok
 lfs workspace commit "$n" main -m "random" >/dev/null
 rm -rf "$WORK/exported"
 lfs branch export main "$WORK/exported" >/dev/null
-assert_eq "$(manifest "$WORK/exported")" "$(manifest "$WORK/plain")" "export after random operations"
+same_manifest "$WORK/exported" "$WORK/plain" "export after random operations"
 
 # A second Sandbox mounts the same branch: two views; the later commit merges.
 m=$(lfs sandbox create)

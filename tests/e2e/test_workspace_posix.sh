@@ -3,7 +3,7 @@
 # command identity's, and a killed daemon leaves a Store that is whole and a mount that
 # the next call detaches.
 source "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "skip: Workspaces need root"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "Workspaces need root (FUSE mounts, cgroups)"
 export LAYERFS_PROJECT=px
 close_sandboxes() {
         for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do

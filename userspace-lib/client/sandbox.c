@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "client.h"
+#include "fault.h"
 #include "numbers.h"
 #include "platforms.h"
 #include "rtnetlink.h"
@@ -187,13 +188,6 @@ static int choose_network(const char *name, const lfs_runtime *rt, lfs_network *
 
 /* ---- create ---- */
 
-/* LAYERFS_INJECT_FAILURE=record makes recording the running daemon fail, for the tests
- * of a create that must undo everything. */
-static bool injected(const char *what) {
-        const char *v = getenv("LAYERFS_INJECT_FAILURE");
-        return v && !strcmp(v, what);
-}
-
 int lfs_sandbox_create(lfs_home *home, const char *project, const char *image, const char *platform,
                        int *ret_sandbox, lfs_error **err) {
         lfs_sandbox_options o = { .image = image, .platform = platform };
@@ -279,7 +273,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         }
         pid_t pid = -1;
         r = lfs_start_daemon(home, base, chosen, &rec, daemon, id_hold, &pid, err);
-        if (r == 0 && injected("record"))
+        if (r == 0 && lfs_fault_fails("record"))
                 r = lfs_fail(err, LFS_FAILED, EIO,
                              "cannot record sandbox %d (LAYERFS_INJECT_FAILURE=record)", rec.number);
         else if (r == 0 && (r = lfs_record_set_owner(db, &rec, pid, "running", err)) == -ESTALE)

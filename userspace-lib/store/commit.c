@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "json_path.h"
+#include "fault.h"
 #include "store.h"
 
 void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *parents, size_t n_parents,
@@ -25,6 +26,7 @@ void lfs_commit_prepare(lfs_commit_info *c, const lfs_id *tree, const lfs_id *pa
 
 int lfs_record_commits(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
                        const lfs_id *expected, const lfs_commit_info *commits, size_t n, lfs_error **err) {
+        lfs_fault_point("record-start"); /* every object written, none published */
         int r = lfs_blob_writer_publish(w, err);
         if (r < 0 || (r = lfs_db_begin(s, err)) < 0)
                 return r;
@@ -39,6 +41,7 @@ int lfs_record_commits(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, co
                 lfs_db_rollback(s);
                 return r;
         }
+        lfs_fault_point("record-transaction"); /* the head moved in a transaction not committed */
         if ((r = lfs_db_commit(s, err)) == 0)
                 lfs_blob_writer_committed(w);
         return r;

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include "fault.h"
 #include "store.h"
 
 static char *default_home(void) {
@@ -342,6 +343,8 @@ int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs
         lfs_tree_rows_done(&rows);
         lfs_blob_writer_free(w);
         lfs_store_close(s);
+        if (r == 0)
+                lfs_fault_point("import-rename"); /* whole under its temporary name */
         if (r == 0 && renameat2(projects_fd, tmp_name, projects_fd, name, RENAME_NOREPLACE) < 0)
                 r = lfs_fail(err, errno == EEXIST ? LFS_INVALID_INPUT : LFS_FAILED, errno,
                              "cannot put project '%s' in place: %s", name,
@@ -376,6 +379,11 @@ static int project_names(lfs_home *home, char ***ret, size_t *ret_n, lfs_error *
         size_t n = 0, cap = 0;
         DIR *d = opendir(projects);
         if (!d) {
+                if (errno == EACCES)
+                        return lfs_fail(err, LFS_PERMISSION_DENIED, errno,
+                                        "cannot read %s: %s; the home's projects are its owner's "
+                                        "alone: run layerfs as the home's owner",
+                                        projects, strerror(errno));
                 if (errno != ENOENT)
                         return lfs_fail(err, LFS_FAILED, errno, "cannot read %s: %s", projects,
                                         strerror(errno));
@@ -469,6 +477,11 @@ int lfs_store_open(lfs_home *home, const char *project, lfs_store **ret_store, l
                 return r;
         _cleanup_free_ char *path = xasprintf("%s/projects/%s", home->path, project);
         struct stat st;
+        if (stat(path, &st) < 0 && errno == EACCES) /* not "no such project": not ours to see */
+                return lfs_fail(err, LFS_PERMISSION_DENIED, EACCES,
+                                "cannot look for project '%s' in home %s: its projects are its "
+                                "owner's alone; run layerfs as the home's owner",
+                                project, home->path);
         if (stat(path, &st) < 0)
                 return lfs_fail(err, LFS_NO_SUCH_PROJECT, ENOENT,
                                 "home %s has no project '%s'; 'layerfs project list' shows the "

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "fault.h"
 #include "store.h"
 
 /* Files up to this size are read whole in io_uring batches; larger ones stream. */
@@ -148,6 +149,7 @@ static int flush_queue(lfs_blob_writer *w, lfs_error **err) {
 }
 
 static int queue_write(lfs_blob_writer *w, const lfs_id *id, char *buf, size_t len, lfs_error **err) {
+        lfs_fault_point("object-write"); /* objects before it written, it and the rest not */
         w->written += len;
         if (len <= LFS_PACK_MAX_BLOB)
                 return lfs_pack_writer_add(w->pack, id, buf, len, err);
