@@ -10,6 +10,7 @@
  * io_uring, HANDLE_KILLPRIV_V2, READDIRPLUS), and leaves room for them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -60,10 +61,13 @@ struct fuse_dev_conn {
         bool debug;
 };
 
-/* One worker: its request and answer buffers. */
+/* One worker: its request and answer buffers, and the pipe its large reads go through
+ * (-1: none, they are copied) with its size. */
 typedef struct fuse_worker {
         fuse_dev_conn *c;
         char *in, *out;
+        int pipe[2];
+        size_t pipe_size;
 } fuse_worker;
 
 /* A request as the handlers see it: the header, then arg_len bytes of arguments. */
@@ -395,12 +399,61 @@ static int do_create(fuse_worker *w, const fuse_request *r) {
         return send_message(w->c, r->hdr->unique, 0, body, ELEMENTSOF(body));
 }
 
+/* Below this a read is copied through the answer buffer: splicing costs more calls than
+ * it saves. */
+#define FUSE_DEV_SPLICE_MIN (64 * 1024)
+
+/* Empties the worker's pipe after an answer that did not take all of it. */
+static void drain_pipe(fuse_worker *w) {
+        while (read(w->pipe[0], w->out, FUSE_DEV_BUFFER) > 0)
+                ;
+}
+
+/* A large read's answer goes from the upper file or the Store's object into the pipe
+ * and from there to /dev/fuse by splice, never through our memory. The header goes in
+ * first; when the file has less than asked (it shrank), what the pipe holds is read
+ * back, the header corrected and the whole written. -EAGAIN: not answered, copy it. */
+static int reply_spliced(fuse_worker *w, const fuse_request *r, const ws_extent *x) {
+        struct fuse_out_hdr out = { .len = (uint32_t)(sizeof(out) + x->length), .unique = r->hdr->unique };
+        if (write(w->pipe[1], &out, sizeof(out)) != (ssize_t)sizeof(out)) {
+                drain_pipe(w);
+                return -EAGAIN;
+        }
+        size_t moved = 0;
+        loff_t off = x->offset;
+        while (moved < x->length) {
+                ssize_t k = splice(x->fd, &off, w->pipe[1], NULL, x->length - moved, SPLICE_F_MOVE);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                moved += (size_t)k;
+        }
+        if (moved < x->length) {
+                ssize_t held = read(w->pipe[0], w->out, sizeof(out) + moved);
+                drain_pipe(w);
+                if (held != (ssize_t)(sizeof(out) + moved))
+                        return -EAGAIN;
+                return reply_buf(w, r, w->out + sizeof(out), moved);
+        }
+        ssize_t k = splice(w->pipe[0], NULL, w->c->fd, NULL, out.len, SPLICE_F_MOVE);
+        if (k != (ssize_t)out.len) {
+                int e = k < 0 ? errno : EIO;
+                drain_pipe(w);
+                return e == ENOENT ? 0 : -e; /* ENOENT: the kernel gave up on the request */
+        }
+        return 0;
+}
+
 static int do_read(fuse_worker *w, const fuse_request *r) {
         const struct fuse_read_request *in = (const void *)r->arg;
         size_t size = in->size < FUSE_DEV_MAX_WRITE ? in->size : FUSE_DEV_MAX_WRITE;
         ws_extent x;
         int ret = ws_read_extent(w->c->fs, in->fh, size, (off_t)in->offset, &x);
         if (ret < 0)
+                return ret;
+        if (x.length >= FUSE_DEV_SPLICE_MIN && sizeof(struct fuse_out_hdr) + x.length <= w->pipe_size &&
+            (ret = reply_spliced(w, r, &x)) != -EAGAIN)
                 return ret;
         size_t done = 0;
         while (done < x.length) {
@@ -644,8 +697,28 @@ static void handle_request(fuse_worker *w, size_t len) {
                 reply_error(w, &r, ret);
 }
 
+/* The worker's pipe for spliced reads, made big enough for the largest answer if the
+ * kernel lets us: the daemon has no CAP_SYS_RESOURCE, so past /proc/sys/fs/pipe-max-size
+ * (1 MiB by default) it does not, and a whole 1 MiB read (header included) is copied
+ * instead, as libfuse's loop does. */
+static void open_pipe(fuse_worker *w) {
+        w->pipe[0] = w->pipe[1] = -1;
+        w->pipe_size = 0;
+        if (pipe2(w->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+                w->pipe[0] = w->pipe[1] = -1;
+                return;
+        }
+        int size = fcntl(w->pipe[1], F_SETPIPE_SZ, FUSE_DEV_BUFFER);
+        if (size < 0)
+                size = fcntl(w->pipe[1], F_SETPIPE_SZ, FUSE_DEV_MAX_WRITE);
+        if (size < 0)
+                size = fcntl(w->pipe[1], F_GETPIPE_SZ);
+        w->pipe_size = size > 0 ? (size_t)size : 0;
+}
+
 void fuse_dev_serve(fuse_dev_conn *c) {
         fuse_worker w = { .c = c, .in = xmalloc_io(FUSE_DEV_BUFFER), .out = xmalloc_io(FUSE_DEV_BUFFER) };
+        open_pipe(&w);
         while (!atomic_load(&c->exited)) {
                 ssize_t k = read(c->fd, w.in, FUSE_DEV_BUFFER);
                 if (k < 0) {
@@ -658,6 +731,10 @@ void fuse_dev_serve(fuse_dev_conn *c) {
                         break;
                 }
                 handle_request(&w, (size_t)k);
+        }
+        if (w.pipe[0] >= 0) {
+                close(w.pipe[0]);
+                close(w.pipe[1]);
         }
         free(w.in);
         free(w.out);
