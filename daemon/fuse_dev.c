@@ -267,9 +267,9 @@ static int do_getattr(fuse_worker *w, const fuse_request *r) {
 
 static int do_setattr(fuse_worker *w, const fuse_request *r) {
         const struct fuse_setattr_request *in = (const void *)r->arg;
-        const unsigned known = FUSE_ATTR_SET_MODE | FUSE_ATTR_SET_UID | FUSE_ATTR_SET_GID | FUSE_ATTR_SET_SIZE |
-                               FUSE_ATTR_SET_ATIME | FUSE_ATTR_SET_MTIME | FUSE_ATTR_SET_ATIME_NOW |
-                               FUSE_ATTR_SET_MTIME_NOW | FUSE_ATTR_SET_CTIME;
+        const unsigned known = FUSE_ATTR_SET_MODE | FUSE_ATTR_SET_UID | FUSE_ATTR_SET_GID |
+                               FUSE_ATTR_SET_SIZE | FUSE_ATTR_SET_ATIME | FUSE_ATTR_SET_MTIME |
+                               FUSE_ATTR_SET_ATIME_NOW | FUSE_ATTR_SET_MTIME_NOW | FUSE_ATTR_SET_CTIME;
         struct stat attr = {
                 .st_mode = in->mode,
                 .st_uid = in->uid,
@@ -348,7 +348,8 @@ static int do_rmdir(fuse_worker *w, const fuse_request *r) {
         return name ? reply_status(w, r, ws_rmdir(w->c->fs, r->hdr->nodeid, name)) : -EINVAL;
 }
 
-static int rename_names(fuse_worker *w, const fuse_request *r, size_t pos, uint64_t new_dir, unsigned flags) {
+static int rename_names(fuse_worker *w, const fuse_request *r, size_t pos, uint64_t new_dir,
+                        unsigned flags) {
         const char *name = take_name(r, &pos);
         const char *new_name = name ? take_name(r, &pos) : NULL;
         if (!new_name)
@@ -496,8 +497,8 @@ static int do_fsync(fuse_worker *w, const fuse_request *r) {
 
 static int do_fallocate(fuse_worker *w, const fuse_request *r) {
         const struct fuse_fallocate_request *in = (const void *)r->arg;
-        return reply_status(w, r,
-                            ws_fallocate(w->c->fs, in->fh, (int)in->mode, (off_t)in->offset, (off_t)in->length));
+        return reply_status(
+                w, r, ws_fallocate(w->c->fs, in->fh, (int)in->mode, (off_t)in->offset, (off_t)in->length));
 }
 
 static int do_opendir(fuse_worker *w, const fuse_request *r) {
@@ -572,8 +573,8 @@ static int do_setxattr(fuse_worker *w, const fuse_request *r) {
         const char *name = take_name(r, &pos);
         if (!name || in->size > r->arg_len - pos)
                 return -EINVAL;
-        return reply_status(w, r,
-                            ws_setxattr(w->c->fs, r->hdr->nodeid, name, r->arg + pos, in->size, (int)in->flags));
+        return reply_status(
+                w, r, ws_setxattr(w->c->fs, r->hdr->nodeid, name, r->arg + pos, in->size, (int)in->flags));
 }
 
 /* size 0 asks how much room the value needs; otherwise the value itself. */
@@ -726,8 +727,9 @@ void fuse_dev_serve(fuse_dev_conn *c) {
                         if (errno == EINTR || errno == EAGAIN || errno == ENOENT)
                                 continue;
                         if (errno != ENODEV) /* ENODEV: unmounted, or the connection aborted */
-                                log_line("fuse: cannot read /dev/fuse: %s; the Workspace at %s stops answering",
-                                         strerror(errno), c->mountpoint);
+                                log_line(
+                                        "fuse: cannot read /dev/fuse: %s; the Workspace at %s stops answering",
+                                        strerror(errno), c->mountpoint);
                         break;
                 }
                 handle_request(&w, (size_t)k);
@@ -782,7 +784,9 @@ static int notify(fuse_dev_conn *c, int code, const void *msg, size_t msg_len, c
 }
 
 int fuse_dev_notify_delete(fuse_dev_conn *c, uint64_t parent, uint64_t child, const char *name) {
-        struct fuse_note_delete msg = { .parent = parent, .child = child, .namelen = (uint32_t)strlen(name) };
+        struct fuse_note_delete msg = { .parent = parent,
+                                        .child = child,
+                                        .namelen = (uint32_t)strlen(name) };
         return notify(c, FUSE_NOTE_DELETE, &msg, sizeof(msg), name);
 }
 
