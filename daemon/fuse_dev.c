@@ -70,11 +70,16 @@ typedef struct fuse_worker {
         size_t pipe_size;
 } fuse_worker;
 
-/* A request as the handlers see it: the header, then arg_len bytes of arguments. */
+/* A request as the handlers see it: the header, then arg_len bytes of arguments: the
+ * opcode's fixed struct, then (for some) NUL-terminated names, then (for some) data at
+ * tail. */
 typedef struct fuse_request {
         const struct fuse_in_hdr *hdr;
         const char *arg;
         size_t arg_len;
+        const char *name, *name2;
+        const char *tail;
+        size_t tail_len;
 } fuse_request;
 
 /* Writes one message: the header and the body's pieces. The kernel refuses an answer
@@ -155,17 +160,21 @@ static int reply_status(fuse_worker *w, const fuse_request *r, int result) {
         return reply_buf(w, r, NULL, 0);
 }
 
-/* The NUL-terminated name at *pos of the arguments, *pos moved past it; NULL when the
- * arguments end before its NUL. */
-static const char *take_name(const fuse_request *r, size_t *pos) {
-        if (*pos >= r->arg_len)
-                return NULL;
-        const char *name = r->arg + *pos;
-        const char *nul = memchr(name, 0, r->arg_len - *pos);
-        if (!nul)
-                return NULL;
-        *pos += (size_t)(nul - name) + 1;
-        return name;
+/* The n names after the fixed arguments, each ending with its NUL inside the request,
+ * and what follows them; false when one does not. */
+static bool take_names(fuse_request *r, size_t fixed, unsigned n) {
+        size_t pos = fixed;
+        const char **names[] = { &r->name, &r->name2 };
+        for (unsigned i = 0; i < n && i < ELEMENTSOF(names); i++) {
+                const char *nul = pos < r->arg_len ? memchr(r->arg + pos, 0, r->arg_len - pos) : NULL;
+                if (!nul)
+                        return false;
+                *names[i] = r->arg + pos;
+                pos = (size_t)(nul - r->arg) + 1;
+        }
+        r->tail = r->arg + pos;
+        r->tail_len = r->arg_len - pos;
+        return true;
 }
 
 static ws_caller caller_of(const fuse_request *r, uint32_t umask) {
@@ -173,8 +182,7 @@ static ws_caller caller_of(const fuse_request *r, uint32_t umask) {
 }
 
 /* Each handler answers its request itself and returns 0, or returns a negative errno
- * for the loop to answer with. A handler's fixed arguments are checked to be there
- * before it runs (fuse_op.arg_size). */
+ * for the loop to answer with. Its fixed arguments and names are there (fuse_op). */
 typedef int (*fuse_handler)(fuse_worker *w, const fuse_request *r);
 
 static int do_init(fuse_worker *w, const fuse_request *r) {
@@ -219,12 +227,8 @@ static int do_destroy(fuse_worker *w, const fuse_request *r) {
 }
 
 static int do_lookup(fuse_worker *w, const fuse_request *r) {
-        size_t pos = 0;
-        const char *name = take_name(r, &pos);
-        if (!name)
-                return -EINVAL;
         struct stat st;
-        int ret = ws_lookup(w->c->fs, r->hdr->nodeid, name, &st);
+        int ret = ws_lookup(w->c->fs, r->hdr->nodeid, r->name, &st);
         if (ret == -ENOENT) {
                 /* A negative entry the kernel may cache, as long as only we change things. */
                 struct fuse_entry_wire e = { .entry_valid = FUSE_CACHE_SECONDS };
@@ -294,77 +298,48 @@ static int do_readlink(fuse_worker *w, const fuse_request *r) {
 
 static int do_mknod(fuse_worker *w, const fuse_request *r) {
         const struct fuse_mknod_request *in = (const void *)r->arg;
-        size_t pos = sizeof(*in);
-        const char *name = take_name(r, &pos);
-        if (!name)
-                return -EINVAL;
         ws_caller who = caller_of(r, in->umask);
         struct stat st;
-        return reply_entry(w, r, ws_mknod(w->c->fs, &who, r->hdr->nodeid, name, in->mode, &st), &st);
+        return reply_entry(w, r, ws_mknod(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, &st), &st);
 }
 
 static int do_mkdir(fuse_worker *w, const fuse_request *r) {
         const struct fuse_mkdir_request *in = (const void *)r->arg;
-        size_t pos = sizeof(*in);
-        const char *name = take_name(r, &pos);
-        if (!name)
-                return -EINVAL;
         ws_caller who = caller_of(r, in->umask);
         struct stat st;
-        return reply_entry(w, r, ws_mkdir(w->c->fs, &who, r->hdr->nodeid, name, in->mode, &st), &st);
+        return reply_entry(w, r, ws_mkdir(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, &st), &st);
 }
 
 /* SYMLINK's arguments: the new name, then the target. */
 static int do_symlink(fuse_worker *w, const fuse_request *r) {
-        size_t pos = 0;
-        const char *name = take_name(r, &pos);
-        const char *target = name ? take_name(r, &pos) : NULL;
-        if (!target)
-                return -EINVAL;
         ws_caller who = caller_of(r, 0);
         struct stat st;
-        return reply_entry(w, r, ws_symlink(w->c->fs, &who, target, r->hdr->nodeid, name, &st), &st);
+        return reply_entry(w, r, ws_symlink(w->c->fs, &who, r->name2, r->hdr->nodeid, r->name, &st), &st);
 }
 
 static int do_link(fuse_worker *w, const fuse_request *r) {
         const struct fuse_link_request *in = (const void *)r->arg;
-        size_t pos = sizeof(*in);
-        const char *name = take_name(r, &pos);
-        if (!name)
-                return -EINVAL;
         struct stat st;
-        return reply_entry(w, r, ws_link(w->c->fs, in->oldnodeid, r->hdr->nodeid, name, &st), &st);
+        return reply_entry(w, r, ws_link(w->c->fs, in->oldnodeid, r->hdr->nodeid, r->name, &st), &st);
 }
 
 static int do_unlink(fuse_worker *w, const fuse_request *r) {
-        size_t pos = 0;
-        const char *name = take_name(r, &pos);
-        return name ? reply_status(w, r, ws_unlink(w->c->fs, r->hdr->nodeid, name)) : -EINVAL;
+        return reply_status(w, r, ws_unlink(w->c->fs, r->hdr->nodeid, r->name));
 }
 
 static int do_rmdir(fuse_worker *w, const fuse_request *r) {
-        size_t pos = 0;
-        const char *name = take_name(r, &pos);
-        return name ? reply_status(w, r, ws_rmdir(w->c->fs, r->hdr->nodeid, name)) : -EINVAL;
-}
-
-static int rename_names(fuse_worker *w, const fuse_request *r, size_t pos, uint64_t new_dir,
-                        unsigned flags) {
-        const char *name = take_name(r, &pos);
-        const char *new_name = name ? take_name(r, &pos) : NULL;
-        if (!new_name)
-                return -EINVAL;
-        return reply_status(w, r, ws_rename(w->c->fs, r->hdr->nodeid, name, new_dir, new_name, flags));
+        return reply_status(w, r, ws_rmdir(w->c->fs, r->hdr->nodeid, r->name));
 }
 
 static int do_rename(fuse_worker *w, const fuse_request *r) {
         const struct fuse_rename_request *in = (const void *)r->arg;
-        return rename_names(w, r, sizeof(*in), in->newdir, 0);
+        return reply_status(w, r, ws_rename(w->c->fs, r->hdr->nodeid, r->name, in->newdir, r->name2, 0));
 }
 
 static int do_rename2(fuse_worker *w, const fuse_request *r) {
         const struct fuse_rename2_request *in = (const void *)r->arg;
-        return rename_names(w, r, sizeof(*in), in->newdir, in->flags);
+        return reply_status(w, r,
+                            ws_rename(w->c->fs, r->hdr->nodeid, r->name, in->newdir, r->name2, in->flags));
 }
 
 /* Nobody else changes the data under the kernel's page cache (keep it across opens),
@@ -383,14 +358,10 @@ static int do_open(fuse_worker *w, const fuse_request *r) {
 
 static int do_create(fuse_worker *w, const fuse_request *r) {
         const struct fuse_create_request *in = (const void *)r->arg;
-        size_t pos = sizeof(*in);
-        const char *name = take_name(r, &pos);
-        if (!name)
-                return -EINVAL;
         ws_caller who = caller_of(r, in->umask);
         struct stat st;
         uint64_t fh = 0;
-        int ret = ws_create(w->c->fs, &who, r->hdr->nodeid, name, in->mode, (int)in->flags, &st, &fh);
+        int ret = ws_create(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, (int)in->flags, &st, &fh);
         if (ret < 0)
                 return ret;
         struct fuse_entry_wire e;
@@ -472,9 +443,9 @@ static int do_read(fuse_worker *w, const fuse_request *r) {
 
 static int do_write(fuse_worker *w, const fuse_request *r) {
         const struct fuse_write_request *in = (const void *)r->arg;
-        if (in->size > r->arg_len - sizeof(*in))
+        if (in->size > r->tail_len)
                 return -EINVAL;
-        ssize_t k = ws_write(w->c->fs, in->fh, r->arg + sizeof(*in), in->size, (off_t)in->offset);
+        ssize_t k = ws_write(w->c->fs, in->fh, r->tail, in->size, (off_t)in->offset);
         if (k < 0)
                 return (int)k;
         struct fuse_write_answer out = { .size = (uint32_t)k };
@@ -569,12 +540,10 @@ static int do_statfs(fuse_worker *w, const fuse_request *r) {
 
 static int do_setxattr(fuse_worker *w, const fuse_request *r) {
         const struct fuse_setxattr_request *in = (const void *)r->arg;
-        size_t pos = sizeof(*in);
-        const char *name = take_name(r, &pos);
-        if (!name || in->size > r->arg_len - pos)
+        if (in->size > r->tail_len)
                 return -EINVAL;
         return reply_status(
-                w, r, ws_setxattr(w->c->fs, r->hdr->nodeid, name, r->arg + pos, in->size, (int)in->flags));
+                w, r, ws_setxattr(w->c->fs, r->hdr->nodeid, r->name, r->tail, in->size, (int)in->flags));
 }
 
 /* size 0 asks how much room the value needs; otherwise the value itself. */
@@ -590,12 +559,8 @@ static int reply_xattr(fuse_worker *w, const fuse_request *r, ssize_t k, size_t 
 
 static int do_getxattr(fuse_worker *w, const fuse_request *r) {
         const struct fuse_getxattr_request *in = (const void *)r->arg;
-        size_t pos = sizeof(*in);
-        const char *name = take_name(r, &pos);
-        if (!name)
-                return -EINVAL;
         size_t size = in->size < FUSE_DEV_BUFFER ? in->size : FUSE_DEV_BUFFER;
-        return reply_xattr(w, r, ws_getxattr(w->c->fs, r->hdr->nodeid, name, size ? w->out : NULL, size),
+        return reply_xattr(w, r, ws_getxattr(w->c->fs, r->hdr->nodeid, r->name, size ? w->out : NULL, size),
                            size);
 }
 
@@ -606,53 +571,54 @@ static int do_listxattr(fuse_worker *w, const fuse_request *r) {
 }
 
 static int do_removexattr(fuse_worker *w, const fuse_request *r) {
-        size_t pos = 0;
-        const char *name = take_name(r, &pos);
-        return name ? reply_status(w, r, ws_removexattr(w->c->fs, r->hdr->nodeid, name)) : -EINVAL;
+        return reply_status(w, r, ws_removexattr(w->c->fs, r->hdr->nodeid, r->name));
 }
 
-/* A request kind: its handler and the size of its fixed arguments. An opcode without a
- * row (or a handler) gets ENOSYS, which the kernel remembers for most of them (FSYNCDIR,
- * LSEEK, COPY_FILE_RANGE, STATX, POLL...) and stops sending. */
+/* A request kind: its handler, the size of its fixed arguments and how many names
+ * follow them, all checked before the handler runs. An opcode without a row (or a
+ * handler) gets ENOSYS, which the kernel remembers for most of them (FSYNCDIR, LSEEK,
+ * COPY_FILE_RANGE, STATX, POLL...) and stops sending. */
 typedef struct fuse_op {
         fuse_handler handler;
         size_t arg_size;
+        unsigned names;
 } fuse_op;
 
 static const fuse_op fuse_ops_table[FUSE_OP_LIMIT] = {
-        [FUSE_OP_INIT] = { do_init, 16 }, /* 7.36 added flags2 and the rest */
-        [FUSE_OP_DESTROY] = { do_destroy, 0 },
-        [FUSE_OP_LOOKUP] = { do_lookup, 0 },
-        [FUSE_OP_FORGET] = { do_forget, sizeof(struct fuse_forget_request) },
-        [FUSE_OP_BATCH_FORGET] = { do_batch_forget, sizeof(struct fuse_batch_forget_request) },
-        [FUSE_OP_INTERRUPT] = { do_interrupt, sizeof(struct fuse_interrupt_request) },
-        [FUSE_OP_GETATTR] = { do_getattr, 0 },
-        [FUSE_OP_SETATTR] = { do_setattr, sizeof(struct fuse_setattr_request) },
-        [FUSE_OP_READLINK] = { do_readlink, 0 },
-        [FUSE_OP_SYMLINK] = { do_symlink, 0 },
-        [FUSE_OP_MKNOD] = { do_mknod, sizeof(struct fuse_mknod_request) },
-        [FUSE_OP_MKDIR] = { do_mkdir, sizeof(struct fuse_mkdir_request) },
-        [FUSE_OP_UNLINK] = { do_unlink, 0 },
-        [FUSE_OP_RMDIR] = { do_rmdir, 0 },
-        [FUSE_OP_RENAME] = { do_rename, sizeof(struct fuse_rename_request) },
-        [FUSE_OP_RENAME2] = { do_rename2, sizeof(struct fuse_rename2_request) },
-        [FUSE_OP_LINK] = { do_link, sizeof(struct fuse_link_request) },
-        [FUSE_OP_OPEN] = { do_open, sizeof(struct fuse_open_request) },
-        [FUSE_OP_CREATE] = { do_create, sizeof(struct fuse_create_request) },
-        [FUSE_OP_READ] = { do_read, sizeof(struct fuse_read_request) },
-        [FUSE_OP_WRITE] = { do_write, sizeof(struct fuse_write_request) },
-        [FUSE_OP_FLUSH] = { do_flush, sizeof(struct fuse_flush_request) },
-        [FUSE_OP_RELEASE] = { do_release, sizeof(struct fuse_release_request) },
-        [FUSE_OP_FSYNC] = { do_fsync, sizeof(struct fuse_fsync_request) },
-        [FUSE_OP_FALLOCATE] = { do_fallocate, sizeof(struct fuse_fallocate_request) },
-        [FUSE_OP_OPENDIR] = { do_opendir, sizeof(struct fuse_open_request) },
-        [FUSE_OP_READDIR] = { do_readdir, sizeof(struct fuse_read_request) },
-        [FUSE_OP_RELEASEDIR] = { do_releasedir, sizeof(struct fuse_release_request) },
-        [FUSE_OP_STATFS] = { do_statfs, 0 },
-        [FUSE_OP_SETXATTR] = { do_setxattr, sizeof(struct fuse_setxattr_request) },
-        [FUSE_OP_GETXATTR] = { do_getxattr, sizeof(struct fuse_getxattr_request) },
-        [FUSE_OP_LISTXATTR] = { do_listxattr, sizeof(struct fuse_getxattr_request) },
-        [FUSE_OP_REMOVEXATTR] = { do_removexattr, 0 },
+        [FUSE_OP_INIT] = { do_init, 16, 0 }, /* 7.36 added flags2 and the rest */
+        [FUSE_OP_DESTROY] = { do_destroy, 0, 0 },
+        [FUSE_OP_LOOKUP] = { do_lookup, 0, 1 },
+        [FUSE_OP_FORGET] = { do_forget, sizeof(struct fuse_forget_request), 0 },
+        [FUSE_OP_BATCH_FORGET] = { do_batch_forget, sizeof(struct fuse_batch_forget_request), 0 },
+        [FUSE_OP_INTERRUPT] = { do_interrupt, sizeof(struct fuse_interrupt_request), 0 },
+        [FUSE_OP_GETATTR] = { do_getattr, 0, 0 },
+        [FUSE_OP_SETATTR] = { do_setattr, sizeof(struct fuse_setattr_request), 0 },
+        [FUSE_OP_READLINK] = { do_readlink, 0, 0 },
+        [FUSE_OP_SYMLINK] = { do_symlink, 0, 2 }, /* the new name, then the target */
+        [FUSE_OP_MKNOD] = { do_mknod, sizeof(struct fuse_mknod_request), 1 },
+        [FUSE_OP_MKDIR] = { do_mkdir, sizeof(struct fuse_mkdir_request), 1 },
+        [FUSE_OP_UNLINK] = { do_unlink, 0, 1 },
+        [FUSE_OP_RMDIR] = { do_rmdir, 0, 1 },
+        [FUSE_OP_RENAME] = { do_rename, sizeof(struct fuse_rename_request), 2 },
+        [FUSE_OP_RENAME2] = { do_rename2, sizeof(struct fuse_rename2_request), 2 },
+        [FUSE_OP_LINK] = { do_link, sizeof(struct fuse_link_request), 1 },
+        [FUSE_OP_OPEN] = { do_open, sizeof(struct fuse_open_request), 0 },
+        [FUSE_OP_CREATE] = { do_create, sizeof(struct fuse_create_request), 1 },
+        [FUSE_OP_READ] = { do_read, sizeof(struct fuse_read_request), 0 },
+        [FUSE_OP_WRITE] = { do_write, sizeof(struct fuse_write_request), 0 }, /* the data at tail */
+        [FUSE_OP_FLUSH] = { do_flush, sizeof(struct fuse_flush_request), 0 },
+        [FUSE_OP_RELEASE] = { do_release, sizeof(struct fuse_release_request), 0 },
+        [FUSE_OP_FSYNC] = { do_fsync, sizeof(struct fuse_fsync_request), 0 },
+        [FUSE_OP_FALLOCATE] = { do_fallocate, sizeof(struct fuse_fallocate_request), 0 },
+        [FUSE_OP_OPENDIR] = { do_opendir, sizeof(struct fuse_open_request), 0 },
+        [FUSE_OP_READDIR] = { do_readdir, sizeof(struct fuse_read_request), 0 },
+        [FUSE_OP_RELEASEDIR] = { do_releasedir, sizeof(struct fuse_release_request), 0 },
+        [FUSE_OP_STATFS] = { do_statfs, 0, 0 },
+        [FUSE_OP_SETXATTR] = { do_setxattr, sizeof(struct fuse_setxattr_request),
+                               1 }, /* the value at tail */
+        [FUSE_OP_GETXATTR] = { do_getxattr, sizeof(struct fuse_getxattr_request), 1 },
+        [FUSE_OP_LISTXATTR] = { do_listxattr, sizeof(struct fuse_getxattr_request), 0 },
+        [FUSE_OP_REMOVEXATTR] = { do_removexattr, 0, 1 },
 };
 
 static const char *opcode_name(uint32_t opcode) {
@@ -688,7 +654,7 @@ static void handle_request(fuse_worker *w, size_t len) {
         int ret;
         if (!op || !op->handler)
                 ret = -ENOSYS;
-        else if (r.arg_len < op->arg_size)
+        else if (r.arg_len < op->arg_size || !take_names(&r, op->arg_size, op->names))
                 ret = -EINVAL;
         else if (!atomic_load(&c->initialized) && hdr->opcode != FUSE_OP_INIT)
                 ret = -EIO; /* the kernel sends nothing before INIT is answered */
