@@ -397,7 +397,8 @@ struct ws_session {
         fuse_dev_conn *dev;
 };
 
-/* LAYERFS_FUSE_TRANSPORT: "libfuse" (the default) or "dev". */
+/* LAYERFS_FUSE_TRANSPORT: "libfuse" (the default) or "dev"; sandbox create refused any
+ * other value, so one here came some other way. */
 static bool wants_dev_transport(void) {
         const char *t = getenv("LAYERFS_FUSE_TRANSPORT");
         if (!t || !*t || !strcmp(t, "libfuse"))
