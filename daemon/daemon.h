@@ -3,13 +3,12 @@
 #ifndef LFS_DAEMON_H
 #define LFS_DAEMON_H
 
-#define FUSE_USE_VERSION 35
-#include <fuse_lowlevel.h>
 #include <jansson.h>
 #include <pthread.h>
 
 #include "bpf_watcher.h"
 #include "calls.h"
+#include "fuse_ops.h"
 #include "runtime.h"
 #include "store.h"
 #include "workspace.h"
@@ -32,7 +31,7 @@ typedef struct workspace {
         char *upper;
         lfs_store *store;
         ws_fs *fs;
-        struct fuse_session *se;
+        ws_session *session; /* the mount and its FUSE loop */
         pthread_t thread;
         dev_t dev; /* the mount's device, once it answered */
         /* Calls using fs without d->lock held (status, commit, dirty checks): the

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The FUSE transport: libfuse3's low-level API mapped onto workspace.h. Only this file
- * knows FUSE; a later io_uring transport replaces it without touching the operations. */
+/* The FUSE transports: libfuse3's low-level API mapped onto workspace.h, and the choice
+ * between it and our own loop (fuse_dev.c) behind one ws_session. Only these files know
+ * FUSE; a later io_uring transport joins them without touching the operations. */
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
 #include <errno.h>
@@ -12,13 +13,17 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "fuse_dev.h"
+#include "fuse_mount.h"
 #include "fuse_ops.h"
+#include "log.h"
+#include "util.h"
 #include "workspace.h"
 
 _Static_assert(FUSE_SET_ATTR_CTIME == (1 << 10), "workspace.c mirrors the FUSE_SET_ATTR_* values");
 
 /* Only this mount changes what it shows, so the kernel may cache for long. */
-static const double cache_seconds = 3600.0;
+static const double cache_seconds = FUSE_CACHE_SECONDS;
 
 static ws_fs *fs_of(fuse_req_t req) {
         return fuse_req_userdata(req);
@@ -366,23 +371,9 @@ static const struct fuse_lowlevel_ops ops = {
         .fallocate = op_fallocate,
 };
 
-/* A FUSE mount's readahead is 128 KiB (INIT cannot raise it), so a sequential read is
- * a READ round trip per 128 KiB; the knob of its backing device allows more (1 GiB cold
- * read: ~700 -> ~570 ms here with 2 MiB). INIT sets the value, so this runs once the
- * mount answers. Best effort: without sysfs nothing changes. */
-void ws_fuse_widen_readahead(dev_t dev) {
-        char knob[96];
-        snprintf(knob, sizeof(knob), "/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
-        int fd = open(knob, O_WRONLY | O_CLOEXEC);
-        if (fd < 0)
-                return;
-        (void)!write(fd, "2048", 4);
-        close(fd);
-}
-
-struct fuse_session *ws_fuse_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
+static struct fuse_session *libfuse_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
         char *opts = NULL;
-        if (asprintf(&opts, "allow_other,default_permissions,fsname=%s,subtype=layerfs", fsname) < 0)
+        if (asprintf(&opts, FUSE_MOUNT_OPTIONS ",fsname=%s,subtype=" FUSE_MOUNT_SUBTYPE, fsname) < 0)
                 return NULL;
         /* LAYERFS_FUSE_DEBUG=1 logs every request to the daemon's log. */
         const char *debug = getenv("LAYERFS_FUSE_DEBUG");
@@ -398,4 +389,87 @@ struct fuse_session *ws_fuse_mount(ws_fs *fs, const char *mountpoint, const char
                 return NULL;
         }
         return se;
+}
+
+/* A mount served by one of the two loops: libfuse's, or ours (fuse_dev.c). */
+struct ws_session {
+        struct fuse_session *se;
+        fuse_dev_conn *dev;
+};
+
+/* LAYERFS_FUSE_TRANSPORT: "libfuse" (the default) or "dev"; sandbox create refused any
+ * other value, so one here came some other way. */
+static bool wants_dev_transport(void) {
+        const char *t = getenv("LAYERFS_FUSE_TRANSPORT");
+        if (!t || !*t || !strcmp(t, "libfuse"))
+                return false;
+        if (!strcmp(t, "dev"))
+                return true;
+        log_line("LAYERFS_FUSE_TRANSPORT=%s is no transport (dev or libfuse); using libfuse", t);
+        return false;
+}
+
+ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
+        ws_session *s = xcalloc(1, sizeof(*s));
+        if (wants_dev_transport()) {
+                int r = fuse_dev_mount(fs, mountpoint, fsname, &s->dev);
+                if (r == 0)
+                        return s;
+                log_line("cannot mount %s over /dev/fuse: %s; falling back to libfuse", mountpoint,
+                         strerror(-r));
+        }
+        s->se = libfuse_mount(fs, mountpoint, fsname);
+        if (!s->se) {
+                free(s);
+                return NULL;
+        }
+        return s;
+}
+
+const char *ws_session_transport(const ws_session *s) {
+        return s->dev ? "dev" : "libfuse";
+}
+
+void ws_session_serve(ws_session *s) {
+        if (s->dev)
+                fuse_dev_serve(s->dev);
+        else
+                fuse_session_loop(s->se);
+}
+
+void ws_session_exit(ws_session *s) {
+        if (s->dev)
+                fuse_dev_exit(s->dev);
+        else
+                fuse_session_exit(s->se);
+}
+
+void ws_session_destroy(ws_session *s) {
+        if (!s)
+                return;
+        if (s->dev) {
+                fuse_dev_destroy(s->dev);
+        } else {
+                fuse_session_unmount(s->se);
+                fuse_session_destroy(s->se);
+        }
+        free(s);
+}
+
+int ws_session_notify_delete(ws_session *s, uint64_t parent, uint64_t child, const char *name) {
+        if (s->dev)
+                return fuse_dev_notify_delete(s->dev, parent, child, name);
+        return fuse_lowlevel_notify_delete(s->se, parent, child, name, strlen(name));
+}
+
+int ws_session_notify_inval_entry(ws_session *s, uint64_t parent, const char *name) {
+        if (s->dev)
+                return fuse_dev_notify_inval_entry(s->dev, parent, name);
+        return fuse_lowlevel_notify_inval_entry(s->se, parent, name, strlen(name));
+}
+
+int ws_session_notify_inval_inode(ws_session *s, uint64_t ino) {
+        if (s->dev)
+                return fuse_dev_notify_inval_inode(s->dev, ino);
+        return fuse_lowlevel_notify_inval_inode(s->se, ino, 0, 0);
 }

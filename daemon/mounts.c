@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "fuse_mount.h"
 #include "fuse_ops.h"
 #include "json_path.h"
 #include "log.h"
@@ -50,7 +51,7 @@ workspace *find_ws(daemon_state *d, const char *branch) {
 
 static void *serve_mount(void *arg) {
         workspace *w = arg;
-        fuse_session_loop(w->se);
+        ws_session_serve(w->session);
         return NULL;
 }
 
@@ -59,16 +60,13 @@ static void *serve_mount(void *arg) {
  * a directory that is not empty in the kernel's cache can only be forgotten. */
 static void invalidate(void *userdata, uint64_t parent, uint64_t child, const char *name) {
         workspace *w = userdata;
-        if (child && fuse_lowlevel_notify_delete(w->se, parent, child, name, strlen(name)) == 0)
+        if (child && ws_session_notify_delete(w->session, parent, child, name) == 0)
                 return;
-        fuse_lowlevel_notify_inval_entry(w->se, parent, name, strlen(name));
+        ws_session_notify_inval_entry(w->session, parent, name);
 }
 
 static void ws_release_slot(workspace *w) {
-        if (w->se) {
-                fuse_session_unmount(w->se);
-                fuse_session_destroy(w->se);
-        }
+        ws_session_destroy(w->session);
         ws_close(w->fs);
         lfs_store_close(w->store);
         if (w->upper)
@@ -136,8 +134,8 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                 return lfs_proto_error_take(err);
         }
         _cleanup_free_ char *fsname = xasprintf("layerfs:%s/%s", d->project, branch);
-        w->se = ws_fuse_mount(w->fs, w->mountpoint, fsname);
-        if (!w->se) {
+        w->session = ws_session_mount(w->fs, w->mountpoint, fsname);
+        if (!w->session) {
                 ws_release_slot(w);
                 return lfs_proto_errorf(LFS_FAILED,
                                         "cannot mount the Workspace of '%s' (see 'layerfs sandbox log %d')",
@@ -156,9 +154,10 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                                         w->mountpoint);
         }
         w->dev = st.st_dev;
-        ws_fuse_widen_readahead(w->dev);
+        lfs_fuse_widen_readahead(w->dev);
         w->active = true;
-        log_line("mounted %s at %s", branch, w->mountpoint);
+        log_line("mounted %s at %s (FUSE loop: %s)", branch, w->mountpoint,
+                 ws_session_transport(w->session));
         return lfs_proto_ok(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,
                                       "image", "platform", "linux"));
 }
@@ -199,7 +198,7 @@ static void flush_kernel_cache(workspace *w) {
         size_t n = 0;
         if (ws_open_writers(w->fs, &writers, &n) == 0)
                 for (size_t i = 0; i < n; i++)
-                        (void)fuse_lowlevel_notify_inval_inode(w->se, writers[i], 0, 0);
+                        (void)ws_session_notify_inval_inode(w->session, writers[i]);
         free(writers);
 }
 
@@ -320,7 +319,7 @@ bool check_dirty(daemon_state *d, bool dirty[MAX_WORKSPACES]) {
  * the session then closes /dev/fuse, which aborts the connection for those copies
  * (ENOTCONN). The signal is repeated because it can land just before the read. */
 static void end_mount_thread(workspace *w) {
-        fuse_session_exit(w->se);
+        ws_session_exit(w->session);
         for (;;) {
                 pthread_kill(w->thread, SIGUSR1);
                 struct timespec deadline;

@@ -43,6 +43,9 @@ trap close_all EXIT
 make_sample_tree "$WORK/sample"
 rm "$WORK/sample/a-fifo"
 lfs project init ws --from "$WORK/sample" >/dev/null
+# A FUSE loop that does not exist is refused before anything is made (the number below
+# is still the first).
+LAYERFS_FUSE_TRANSPORT=bogus expect_error InvalidInput lfs sandbox create
 n=$(lfs sandbox create)
 assert_eq "$n" 1 "first sandbox number"
 ws=$(lfs workspace mount "$n" main)
@@ -79,6 +82,10 @@ expect_error InvalidInput lfs branch commit main --from "$WORK/sample" -m "$(pri
 rm "$ws/$bad"
 assert_eq "$(lfs workspace status "$n" main)" "" "clean again"
 grep -q "mounted main at $ws" <<<"$(lfs sandbox log "$n")" || fail "sandbox log shows the mount"
+# The loop asked for serves the mount (make e2e runs this test under both): a fallback
+# to libfuse must not pass for the /dev/fuse loop.
+grep -q "mounted main at $ws (FUSE loop: ${LAYERFS_FUSE_TRANSPORT:-libfuse})" <<<"$(lfs sandbox log "$n")" ||
+        fail "the mount is served by the ${LAYERFS_FUSE_TRANSPORT:-libfuse} loop: $(lfs sandbox log "$n" | grep mounted)"
 ok
 assert_eq "$(lfs --json sandbox log "$n" --lines 1 | json_get 'len(j["lines"])')" 1 "sandbox log --lines 1"
 expect_error InvalidInput lfs sandbox log "$n" --lines 0
