@@ -2548,6 +2548,22 @@ static int take_commit(change_walk *cw, const lfs_id *commit, int merged) {
         return 0;
 }
 
+/* The Workspace's Branch was deleted (branch delete --force) after it was mounted: the
+ * commit is refused, saying how to keep what the Workspace holds. */
+static int branch_gone(const ws_fs *fs, lfs_error **err) {
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(&fs->base, hex);
+        hex[12] = 0;
+        lfs_error_free(*err);
+        *err = NULL;
+        return lfs_fail(err, LFS_NO_SUCH_BRANCH, ENOENT,
+                        "branch '%s' of this Workspace was deleted after it was mounted; nothing was "
+                        "committed and the Workspace keeps its changes: make the branch again where the "
+                        "Workspace started ('layerfs branch create %s --from %s') and commit again, or "
+                        "unmount it with --discard to drop them",
+                        fs->branch, fs->branch, hex);
+}
+
 int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
         int r = lfs_check_commit_message(message, err);
         if (r < 0)
@@ -2592,6 +2608,8 @@ int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merge
         if (r == 0)
                 r = lfs_store_commit_tree(cw.store, cw.w, &cw.rows, fs->branch, &fs->base, &cw.root, message,
                                           &commit, &merged, err);
+        if (r < 0 && err && *err && (*err)->code == LFS_NO_SUCH_BRANCH)
+                r = branch_gone(fs, err);
         /* Nothing to record: the view stays on its base, even if the Branch moved. */
         if (r == 0 && !lfs_id_eq(&cw.root, &fs->base_tree))
                 r = take_commit(&cw, &commit, merged);
