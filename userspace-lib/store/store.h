@@ -171,6 +171,13 @@ int lfs_store_delete_branch(lfs_store *s, const char *name, lfs_branch_guard_fn 
 char *lfs_default_author(void);
 
 /* ---- objects (objects.c) ---- */
+/* Hashes the size bytes of fd into *ret and, when out_fd >= 0, copies them there with
+ * the holes kept: fd's holes (SEEK_DATA/SEEK_HOLE) are hashed as zeros without being read,
+ * and neither they nor data chunks of zeros are written (out_fd is truncated to the
+ * length at the end, so they read back as zeros and take no blocks). -EIO when fd does not
+ * hold exactly size bytes; -ECANCELED once cancelled (if not NULL) says so. */
+int lfs_stream_sparse(int fd, uint64_t size, int out_fd, bool (*cancelled)(const void *userdata),
+                      const void *userdata, lfs_id *ret);
 /* Collects blobs to store: hashes them and writes those the Store lacks under
  * objects/tmp, then publishes them durably (syncfs, rename, syncfs). */
 typedef struct lfs_blob_writer lfs_blob_writer;
