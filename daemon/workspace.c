@@ -813,6 +813,39 @@ static int copy_up(ws_fs *fs, uint64_t ino) {
         return copy_up_data(fs, ino, true);
 }
 
+/* Copies len bytes of src from base to fd (new, empty) with copy_file_range; with sparse,
+ * only src's data (SEEK_DATA/SEEK_HOLE), its holes left as holes of fd, whose length is
+ * set at the end. Returns how many bytes were not copied: 0 once all are. */
+static uint64_t copy_extents(int src, loff_t base, int fd, uint64_t len, bool sparse) {
+        uint64_t pos = 0;
+        errno = 0;
+        while (pos < len) {
+                uint64_t end = len;
+                if (sparse) {
+                        off_t data = lseek(src, base + (loff_t)pos, SEEK_DATA);
+                        off_t hole = data < 0 ? -1 : lseek(src, data, SEEK_HOLE);
+                        if (data < 0 && errno == ENXIO) {
+                                pos = len; /* a hole to the end */
+                                break;
+                        }
+                        if (data < 0 || hole < 0) {
+                                sparse = false; /* not offered: all of it is copied */
+                        } else {
+                                pos = (uint64_t)(data - base);
+                                end = (uint64_t)(hole - base) < len ? (uint64_t)(hole - base) : len;
+                        }
+                }
+                loff_t in_off = base + (loff_t)pos, out_off = (loff_t)pos;
+                while (pos < end) {
+                        ssize_t k = copy_file_range(src, &in_off, fd, &out_off, end - pos, 0);
+                        if (k <= 0)
+                                return len - pos;
+                        pos += (uint64_t)k;
+                }
+        }
+        return ftruncate(fd, (off_t)len) < 0 ? len : 0;
+}
+
 static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
         ws_inode *in = inode_get(fs, ino);
         char name[UPPER_NAME_MAX];
@@ -849,14 +882,9 @@ static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
                         src = lfs_object_open(fs->store, &in->blob, NULL);
                         owned = true;
                 }
-                loff_t in_off = (loff_t)loc.offset, out_off = 0;
-                uint64_t left = in->size;
-                while (src >= 0 && left) {
-                        ssize_t k = copy_file_range(src, &in_off, fd, &out_off, left, 0);
-                        if (k <= 0)
-                                break;
-                        left -= (uint64_t)k;
-                }
+                /* A loose object keeps its holes in the upper file; a packed blob is small. */
+                uint64_t left =
+                        src < 0 ? in->size : copy_extents(src, (loff_t)loc.offset, fd, in->size, owned);
                 if (owned && src >= 0)
                         close(src);
                 if (src < 0 || left) {

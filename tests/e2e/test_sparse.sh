@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sparse files: a 5 GiB file that is mostly holes is stored and exported as holes, not as
-# 5 GiB of zeros, through import, branch commit and export; a file of written zeros is
+# 5 GiB of zeros, through import, branch commit, a Workspace (copy-up and commit) and
+# export; a file of written zeros is
 # stored as holes too. Its contents and id are the same as for the zeros they read as.
 # `project verify` after each.
 source "$(dirname "$0")/lib.sh"
@@ -51,7 +52,7 @@ assert_eq "$(at "$WORK/out2/disk.img" $((3 * GiB)) 7)" changed "the change, expo
 lfs project verify >/dev/null
 ok
 
-# Read through a Workspace: the same bytes.
+# Through a Workspace: the same bytes; a write there keeps the holes up to the Store.
 if [ "$(id -u)" = 0 ]; then
         use_private_sandboxes
         n=$(lfs sandbox create)
@@ -62,6 +63,20 @@ if [ "$(id -u)" = 0 ]; then
                 assert_eq "$(at "$ws/disk.img" "$1" "$2")" "$3" "the Workspace reads $3 at $1"
         done
         assert_eq "$(at "$ws/disk.img" $((4 * GiB)) 8 | od -An -tx1 | tr -d ' ')" 0000000000000000 "a hole reads as zeros"
+        # A write copies the file up: the upper file keeps the holes, and so does the commit.
+        lfs workspace exec "$n" main -- sh -c "printf workspace | dd of=disk.img bs=1 seek=$((4 * GiB)) conv=notrunc status=none"
+        upper=$(blocks_mib "$(records "SELECT dir FROM sandboxes WHERE number=$n")/upper")
+        [ "$upper" -lt 64 ] || fail "the copy-up took $upper MiB"
+        [ "$(allocated "$ws/disk.img")" -lt $((1 << 20)) ] || fail "the Workspace's file takes $(allocated "$ws/disk.img") bytes"
+        assert_eq "$(at "$ws/disk.img" $((4 * GiB)) 9)" workspace "the write, read back"
+        assert_eq "$(at "$ws/disk.img" $((2 * GiB + 12345)) 6)" middle "the rest after the copy-up"
+        lfs workspace commit "$n" main -m "a write in a Workspace" >/dev/null
+        lfs branch export main "$WORK/out3" >/dev/null
+        [ "$(allocated "$WORK/out3/disk.img")" -lt $((1 << 20)) ] || fail "the export after the Workspace's commit is not sparse"
+        assert_eq "$(at "$WORK/out3/disk.img" $((4 * GiB)) 9)" workspace "the Workspace's write, exported"
+        objects=$(blocks_mib "$LAYERFS_HOME/projects/sp/objects")
+        [ "$objects" -lt 64 ] || fail "the Store took $objects MiB after the Workspace's commit"
+        lfs project verify >/dev/null
         lfs workspace unmount "$n" main >/dev/null
         lfs sandbox close "$n" >/dev/null
         assert_no_sandbox_left "after close"
