@@ -824,10 +824,8 @@ static uint64_t copy_extents(int src, loff_t base, int fd, uint64_t len, bool sp
                 if (sparse) {
                         off_t data = lseek(src, base + (loff_t)pos, SEEK_DATA);
                         off_t hole = data < 0 ? -1 : lseek(src, data, SEEK_HOLE);
-                        if (data < 0 && errno == ENXIO) {
-                                pos = len; /* a hole to the end */
-                                break;
-                        }
+                        if (data < 0 && errno == ENXIO)
+                                break; /* a hole to the end */
                         if (data < 0 || hole < 0) {
                                 sparse = false; /* not offered: all of it is copied */
                         } else {
