@@ -31,6 +31,8 @@ BASHCOMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
 # systemd reads /usr/local/lib/systemd/system too; Debian packages use /lib/systemd/system.
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 DAEMON_PATH := $(LIBEXECDIR)/layerfs/layerfs-daemon
+# The Sandbox init goes beside the daemon: the namespaces runtime looks for it there.
+INIT_PATH := $(LIBEXECDIR)/layerfs/layerfs-init
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
@@ -49,8 +51,11 @@ BACKENDS_INC := $(CGROUP_INC) -Ibackends
 CLIENT_INC := $(STORE_INC) -Icgroup -Ibackends -Iproto -Iuserspace-lib/client -I$(BUILD)
 DAEMON_INC := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Idaemon
 CLI_INC := $(BASE_INC) -Icli -I$(BUILD)
+# layerfs-init, the namespaces runtime's Sandbox init: base, the kernel layer's seccomp
+# filter and the backends' rtnetlink, nothing of the Store, the client or the daemon.
+INIT_INC := $(BACKENDS_INC) -Iinit
 # The unit tests and the linters see every layer.
-INCLUDES := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Idaemon -Icli
+INCLUDES := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Idaemon -Icli -Iinit
 
 # The libraries' flags come from pkg-config, and pkg-config knows them only once their
 # -dev packages are installed. Reading them when this file is read (as `LIBS :=
@@ -73,6 +78,8 @@ CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC := $(wildcard daemon/*.c)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/bpf/watcher.o
+INIT_SRC := $(wildcard init/*.c)
+INIT_OBJ := $(INIT_SRC:%.c=$(BUILD)/%.o)
 # The BPF watcher: clang builds the program, bpftool its skeleton (Debian 12's bpftool
 # 7.1 and libbpf 1.1: the program and loader use nothing newer).
 BPF_CLANG ?= clang
@@ -86,7 +93,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # layerfs.h and the README's C example (packaging/man/).
 MAN_PAGES := $(BUILD)/man/layerfs.1 $(BUILD)/man/layerfs-daemon.8 $(BUILD)/man/liblayerfs.3
 UNITS := $(BUILD)/systemd/layerfs-reclaim.service $(BUILD)/systemd/layerfs-delegate.conf
-INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs-daemon \
+INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs-daemon $(BUILD)/layerfs-init \
 	$(BUILD)/layerfs.pc $(MAN_PAGES) $(UNITS)
 
 .PHONY: all deps demo check unit e2e adversarial packaging fresh-check sanitize lint format bench \
@@ -171,6 +178,7 @@ $(BUILD)/proto/%.o: LAYER_INC = $(PROTO_INC)
 $(BUILD)/userspace-lib/client/%.o: LAYER_INC = $(CLIENT_INC)
 $(BUILD)/daemon/%.o: LAYER_INC = $(DAEMON_INC)
 $(BUILD)/cli/%.o: LAYER_INC = $(CLI_INC)
+$(BUILD)/init/%.o: LAYER_INC = $(INIT_INC)
 $(BUILD)/tests/%.o: LAYER_INC = $(INCLUDES)
 $(BUILD)/fuse-floor: LAYER_INC = $(BASE_INC)
 $(BUILD)/%.o: %.c $(HEADERS) $(BUILD)/config.h
@@ -204,6 +212,11 @@ $(BUILD)/daemon/%.o: daemon/%.c $(HEADERS) $(wildcard daemon/*.h) $(BUILD)/confi
 
 $(BUILD)/layerfs-daemon: $(DAEMON_OBJ) $(BUILD)/liblayerfs.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) $(BPF_LIBS) -lpthread
+
+# Of liblayerfs.a it takes only the objects it calls (base, seccomp, rtnetlink), and of
+# the libraries only libmnl: its exec is most of what a Sandbox's create adds to native's.
+$(BUILD)/layerfs-init: $(INIT_OBJ) $(BUILD)/liblayerfs.a
+	$(CC) -o $@ $^ $(LDFLAGS) -Wl,--as-needed $(LIBS)
 
 $(BUILD)/man/layerfs.1: $(BUILD)/layerfs packaging/man/help2man.sh
 	@mkdir -p $(@D)
@@ -291,14 +304,14 @@ sanitize: deps
 
 # A checkout without git (a `git archive` of it) lints the same files.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
-	find include userspace-lib proto cli daemon cgroup backends bpf tests bench -name '*.[ch]' | sort)
+	find include userspace-lib proto cli daemon init cgroup backends bpf tests bench -name '*.[ch]' | sort)
 lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	bash tests/lint/layers.sh
 	bash tests/lint/test_layers.sh
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c cli daemon tests bench
-	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) \
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c cli daemon init tests bench
+	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) \
 		$(PKG_CFLAGS) $(FUSE_CFLAGS)
 
 format:
@@ -314,6 +327,7 @@ bench: deps all
 install: $(INSTALLED)
 	install -Dm755 $(BUILD)/layerfs $(DESTDIR)$(BINDIR)/layerfs
 	install -Dm755 $(BUILD)/layerfs-daemon $(DESTDIR)$(DAEMON_PATH)
+	install -Dm755 $(BUILD)/layerfs-init $(DESTDIR)$(INIT_PATH)
 	install -Dm644 $(BUILD)/liblayerfs.so $(DESTDIR)$(LIBDIR)/liblayerfs.so.$(VERSION)
 	ln -sfn liblayerfs.so.$(VERSION) $(DESTDIR)$(LIBDIR)/liblayerfs.so.$(SOVERSION)
 	ln -sfn liblayerfs.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/liblayerfs.so
@@ -329,7 +343,7 @@ install: $(INSTALLED)
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/layerfs $(DESTDIR)$(DAEMON_PATH) $(DESTDIR)$(LIBDIR)/liblayerfs.so* \
+	rm -f $(DESTDIR)$(BINDIR)/layerfs $(DESTDIR)$(DAEMON_PATH) $(DESTDIR)$(INIT_PATH) $(DESTDIR)$(LIBDIR)/liblayerfs.so* \
 		$(DESTDIR)$(LIBDIR)/liblayerfs.a $(DESTDIR)$(INCLUDEDIR)/layerfs.h $(DESTDIR)$(LIBDIR)/pkgconfig/layerfs.pc \
 		$(DESTDIR)$(MANDIR)/man1/layerfs.1 $(DESTDIR)$(MANDIR)/man8/layerfs-daemon.8 \
 		$(DESTDIR)$(MANDIR)/man3/liblayerfs.3 $(DESTDIR)$(BASHCOMPLETIONDIR)/layerfs \

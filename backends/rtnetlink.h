@@ -4,7 +4,7 @@
  * address, a default route, a link's end, the host's IPv4 addresses. Every one of them
  * goes through one socket of a net namespace (lfs_rtnl_open: the caller's; lfs_rtnl_open_in:
  * a process's) and waits for the kernel's answer. The Sandbox init brings its lo up with
- * them (daemon/sandbox_init.c), the namespaces runtime wires a private network
+ * them (init/sandbox_init.c), the namespaces runtime wires a private network
  * (linux/network.c), the records check the addresses they hand out against the host's.
  * Functions return 0 or a negative errno (the kernel's answer).
  */

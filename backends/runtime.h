@@ -98,6 +98,9 @@ static inline uint32_t lfs_host_id(const lfs_sandbox_ref *sb, uint32_t id) {
 /* The fd on which a daemon that create starts finds the write end of its readiness pipe
  * (the daemon's --ready-fd): it writes one byte there once its socket listens. */
 #define LFS_DAEMON_READY_FD 3
+/* The fd on which a Sandbox's init (namespaces) keeps, for its life, the lock of its id
+ * range that create took (lfs_daemon_start.init_holds_fd). */
+#define LFS_INIT_HOLD_FD 4
 
 /* How to start a Sandbox's daemon (create). */
 typedef struct lfs_daemon_start {
@@ -108,6 +111,10 @@ typedef struct lfs_daemon_start {
         /* What the Sandbox may use (check_limits accepted them): set on its place before the
          * daemon starts in it. */
         const lfs_sandbox_limits *limits;
+        /* An fd the Sandbox's own init (a runtime that has one) keeps open on
+         * LFS_INIT_HOLD_FD for its life, or -1: the host-wide lock of the Sandbox's id
+         * range, which goes when the init ends with the Sandbox. */
+        int init_holds_fd;
 } lfs_daemon_start;
 
 /* A daemon that create started: it has said it listens (its --ready-fd). */

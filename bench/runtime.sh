@@ -10,8 +10,9 @@
 #   the BPF program's load time, and the latency from a process's exit in the kernel to
 #   its event in the daemon (median and p99 of 500 exits).
 # - a disk budget: 'sandbox create --disk 64M' against create without (cgroup watcher).
-# - the namespaces runtime against native: 'sandbox create' (alternating, median of 10
-#   each), 'workspace exec -- true' (mean of EXECS each), and create with
+# - the namespaces runtime against native: 'sandbox create' (CREATE_PAIRS pairs: the
+#   median of each and of the pairs' differences), 'workspace exec -- true' (EXEC_PAIRS
+#   in each, in turn: the median of each), and create with
 #   '--network private' against the default network. Every other row is native's
 #   (LAYERFS_RUNTIME=native), so that they stay comparable with earlier runs.
 # It reports and never judges: it exits non-zero only when something fails or is left.
@@ -22,6 +23,8 @@ set -o errtrace
 PROCS=1000 # processes in the tree: half plain children, half setsid + double-forked
 TRIALS=3
 EXECS=50
+CREATE_PAIRS=30 # namespaces and native creates, in pairs
+EXEC_PAIRS=200  # execs in a Sandbox of each runtime, in turn
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_need_built layerfs layerfs-daemon
@@ -161,24 +164,27 @@ create_proc=$(create_ms proc)
 create_cgroup=$(create_ms cgroup)
 # A disk budget is a tmpfs and two bind mounts that the daemon makes at start.
 create_disk=$(create_ms cgroup --disk 64M)
-# The namespaces runtime beside native: creates alternate, so that both see the same load.
+# The namespaces runtime beside native: creates in pairs, each pair in the other order than
+# the last (so that neither always comes first after a close), both seeing the same load;
+# the medians of each, and the median of the pairs' differences, which load that drifts
+# over the run cancels out of.
 create_runtimes() {
-        local i start sb rt ns=() native=()
-        for ((i = 0; i < 10; i++)); do
-                for rt in native namespaces; do
+        local i start sb rt order ms ns=() native=() diffs=()
+        for ((i = 0; i < CREATE_PAIRS; i++)); do
+                order="native namespaces"
+                ((i % 2)) && order="namespaces native"
+                for rt in $order; do
                         start=$(now_us)
                         sb=$(LAYERFS_RUNTIME=$rt "$LAYERFS" sandbox create "$@")
-                        if [ "$rt" = native ]; then
-                                native+=($((($(now_us) - start) / 1000)))
-                        else
-                                ns+=($((($(now_us) - start) / 1000)))
-                        fi
+                        ms=$((($(now_us) - start) / 1000))
+                        if [ "$rt" = native ]; then native+=("$ms"); else ns+=("$ms"); fi
                         "$LAYERFS" sandbox close "$sb" >/dev/null
                 done
+                diffs+=($((ns[i] - native[i])))
         done
-        echo "$(median "${ns[@]}") $(median "${native[@]}")"
+        echo "$(median "${ns[@]}") $(median "${native[@]}") $(median "${diffs[@]}")"
 }
-read -r create_ns create_native < <(create_runtimes)
+read -r create_ns create_native create_gap < <(create_runtimes)
 read -r create_private create_none < <(
         for ((i = 0; i < 10; i++)); do
                 for net in private none; do
@@ -189,24 +195,33 @@ read -r create_private create_none < <(
                 done
         done | awk '{ v[$1] = v[$1] " " $2 } END { print v["private"] "|" v["none"] }' |
                 { IFS='|' read -r a b; echo "$(median $a) $(median $b)"; })
-# exec of 'true' in a Sandbox of each runtime, in blocks that alternate.
-exec_in() {
-        local rt=$1 sb start
-        sb=$(LAYERFS_RUNTIME=$rt "$LAYERFS" sandbox create)
-        "$LAYERFS" workspace mount "$sb" main >/dev/null
-        "$LAYERFS" workspace exec "$sb" main -- true
-        start=$(now_us)
-        for ((i = 0; i < EXECS; i++)); do "$LAYERFS" workspace exec "$sb" main -- true; done
-        echo $((($(now_us) - start) / EXECS))
-        "$LAYERFS" workspace unmount "$sb" main >/dev/null
-        "$LAYERFS" sandbox close "$sb" >/dev/null
+# exec of 'true' in a Sandbox of each runtime, one exec in each in turn, so that both see
+# the same load: the median of each.
+exec_pairs() {
+        local rt start us sb_native sb_ns native=() ns=()
+        sb_native=$(LAYERFS_RUNTIME=native "$LAYERFS" sandbox create)
+        sb_ns=$(LAYERFS_RUNTIME=namespaces "$LAYERFS" sandbox create)
+        for sb in "$sb_native" "$sb_ns"; do
+                "$LAYERFS" workspace mount "$sb" main >/dev/null
+                "$LAYERFS" workspace exec "$sb" main -- true
+        done
+        for ((i = 0; i < EXEC_PAIRS; i++)); do
+                for rt in native namespaces; do
+                        sb=$sb_native
+                        [ "$rt" = namespaces ] && sb=$sb_ns
+                        start=$(now_us)
+                        "$LAYERFS" workspace exec "$sb" main -- true
+                        us=$(($(now_us) - start))
+                        if [ "$rt" = native ]; then native+=("$us"); else ns+=("$us"); fi
+                done
+        done
+        for sb in "$sb_native" "$sb_ns"; do
+                "$LAYERFS" workspace unmount "$sb" main >/dev/null
+                "$LAYERFS" sandbox close "$sb" >/dev/null
+        done
+        echo "$(median "${ns[@]}") $(median "${native[@]}")"
 }
-exec_native=$(exec_in native)
-exec_ns=$(exec_in namespaces)
-exec_native2=$(exec_in native)
-exec_ns2=$(exec_in namespaces)
-exec_native=$(((exec_native + exec_native2) / 2))
-exec_ns=$(((exec_ns + exec_ns2) / 2))
+read -r exec_ns exec_native < <(exec_pairs)
 bpf_load=$(sort -n "$WORK/bpf-load" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 
 # Event latency: from a process's exit in the kernel to its event in the daemon.
@@ -234,12 +249,14 @@ row "sandbox create, BPF watcher vs cgroup watcher" "$create_bpf" "$create_cgrou
 row "sandbox create, proc connector vs cgroup watcher" "$create_proc" "$create_cgroup" ms
 row "sandbox create --disk 64M vs without (cgroup watcher)" "$create_disk" "$create_cgroup" ms
 row "sandbox create, namespaces vs native" "$create_ns" "$create_native" ms
+printf '%-52s %8s ms\n' "  the gap: median of $CREATE_PAIRS pairs' differences" "$create_gap"
 row "exec of 'true', namespaces vs native" "$exec_ns" "$exec_native" us
 row "sandbox create --network private vs none (namespaces)" "$create_private" "$create_none" ms
 printf '%-52s %8s ms\n' "  the BPF program's load (median of 10)" "$bpf_load"
 printf '%-52s %8s us %8s us (p99)\n' "exit-to-event latency, BPF ($lat_n exits): median" "$lat_med" "$lat_p99"
 echo
-echo "medians of $TRIALS trials (exec: mean of $EXECS). Targets of the namespaces rows: create within"
+echo "medians of $TRIALS trials (exec: mean of $EXECS; namespaces vs native: $CREATE_PAIRS pairs of creates,"
+echo "$EXEC_PAIRS execs in each, in turn; medians). Targets of the namespaces rows: create within"
 echo "5 ms of native, exec within 10%. The close includes the CLI, the daemon's"
 echo "unmount, cgroup.kill of the Sandbox's subtree, waiting for populated 0, removing the"
 echo "cgroups, the directory and the record. DESIGN.md's floor: 754 processes in 0.37 s."

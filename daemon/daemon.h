@@ -235,10 +235,4 @@ void wake_followers(daemon_state *d);
 /* Appends the last max exits to out, newest first; with d->lock held. */
 void recent_exits_json(daemon_state *d, json_t *out, size_t max);
 
-/* The namespaces runtime's Sandbox init (sandbox_init.c): `layerfs-daemon --sandbox-init
- * --hostname NAME --home HOME --dir SANDBOX_DIR`, started by the runtime as pid 1 of the Sandbox's new
- * namespaces, root of its user namespace. Sets them up, writes one byte to fd LFS_DAEMON_READY_FD, then
- * reaps whatever ends in them until it is killed; never returns on its own after that. */
-int sandbox_init_main(int argc, char **argv);
-
 #endif

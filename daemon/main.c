@@ -142,8 +142,6 @@ static const char help[] =
         "    layerfs-daemon --home DIR --project NAME --sandbox N --dir DIR --cgroup CGROUP\n"
         "                   --instance ID [--platform NAME] [--runtime NAME] [--id-base N]\n"
         "                   [--ready-fd FD] [--disk BYTES] [--network NAME]\n"
-        "    layerfs-daemon --sandbox-init --hostname NAME --home HOME --dir DIR\n"
-        "                   [--network NAME]\n"
         "\n"
         "DESCRIPTION\n"
         "    liblayerfs (and so 'layerfs sandbox create') starts one layerfs-daemon for each\n"
@@ -158,6 +156,12 @@ static const char help[] =
         "    identity, watches their processes (BPF, else the proc connector or the cgroup's\n"
         "    events) and closes the Sandbox on 'sandbox close' or when idle: it ends every\n"
         "    process in the cgroup, unmounts, and removes the cgroups, DIR and the record.\n"
+        "\n"
+        "    Under the namespaces runtime the library starts layerfs-init too, from beside\n"
+        "    this program: pid 1 of the Sandbox's new namespaces, it builds the Sandbox's\n"
+        "    view (the host's root read-only, its own /proc, /sys, /dev and /tmp, and of\n"
+        "    HOME only DIR's tmp and mnt), its hostname and lo, says so on fd 3, then only\n"
+        "    reaps. It is not meant to be run by hand either.\n"
         "\n"
         "OPTIONS\n"
         "    --home DIR       the home whose Sandbox this is\n"
@@ -182,12 +186,6 @@ static const char help[] =
         "    --network NAME   the Sandbox's network: none, host or private (namespaces;\n"
         "                     native's is host); default the runtime's (namespaces: none).\n"
         "                     The daemon's teardown removes a private one's host end\n"
-        "    --sandbox-init   the init of a Sandbox of the namespaces runtime (started by\n"
-        "                     liblayerfs as pid 1 of the Sandbox's namespaces): sets them\n"
-        "                     up (its view of the files: the host's root read-only, its\n"
-        "                     own /proc, /sys, /dev, /tmp, and of HOME only DIR's tmp and\n"
-        "                     mnt; the hostname NAME; lo, unless --network host), says\n"
-        "                     so on fd 3, then reaps\n"
         "    --help           this text\n"
         "    --version        the version\n"
         "\n"
@@ -220,9 +218,6 @@ int main(int argc, char **argv) {
         daemon_state d = { .lock = PTHREAD_MUTEX_INITIALIZER };
         const char *home_dir = NULL, *number = NULL, *platform = "linux", *runtime = NULL, *ready = NULL,
                    *id_base = NULL, *disk = NULL, *network = NULL;
-        /* The namespaces runtime's Sandbox init is this binary in another mode. */
-        if (argc > 1 && !strcmp(argv[1], "--sandbox-init"))
-                return sandbox_init_main(argc, argv);
         static const struct option options[] = {
                 { "home", required_argument, NULL, 'h' },
                 { "project", required_argument, NULL, 'p' },

@@ -18,11 +18,12 @@ struct sock_fprog;
 #define LFS_LINUX_READY_TIMEOUT_MS 5000
 
 /* In a child that is to become a detached process of a Sandbox (its daemon, its init):
- * null_fd on 0, log_fd on 1 and 2, ready_fd on LFS_DAEMON_READY_FD, the default signal
- * mask and actions, nothing else of the caller's open; then exe with argv. Never returns
- * (126: the fds could not be set, 127: exe did not run). Async-signal-safe. */
+ * null_fd on 0, log_fd on 1 and 2, ready_fd on LFS_DAEMON_READY_FD, hold_fd (or -1) on
+ * LFS_INIT_HOLD_FD, the default signal mask and actions, nothing else of the caller's
+ * open; then exe with argv. Never returns (126: the fds could not be set, 127: exe did
+ * not run). Async-signal-safe. */
 _Noreturn void lfs_linux_exec_child(const char *exe, const char *const *argv, int null_fd, int log_fd,
-                                    int ready_fd);
+                                    int ready_fd, int hold_fd);
 /* Adds what both need: root, cgroup2, cgroup.kill, pidfd, FUSE. */
 void lfs_linux_probe(const lfs_platform *p, lfs_missing *m);
 /* Root, and the cgroup root (*ret_root). */

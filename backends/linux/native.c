@@ -57,7 +57,7 @@ int lfs_linux_reach(const lfs_platform *p, const lfs_sandbox_ref *sb, lfs_error 
 /* ---- create ---- */
 
 _Noreturn void lfs_linux_exec_child(const char *exe, const char *const *argv, int null_fd, int log_fd,
-                                    int ready_fd) {
+                                    int ready_fd, int hold_fd) {
         /* What the child keeps goes above its final numbers first: the caller may have 0, 1
          * or 2 closed, so the readiness pipe, /dev/null or the log may have one of those
          * numbers, which the dup2s below would overwrite (the daemon then wrote its
@@ -65,11 +65,13 @@ _Noreturn void lfs_linux_exec_child(const char *exe, const char *const *argv, in
         int ready_high = ready_fd < 0 ? -1 : fcntl(ready_fd, F_DUPFD_CLOEXEC, HIGH_FD);
         int null_high = null_fd < 0 ? -1 : fcntl(null_fd, F_DUPFD_CLOEXEC, HIGH_FD);
         int log_high = log_fd < 0 ? -1 : fcntl(log_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+        int hold_high = hold_fd < 0 ? -1 : fcntl(hold_fd, F_DUPFD_CLOEXEC, HIGH_FD);
         /* dup2 clears close-on-exec on its target. Without them the child would run with the
          * caller's 0, 1, 2 (a pipe it held open would keep the caller's reader waiting until
          * the Sandbox closes): it does not start. */
         if (ready_high < 0 || null_high < 0 || log_high < 0 || dup2(null_high, 0) < 0 ||
-            dup2(log_high, 1) < 0 || dup2(log_high, 2) < 0 || dup2(ready_high, LFS_DAEMON_READY_FD) < 0)
+            dup2(log_high, 1) < 0 || dup2(log_high, 2) < 0 || dup2(ready_high, LFS_DAEMON_READY_FD) < 0 ||
+            (hold_fd >= 0 && (hold_high < 0 || dup2(hold_high, LFS_INIT_HOLD_FD) < 0)))
                 _exit(126);
         /* Nor the caller's signal state: a SIGCHLD it ignores would make every wait of the
          * daemon's for its commands fail, a signal it blocks would never come. */
@@ -80,7 +82,7 @@ _Noreturn void lfs_linux_exec_child(const char *exe, const char *const *argv, in
         for (int sig = 1; sig < NSIG; sig++)
                 (void)sigaction(sig, &dfl, NULL);
         /* Nothing else of the caller's. */
-        close_range(LFS_DAEMON_READY_FD + 1, ~0U, 0);
+        close_range(hold_fd >= 0 ? LFS_INIT_HOLD_FD + 1 : LFS_DAEMON_READY_FD + 1, ~0U, 0);
         execv(exe, (char *const *)argv);
         dprintf(2, "cannot run %s: %s\n", exe, strerror(errno));
         _exit(127);
@@ -145,7 +147,7 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);
                 int out = openat(start->dir_fd, "daemon.log",
                                  O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-                lfs_linux_exec_child(start->exe, argv, null, out, ready_fd);
+                lfs_linux_exec_child(start->exe, argv, null, out, ready_fd, -1);
         }
         close(pid_pipe[1]);
         close(go_pipe[0]);

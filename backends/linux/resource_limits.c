@@ -85,7 +85,7 @@ int lfs_linux_apply_limits(const char *place, const lfs_sandbox_limits *limits, 
 
 /* The parts of the budget: each a directory of its tmpfs bound at <dir>/<name>. view-tmp
  * only for a Sandbox with ids of its own (namespaces), whose init makes its /tmp and
- * /dev/shm there (daemon/sandbox_init.c). */
+ * /dev/shm there (init/sandbox_init.c). */
 static const char *const disk_parts[] = { "tmp", "upper", "processes", "view-tmp" };
 
 /* How many bytes of the budget one inode stands for: a page, so that the budget holds as

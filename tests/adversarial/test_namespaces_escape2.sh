@@ -82,23 +82,24 @@ lfs sandbox close "$K" --force >/dev/null
 assert_nothing_left "close of a Sandbox whose init was killed"
 assert_eq "$(links)" "$LINKS_BEFORE" "no link left after the init was killed"
 
-# The daemon's binary, in its init mode, waits at a gate: there the CLI (then the daemon)
-# is killed, while the init has not set the view up yet.
+# The Sandbox init waits at a gate: there the CLI (then the daemon) is killed, while the
+# init has not set the view up yet. The runtime runs the layerfs-init beside the daemon it
+# is given, so the gated pair is a directory of its own.
 GATE=$WORK/gate
 ARRIVED=$WORK/arrived
 mkfifo -m 666 "$GATE" "$ARRIVED"
 # Held open for reading and writing: the init's open of the gate never waits for a writer,
 # and a "go" for an init that is gone already never waits for a reader.
 exec {gate_fd}<>"$GATE"
-cat >"$WORK/daemon-at-gate" <<EOF
+mkdir "$WORK/gated"
+printf '#!/bin/sh\nexec %s/layerfs-daemon "$@"\n' "$BUILD" >"$WORK/gated/layerfs-daemon"
+cat >"$WORK/gated/layerfs-init" <<EOF
 #!/bin/sh
-if [ "\$1" = --sandbox-init ]; then
-        echo arrived >$ARRIVED
-        read -r go <$GATE
-fi
-exec $BUILD/layerfs-daemon "\$@"
+echo arrived >$ARRIVED
+read -r go <$GATE
+exec $BUILD/layerfs-init "\$@"
 EOF
-chmod 755 "$WORK/daemon-at-gate"
+chmod 755 "$WORK/gated/layerfs-daemon" "$WORK/gated/layerfs-init"
 # create_at_gate: a create of a private Sandbox with a budget whose init waits at the gate;
 # the CLI's pid in CREATE_CLI once the init is there.
 create_at_gate() {
@@ -107,7 +108,7 @@ create_at_gate() {
         (
                 set +e
                 trap - ERR
-                LAYERFS_DAEMON=$WORK/daemon-at-gate "$LAYERFS" sandbox create --network private --disk 8M \
+                LAYERFS_DAEMON=$WORK/gated/layerfs-daemon "$LAYERFS" sandbox create --network private --disk 8M \
                         >"$WORK/create.out" 2>&1 &
                 echo $! >"$WORK/cli.pid"
                 wait $!

@@ -30,6 +30,12 @@ CG=$(records "SELECT cgroup FROM sandboxes WHERE number=$SB")
 INIT=$(cat "$CG/init/cgroup.procs")
 [ -n "$INIT" ] || fail "no init in $CG/init"
 assert_eq "$(stat -c %u:%g "/proc/$INIT")" "$BASE:$BASE" "the init is root of the Sandbox's ids, not the host's root"
+# The range's host-wide lock: the init keeps it (fd 4), so no other create of any home
+# takes the range while the Sandbox lives.
+LOCKS=/run/layerfs/ids
+assert_eq "$(readlink "/proc/$INIT/fd/4")" "$LOCKS/$BASE" "the init keeps its range's lock"
+! flock -n "$LOCKS/$BASE" true || fail "the lock of sandbox $SB's range is free while it runs"
+ok
 # Its namespaces, to find them gone after the close.
 NS=""
 for kind in user pid mnt ipc uts net cgroup; do
@@ -119,6 +125,8 @@ lfs sandbox close "$SB" >/dev/null
 assert_nothing_left "after close"
 wait_exit "$INIT" 10 || fail "the init still runs after the close"
 ok
+flock -n "$LOCKS/$BASE" true || fail "the lock of sandbox $SB's range is held after its close"
+ok
 for ino in $NS; do
         left=$(find /proc/[0-9]*/ns -lname "$ino" 2>/dev/null | head -3 || true)
         [ -z "$left" ] || fail "namespace $ino is still held: $left"
@@ -136,7 +144,43 @@ expect_refusal LimitReached "LAYERFS_ID_RANGE $FIRST:131072" \
         env LAYERFS_ID_RANGE=$FIRST:131072 "$LAYERFS" sandbox create
 expect_refusal InvalidInput "LAYERFS_ID_RANGE='5:10'" env LAYERFS_ID_RANGE=5:10 "$LAYERFS" sandbox create
 expect_refusal InvalidInput "LAYERFS_RUNTIME='bogus'" env LAYERFS_RUNTIME=bogus "$LAYERFS" sandbox create
+# A daemon with no layerfs-init beside it (a copy, or a half-made install): refused naming
+# the init's path, with nothing made (the check comes before the view and the daemon).
+mkdir "$WORK/lone"
+printf '#!/bin/sh\nexec %s/layerfs-daemon "$@"\n' "$BUILD" >"$WORK/lone/layerfs-daemon"
+chmod 755 "$WORK/lone/layerfs-daemon"
+expect_refusal Failed "$WORK/lone/layerfs-init, beside the daemon" \
+        env LAYERFS_DAEMON="$WORK/lone/layerfs-daemon" "$LAYERFS" sandbox create
+assert_eq "$(records "SELECT count(*) FROM sandboxes")" 2 "no record of the refused create"
 lfs sandbox close "$A" >/dev/null
 lfs sandbox close "$B" >/dev/null
+# A range whose lock another holds (another home's create, at the same instant) is skipped.
+exec {lock_fd}>"$LOCKS/$FIRST"
+flock -n "$lock_fd" || fail "cannot take the lock of $FIRST"
+C=$(lfs sandbox create)
+assert_eq "$(records "SELECT id_base FROM sandboxes WHERE number=$C")" "$((FIRST + 65536))" \
+        "a range whose lock another holds is skipped"
+lfs sandbox close "$C" >/dev/null
+exec {lock_fd}>&-
+# A host process with ids in a range holds it, even when it is not dumpable (as hardened
+# programs make themselves, and as /proc/<pid>/status then shows root as its owner): create
+# takes the next range. It says it is ready on a fifo once it is not dumpable any more.
+mkfifo -m 666 "$WORK/held"
+setpriv --reuid="$FIRST" --regid="$FIRST" --clear-groups /usr/bin/python3 -c '
+import ctypes, sys, time
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+open(sys.argv[1], "w").write("ready\n")
+time.sleep(1000)' "$WORK/held" &
+HOLDER=$!
+read -r -t 60 _ <>"$WORK/held" || fail "the holder did not start"
+assert_eq "$(stat -c %u "/proc/$HOLDER/status")" 0 "the holder is not dumpable"
+C=$(lfs sandbox create)
+assert_eq "$(records "SELECT id_base FROM sandboxes WHERE number=$C")" "$((FIRST + 65536))" \
+        "a range a host process runs in is skipped"
+kill "$HOLDER"
+wait "$HOLDER" 2>/dev/null || true
+lfs sandbox close "$C" >/dev/null
 assert_nothing_left "after the refusals"
+# The locks of this test's own ranges (LAYERFS_ID_RANGE above): nothing holds them now.
+rm -f "$LOCKS/$FIRST" "$LOCKS/$((FIRST + 65536))" "$LOCKS/$((FIRST + 131072))"
 finish

@@ -71,6 +71,7 @@ run install-debs apt-get install -y /tmp/layerfs_*.deb /tmp/liblayerfs0_*.deb /t
 mv "$SRC/build" "$SRC/build.aside"
 [ "$(layerfs --version)" = "layerfs $(make -s --no-print-directory print-version)" ] || fail "layerfs --version: $(layerfs --version)"
 [ -x /usr/libexec/layerfs/layerfs-daemon ] || fail "no /usr/libexec/layerfs/layerfs-daemon"
+[ -x /usr/libexec/layerfs/layerfs-init ] || fail "no /usr/libexec/layerfs/layerfs-init"
 [ -f /usr/share/bash-completion/completions/layerfs ] || fail "no bash completion"
 [ -f /lib/systemd/system/layerfs-reclaim.service ] || fail "no layerfs-reclaim.service"
 [ -L /etc/systemd/system/multi-user.target.wants/layerfs-reclaim.service ] || fail "layerfs-reclaim.service is not enabled"

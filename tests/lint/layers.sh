@@ -21,8 +21,9 @@ declare -A may=(
         [userspace-lib/client]="include userspace-lib/base userspace-lib/store cgroup backends proto userspace-lib/client config"
         [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client daemon config skel"
         [cli]="include userspace-lib/base cli config"
+        [init]="include userspace-lib/base cgroup backends init"
 )
-folders="include userspace-lib/base userspace-lib/store cgroup bpf backends backends/linux proto userspace-lib/client daemon cli"
+folders="include userspace-lib/base userspace-lib/store cgroup bpf backends backends/linux proto userspace-lib/client daemon cli init"
 
 # Which folder holds a header of that name. A name with a folder in it ("linux/x.h")
 # would reach a folder through another's include path (-Ibackends finds

@@ -34,7 +34,7 @@ assert_eq "$(field liblayerfs-dev Depends)" "liblayerfs0 (= $version)" "liblayer
 files() { dpkg-deb -c "$D/${1}_${version}_$arch.deb" | awk '$1 !~ /^d/ {print $6}' | grep -v '^./usr/share/doc/' | sort | xargs; }
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 assert_eq "$(files layerfs)" "./lib/systemd/system/layerfs-reclaim.service ./usr/bin/layerfs \
-./usr/libexec/layerfs/layerfs-daemon ./usr/share/bash-completion/completions/layerfs \
+./usr/libexec/layerfs/layerfs-daemon ./usr/libexec/layerfs/layerfs-init ./usr/share/bash-completion/completions/layerfs \
 ./usr/share/layerfs/systemd/layerfs-delegate.conf ./usr/share/man/man1/layerfs.1.gz \
 ./usr/share/man/man8/layerfs-daemon.8.gz" "layerfs's files"
 assert_eq "$(files liblayerfs0)" "./usr/lib/$ma/liblayerfs.so.0 ./usr/lib/$ma/liblayerfs.so.$version" "liblayerfs0's files"

@@ -16,6 +16,7 @@ make -s -C "$ROOT" BUILD="$BUILD" install DESTDIR="$DEST" >"$WORK/install.log" 2
 # ---- the layout ----------------------------------------------------------------------
 expected="f 755 $P/bin/layerfs
 f 755 $P/libexec/layerfs/layerfs-daemon
+f 755 $P/libexec/layerfs/layerfs-init
 f 644 $P/lib/liblayerfs.so.0.1.0
 l 777 $P/lib/liblayerfs.so.0 -> liblayerfs.so.0.1.0
 l 777 $P/lib/liblayerfs.so -> liblayerfs.so.0

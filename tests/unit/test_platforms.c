@@ -135,7 +135,8 @@ static void test_an_unbuilt_runtime_is_unsupported(void **state) {
                 lfs_daemon_handle h;
                 lfs_daemon_start start = { .exe = "/bin/false",
                                            .args = (const char *const[]){ NULL },
-                                           .dir_fd = -1 };
+                                           .dir_fd = -1,
+                                           .init_holds_fd = -1 };
                 assert_true(rt->create(&sb, &start, &h, &err) < 0);
                 assert_int_equal(err->code, LFS_UNSUPPORTED);
                 lfs_error_free(err);

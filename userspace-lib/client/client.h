@@ -41,9 +41,10 @@ bool lfs_wait_owner_gone(const sandbox_record *rec, int timeout_ms);
 /* Which layerfs-daemon a Sandbox runs (an absolute path). */
 int lfs_daemon_path(char **ret_path, lfs_error **err);
 /* Makes the Sandbox's directory and token, and has the record's runtime (of platform) make
- * its place and start daemon there; returns once it answers on its socket. */
+ * its place and start daemon there; returns once it answers on its socket. id_hold (or -1):
+ * the id range's lock, for the Sandbox's init to keep. */
 int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, sandbox_record *rec,
-                     const char *daemon, pid_t *ret_pid, lfs_error **err);
+                     const char *daemon, int id_hold, pid_t *ret_pid, lfs_error **err);
 /* Appends the last lines of the daemon's log to *err's message. */
 void lfs_add_daemon_log(const sandbox_record *rec, lfs_error **err);
 

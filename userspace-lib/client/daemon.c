@@ -73,7 +73,7 @@ int lfs_daemon_path(char **ret_path, lfs_error **err) {
  * token and socket are root's) with its token, then its place with the daemon in it (the
  * runtime's create), answering on its socket. rec->dir_fd is the directory once made. */
 int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, sandbox_record *rec,
-                     const char *daemon, pid_t *ret_pid, lfs_error **err) {
+                     const char *daemon, int id_hold, pid_t *ret_pid, lfs_error **err) {
         _cleanup_free_ char *name = xasprintf("%s-%d", rec->project, rec->number), *why = NULL;
         lfs_sandbox_ref sb;
         const lfs_runtime *runtime = lfs_record_runtime(home, rec, NULL, &sb);
@@ -134,9 +134,11 @@ int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, 
                                      disk ? "--disk" : NULL,
                                      disk,
                                      NULL };
-        lfs_daemon_start start = {
-                .exe = daemon, .args = args, .dir_fd = rec->dir_fd, .limits = &rec->limits
-        };
+        lfs_daemon_start start = { .exe = daemon,
+                                   .args = args,
+                                   .dir_fd = rec->dir_fd,
+                                   .limits = &rec->limits,
+                                   .init_holds_fd = id_hold };
         lfs_daemon_handle h = { .pid = -1, .pidfd = -1 };
         if ((r = runtime->create(&sb, &start, &h, err)) < 0)
                 return r;

@@ -2,7 +2,9 @@
 /* The Sandbox records in <home>/home.db (records.h). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -574,41 +576,102 @@ static char *subid_overlap(const char *file, uint32_t base) {
         return NULL;
 }
 
-/* Which ranges of 65536 ids in [first, first+count) a process of the host runs in (a uid
- * or gid of its, real, effective, saved or filesystem; zombies aside): in_use[i] for the range at
- * first + i*65536. Every home has the same default LAYERFS_ID_RANGE, and the init of a
- * running namespaces Sandbox of any home runs as its id_base: a range claimed by another
- * home (or by another user namespace runtime) shows here, which this home's records do
- * not say. */
+/* Whether the process /proc/<name> has ended (a zombie, or dead), from its stat's state:
+ * a Sandbox that closed leaves its init a zombie until the host's init reaps it, and it
+ * holds nothing any more. The state follows the last ')' (the name may hold one). */
+static bool process_ended(int proc_fd, const char *name) {
+        char path[300], buf[512];
+        snprintf(path, sizeof(path), "%s/stat", name);
+        _cleanup_close_ int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+        ssize_t k = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+        if (k <= 0)
+                return true; /* gone meanwhile */
+        buf[k] = 0;
+        const char *end = strrchr(buf, ')');
+        return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
+}
+
+/* Which ranges of 65536 ids in [first, first+count) a process of the host runs in: in_use[i]
+ * for the range at first + i*65536. Every home has the same default LAYERFS_ID_RANGE, and
+ * every process of a running namespaces Sandbox of any home (its init first of all) runs
+ * with ids of its range: a range claimed by another home (or by another user namespace
+ * runtime) shows here, which this home's records do not say.
+ * A process's ids are read from the owner of its /proc/<pid> directory, which is its
+ * effective uid and gid whether it is dumpable or not (fs/proc/base.c, task_dump_owner:
+ * the rule for non-dumpable tasks spares the directory). A stat costs 2.5 us here where
+ * reading /proc/<pid>/status cost 16 us, and create looks at every process of the host;
+ * only a process in the range is read further, for its state. The other ids (real, saved,
+ * filesystem) of a process in a user namespace that maps only a Sandbox's range are in
+ * that range too. */
 static void host_ranges_in_use(uint32_t first, uint32_t count, bool *in_use) {
         DIR *proc = opendir("/proc");
         struct dirent *de;
         while (proc && (de = readdir(proc))) {
                 if (de->d_name[0] < '1' || de->d_name[0] > '9')
                         continue;
-                char path[sizeof(de->d_name) + 16], line[256];
-                snprintf(path, sizeof(path), "/proc/%s/status", de->d_name);
-                _cleanup_fclose_ FILE *f = fopen(path, "re");
-                while (f && fgets(line, sizeof(line), f)) {
-                        unsigned long ids[4];
-                        /* A zombie (a Sandbox's that is closing) holds nothing any more. */
-                        if (!strncmp(line, "State:\tZ", 8) || !strncmp(line, "State:\tX", 8))
-                                break;
-                        if ((strncmp(line, "Uid:", 4) && strncmp(line, "Gid:", 4)) ||
-                            sscanf(line + 4, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
-                                continue;
-                        for (int i = 0; i < 4; i++)
-                                if (ids[i] >= first && ids[i] - first < count)
-                                        in_use[(ids[i] - first) / SANDBOX_IDS] = true;
-                }
+                struct stat st;
+                if (fstatat(dirfd(proc), de->d_name, &st, 0) < 0)
+                        continue; /* gone meanwhile */
+                const unsigned long ids[] = { st.st_uid, st.st_gid };
+                for (size_t i = 0; i < ELEMENTSOF(ids); i++)
+                        if (ids[i] >= first && ids[i] - first < count &&
+                            !process_ended(dirfd(proc), de->d_name))
+                                in_use[(ids[i] - first) / SANDBOX_IDS] = true;
         }
         if (proc)
                 closedir(proc);
 }
 
-/* The lowest range of the home's that no record holds, no process of the host runs in
- * and no subordinate id entry overlaps, inside the claim's transaction. */
-static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
+/* Where the host-wide locks of the id ranges are: one file per range, <base>, in root's
+ * directory (the BPF watcher keeps its offsets in /run/layerfs too). */
+#define ID_LOCKS "/run/layerfs/ids"
+
+/* The lock of the range at base, taken without waiting: 0 and *ret_fd, or 1 when another
+ * create or a running Sandbox's init (of any home) holds it. The records are one home's,
+ * and the ids show among the host's processes only once the init runs: two homes'
+ * creates at one instant would take one range but for this lock, which the claim takes
+ * and the Sandbox's init keeps for its life (LFS_INIT_HOLD_FD): it goes when the init
+ * ends with the Sandbox, however that happens. */
+static int hold_range(int locks_fd, uint64_t base, int *ret_fd, lfs_error **err) {
+        char name[32];
+        snprintf(name, sizeof(name), "%" PRIu64, base);
+        _cleanup_close_ int fd = openat(locks_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open the id range's lock %s/%s: %s",
+                                ID_LOCKS, name, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno == EWOULDBLOCK)
+                        return 1;
+                return lfs_fail(err, LFS_FAILED, errno, "cannot lock %s/%s: %s", ID_LOCKS, name,
+                                strerror(errno));
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* ID_LOCKS, made if missing: root's alone, or refused (a lock anyone could take or hold
+ * would let them keep a range from every home, or give one to two). */
+static int open_id_locks(int *ret_fd, lfs_error **err) {
+        if ((mkdir("/run/layerfs", 0700) < 0 && errno != EEXIST) ||
+            (mkdir(ID_LOCKS, 0700) < 0 && errno != EEXIST))
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", ID_LOCKS, strerror(errno));
+        _cleanup_close_ int fd = open(ID_LOCKS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", ID_LOCKS, strerror(errno));
+        if (st.st_uid != 0 || (st.st_mode & 0077))
+                return lfs_fail(err, LFS_FAILED, EPERM,
+                                "%s is not root's alone (owner %u, mode %04o); remove it, and a create "
+                                "makes it again",
+                                ID_LOCKS, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* The lowest range of the home's that no record holds, no process of the host runs in,
+ * no subordinate id entry overlaps and no other create or Sandbox holds the lock of,
+ * inside the claim's transaction; *ret_hold is that lock. */
+static int claim_ids(sqlite3 *db, uint32_t *ret, int *ret_hold, lfs_error **err) {
         uint32_t first = 0, count = 0;
         int r = lfs_id_range(&first, &count, err);
         if (r < 0)
@@ -620,6 +683,11 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
                 return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
         _cleanup_free_ char *skipped = NULL;
         _cleanup_free_ bool *in_use = xcalloc(count / SANDBOX_IDS, sizeof(bool));
+        _cleanup_close_ int locks_fd = -1;
+        if ((r = open_id_locks(&locks_fd, err)) < 0) {
+                sqlite3_finalize(st);
+                return r;
+        }
         host_ranges_in_use(first, count, in_use);
         r = -ENOSPC;
         for (uint64_t base = first; base + SANDBOX_IDS <= (uint64_t)first + count; base += SANDBOX_IDS) {
@@ -639,16 +707,22 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, lfs_error **err) {
                                 free(overlap);
                         continue;
                 }
-                *ret = (uint32_t)base;
-                r = 0;
+                int held = hold_range(locks_fd, base, ret_hold, err);
+                if (held == 1)
+                        continue;
+                r = held < 0 ? held : 0;
+                if (r == 0)
+                        *ret = (uint32_t)base;
                 break;
         }
         sqlite3_finalize(st);
+        if (r < 0 && r != -ENOSPC)
+                return r;
         if (r < 0)
                 return lfs_fail(
                         err, LFS_LIMIT_REACHED, ENOSPC,
                         "no range of 65536 host ids is free for a namespaces Sandbox in this home's "
-                        "LAYERFS_ID_RANGE %u:%u (every one is another Sandbox's, a host process's%s%s); close a Sandbox "
+                        "LAYERFS_ID_RANGE %u:%u (every one is another Sandbox's, another create's, a host process's%s%s); close a Sandbox "
                         "or give LAYERFS_ID_RANGE a wider range that no /etc/subuid entry overlaps",
                         first, count, skipped ? ", or overlaps the " : "", skipped ? skipped : "");
         return 0;
@@ -785,7 +859,7 @@ int lfs_record_check_link(lfs_home *home, sqlite3 *db, const sandbox_record *rec
 
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
                      const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
-                     sandbox_record *ret, lfs_error **err) {
+                     sandbox_record *ret, int *ret_id_hold, lfs_error **err) {
         unsigned long long start = 0;
         if (lfs_process_start_time(getpid(), &start) < 0)
                 return lfs_fail(err, LFS_FAILED, ESRCH, "cannot read this process's start time");
@@ -820,11 +894,12 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                                .network = network,
                                .dir_fd = -1 };
         _cleanup_free_ char *socket = xasprintf("%s/control.sock", rec.dir);
+        _cleanup_close_ int id_hold = -1;
         int r = 0;
         if (number > INT_MAX)
                 r = lfs_fail(err, LFS_LIMIT_REACHED, 0, "project '%s' has no free sandbox number", project);
         else if (!strcmp(runtime, "namespaces"))
-                r = claim_ids(db, &rec.id_base, err);
+                r = claim_ids(db, &rec.id_base, &id_hold, err);
         if (r == 0 && network == LFS_NETWORK_PRIVATE)
                 r = claim_net(db, &rec.net_base, err);
         /* No two records name one link (lfs_record_check_link). */
@@ -876,6 +951,7 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                 return r;
         }
         *ret = rec;
+        *ret_id_hold = TAKE_FD(id_hold);
         return 0;
 }
 

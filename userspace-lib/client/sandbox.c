@@ -271,12 +271,14 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
         sandbox_record rec = { .dir_fd = -1 };
-        if ((r = lfs_record_claim(home, db, name, place_root, rt->name, &limits, network, &rec, err)) < 0) {
+        _cleanup_close_ int id_hold = -1;
+        if ((r = lfs_record_claim(home, db, name, place_root, rt->name, &limits, network, &rec, &id_hold,
+                                  err)) < 0) {
                 sqlite3_close(db);
                 return r;
         }
         pid_t pid = -1;
-        r = lfs_start_daemon(home, base, chosen, &rec, daemon, &pid, err);
+        r = lfs_start_daemon(home, base, chosen, &rec, daemon, id_hold, &pid, err);
         if (r == 0 && injected("record"))
                 r = lfs_fail(err, LFS_FAILED, EIO,
                              "cannot record sandbox %d (LAYERFS_INJECT_FAILURE=record)", rec.number);
