@@ -8,6 +8,17 @@ export LAYERFS_PROJECT=m
 
 # mode_and_text DIR PATH: "<octal mode> <contents>" of a file.
 mode_and_text() { echo "$(stat -c %a "$1/$2") $(cat "$1/$2")"; }
+# expect_tree WHAT RUN TOOL NAMES DIR...: in each DIR, run.sh and tool are RUN and TOOL
+# ("<mode> <contents>") and the names there are NAMES (one line, space-separated).
+expect_tree() {
+        local what=$1 run=$2 tool=$3 names=$4 d
+        shift 4
+        for d in "$@"; do
+                assert_eq "$(mode_and_text "$d" run.sh)" "$run" "$what: $d: run.sh"
+                assert_eq "$(mode_and_text "$d" tool)" "$tool" "$what: $d: tool"
+                assert_eq "$(cd "$d" && echo $(ls -A))" "$names" "$what: $d: what each side deleted is gone"
+        done
+}
 
 mkdir -p "$WORK/base/dir/sub"
 echo v1 >"$WORK/base/run.sh"
@@ -42,11 +53,8 @@ assert_eq "$(echo "$out" | json_get 'j["fast_forward"], j["up_to_date"]')" "(Fal
 lfs --json branch merge modes2 contents >/dev/null
 lfs branch export modes "$WORK/merged" >/dev/null
 lfs branch export contents "$WORK/merged2" >/dev/null
-for d in merged merged2; do
-        assert_eq "$(mode_and_text "$WORK/$d" run.sh)" "755 v2" "$d: run.sh has the new contents and the exec bit"
-        assert_eq "$(mode_and_text "$WORK/$d" tool)" "644 t2" "$d: tool has the new contents without the exec bit"
-        assert_eq "$(cd "$WORK/$d" && ls -A)" "$(printf 'keep.txt\nrun.sh\ntool')" "$d: what each side deleted is gone"
-done
+# run.sh has the new contents and the exec bit, tool the new contents without it.
+expect_tree "branch merge" "755 v2" "644 t2" "keep.txt run.sh tool" "$WORK/merged" "$WORK/merged2"
 assert_eq "$(lfs branch diff modes contents)" "" "both directions merged to one tree"
 lfs project verify >/dev/null
 ok
@@ -102,11 +110,7 @@ lfs branch commit ws --from "$WORK/ws-moved" -m "moved meanwhile" >/dev/null
 out=$(lfs --json workspace commit "$n" ws -m "exec bits")
 assert_eq "$(echo "$out" | json_get 'j["merged"]')" True "the Workspace's commit merged"
 lfs branch export ws "$WORK/ws-merged" >/dev/null
-for d in "$WORK/ws-merged" "$path"; do
-        assert_eq "$(mode_and_text "$d" run.sh)" "755 v2" "$d: run.sh"
-        assert_eq "$(mode_and_text "$d" tool)" "644 t2" "$d: tool"
-        assert_eq "$(cd "$d" && ls -A)" "$(printf 'keep.txt\nlink\nrun.sh\ntool')" "$d: deletions of both sides"
-done
+expect_tree "Workspace commit" "755 v2" "644 t2" "keep.txt link run.sh tool" "$WORK/ws-merged" "$path"
 assert_eq "$(lfs workspace status "$n" ws)" "" "the view is clean against the merge"
 lfs project verify >/dev/null
 ok
@@ -120,11 +124,7 @@ rm "$WORK/ws-moved2/keep.txt"
 lfs branch commit ws --from "$WORK/ws-moved2" -m "bits meanwhile" >/dev/null
 assert_eq "$(lfs --json workspace commit "$n" ws -m contents | json_get 'j["merged"]')" True "merged again"
 lfs branch export ws "$WORK/ws-merged2" >/dev/null
-for d in "$WORK/ws-merged2" "$path"; do
-        assert_eq "$(mode_and_text "$d" run.sh)" "644 v3" "$d: run.sh, second merge"
-        assert_eq "$(mode_and_text "$d" tool)" "755 t3" "$d: tool, second merge"
-        assert_eq "$(cd "$d" && ls -A)" "$(printf 'run.sh\ntool')" "$d: deletions, second merge"
-done
+expect_tree "second Workspace commit" "644 v3" "755 t3" "run.sh tool" "$WORK/ws-merged2" "$path"
 assert_eq "$(lfs workspace status "$n" ws)" "" "clean after the second merge"
 lfs workspace unmount "$n" ws >/dev/null
 lfs sandbox close "$n" >/dev/null

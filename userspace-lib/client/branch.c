@@ -10,28 +10,13 @@
  * point only once unmounted. So either the mount read the head before the delete took
  * the lock, and then its mount point was there for the delete to see (Busy), or it reads
  * after the delete ended, and finds no branch (NoSuchBranch). A Sandbox whose daemon is
- * dead is not asked: its Workspaces died with it.
+ * dead is not asked (its Workspaces died with it), nor one being closed (they are being
+ * unmounted): only those 'project list_sandboxes' lists.
  */
 #include <fcntl.h>
 
 #include "client.h"
 #include "names.h"
-
-typedef struct mounted_in {
-        const char *project;
-        int *numbers;
-        size_t n, cap;
-} mounted_in;
-
-static void live_of_project(void *userdata, sandbox_record *rec, const char *project, long long number,
-                            lfs_error *why) {
-        (void)project, (void)number, (void)why;
-        mounted_in *m = userdata;
-        if (!rec || strcmp(rec->project, m->project) || !lfs_record_alive(rec))
-                return;
-        GROW(m->numbers, m->cap, m->n + 1);
-        m->numbers[m->n++] = rec->number;
-}
 
 /* Whether the Sandbox's directory holds the branch's mount point: a Workspace mounted
  * there, or being mounted. Opened O_PATH: nothing asks the Workspace's FUSE server. */
@@ -49,23 +34,16 @@ static bool has_mount_point(const sandbox_record *rec, const char *key) {
  * mounted, with its Workspace's path. */
 static int refuse_if_mounted(void *userdata, const char *name, lfs_error **err) {
         lfs_store *store = userdata;
-        lfs_home *home = store->home;
-        _cleanup_free_ char *records = xasprintf("%s/home.db", home->path);
-        if (access(records, F_OK) < 0)
-                return 0; /* no Sandbox was ever made in this home */
-        mounted_in m = { .project = store->project };
-        sqlite3 *db = NULL;
-        int r = lfs_records_open(home, &db, err);
-        if (r == 0)
-                r = lfs_records_each(home, db, live_of_project, &m, err);
-        sqlite3_close(db);
+        lfs_sandbox_info *live = NULL;
+        size_t n_live = 0;
+        int r = lfs_live_sandboxes(store->home, store->project, &live, &n_live, err);
         _cleanup_free_ char *key = lfs_branch_dir_name(name);
         char *where = NULL;
         size_t n_mounted = 0;
         int first = 0;
-        for (size_t i = 0; i < m.n && r == 0; i++) {
+        for (size_t i = 0; i < n_live && r == 0; i++) {
                 sandbox_record rec = { .dir_fd = -1 };
-                if (lfs_sandbox_open(home, m.project, m.numbers[i], &rec, NULL) < 0)
+                if (lfs_sandbox_open(store->home, store->project, live[i].sandbox, &rec, NULL) < 0)
                         continue;
                 if (lfs_record_alive(&rec) && has_mount_point(&rec, key)) {
                         char *more = xasprintf("%s%ssandbox %d (at %s/mnt/%s)", where ? where : "",
@@ -77,7 +55,7 @@ static int refuse_if_mounted(void *userdata, const char *name, lfs_error **err) 
                 }
                 lfs_record_done(&rec);
         }
-        free(m.numbers);
+        lfs_sandbox_info_free(live, n_live);
         if (r == 0 && n_mounted)
                 r = lfs_fail(err, LFS_BUSY, EBUSY,
                              "branch '%s' is mounted as a Workspace in %s; unmount it there first "
