@@ -56,13 +56,18 @@ int cmd_branch_list(cli_ctx *ctx) {
 
 int cmd_branch_delete(cli_ctx *ctx) {
         const char *name = ctx->args[0];
+        lfs_id was;
         int r = cli_open_store(ctx);
-        if (r < 0 || (r = lfs_branch_delete(ctx->store, name, &ctx->err)) < 0)
+        if (r < 0 || (r = lfs_branch_delete(ctx->store, name, cli_flag(ctx, "force"), &was, &ctx->err)) < 0)
                 return r;
         if (ctx->json)
-                cli_print_json(json_pack("{s:s, s:b}", "branch", name, "deleted", 1));
-        else
-                printf("deleted branch %s\n", name);
+                cli_print_json(json_pack("{s:s, s:b, s:o}", "branch", name, "deleted", 1, "commit",
+                                         cli_json_id(&was)));
+        else {
+                char s[13];
+                short_id(&was, s);
+                printf("deleted branch %s (was %s)\n", name, s);
+        }
         return 0;
 }
 

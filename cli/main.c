@@ -156,8 +156,15 @@ static const command commands[] = {
           "layerfs branch list\n\nLists branches with their head commits.\n", NULL,
           "branches and their commits" },
         { "branch", "delete", cmd_branch_delete, 1, 1, "",
-          "layerfs branch delete NAME\n\nRemoves the branch. Its commits stay in the Store.\n", NULL,
-          "remove a branch (its commits stay)" },
+          "layerfs branch delete NAME [--force]\n\n"
+          "Removes the branch and prints the commit it was at ({branch, deleted, commit} with\n"
+          "--json). Its commits stay in the Store: 'layerfs branch create NAME --from COMMIT'\n"
+          "makes it again. Refused with Busy, naming each Sandbox and its Workspace's path,\n"
+          "while a running Sandbox has the branch mounted; unmount it there first. main is\n"
+          "refused with InvalidInput. --force deletes either anyway: a Workspace left on the\n"
+          "deleted branch keeps its changes, and its commit is refused with NoSuchBranch until\n"
+          "the branch is made again.\n",
+          "force", "remove a branch (its commits stay)" },
         { "branch", "log", cmd_branch_log, 1, 1, "limit",
           "layerfs branch log NAME [--limit N]\n\n"
           "Commits of NAME (a branch or commit), newest first, following first parents.\n",
@@ -172,9 +179,12 @@ static const command commands[] = {
           "layerfs branch merge FROM INTO\n\n"
           "Merges FROM (a branch or commit) into branch INTO, three-way per path against\n"
           "their nearest common ancestor. When INTO is an ancestor of FROM the head just\n"
-          "moves (fast-forward). A path changed on both sides differently, changed on one\n"
-          "side and deleted on the other, or a file on one side and a directory on the\n"
-          "other, is a conflict: Conflict lists every such path and nothing changes.\n",
+          "moves (fast-forward). A path changed on one side only takes that side's version\n"
+          "(a deletion too); a file's executable bit and its contents merge on their own, as\n"
+          "git does. A file's contents changed on both sides differently, a path changed on\n"
+          "one side and deleted on the other, or a file on one side and a directory on the\n"
+          "other, is a conflict: Conflict lists every such path and nothing changes. Renames\n"
+          "are not detected: a rename is a deletion and an addition.\n",
           NULL, "three-way merge; Conflict lists every path" },
         { "branch", "export", cmd_branch_export, 2, 2, "",
           "layerfs branch export BRANCH|COMMIT DIR\n\n"

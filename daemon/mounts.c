@@ -18,30 +18,6 @@
 #include "log.h"
 #include "codec.h"
 
-/* "feature/x" -> "feature%2Fx": a branch as one directory name. */
-static char *branch_key(const char *branch) {
-        size_t len = strlen(branch);
-        char *key = xmalloc(3 * len + 1), *p = key;
-        for (const char *s = branch; *s; s++) {
-                if (*s == '/' || *s == '%')
-                        p += sprintf(p, "%%%02X", (unsigned char)*s);
-                else
-                        *p++ = *s;
-        }
-        *p = 0;
-        /* A directory name has at most NAME_MAX bytes; a branch may have 200 of which
-         * each '/' takes three here. A longer key keeps its start and ends in "%~" and a
-         * hash of the branch: no short key has "%~" in it, so none is confused. */
-        if (p - key > NAME_MAX) {
-                lfs_id digest;
-                char hex[LFS_HEX_LEN + 1];
-                lfs_sha256(branch, len, &digest);
-                lfs_id_to_hex(&digest, hex);
-                snprintf(key + 200, 3 * len + 1 - 200, "%%~%.32s", hex);
-        }
-        return key;
-}
-
 workspace *find_ws(daemon_state *d, const char *branch) {
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if (d->ws[i].active && !strcmp(d->ws[i].branch, branch))
@@ -99,21 +75,12 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                                         "sandbox %d already has %d Workspaces mounted; unmount one first",
                                         d->number, MAX_WORKSPACES);
         w->branch = xstrdup(branch);
-        w->key = branch_key(branch);
+        w->key = lfs_branch_dir_name(branch);
         w->mountpoint = xasprintf("%s/mnt/%s", d->dir, w->key);
         w->upper = xasprintf("%s/upper/%s", d->dir, w->key);
-        int r = lfs_store_open(d->home, d->project, &w->store, &err);
-        lfs_id head;
-        if (r == 0)
-                r = lfs_branch_head(w->store, branch, &head, &err);
-        if (r < 0) {
-                free(w->upper);
-                free(w->mountpoint);
-                w->upper = w->mountpoint = NULL;
-                ws_release_slot(w);
-                return lfs_proto_error_take(err);
-        }
-        rm_rf_at(AT_FDCWD, w->upper);
+        /* The mount point first, the head after it under the Store's write lock: a branch
+         * delete running meanwhile either sees the mount point (Busy) or ends before the
+         * head is read (NoSuchBranch); userspace-lib/client/branch.c. */
         struct stat st;
         if (mkdir(w->mountpoint, 0755) < 0 &&
             (errno != EEXIST || lstat(w->mountpoint, &st) < 0 || !S_ISDIR(st.st_mode))) {
@@ -121,9 +88,20 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                                              w->mountpoint,
                                              errno == EEXIST ? "it is not a directory" : strerror(errno));
                 free(TAKE_PTR(w->mountpoint)); /* not ours to remove */
+                free(TAKE_PTR(w->upper));
                 ws_release_slot(w);
                 return j;
         }
+        int r = lfs_store_open(d->home, d->project, &w->store, &err);
+        lfs_id head;
+        if (r == 0)
+                r = lfs_branch_head_serial(w->store, branch, &head, &err);
+        if (r < 0) {
+                free(TAKE_PTR(w->upper)); /* not made yet: nothing to remove */
+                ws_release_slot(w);
+                return lfs_proto_error_take(err);
+        }
+        rm_rf_at(AT_FDCWD, w->upper);
         if (mkdir(w->upper, 0700) < 0) {
                 json_t *j = lfs_proto_errorf(LFS_FAILED, "cannot make %s: %s", w->upper, strerror(errno));
                 ws_release_slot(w);

@@ -813,6 +813,37 @@ static int copy_up(ws_fs *fs, uint64_t ino) {
         return copy_up_data(fs, ino, true);
 }
 
+/* Copies len bytes of src from base to fd (new, empty) with copy_file_range; with sparse,
+ * only src's data (SEEK_DATA/SEEK_HOLE), its holes left as holes of fd, whose length is
+ * set at the end. Returns how many bytes were not copied: 0 once all are. */
+static uint64_t copy_extents(int src, loff_t base, int fd, uint64_t len, bool sparse) {
+        uint64_t pos = 0;
+        errno = 0;
+        while (pos < len) {
+                uint64_t end = len;
+                if (sparse) {
+                        off_t data = lseek(src, base + (loff_t)pos, SEEK_DATA);
+                        off_t hole = data < 0 ? -1 : lseek(src, data, SEEK_HOLE);
+                        if (data < 0 && errno == ENXIO)
+                                break; /* a hole to the end */
+                        if (data < 0 || hole < 0) {
+                                sparse = false; /* not offered: all of it is copied */
+                        } else {
+                                pos = (uint64_t)(data - base);
+                                end = (uint64_t)(hole - base) < len ? (uint64_t)(hole - base) : len;
+                        }
+                }
+                loff_t in_off = base + (loff_t)pos, out_off = (loff_t)pos;
+                while (pos < end) {
+                        ssize_t k = copy_file_range(src, &in_off, fd, &out_off, end - pos, 0);
+                        if (k <= 0)
+                                return len - pos;
+                        pos += (uint64_t)k;
+                }
+        }
+        return ftruncate(fd, (off_t)len) < 0 ? len : 0;
+}
+
 static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
         ws_inode *in = inode_get(fs, ino);
         char name[UPPER_NAME_MAX];
@@ -849,14 +880,9 @@ static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
                         src = lfs_object_open(fs->store, &in->blob, NULL);
                         owned = true;
                 }
-                loff_t in_off = (loff_t)loc.offset, out_off = 0;
-                uint64_t left = in->size;
-                while (src >= 0 && left) {
-                        ssize_t k = copy_file_range(src, &in_off, fd, &out_off, left, 0);
-                        if (k <= 0)
-                                break;
-                        left -= (uint64_t)k;
-                }
+                /* A loose object keeps its holes in the upper file; a packed blob is small. */
+                uint64_t left =
+                        src < 0 ? in->size : copy_extents(src, (loff_t)loc.offset, fd, in->size, owned);
                 if (owned && src >= 0)
                         close(src);
                 if (src < 0 || left) {
@@ -2548,6 +2574,22 @@ static int take_commit(change_walk *cw, const lfs_id *commit, int merged) {
         return 0;
 }
 
+/* The Workspace's Branch was deleted (branch delete --force) after it was mounted: the
+ * commit is refused, saying how to keep what the Workspace holds. */
+static int branch_gone(const ws_fs *fs, lfs_error **err) {
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(&fs->base, hex);
+        hex[12] = 0;
+        lfs_error_free(*err);
+        *err = NULL;
+        return lfs_fail(err, LFS_NO_SUCH_BRANCH, ENOENT,
+                        "branch '%s' of this Workspace was deleted after it was mounted; nothing was "
+                        "committed and the Workspace keeps its changes: make the branch again where the "
+                        "Workspace started ('layerfs branch create %s --from %s') and commit again, or "
+                        "unmount it with --discard to drop them",
+                        fs->branch, fs->branch, hex);
+}
+
 int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
         int r = lfs_check_commit_message(message, err);
         if (r < 0)
@@ -2592,6 +2634,8 @@ int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merge
         if (r == 0)
                 r = lfs_store_commit_tree(cw.store, cw.w, &cw.rows, fs->branch, &fs->base, &cw.root, message,
                                           &commit, &merged, err);
+        if (r < 0 && err && *err && (*err)->code == LFS_NO_SUCH_BRANCH)
+                r = branch_gone(fs, err);
         /* Nothing to record: the view stays on its base, even if the Branch moved. */
         if (r == 0 && !lfs_id_eq(&cw.root, &fs->base_tree))
                 r = take_commit(&cw, &commit, merged);

@@ -103,7 +103,12 @@ LFS_PUBLIC int lfs_branch_create(lfs_store *store, const char *name, const char 
 LFS_PUBLIC int lfs_branch_list(lfs_store *store, lfs_branch_info **ret_branches, size_t *ret_n,
                                lfs_error **err);
 LFS_PUBLIC void lfs_branch_list_free(lfs_branch_info *branches, size_t n);
-LFS_PUBLIC int lfs_branch_delete(lfs_store *store, const char *name, lfs_error **err);
+/* Deletes branch name (its commits stay in the Store); *ret_commit (if not NULL) the head
+ * it had. Refused Busy, naming each, while a running Sandbox has it mounted as a
+ * Workspace, and InvalidInput for "main"; force deletes it anyway (a Workspace left on it
+ * is refused its next commit, NoSuchBranch, until the branch is made again). */
+LFS_PUBLIC int lfs_branch_delete(lfs_store *store, const char *name, int force, lfs_id *ret_commit,
+                                 lfs_error **err);
 
 typedef struct lfs_commit_info {
         lfs_id id;

@@ -85,6 +85,23 @@ except ProcessLookupError:
 sys.exit(0 if select.select([fd], [], [], float(sys.argv[2]) if len(sys.argv) > 2 else None)[0] else 1)' "$@"
 }
 
+# wait_created DIR NAME [SECONDS]: waits (inotify, at most SECONDS, default 60) until
+# DIR/NAME exists; fails if it does not appear.
+wait_created() {
+        python3 -c '
+import ctypes, os, select, sys
+d, name, bound = sys.argv[1], sys.argv[2].encode(), float(sys.argv[3])
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_CLOEXEC)
+if fd < 0 or libc.inotify_add_watch(fd, d.encode(), 0x100 | 0x80) < 0:  # IN_CREATE | IN_MOVED_TO
+    sys.exit("inotify on %s: %s" % (d, os.strerror(ctypes.get_errno())))
+while not os.path.lexists(os.path.join(d, sys.argv[2])):
+    if not select.select([fd], [], [], bound)[0]:
+        sys.exit("%s did not appear in %s within %g s" % (sys.argv[2], d, bound))
+    os.read(fd, 65536)
+' "$1" "$2" "${3:-60}" || fail "waiting for $1/$2"
+}
+
 pids_matching() {
         local status=0
         pgrep -f -- "$1" || status=$?

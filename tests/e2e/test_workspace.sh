@@ -227,7 +227,7 @@ wfz=$(lfs workspace mount "$m" fz)
 echo keep >"$wfz/keep.txt"
 lfs workspace commit "$m" fz -m keep >/dev/null
 echo more >"$wfz/more.txt"
-lfs branch delete fz >/dev/null
+lfs branch delete fz --force >/dev/null # mounted: refused Busy without --force
 lfs branch create fz --from "$old_head" >/dev/null
 lfs workspace commit "$m" fz -m more >/dev/null
 lfs workspace unmount "$m" fz >/dev/null

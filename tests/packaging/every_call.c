@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
         expect(result.fast_forward && same(&result.commit, &more), "main fast-forwarded to side");
         check(lfs_branch_create(store, "old", NULL, &moved, &err), "lfs_branch_create old");
         check(lfs_branch_move(store, "old", &moved, &first, &err), "lfs_branch_move");
-        check(lfs_branch_delete(store, "old", &err), "lfs_branch_delete");
+        check(lfs_branch_delete(store, "old", 0, NULL, &err), "lfs_branch_delete");
         uint64_t objects = 0;
         check(lfs_store_verify(store, &objects, &err), "lfs_store_verify");
         expect(objects > 0, "objects checked");

@@ -185,6 +185,43 @@ static void test_mode_change_on_one_side_is_taken(void **state) {
         lfs_change_list_free(changes, n);
 }
 
+static void test_mode_on_one_side_and_contents_on_the_other_merge(void **state) {
+        test_env *env = *state;
+        /* As git does: the new contents with the exec bit, whichever side made which. */
+        three_way tw = make_three_way(env, TREE(REG("run.sh", "v1"), REG("tool", "t1")),
+                                      TREE(XREG("run.sh", "v1"), REG("tool", "t2")),
+                                      TREE(REG("run.sh", "v2"), XREG("tool", "t1")));
+        merge_clean(env, &tw, TREE(XREG("run.sh", "v2"), XREG("tool", "t2")));
+}
+
+static void test_exec_bit_cleared_on_one_side_and_contents_changed_on_the_other(void **state) {
+        test_env *env = *state;
+        three_way tw = make_three_way(env, TREE(XREG("run.sh", "v1"), REG("x", "1")),
+                                      TREE(REG("run.sh", "v1"), REG("x", "1")),
+                                      TREE(XREG("run.sh", "v2"), REG("x", "2")));
+        merge_clean(env, &tw, TREE(REG("run.sh", "v2"), REG("x", "2")));
+}
+
+static void test_same_contents_on_both_sides_and_mode_on_one(void **state) {
+        test_env *env = *state;
+        three_way tw = make_three_way(env, TREE(REG("run.sh", "v1"), REG("x", "1")),
+                                      TREE(XREG("run.sh", "v2"), REG("x", "1")),
+                                      TREE(REG("run.sh", "v2"), REG("x", "2")));
+        merge_clean(env, &tw, TREE(XREG("run.sh", "v2"), REG("x", "2")));
+}
+
+static void test_deleted_on_one_side_unchanged_on_the_other_is_deleted(void **state) {
+        test_env *env = *state;
+        /* Files, an executable, a symlink and a directory, deleted on one side or the other. */
+        three_way tw = make_three_way(
+                env,
+                TREE(REG("ours-deleted", "1"), XREG("theirs-deleted", "2"), LINK("link", "ours-deleted"),
+                     REG("dir/a", "a"), REG("dir/sub/b", "b"), REG("x", "1")),
+                TREE(XREG("theirs-deleted", "2"), REG("dir/a", "a"), REG("dir/sub/b", "b"), REG("x", "1")),
+                TREE(REG("ours-deleted", "1"), LINK("link", "ours-deleted"), REG("x", "2")));
+        merge_clean(env, &tw, TREE(REG("x", "2")));
+}
+
 static void test_file_replaced_by_directory_on_one_side_is_taken(void **state) {
         test_env *env = *state;
         three_way tw = make_three_way(env, TREE(REG("x", "file"), REG("y", "1")),
@@ -313,12 +350,20 @@ static void test_symlink_against_file_conflicts(void **state) {
         merge_conflicts(env, &tw, PATHS("p"));
 }
 
-static void test_mode_and_content_change_conflicts(void **state) {
+static void test_mode_and_content_changed_differently_conflicts(void **state) {
         test_env *env = *state;
-        /* This implementation treats mode and content as one entry. */
-        three_way tw = make_three_way(env, TREE(REG("run.sh", "v1")), TREE(XREG("run.sh", "v1")),
-                                      TREE(REG("run.sh", "v2")));
+        /* The exec bit merges on its own, but the contents still conflict. */
+        three_way tw = make_three_way(env, TREE(REG("run.sh", "v1")), TREE(XREG("run.sh", "v2")),
+                                      TREE(REG("run.sh", "v3")));
         merge_conflicts(env, &tw, PATHS("run.sh"));
+}
+
+static void test_added_with_same_contents_and_different_modes_conflicts(void **state) {
+        test_env *env = *state;
+        /* No base to say which mode is the change. */
+        three_way tw = make_three_way(env, TREE(REG("keep", "k")), TREE(REG("keep", "k"), XREG("p", "x")),
+                                      TREE(REG("keep", "k"), REG("p", "x")));
+        merge_conflicts(env, &tw, PATHS("p"));
 }
 
 static void test_file_against_directory_conflicts(void **state) {
@@ -545,6 +590,10 @@ int main(void) {
                 env_test(test_rename_with_unrelated_change_is_clean),
                 env_test(test_symlink_changed_on_one_side_is_taken),
                 env_test(test_mode_change_on_one_side_is_taken),
+                env_test(test_mode_on_one_side_and_contents_on_the_other_merge),
+                env_test(test_exec_bit_cleared_on_one_side_and_contents_changed_on_the_other),
+                env_test(test_same_contents_on_both_sides_and_mode_on_one),
+                env_test(test_deleted_on_one_side_unchanged_on_the_other_is_deleted),
                 env_test(test_file_replaced_by_directory_on_one_side_is_taken),
                 env_test(test_directory_deleted_while_other_side_adds_inside),
                 env_test(test_directory_deleted_on_both_sides_with_other_changes),
@@ -559,7 +608,8 @@ int main(void) {
                 env_test(test_delete_modify_conflicts),
                 env_test(test_symlink_changed_differently_conflicts),
                 env_test(test_symlink_against_file_conflicts),
-                env_test(test_mode_and_content_change_conflicts),
+                env_test(test_mode_and_content_changed_differently_conflicts),
+                env_test(test_added_with_same_contents_and_different_modes_conflicts),
                 env_test(test_file_against_directory_conflicts),
                 env_test(test_modified_file_against_directory_conflicts),
                 env_test(test_deleted_directory_against_changed_file_inside),

@@ -122,6 +122,28 @@ static void test_branch_name_null_refused(void **state) {
         lfs_error_free(err);
 }
 
+/* A branch as one directory name: the daemon's mount points and branch delete's look
+ * for them must agree, and no two branches may share one. */
+static void test_branch_dir_names(void **state) {
+        (void)state;
+        char *k = lfs_branch_dir_name("feature/x%y");
+        assert_string_equal(k, "feature%2Fx%25y");
+        free(k);
+        char longest[201];
+        memset(longest, 'a', 200);
+        longest[200] = 0;
+        for (int i = 1; i < 199; i += 2)
+                longest[i] = '/';
+        char *a = lfs_branch_dir_name(longest);
+        longest[198] = 'b';
+        char *b = lfs_branch_dir_name(longest);
+        assert_true(strlen(a) <= NAME_MAX && strlen(b) <= NAME_MAX);
+        assert_non_null(strstr(a, "%~"));
+        assert_string_not_equal(a, b);
+        free(a);
+        free(b);
+}
+
 static void test_error_keeps_the_first_failure(void **state) {
         (void)state;
         /* A second failure must not overwrite or leak the first error. */
@@ -154,6 +176,7 @@ int main(void) {
                 cmocka_unit_test(test_branch_names_refused),
                 cmocka_unit_test(test_branch_name_length_limit),
                 cmocka_unit_test(test_branch_name_null_refused),
+                cmocka_unit_test(test_branch_dir_names),
                 cmocka_unit_test(test_error_keeps_the_first_failure),
                 cmocka_unit_test(test_code_names),
         };

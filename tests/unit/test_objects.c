@@ -80,11 +80,50 @@ static void test_dropped_writer_leaves_nothing(void **state) {
         assert_int_equal(entries_in(tmp), 0);
 }
 
+/* The copy of large blobs: a source with holes and with written zeros gives the id of all
+ * its bytes and a copy of the same bytes whose holes and zero chunks take no blocks. */
+static void test_stream_keeps_holes(void **state) {
+        test_env *env = *state;
+        const uint64_t size = 64ull << 20;
+        const uint64_t at[] = { 0, 5000000, size - 3 };
+        _cleanup_close_ int in = open(env_path(env, "in"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        _cleanup_close_ int out = open(env_path(env, "out"), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(in >= 0 && out >= 0);
+        assert_int_equal(ftruncate(in, (off_t)size), 0);
+        for (size_t i = 0; i < 3; i++)
+                assert_int_equal(pwrite(in, "abc", 3, (off_t)at[i]), 3);
+        /* 4 MiB of written zeros: data to the file system, a hole in the copy. */
+        _cleanup_free_ char *zeros = xcalloc(1, 4u << 20);
+        assert_int_equal(pwrite(in, zeros, 4u << 20, 32 << 20), 4 << 20);
+
+        _cleanup_free_ char *all = xcalloc(1, size);
+        assert_int_equal(pread(in, all, size, 0), (ssize_t)size);
+        lfs_id want, got, hashed_only;
+        lfs_sha256(all, size, &want);
+        assert_int_equal(lfs_stream_sparse(in, size, out, NULL, NULL, &got), 0);
+        assert_id_equal(env, &got, &want);
+        assert_int_equal(lfs_stream_sparse(in, size, -1, NULL, NULL, &hashed_only), 0);
+        assert_id_equal(env, &hashed_only, &want);
+
+        struct stat st;
+        assert_int_equal(fstat(out, &st), 0);
+        assert_int_equal(st.st_size, (off_t)size);
+        assert_true(st.st_blocks * 512 < (4 << 20)); /* three 1 MiB chunks at most */
+        _cleanup_free_ char *copy = xcalloc(1, size);
+        assert_int_equal(pread(out, copy, size, 0), (ssize_t)size);
+        assert_memory_equal(copy, all, size);
+
+        /* A source that is not the size it was said to be is -EIO. */
+        assert_int_equal(lfs_stream_sparse(in, size - 1, -1, NULL, NULL, &got), -EIO);
+        assert_int_equal(lfs_stream_sparse(in, size + 1, -1, NULL, NULL, &got), -EIO);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 env_test(test_vanished_file_is_invalid_input),
                 env_test(test_changed_size_is_invalid_input),
                 env_test(test_dropped_writer_leaves_nothing),
+                env_test(test_stream_keeps_holes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

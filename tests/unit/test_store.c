@@ -243,7 +243,7 @@ static void test_branch_create_from_commit_prefix(void **state) {
 static void test_branch_delete_and_log_of_missing_branch(void **state) {
         test_env *env = *state;
         env_init_project(env, "proj", NULL);
-        int r = lfs_branch_delete(env->store, "ghost", &env->err);
+        int r = lfs_branch_delete(env->store, "ghost", 0, NULL, &env->err);
         assert_error(env, r, LFS_NO_SUCH_BRANCH, "ghost");
         lfs_commit_info *log = NULL;
         size_t n = 0;
@@ -252,11 +252,24 @@ static void test_branch_delete_and_log_of_missing_branch(void **state) {
         assert_null(log);
 
         assert_ok(env, lfs_branch_create(env->store, "dev", NULL, NULL, &env->err));
-        assert_ok(env, lfs_branch_delete(env->store, "dev", &env->err));
+        lfs_id dev_head = head_of(env, "dev"), was;
+        assert_ok(env, lfs_branch_delete(env->store, "dev", 0, &was, &env->err));
+        assert_id_equal(env, &was, &dev_head);
         r = lfs_branch_log(env->store, "dev", 0, &log, &n, &env->err);
         assert_error(env, r, LFS_NO_SUCH_BRANCH, "dev");
-        r = lfs_branch_delete(env->store, "dev", &env->err);
+        r = lfs_branch_delete(env->store, "dev", 0, NULL, &env->err);
         assert_error(env, r, LFS_NO_SUCH_BRANCH, "dev");
+        /* Hostile names are refused by the name rules before anything is looked at. */
+        r = lfs_branch_delete(env->store, "../x", 1, NULL, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "../x");
+        /* main only with force, and the refusal names the flag. */
+        r = lfs_branch_delete(env->store, "main", 0, NULL, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "--force");
+        lfs_id main_head = head_of(env, "main");
+        assert_ok(env, lfs_branch_delete(env->store, "main", 1, &was, &env->err));
+        assert_id_equal(env, &was, &main_head);
+        r = lfs_branch_log(env->store, "main", 0, &log, &n, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "main");
 }
 
 static void test_branch_log_order_and_limit(void **state) {

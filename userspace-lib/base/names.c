@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* What a project or a branch may be called. */
 #include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
 
+#include "hash.h"
 #include "names.h"
 #include "util.h"
 
@@ -51,4 +54,27 @@ int lfs_check_branch_name(const char *name, lfs_error **err) {
                                 "not starting with '-'), at most 200 characters",
                                 name ? name : "");
         return 0;
+}
+
+char *lfs_branch_dir_name(const char *branch) {
+        size_t len = strlen(branch);
+        char *key = xmalloc(3 * len + 1), *p = key;
+        for (const char *s = branch; *s; s++) {
+                if (*s == '/' || *s == '%')
+                        p += sprintf(p, "%%%02X", (unsigned char)*s);
+                else
+                        *p++ = *s;
+        }
+        *p = 0;
+        /* A directory name has at most NAME_MAX bytes; a branch may have 200 of which
+         * each '/' takes three here. A longer key keeps its start and ends in "%~" and a
+         * hash of the branch: no short key has "%~" in it, so none is confused. */
+        if (p - key > NAME_MAX) {
+                lfs_id digest;
+                char hex[LFS_HEX_LEN + 1];
+                lfs_sha256(branch, len, &digest);
+                lfs_id_to_hex(&digest, hex);
+                snprintf(key + 200, 3 * len + 1 - 200, "%%~%.32s", hex);
+        }
+        return key;
 }

@@ -19,6 +19,10 @@
 /* Opens the checked record of project's Sandbox number, and its directory if it is
  * there (ret->dir_fd, else -1). */
 int lfs_sandbox_open(lfs_home *home, const char *project, int number, sandbox_record *ret, lfs_error **err);
+/* The running Sandboxes of project (NULL: of every project) whose daemon is alive, from
+ * the home's records (none before the home has any). */
+int lfs_live_sandboxes(lfs_home *home, const char *project, lfs_sandbox_info **ret, size_t *ret_n,
+                       lfs_error **err);
 /* Opens the record of a Sandbox whose daemon must be alive to answer. */
 int lfs_sandbox_open_live(lfs_home *home, const char *project, int number, sandbox_record *ret,
                           lfs_error **err);

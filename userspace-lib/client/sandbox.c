@@ -495,6 +495,19 @@ static int live_sandboxes(lfs_home *home, live_state *s, lfs_error **err) {
         return r;
 }
 
+int lfs_live_sandboxes(lfs_home *home, const char *project, lfs_sandbox_info **ret, size_t *ret_n,
+                       lfs_error **err) {
+        live_state s = { .project = project };
+        int r = live_sandboxes(home, &s, err);
+        if (r < 0) {
+                lfs_sandbox_info_free(s.out, s.n);
+                return r;
+        }
+        *ret = s.out;
+        *ret_n = s.n;
+        return 0;
+}
+
 /* Running Sandboxes of project, from the home's records (0 when there are none). */
 static size_t count_sandboxes(lfs_home *home, const char *project) {
         live_state s = { .project = project };

@@ -107,22 +107,30 @@ int lfs_branch_list(lfs_store *s, lfs_branch_info **ret_branches, size_t *ret_n,
         return 0;
 }
 
-int lfs_branch_delete(lfs_store *s, const char *name, lfs_error **err) {
+int lfs_store_delete_branch(lfs_store *s, const char *name, lfs_branch_guard_fn guard, void *userdata,
+                            lfs_id *ret_commit, lfs_error **err) {
         lfs_id head;
-        int r = lfs_branch_head(s, name, &head, err);
-        if (r < 0)
+        int r = lfs_check_branch_name(name, err);
+        if (r < 0 || (r = lfs_db_begin(s, err)) < 0)
                 return r;
+        if ((r = lfs_branch_head(s, name, &head, err)) < 0 ||
+            (guard && (r = guard(userdata, name, err)) < 0))
+                goto fail;
         sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(s->db, "DELETE FROM branches WHERE name=? AND commit_id=?", -1, &st, NULL) !=
-            SQLITE_OK)
-                return lfs_db_fail(s, err, "delete a branch");
+        if (sqlite3_prepare_v2(s->db, "DELETE FROM branches WHERE name=?", -1, &st, NULL) != SQLITE_OK) {
+                r = lfs_db_fail(s, err, "delete a branch");
+                goto fail;
+        }
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        sqlite3_bind_blob(st, 2, head.bytes, LFS_ID_LEN, SQLITE_STATIC);
         r = sqlite3_step(st) == SQLITE_DONE ? 0 : lfs_db_fail(s, err, "delete a branch");
         sqlite3_finalize(st);
-        if (r == 0 && sqlite3_changes(s->db) != 1)
-                r = lfs_fail(err, LFS_BUSY, ESTALE, "branch '%s' moved while being deleted; try again",
-                             name);
+        if (r < 0 || (r = lfs_db_commit(s, err)) < 0)
+                goto fail;
+        if (ret_commit)
+                *ret_commit = head;
+        return 0;
+fail:
+        lfs_db_rollback(s);
         return r;
 }
 

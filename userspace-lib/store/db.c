@@ -397,6 +397,15 @@ int lfs_branch_head(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err
         return r;
 }
 
+int lfs_branch_head_serial(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err) {
+        int r = lfs_db_begin(s, err);
+        if (r < 0)
+                return r;
+        r = lfs_branch_head(s, name, ret, err);
+        lfs_db_rollback(s);
+        return r;
+}
+
 char *lfs_default_author(void) {
         const char *env = getenv("LAYERFS_AUTHOR");
         char *author;

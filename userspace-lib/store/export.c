@@ -100,34 +100,12 @@ static int copy_large(export_walk *ew, const export_file *f, lfs_error **err) {
                 openat(ew->root_fd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, f->mode);
         if (out < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot write %s: %s", f->path, strerror(errno));
-        _cleanup_free_ char *buf = xmalloc_io(1u << 20);
-        lfs_hasher *h = lfs_hasher_new();
-        uint64_t done = 0;
-        int r = 0;
-        while (r == 0) {
-                ssize_t k = read(in, buf, 1u << 20);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0) {
-                        r = k < 0 ? -errno : 0;
-                        break;
-                }
-                lfs_hasher_update(h, buf, (size_t)k);
-                for (ssize_t w = 0; w < k && r == 0;) {
-                        ssize_t m = write(out, buf + w, (size_t)(k - w));
-                        if (m < 0 && errno != EINTR)
-                                r = -errno;
-                        else if (m > 0)
-                                w += m;
-                }
-                done += (uint64_t)k;
-        }
         lfs_id got;
-        lfs_hasher_finish(h, &got);
+        int r = lfs_stream_sparse(in, f->size, out, NULL, NULL, &got);
+        if (r == -EIO || (r == 0 && !lfs_id_eq(&got, &f->id)))
+                return lfs_object_damaged(ew->s, &f->id, err);
         if (r < 0)
                 return lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", f->path, strerror(-r));
-        if (done != f->size || !lfs_id_eq(&got, &f->id))
-                return lfs_object_damaged(ew->s, &f->id, err);
         return 0;
 }
 

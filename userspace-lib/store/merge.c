@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Three-way merge per path. A side that left a path as it was in the base takes the
- * other side's version; both sides changing it differently, or a change against a
- * deletion, or a file against a directory, is a conflict. All conflicts are collected
+ * other side's version (so a file deleted on one side and left alone on the other is
+ * deleted); a file whose executable bit changed on one side and whose contents changed
+ * on the other takes both, as git does; both sides changing the contents differently,
+ * or a change against a deletion, or a file against a directory, is a conflict. There is
+ * no rename detection: a rename is a deletion and an addition. All conflicts are collected
  * before anything is reported, and nothing is written unless there are none. The walk
  * keeps its own stack of directories, so a tree's depth never costs the C stack. */
 #include "store.h"
@@ -24,6 +27,28 @@ static bool same_entry(const lfs_entry *a, const lfs_entry *b) {
 
 static bool dir_or_absent(const lfs_entry *e) {
         return !e || lfs_mode_is_dir(e->mode);
+}
+
+static bool regular_file(const lfs_entry *e) {
+        return e && (e->mode == LFS_MODE_FILE || e->mode == LFS_MODE_EXEC);
+}
+
+/* A file on all three sides that the two sides changed differently: its contents and its
+ * executable bit merge three-way each on their own. The bit has two values, so it never
+ * conflicts; false when the contents do. *ret borrows the name of one side. */
+static bool merge_file_parts(const lfs_entry *b, const lfs_entry *o, const lfs_entry *th, lfs_entry *ret) {
+        if (!regular_file(b) || !regular_file(o) || !regular_file(th))
+                return false;
+        const lfs_entry *contents = NULL;
+        if (lfs_id_eq(&o->id, &th->id) || lfs_id_eq(&b->id, &th->id))
+                contents = o;
+        else if (lfs_id_eq(&b->id, &o->id))
+                contents = th;
+        if (!contents)
+                return false;
+        *ret = *contents;
+        ret->mode = o->mode == b->mode ? th->mode : o->mode;
+        return true;
 }
 
 static const lfs_entry *next_of(const lfs_tree *t, size_t *i, const char *name) {
@@ -103,10 +128,13 @@ static int merge_dir(lfs_store *s, const lfs_id *base_id, const lfs_id *ours_id,
                 const lfs_entry *o = next_of(t[1], &top->idx[1], key);
                 const lfs_entry *th = next_of(t[2], &top->idx[2], key);
                 const lfs_entry *take = NULL;
+                lfs_entry both;
                 if (same_entry(o, th) || same_entry(b, th))
                         take = o;
                 else if (same_entry(b, o))
                         take = th;
+                else if (merge_file_parts(b, o, th, &both))
+                        take = &both;
                 else if (dir_or_absent(o) && dir_or_absent(th)) {
                         const lfs_id *sub[3] = { b && lfs_mode_is_dir(b->mode) ? &b->id : NULL,
                                                  o ? &o->id : NULL, th ? &th->id : NULL };

@@ -190,18 +190,67 @@ static int source_failed(const lfs_blob_source *src, int r, lfs_error **err) {
                         strerror(-r));
 }
 
-/* Reads a large file in chunks into hasher and, when out_fd >= 0, copies it there. */
-static int stream_file(const lfs_blob_writer *w, int fd, uint64_t size, int out_fd, lfs_id *ret) {
+static bool all_zero(const char *p, size_t n) {
+        return n == 0 || (p[0] == 0 && !memcmp(p, p + 1, n - 1));
+}
+
+static void hash_zeros(lfs_hasher *h, uint64_t n) {
+        static const char zeros[1u << 16];
+        for (; n; n -= n < sizeof(zeros) ? n : sizeof(zeros))
+                lfs_hasher_update(h, zeros, n < sizeof(zeros) ? (size_t)n : sizeof(zeros));
+}
+
+/* Writes len bytes at off, all of them. */
+static int pwrite_all(int fd, const char *buf, size_t len, uint64_t off) {
+        for (size_t done = 0; done < len;) {
+                ssize_t m = pwrite(fd, buf + done, len - done, (off_t)(off + done));
+                if (m < 0 && errno != EINTR)
+                        return -errno;
+                if (m > 0)
+                        done += (size_t)m;
+        }
+        return 0;
+}
+
+int lfs_stream_sparse(int fd, uint64_t size, int out_fd, bool (*cancelled)(const void *userdata),
+                      const void *userdata, lfs_id *ret) {
         _cleanup_free_ char *buf = xmalloc_io(STREAM_CHUNK);
         lfs_hasher *h = lfs_hasher_new();
         uint64_t off = 0;
+        bool seek = true; /* the file system answers SEEK_DATA and SEEK_HOLE */
         int r = 0;
-        for (;;) {
-                if (is_cancelled(w)) {
+        while (r == 0 && off <= size) {
+                if (cancelled && cancelled(userdata)) {
                         r = -ECANCELED;
                         break;
                 }
-                ssize_t k = pread(fd, buf, STREAM_CHUNK, (off_t)off);
+                /* The next data at or after off, and where it ends; a hole before it is
+                 * hashed as the zeros it reads as, neither read nor written. */
+                uint64_t data_end = UINT64_MAX;
+                if (seek) {
+                        off_t data = lseek(fd, (off_t)off, SEEK_DATA);
+                        if (data < 0 && errno == ENXIO) {
+                                off_t end = lseek(fd, 0, SEEK_END);
+                                if (end < 0) {
+                                        r = -errno;
+                                        break;
+                                }
+                                if ((uint64_t)end > off)
+                                        hash_zeros(h, (uint64_t)end - off);
+                                off = (uint64_t)end > off ? (uint64_t)end : off;
+                                break;
+                        }
+                        off_t hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
+                        if (data < 0 || hole < 0) {
+                                seek = false; /* not offered here: every byte is read */
+                        } else {
+                                hash_zeros(h, (uint64_t)data - off);
+                                off = (uint64_t)data;
+                                data_end = (uint64_t)hole;
+                        }
+                }
+                size_t want = data_end - off < STREAM_CHUNK ? (size_t)(data_end - off) : STREAM_CHUNK;
+                ssize_t k = pread(fd, buf, want, (off_t)off);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k <= 0) {
@@ -209,28 +258,27 @@ static int stream_file(const lfs_blob_writer *w, int fd, uint64_t size, int out_
                         break;
                 }
                 lfs_hasher_update(h, buf, (size_t)k);
-                if (out_fd >= 0) {
-                        for (ssize_t done = 0; done < k;) {
-                                ssize_t m = pwrite(out_fd, buf + done, (size_t)(k - done),
-                                                   (off_t)(off + (uint64_t)done));
-                                if (m < 0 && errno != EINTR) {
-                                        r = -errno;
-                                        break;
-                                }
-                                if (m > 0)
-                                        done += m;
-                        }
-                        if (r < 0)
-                                break;
-                }
+                /* Zeros written out would take blocks: left as a hole instead. */
+                if (out_fd >= 0 && !all_zero(buf, (size_t)k))
+                        r = pwrite_all(out_fd, buf, (size_t)k, off);
                 off += (uint64_t)k;
-                if (off > size)
-                        break;
         }
         lfs_hasher_finish(h, ret);
+        /* The holes at the end are the file's length. */
+        if (r == 0 && out_fd >= 0 && ftruncate(out_fd, (off_t)off) < 0)
+                r = -errno;
         if (r == 0 && off != size)
                 r = -EIO;
         return r;
+}
+
+static bool writer_cancelled(const void *userdata) {
+        return is_cancelled(userdata);
+}
+
+/* Reads a large file into its id and, when out_fd >= 0, copies it there, holes kept. */
+static int stream_file(const lfs_blob_writer *w, int fd, uint64_t size, int out_fd, lfs_id *ret) {
+        return lfs_stream_sparse(fd, size, out_fd, writer_cancelled, w, ret);
 }
 
 /* A source that could not be read: an error, or (lenient) left out. */

@@ -155,9 +155,29 @@ void lfs_commit_compute_id(lfs_commit_info *c);
 void lfs_commit_info_done(lfs_commit_info *c);
 /* The branch's head commit; NoSuchBranch when it does not exist. */
 int lfs_branch_head(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err);
+/* The same, read under the Store's write lock (BEGIN IMMEDIATE, then let go): it waits
+ * for a branch delete that is running, which holds that lock from its guard to its end.
+ * A Workspace's mount reads its head so, after making its mount point, which closes the
+ * race with a delete (userspace-lib/client/branch.c). */
+int lfs_branch_head_serial(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err);
+/* Asked by lfs_store_delete_branch under the Store's write lock, once the branch is
+ * known to exist and before its row goes: a refusal (negative, *err set) deletes nothing. */
+typedef int (*lfs_branch_guard_fn)(void *userdata, const char *name, lfs_error **err);
+/* Deletes branch name in one write transaction, if guard (when not NULL) allows it;
+ * *ret_commit (if not NULL) the head it had. The public lfs_branch_delete (the client's,
+ * which knows the Sandboxes) guards it with the Workspaces mounted. */
+int lfs_store_delete_branch(lfs_store *s, const char *name, lfs_branch_guard_fn guard, void *userdata,
+                            lfs_id *ret_commit, lfs_error **err);
 char *lfs_default_author(void);
 
 /* ---- objects (objects.c) ---- */
+/* Hashes the size bytes of fd into *ret and, when out_fd >= 0, copies them there with
+ * the holes kept: fd's holes (SEEK_DATA/SEEK_HOLE) are hashed as zeros without being read,
+ * and neither they nor data chunks of zeros are written (out_fd is truncated to the
+ * length at the end, so they read back as zeros and take no blocks). -EIO when fd does not
+ * hold exactly size bytes; -ECANCELED once cancelled (if not NULL) says so. */
+int lfs_stream_sparse(int fd, uint64_t size, int out_fd, bool (*cancelled)(const void *userdata),
+                      const void *userdata, lfs_id *ret);
 /* Collects blobs to store: hashes them and writes those the Store lacks under
  * objects/tmp, then publishes them durably (syncfs, rename, syncfs). */
 typedef struct lfs_blob_writer lfs_blob_writer;

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Sparse files: a 5 GiB file that is mostly holes is stored and exported as holes, not as
+# 5 GiB of zeros, through import, branch commit, a Workspace (copy-up and commit) and
+# export; a file of written zeros is
+# stored as holes too. Its contents and id are the same as for the zeros they read as.
+# `project verify` after each.
+source "$(dirname "$0")/lib.sh"
+export LAYERFS_PROJECT=sp
+GiB=$((1 << 30))
+
+# blocks_mib PATH...: the MiB of blocks the paths take.
+blocks_mib() { du -s --block-size=1M "$@" | awk '{ s += $1 } END { print s }'; }
+# at FILE OFFSET LENGTH: LENGTH bytes of FILE at OFFSET.
+at() { dd if="$1" iflag=skip_bytes,count_bytes skip="$2" count="$3" status=none; }
+# allocated PATH: bytes of blocks one file takes.
+allocated() { echo $(($(stat -c '%b * %B' "$1"))); }
+
+mkdir -p "$WORK/src"
+truncate -s $((5 * GiB)) "$WORK/src/disk.img"
+printf head | dd of="$WORK/src/disk.img" conv=notrunc status=none
+printf middle | dd of="$WORK/src/disk.img" bs=1 seek=$((2 * GiB + 12345)) conv=notrunc status=none
+printf tail | dd of="$WORK/src/disk.img" bs=1 seek=$((5 * GiB - 4)) conv=notrunc status=none
+dd if=/dev/zero of="$WORK/src/zeros.bin" bs=1M count=8 status=none
+[ "$(allocated "$WORK/src/disk.img")" -lt $((1 << 20)) ] || fail "this file system did not make the file sparse"
+
+lfs project init sp --from "$WORK/src" >/dev/null
+objects=$(blocks_mib "$LAYERFS_HOME/projects/sp/objects")
+[ "$objects" -lt 64 ] || fail "the Store took $objects MiB for a 5 GiB sparse file and 8 MiB of zeros"
+lfs project verify >/dev/null
+ok
+
+lfs branch export main "$WORK/out" >/dev/null
+assert_eq "$(stat -c %s "$WORK/out/disk.img")" $((5 * GiB)) "exported length"
+[ "$(allocated "$WORK/out/disk.img")" -lt $((1 << 20)) ] ||
+        fail "the export wrote $(allocated "$WORK/out/disk.img") bytes of blocks for the sparse file"
+[ "$(allocated "$WORK/out/zeros.bin")" -lt $((1 << 20)) ] || fail "the export wrote the zeros out"
+cmp "$WORK/src/disk.img" "$WORK/out/disk.img" || fail "the exported sparse file differs"
+cmp "$WORK/src/zeros.bin" "$WORK/out/zeros.bin" || fail "the exported zeros differ"
+ok
+
+# A change in the middle of a hole, recorded with branch commit: the new object is sparse.
+printf changed | dd of="$WORK/out/disk.img" bs=1 seek=$((3 * GiB)) conv=notrunc status=none
+lfs branch commit main --from "$WORK/out" -m "a change in a hole" >/dev/null
+parent=$(lfs --json branch log main | json_get 'j[1]["commit"]')
+assert_eq "$(lfs branch diff "$parent" main)" "M disk.img" "the diff"
+objects=$(blocks_mib "$LAYERFS_HOME/projects/sp/objects")
+[ "$objects" -lt 64 ] || fail "the Store took $objects MiB after the commit"
+lfs branch export main "$WORK/out2" >/dev/null
+[ "$(allocated "$WORK/out2/disk.img")" -lt $((1 << 20)) ] || fail "the second export is not sparse"
+# (The export checked every byte against the object's id; here the bytes that changed.)
+assert_eq "$(at "$WORK/out2/disk.img" $((3 * GiB)) 7)" changed "the change, exported"
+lfs project verify >/dev/null
+ok
+
+# Through a Workspace: the same bytes; a write there keeps the holes up to the Store.
+if [ "$(id -u)" = 0 ]; then
+        use_private_sandboxes
+        n=$(lfs sandbox create)
+        ws=$(lfs workspace mount "$n" main)
+        assert_eq "$(stat -c %s "$ws/disk.img")" $((5 * GiB)) "length in the Workspace"
+        for where in "0 4 head" "$((2 * GiB + 12345)) 6 middle" "$((3 * GiB)) 7 changed" "$((5 * GiB - 4)) 4 tail"; do
+                set -- $where
+                assert_eq "$(at "$ws/disk.img" "$1" "$2")" "$3" "the Workspace reads $3 at $1"
+        done
+        assert_eq "$(at "$ws/disk.img" $((4 * GiB)) 8 | od -An -tx1 | tr -d ' ')" 0000000000000000 "a hole reads as zeros"
+        # A write copies the file up: the upper file keeps the holes, and so does the commit.
+        lfs workspace exec "$n" main -- sh -c "printf workspace | dd of=disk.img bs=1 seek=$((4 * GiB)) conv=notrunc status=none"
+        upper=$(blocks_mib "$(records "SELECT dir FROM sandboxes WHERE number=$n")/upper")
+        [ "$upper" -lt 64 ] || fail "the copy-up took $upper MiB"
+        [ "$(allocated "$ws/disk.img")" -lt $((1 << 20)) ] || fail "the Workspace's file takes $(allocated "$ws/disk.img") bytes"
+        assert_eq "$(at "$ws/disk.img" $((4 * GiB)) 9)" workspace "the write, read back"
+        assert_eq "$(at "$ws/disk.img" $((2 * GiB + 12345)) 6)" middle "the rest after the copy-up"
+        lfs workspace commit "$n" main -m "a write in a Workspace" >/dev/null
+        lfs branch export main "$WORK/out3" >/dev/null
+        [ "$(allocated "$WORK/out3/disk.img")" -lt $((1 << 20)) ] || fail "the export after the Workspace's commit is not sparse"
+        assert_eq "$(at "$WORK/out3/disk.img" $((4 * GiB)) 9)" workspace "the Workspace's write, exported"
+        objects=$(blocks_mib "$LAYERFS_HOME/projects/sp/objects")
+        [ "$objects" -lt 64 ] || fail "the Store took $objects MiB after the Workspace's commit"
+        lfs project verify >/dev/null
+        lfs workspace unmount "$n" main >/dev/null
+        lfs sandbox close "$n" >/dev/null
+        assert_no_sandbox_left "after close"
+fi
+finish
