@@ -427,18 +427,11 @@ static int do_read(fuse_worker *w, const fuse_request *r) {
         if (x.length >= FUSE_DEV_SPLICE_MIN && sizeof(struct fuse_out_hdr) + x.length <= w->pipe_size &&
             (ret = reply_spliced(w, r, &x)) != -EAGAIN)
                 return ret;
-        size_t done = 0;
-        while (done < x.length) {
-                ssize_t k = pread(x.fd, w->out + done, x.length - done, x.offset + (off_t)done);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return -errno;
-                if (k == 0)
-                        break;
-                done += (size_t)k;
-        }
-        return reply_buf(w, r, w->out, done);
+        /* Whole: a short answer is the end of the file to the kernel. */
+        ssize_t done = lfs_pread_full(x.fd, w->out, x.length, x.offset);
+        if (done < 0)
+                return (int)done;
+        return reply_buf(w, r, w->out, (size_t)done);
 }
 
 static int do_write(fuse_worker *w, const fuse_request *r) {

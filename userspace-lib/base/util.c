@@ -364,3 +364,33 @@ void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void
                         fn(userdata, dirfd, de->d_name);
         closedir(d);
 }
+
+ssize_t lfs_pread_full(int fd, void *buf, size_t len, off_t offset) {
+        size_t done = 0;
+        while (done < len) {
+                ssize_t k = pread(fd, (char *)buf + done, len - done, offset + (off_t)done);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k == 0)
+                        break;
+                done += (size_t)k;
+        }
+        return (ssize_t)done;
+}
+
+ssize_t lfs_pwrite_full(int fd, const void *buf, size_t len, off_t offset) {
+        size_t done = 0;
+        while (done < len) {
+                ssize_t k = pwrite(fd, (const char *)buf + done, len - done, offset + (off_t)done);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k == 0)
+                        break; /* never for a file: a device that takes nothing more */
+                done += (size_t)k;
+        }
+        return (ssize_t)done;
+}

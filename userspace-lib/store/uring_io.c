@@ -113,19 +113,12 @@ static int xfer_plain(lfs_io_item *it, bool write) {
         _cleanup_close_ int fd = openat(it->dirfd, it->path, flags | O_CLOEXEC, it->mode);
         if (fd < 0)
                 return -errno;
-        size_t want = write ? it->len : it->len + 1, done = 0;
-        while (done < want) {
-                ssize_t k = write ? pwrite(fd, (char *)it->buf + done, want - done, (off_t)done)
-                                  : pread(fd, (char *)it->buf + done, want - done, (off_t)done);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return -errno;
-                if (k == 0)
-                        break;
-                done += (size_t)k;
-        }
-        if (done != it->len)
+        /* A read asks one byte more than it expects: a file that grew shows. */
+        ssize_t done = write ? lfs_pwrite_full(fd, it->buf, it->len, 0)
+                             : lfs_pread_full(fd, it->buf, it->len + 1, 0);
+        if (done < 0)
+                return (int)done;
+        if ((size_t)done != it->len)
                 return -EIO;
         if (write && close(TAKE_FD(fd)) < 0)
                 return -errno;
