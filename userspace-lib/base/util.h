@@ -123,8 +123,9 @@ int rm_rf_at_report(int dirfd, const char *name, char **ret_failed);
 int lfs_open_beneath(int dirfd, const char *path, int flags);
 
 /* pread (pwrite) at offset until len bytes are done, the end of the file is reached
- * (pread) or the file takes nothing more (pwrite), or an error other than EINTR comes: the bytes done, or a negative errno. A
- * short read is the end of the file only when the call itself says 0. */
+ * (pread) or the file takes nothing more (pwrite), or an error other than EINTR comes:
+ * the bytes done, or a negative errno. A short read is the end of the file only when
+ * the call itself says 0. */
 ssize_t lfs_pread_full(int fd, void *buf, size_t len, off_t offset);
 ssize_t lfs_pwrite_full(int fd, const void *buf, size_t len, off_t offset);
 
