@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Attack (issue 13, item 8): a sparse file of SIZE (`truncate -s 15T big`, ext4's largest;
 # `test_long_commit.sh 1T` for a smaller one) in a Workspace, then a commit, which must
-# read all of it: hours. Before: the commit held the daemon's lock and the Workspace's
+# hash all of it: hours (the Store keeps holes, and hashes them as the zeros they read as
+# without reading them, so it is CPU, not reads). Before: the commit held the daemon's lock and the Workspace's
 # lock all along, so list_workspaces, status, the other Workspace's calls, every file
 # operation in the Workspace and `sandbox close --force` waited behind it. Now the data
 # is read without either lock, a second Workspace and this one keep working, `unmount
-# --discard` and close --force cancel such a commit. The test waits for a commit to start
-# reading its file (inotify on the upper file), then gives each call 60 s, which it
+# --discard` and close --force cancel such a commit, in a hole too. The test waits for a
+# commit to open its file (inotify on the upper file), then gives each call 60 s, which it
 # needs only when blocked.
 source "$(dirname "$0")/../e2e/lib.sh"
 use_private_sandboxes
@@ -24,7 +25,8 @@ TEARDOWN_EXTRA="grep -qa layerfs-daemon /proc/$pid/cmdline 2>/dev/null && kill -
 echo other >"$ws2/file"
 
 # commit_reading BRANCH OUT: makes a SIZE sparse file in the Workspace, starts its commit
-# in the background (pid in COMMITTER, output in OUT) and returns once the commit reads.
+# in the background (pid in COMMITTER, output in OUT) and returns once the commit has
+# opened it (nothing else opens the upper file meanwhile).
 commit_reading() {
         local branch=$1 out=$2 ino upper
         lfs workspace exec "$n" "$branch" -- truncate -s "$SIZE" big
@@ -37,16 +39,16 @@ commit_reading() {
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 fd = libc.inotify_init1(0)
-if fd < 0 or libc.inotify_add_watch(fd, sys.argv[1].encode(), 0x1) < 0:  # IN_ACCESS
+if fd < 0 or libc.inotify_add_watch(fd, sys.argv[1].encode(), 0x20) < 0:  # IN_OPEN
     sys.exit("inotify: " + os.strerror(ctypes.get_errno()))
 print("watching", flush=True)
 os.read(fd, 4096)
-print("reading", flush=True)' "$upper" >"$WORK/events" &
+print("opened", flush=True)' "$upper" >"$WORK/events" &
         exec 3<"$WORK/events"
         read -r -t 60 -u 3 line && [ "$line" = watching ] || fail "the inotify watcher did not start"
         "$LAYERFS" workspace commit "$n" "$branch" -m big >"$out" 2>&1 &
         COMMITTER=$!
-        read -r -t 120 -u 3 line && [ "$line" = reading ] || fail "the commit of $branch did not start reading"
+        read -r -t 120 -u 3 line && [ "$line" = opened ] || fail "the commit of $branch did not open its file"
         exec 3<&-
         ok
 }
@@ -56,7 +58,7 @@ committer=$COMMITTER
 within() {
         local what=$1
         shift
-        timeout 60 "$@" || fail "$what did not answer within 60 s while a commit read a $SIZE file"
+        timeout 60 "$@" || fail "$what did not answer within 60 s while a commit hashed a $SIZE file"
 }
 within "list_workspaces" "$LAYERFS" --json sandbox list_workspaces "$n" >"$WORK/list"
 assert_eq "$(json_get '[(w["branch"], w["dirty"]) for w in j]' <"$WORK/list")" \

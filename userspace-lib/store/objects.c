@@ -194,22 +194,26 @@ static bool all_zero(const char *p, size_t n) {
         return n == 0 || (p[0] == 0 && !memcmp(p, p + 1, n - 1));
 }
 
-static void hash_zeros(lfs_hasher *h, uint64_t n) {
+/* Hashes n zeros (a hole), asking cancelled (if any) every 64 MiB: a hole of terabytes
+ * takes hours of hashing, which unmount --discard and close --force must be able to end
+ * as they end a read. 0 or -ECANCELED. */
+static int hash_zeros(lfs_hasher *h, uint64_t n, bool (*cancelled)(const void *userdata),
+                      const void *userdata) {
         static const char zeros[1u << 16];
-        for (; n; n -= n < sizeof(zeros) ? n : sizeof(zeros))
-                lfs_hasher_update(h, zeros, n < sizeof(zeros) ? (size_t)n : sizeof(zeros));
+        for (uint64_t done = 0; n; done++) {
+                if (cancelled && done % 1024 == 0 && cancelled(userdata))
+                        return -ECANCELED;
+                size_t k = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
+                lfs_hasher_update(h, zeros, k);
+                n -= k;
+        }
+        return 0;
 }
 
 /* Writes len bytes at off, all of them. */
 static int pwrite_all(int fd, const char *buf, size_t len, uint64_t off) {
-        for (size_t done = 0; done < len;) {
-                ssize_t m = pwrite(fd, buf + done, len - done, (off_t)(off + done));
-                if (m < 0 && errno != EINTR)
-                        return -errno;
-                if (m > 0)
-                        done += (size_t)m;
-        }
-        return 0;
+        ssize_t k = lfs_pwrite_full(fd, buf, len, (off_t)off);
+        return k < 0 ? (int)k : (size_t)k == len ? 0 : -EIO;
 }
 
 int lfs_stream_sparse(int fd, uint64_t size, int out_fd, bool (*cancelled)(const void *userdata),
@@ -236,15 +240,16 @@ int lfs_stream_sparse(int fd, uint64_t size, int out_fd, bool (*cancelled)(const
                                         break;
                                 }
                                 if ((uint64_t)end > off)
-                                        hash_zeros(h, (uint64_t)end - off);
+                                        r = hash_zeros(h, (uint64_t)end - off, cancelled, userdata);
                                 off = (uint64_t)end > off ? (uint64_t)end : off;
                                 break;
                         }
                         off_t hole = data < 0 ? -1 : lseek(fd, data, SEEK_HOLE);
                         if (data < 0 || hole < 0) {
                                 seek = false; /* not offered here: every byte is read */
+                        } else if ((r = hash_zeros(h, (uint64_t)data - off, cancelled, userdata)) < 0) {
+                                break;
                         } else {
-                                hash_zeros(h, (uint64_t)data - off);
                                 off = (uint64_t)data;
                                 data_end = (uint64_t)hole;
                         }
