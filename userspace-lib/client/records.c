@@ -576,21 +576,6 @@ static char *subid_overlap(const char *file, uint32_t base) {
         return NULL;
 }
 
-/* Whether the process /proc/<name> has ended (a zombie, or dead), from its stat's state:
- * a Sandbox that closed leaves its init a zombie until the host's init reaps it, and it
- * holds nothing any more. The state follows the last ')' (the name may hold one). */
-static bool process_ended(int proc_fd, const char *name) {
-        char path[300], buf[512];
-        snprintf(path, sizeof(path), "%s/stat", name);
-        _cleanup_close_ int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
-        ssize_t k = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-        if (k <= 0)
-                return true; /* gone meanwhile */
-        buf[k] = 0;
-        const char *end = strrchr(buf, ')');
-        return end && end[1] == ' ' && (end[2] == 'Z' || end[2] == 'X');
-}
-
 /* Which ranges of 65536 ids in [first, first+count) a process of the host runs in: in_use[i]
  * for the range at first + i*65536. Every home has the same default LAYERFS_ID_RANGE, and
  * every process of a running namespaces Sandbox of any home (its init first of all) runs
@@ -600,9 +585,10 @@ static bool process_ended(int proc_fd, const char *name) {
  * effective uid and gid whether it is dumpable or not (fs/proc/base.c, task_dump_owner:
  * the rule for non-dumpable tasks spares the directory). A stat costs 2.5 us here where
  * reading /proc/<pid>/status cost 16 us, and create looks at every process of the host;
- * only a process in the range is read further, for its state. The other ids (real, saved,
- * filesystem) of a process in a user namespace that maps only a Sandbox's range are in
- * that range too. */
+ * only a process in the range is read further, for its state: a zombie (a closed
+ * Sandbox's init until the host's init reaps it) holds nothing any more. The other ids
+ * (real, saved, filesystem) of a process in a user namespace that maps only a Sandbox's
+ * range are in that range too. */
 static void host_ranges_in_use(uint32_t first, uint32_t count, bool *in_use) {
         DIR *proc = opendir("/proc");
         struct dirent *de;
@@ -610,12 +596,13 @@ static void host_ranges_in_use(uint32_t first, uint32_t count, bool *in_use) {
                 if (de->d_name[0] < '1' || de->d_name[0] > '9')
                         continue;
                 struct stat st;
+                unsigned long long start;
                 if (fstatat(dirfd(proc), de->d_name, &st, 0) < 0)
                         continue; /* gone meanwhile */
                 const unsigned long ids[] = { st.st_uid, st.st_gid };
                 for (size_t i = 0; i < ELEMENTSOF(ids); i++)
                         if (ids[i] >= first && ids[i] - first < count &&
-                            !process_ended(dirfd(proc), de->d_name))
+                            lfs_process_start_time((pid_t)atoi(de->d_name), &start) == 0)
                                 in_use[(ids[i] - first) / SANDBOX_IDS] = true;
         }
         if (proc)
