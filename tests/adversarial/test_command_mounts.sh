@@ -55,7 +55,7 @@ mkdir -p "$tmp/a/b"
 mount -t tmpfs -o size=1m layerfs-test "$tmp/a"
 mkdir -p "$tmp/a/b"
 mount -t tmpfs -o size=1m layerfs-test "$tmp/a/b"
-kill -9 "$(records "SELECT pid FROM sandboxes WHERE number=$SB")"
+kill_daemon "$SB"
 out=$(lfs runtime reclaim)
 case "$out" in *"reclaimed sandbox $SB of p"*) ok ;; *) fail "reclaim said: $out" ;; esac
 assert_no_sandbox_left "reclaim after stacked mounts in TMPDIR"

@@ -101,7 +101,7 @@ for how in close reclaim; do
                 set -e
                 assert_eq "$status:$out" "0:closed sandbox $SB" "close of a Sandbox with a FUSE trap"
         else
-                kill -9 "$(records "SELECT pid FROM sandboxes WHERE number=$SB")"
+                kill_daemon "$SB"
                 out=$(lfs runtime reclaim 2>&1)
                 case "$out" in "reclaimed sandbox $SB of p"*) ok ;; *) fail "reclaim of a Sandbox with a FUSE trap said: $out" ;; esac
         fi

@@ -127,11 +127,7 @@ for how in close reclaim; do
         if [ "$how" = close ]; then
                 lfs sandbox close "$SB" --force >/dev/null 2>&1 || true
         else
-                daemon=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$SB")
-                kill -9 "$daemon"
-                # Dead before the reclaim looks: a daemon still on its way out is alive to
-                # it, and its Sandbox is not reclaimed (this failed once under make check).
-                wait_exit "$daemon" 30 || fail "the daemon $daemon outlived SIGKILL for 30 s"
+                kill_daemon "$SB"
                 lfs runtime reclaim >/dev/null 2>&1 || true
         fi
         mountpoint -q "$WORK/elsewhere/x" || fail "$how through a swapped mnt link unmounted $WORK/elsewhere/x"

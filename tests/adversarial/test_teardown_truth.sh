@@ -43,7 +43,7 @@ for how in close idle reclaim; do
                 while kill -0 "$daemon" 2>/dev/null; do sleep 0.1; done
                 ;;
         reclaim)
-                kill -9 "$daemon"
+                kill_daemon "$SB"
                 out=$(lfs runtime reclaim 2>&1)
                 case "$out" in *"reclaimed sandbox $SB"*) fail "reclaim claimed it removed sandbox $SB: $out" ;; esac
                 ok

@@ -265,6 +265,17 @@ new_runtime() {
         "$LAYERFS" --json runtime status | json_get 'j["default"]'
 }
 
+# kill_daemon N: SIGKILLs sandbox N's daemon and returns once it is gone: a daemon still
+# on its way out is alive to reclaim, which leaves its Sandbox alone (tests that reclaimed
+# at once failed under a loaded make check and under the sanitizer).
+kill_daemon() {
+        local pid
+        pid=$(records "SELECT pid FROM sandboxes WHERE number=$1")
+        [ -n "$pid" ] || fail "sandbox $1 has no daemon to kill"
+        kill -9 "$pid"
+        wait_exit "$pid" 30 || fail "sandbox $1's daemon $pid outlived SIGKILL for 30 s"
+}
+
 # records [SQL]: SQL's answer from the home's records; with none, how many Sandboxes
 # there are (0 before the home has its database).
 records() {

@@ -85,7 +85,7 @@ ok
 k=$(lfs sandbox create)
 lfs workspace mount "$k" dead-b >/dev/null
 expect_refusal Busy "sandbox $k" lfs branch delete dead-b
-kill -9 "$(records "SELECT pid FROM sandboxes WHERE number=$k")"
+kill_daemon "$k"
 lfs branch delete dead-b >/dev/null
 lfs runtime reclaim >/dev/null
 lfs project verify >/dev/null

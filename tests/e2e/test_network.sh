@@ -161,7 +161,7 @@ exec {held}<&-
 # SIGKILLed daemon, then reclaim.
 Q_LINK=$(lfs --json project list_sandboxes | json_get "[s['network']['host_link'] for s in j if s['sandbox'] == $Q][0]")
 ip -o link show "$Q_LINK" >/dev/null || fail "sandbox $Q has no host end"
-kill -9 "$(records "SELECT pid FROM sandboxes WHERE number=$Q")"
+kill_daemon "$Q"
 lfs runtime reclaim >/dev/null
 ip -o link show "$Q_LINK" >/dev/null 2>&1 && fail "the host's end $Q_LINK outlived the reclaim of sandbox $Q"
 ok

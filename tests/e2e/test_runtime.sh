@@ -201,8 +201,7 @@ assert_nothing_left "calls racing the idle close"
 SB=$(lfs sandbox create)
 WS=$(lfs workspace mount "$SB" main)
 start_background
-daemon=$(records "SELECT pid FROM sandboxes WHERE number=$SB")
-kill -9 "$daemon"
+kill_daemon "$SB"
 grep -qF "$WS" /proc/mounts || fail "the dead daemon's mount should still be there before reclaim"
 out=$(lfs runtime reclaim)
 case "$out" in *"reclaimed sandbox $SB of p"*) ok ;; *) fail "reclaim said: $out" ;; esac
@@ -307,7 +306,7 @@ WS=$(lfs workspace mount "$SB" main)
 x -- sh -c 'echo committed > kept.txt'
 lfs workspace commit "$SB" main -m "keep this" >/dev/null
 x -- sh -c 'echo lost > uncommitted.txt'
-kill -9 "$(records "SELECT pid FROM sandboxes WHERE number=$SB")"
+kill_daemon "$SB"
 for _ in $(seq 50); do
         set +e
         msg=$(lfs workspace status "$SB" main 2>&1 >/dev/null)
