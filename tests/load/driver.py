@@ -1,0 +1,642 @@
+#!/usr/bin/env python3
+"""driver.py - the load suite's driver (tests/load/README.md).
+
+  driver.py SANDBOXES WORKSPACES ROUNDS SEED
+
+Runs SANDBOXES slots at once. Each slot owns a project (load-<slot>) with WORKSPACES
+branches and, ROUNDS times, creates a Sandbox, mounts every branch, and runs a random
+loop of exec (writes, deletes, chmod, reads checked against the model), process
+start / kill, commit, unmount and close. Meanwhile a faulter thread SIGKILLs Sandbox
+daemons, commands running in Sandboxes and the driver's own CLI calls at random, and
+runs `runtime reclaim`.
+
+Every slot keeps a model of each branch: the files its Workspace holds, and every commit
+it attempted with the exact contents it recorded. A commit whose daemon or CLI was
+killed is uncertain: it may or may not have landed, and is resolved later from the
+branch's head. At the end every project must pass `project verify`, and every branch's
+history must be the attempts in order, each landed commit holding exactly its contents
+(an uncertain one either whole or absent, never a mix).
+
+A failure is any result that no fault explains: an error in a call while nothing of its
+slot was killed, a read or a mount that differs from the model, a history that differs
+from the attempts. Prints the counts of operations, faults and failures; exits 1 if any
+failure was found. The caller (test_load.sh) checks that nothing is left afterwards.
+Python 3 standard library only.
+"""
+
+import collections
+import json
+import os
+import random
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+LAYERFS = os.environ["LAYERFS"]
+HOME = os.environ["LAYERFS_HOME"]
+WORK = os.environ["WORK"]
+# Bounds for one call and for retries: generous, they only turn a hang into a failure.
+CALL_SECONDS = 300
+RETRIES = 30
+
+
+class Gone(Exception):
+    """The slot's Sandbox is gone (its daemon was killed): drop it and go on."""
+
+
+class Abort(Exception):
+    """A failure no fault explains: the slot records it and stops."""
+
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.ops = collections.Counter()
+        self.faults = collections.Counter()
+        self.failures = []
+        self.verified = 0  # commits whose contents were checked after the run
+
+    def op(self, name):
+        with self.lock:
+            self.ops[name] += 1
+
+    def fault(self, name):
+        with self.lock:
+            self.faults[name] += 1
+
+    def fail(self, what, trace=()):
+        with self.lock:
+            self.failures.append(what)
+            print("FAILURE: " + what, file=sys.stderr, flush=True)
+            if trace:
+                print("  its slot's last calls:\n    " + "\n    ".join(trace), file=sys.stderr, flush=True)
+
+
+STATS = Stats()
+
+
+def records(sql, args=()):
+    """Rows of the home's records (read only); [] before the home has its database."""
+    path = os.path.join(HOME, "home.db")
+    if not os.path.exists(path):
+        return []
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=30)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
+def start_time(pid):
+    """Field 22 of /proc/PID/stat, or None when PID is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def manifest(root):
+    """{relative path: (content, executable)} of the regular files below root; raises on
+    anything else (the model has files only)."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            if os.path.islink(p) or (name in dirs):
+                raise ValueError("unexpected entry %s in %s" % (rel, root))
+            with open(p, "rb") as f:
+                out[rel] = (f.read().decode(), bool(os.stat(p).st_mode & 0o100))
+    return out
+
+
+class Result:
+    def __init__(self, status, out, err):
+        self.status, self.out, self.err = status, out, err
+
+    @property
+    def code(self):
+        """The refusal's code (stderr 'CODE: message', exit 125), else None."""
+        if self.status == 125 and ": " in self.err:
+            return self.err.split(": ", 1)[0].strip()
+        return None
+
+    def json(self):
+        return json.loads(self.out)
+
+
+class Branch:
+    def __init__(self, name):
+        self.name = name
+        self.content = {}  # what the branch's head holds, as far as the slot knows
+        self.ws = None  # what the mounted Workspace holds, or None when not mounted
+        self.path = None
+        self.head = None  # the last commit known to be the head
+        self.attempts = []  # [content, commit id or None while uncertain, landed]
+        self.uncertain = None  # the attempt whose commit may or may not have landed
+
+
+class Slot:
+    def __init__(self, index, workspaces, rounds, seed):
+        self.index = index
+        self.project = "load-%d" % index
+        self.rounds = rounds
+        self.rng = random.Random("%s-%d" % (seed, index))
+        self.branches = [Branch("w%d" % j) for j in range(workspaces)]
+        self.number = None
+        self.pid = None  # its daemon's
+        # The faulter's side: epoch counts the faults that touched this slot; dead holds the
+        # (number, pid) of each daemon of the project it killed, once that daemon has
+        # exited. Both under lock, which the faulter holds from its kill until it landed.
+        self.lock = threading.Lock()
+        self.epoch = 0
+        self.dead = set()
+        self.client = None  # pidfd of the CLI call running now
+        self.serial = 0
+        self.stopped = False
+        self.trace = collections.deque(maxlen=60)  # the last calls, shown with a failure
+
+    # ---- calls --------------------------------------------------------------------
+    def call(self, *args, stdin=None):
+        """One CLI call (with --project); the faulter may SIGKILL it."""
+        cmd = [LAYERFS, "--project", self.project] + list(args)
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        fd = os.pidfd_open(p.pid)
+        with self.lock:
+            self.client = fd
+        try:
+            out, err = p.communicate(timeout=CALL_SECONDS)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise Abort("%s did not end within %d s" % (" ".join(args), CALL_SECONDS))
+        finally:
+            with self.lock:
+                self.client = None
+            os.close(fd)
+        with self.lock:
+            self.trace.append("%.3f %s -> %d %s %s" % (time.monotonic(), " ".join(args)[:120], p.returncode,
+                                                    err.strip()[:200], "(epoch %d)" % self.epoch))
+        return Result(p.returncode, out, err)
+
+    def faults_since(self, epoch):
+        """Whether a fault touched this slot since epoch; waits for a kill under way to land."""
+        with self.lock:
+            if self.number is not None and (self.number, self.pid) in self.dead:
+                raise Gone()
+            return self.epoch != epoch
+
+    def op(self, name, *args, ok_after_fault=()):
+        """Runs a call until it succeeds. A failure that a fault of this slot explains is
+        retried (the operations are idempotent), and then a refusal in ok_after_fault (the
+        killed call had landed) is its success; a failure that no fault explains is one;
+        a killed daemon ends the Sandbox (Gone)."""
+        with self.lock:
+            first = self.epoch
+        for _ in range(RETRIES):
+            with self.lock:
+                epoch = self.epoch
+            r = self.call(*args)
+            if r.status == 0 or (r.code in ok_after_fault and self.faults_since(first)):
+                STATS.op(name)
+                return r
+            if not self.faults_since(epoch):
+                raise Abort("%s: '%s' exited %d with no fault: %s" %
+                            (self.project, " ".join(args), r.status, r.err.strip()))
+        raise Abort("%s: '%s' failed %d times: %s" % (self.project, " ".join(args), RETRIES,
+                                                       r.err.strip()))
+
+    def quiet_check(self, what, good):
+        if not good:
+            raise Abort("%s: %s" % (self.project, what))
+
+    # ---- the loop -----------------------------------------------------------------
+    def setup(self):
+        """The project and its branches, before any fault."""
+        try:
+            self.op("init", "project", "init", self.project)
+            for b in self.branches:
+                self.op("branch", "branch", "create", b.name)
+                b.head = b.base = self.head(b)
+        except Abort as e:
+            STATS.fail(str(e))
+            self.stopped = True
+
+    def run(self):
+        if self.stopped:
+            return
+        try:
+            for rnd in range(self.rounds):
+                try:
+                    self.one_round(rnd)
+                except Gone:
+                    self.drop_sandbox()
+        except Abort as e:
+            STATS.fail(str(e), self.trace)
+            self.stopped = True
+        except Exception as e:  # a bug of the driver is a failure too
+            STATS.fail("%s: driver error %r" % (self.project, e), self.trace)
+            self.stopped = True
+        finally:
+            self.sweep()
+
+    def head(self, b):
+        r = self.op("log", "--json", "branch", "log", b.name, "--limit", "1")
+        return r.json()[0]["commit"]
+
+    def one_round(self, rnd):
+        self.number = None
+        r = self.op("create", "sandbox", "create")
+        number = int(r.out.strip())
+        row = records("SELECT pid FROM sandboxes WHERE project=? AND number=?", (self.project, number))
+        self.number, self.pid = number, (row[0][0] if row else None)
+        if not row:  # its daemon was killed and reclaimed already
+            raise Gone()
+        n = str(self.number)
+        for b in self.branches:
+            self.mount(b)
+        for _ in range(self.rng.randint(6, 12)):
+            b = self.rng.choice(self.branches)
+            if b.ws is None:
+                self.mount(b)
+                continue
+            self.rng.choice([self.write, self.write, self.delete, self.chmod, self.read,
+                             self.start, self.start_kill, self.commit])(b)
+        for b in self.branches:
+            if b.ws is None:
+                continue
+            end = self.rng.choice(["commit", "commit", "discard", "keep"])
+            if end == "commit":
+                self.commit(b)
+            if end != "keep":
+                self.kill_processes()
+                self.op("unmount", "workspace", "unmount", n, b.name,
+                        *(["--discard"] if end == "discard" else []), ok_after_fault=("NotMounted",))
+                b.ws = None
+        force = any(b.ws is not None for b in self.branches)
+        self.close(force)
+
+    def mount(self, b):
+        n = str(self.number)
+        r = self.op("mount", "--json", "workspace", "mount", n, b.name, ok_after_fault=("AlreadyMounted",))
+        if r.code == "AlreadyMounted":  # a mount whose CLI was killed had landed
+            ws = self.op("list", "--json", "sandbox", "list_workspaces", n).json()
+            path = [w["path"] for w in ws if w["branch"] == b.name][0]
+        else:
+            path = r.json()["path"]
+        b.path = path
+        if b.uncertain is not None:
+            self.resolve(b)
+        try:
+            seen = manifest(path)
+        except OSError as e:
+            self.faults_since(-1)  # the daemon may have died meanwhile (Gone)
+            raise Abort("%s: reading the mount of %s: %s" % (self.project, b.name, e))
+        self.quiet_check("the mount of %s shows %r, expected its head %r" % (b.name, seen, b.content),
+                         seen == b.content)
+        b.ws = dict(b.content)
+
+    def resolve(self, b):
+        """A commit killed with its daemon either landed whole or not at all: the head says which."""
+        head = self.head(b)
+        att = b.uncertain
+        b.uncertain = None
+        if head == b.head:
+            att[2] = False
+            return
+        att[1], att[2] = head, True
+        b.head, b.content = head, dict(att[0])
+
+    def token(self):
+        self.serial += 1
+        return "%s-%d-%d" % (self.project, self.serial, self.rng.randrange(1 << 30))
+
+    def exec(self, b, script, *args):
+        return self.op("exec", "workspace", "exec", str(self.number), b.name, "--", "sh", "-c",
+                       script, "sh", *args)
+
+    def write(self, b, name=None):
+        name = name or "f%d" % self.rng.randrange(12)
+        text = self.token()
+        self.exec(b, 'printf %s "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"', name, text)
+        b.ws[name] = (text, False)  # a new file (umask 022) in its place
+
+    def delete(self, b):
+        if not b.ws:
+            return self.write(b)
+        name = self.rng.choice(sorted(b.ws))
+        self.exec(b, 'rm -f "$1"', name)
+        del b.ws[name]
+
+    def chmod(self, b):
+        if not b.ws:
+            return self.write(b)
+        name = self.rng.choice(sorted(b.ws))
+        text, x = b.ws[name]
+        self.exec(b, 'chmod "$2" "$1"', name, "755" if not x else "644")
+        b.ws[name] = (text, not x)
+
+    def read(self, b):
+        """The Workspace read through a command: every file of the model, nothing else."""
+        r = self.exec(b, 'for f in *; do [ -e "$f" ] || continue; '
+                         'if [ -x "$f" ]; then x=x; else x=-; fi; printf "%s %s %s\\n" "$f" "$x" "$(cat "$f")"; done')
+        seen = {}
+        for line in r.out.splitlines():
+            name, x, text = line.split(" ", 2)
+            seen[name] = (text, x == "x")
+        self.quiet_check("a command reads %s as %r, expected %r" % (b.name, seen, b.ws), seen == b.ws)
+
+    def start(self, b):
+        self.op("process", "process", "start", str(self.number), b.name, "--", "sleep", "600")
+
+    def start_kill(self, b):
+        r = self.op("process", "--json", "process", "start", str(self.number), b.name, "--", "sleep", "600")
+        with self.lock:
+            epoch = self.epoch
+        r = self.call("process", "kill", str(self.number), str(r.json()["pid"]))
+        if r.status != 0 and not self.faults_since(epoch):
+            raise Abort("%s: process kill exited %d with no fault: %s" % (self.project, r.status, r.err.strip()))
+        STATS.op("kill")
+
+    def kill_processes(self):
+        """Ends what runs in the Sandbox (background processes hold Workspaces)."""
+        n = str(self.number)
+        for p in self.op("list", "--json", "process", "list", n).json():
+            if p["state"] == "running":
+                self.op("kill", "process", "kill", n, str(p["pid"]), ok_after_fault=("InvalidInput",))
+
+    def commit(self, b):
+        """Commits what the Workspace holds, with a mark of its own so that no two attempts
+        record the same contents."""
+        self.write(b, "mark")
+        n = str(self.number)
+        att = [dict(b.ws), None, None]
+        b.attempts.append(att)
+        msg = "commit %s" % self.token()
+        with self.lock:
+            first = self.epoch
+        deadline = time.monotonic() + CALL_SECONDS
+        while True:
+            with self.lock:
+                epoch = self.epoch
+            try:
+                r = self.call("--json", "workspace", "commit", n, b.name, "-m", msg)
+                if r.status != 0 and r.code != "Busy" and not self.faults_since(epoch):
+                    raise Abort("%s: commit of %s exited %d with no fault: %s" %
+                                (self.project, b.name, r.status, r.err.strip()))
+            except Gone:
+                b.uncertain = att  # resolved from the head at the next mount
+                raise
+            if r.status == 0:
+                break
+            # The CLI was killed (or the commit of a killed one still runs: Busy): the daemon
+            # goes on with it; the next commit waits for it and says where the head is.
+            if time.monotonic() > deadline:
+                raise Abort("%s: commit of %s still Busy after %d s" % (self.project, b.name, CALL_SECONDS))
+        STATS.op("commit")
+        j = r.json()
+        if j["merged"]:
+            raise Abort("%s: commit of %s merged, but nothing else writes it" % (self.project, b.name))
+        with self.lock:
+            killed = self.epoch != first
+        if not j["changed"] and not killed:
+            raise Abort("%s: commit of %s recorded nothing, but its Workspace holds %r over %r" %
+                        (self.project, b.name, b.ws, b.content))
+        att[1], att[2] = j["commit"], True
+        b.head, b.content = j["commit"], dict(b.ws)
+
+    def close(self, force):
+        n = str(self.number)
+        self.op("close", "sandbox", "close", n, *(["--force"] if force else []), ok_after_fault=("NoSuchSandbox",))
+        for b in self.branches:
+            b.ws = None
+        self.number = None
+
+    def drop_sandbox(self):
+        """After its daemon was killed: the Workspaces are lost; close what is left of it."""
+        STATS.op("dropped")
+        n = self.number
+        for b in self.branches:
+            b.ws = None
+        self.number = None
+        if n is not None:
+            self.op("close", "sandbox", "close", str(n), "--force", ok_after_fault=("NoSuchSandbox",))
+
+    def sweep(self):
+        """Closes whatever Sandbox of this slot's project is left (a create whose CLI was killed
+        leaves one the slot never learnt the number of)."""
+        self.number = None
+        for (number,) in records("SELECT number FROM sandboxes WHERE project=?", (self.project,)):
+            try:
+                self.op("close", "sandbox", "close", str(number), "--force", ok_after_fault=("NoSuchSandbox",))
+            except (Abort, Gone) as e:
+                STATS.fail("%s: sweep of sandbox %d: %s" % (self.project, number, e))
+
+    # ---- the checks after the run ---------------------------------------------------
+    def verify(self):
+        r = self.call("project", "verify")
+        if r.status != 0:
+            STATS.fail("%s: project verify exited %d: %s" % (self.project, r.status, r.err.strip()))
+        for b in self.branches:
+            if b.uncertain is not None:
+                self.resolve(b)
+            self.verify_history(b)
+
+    def verify_history(self, b):
+        r = self.call("--json", "branch", "log", b.name)
+        if r.status != 0:
+            return STATS.fail("%s: branch log %s: %s" % (self.project, b.name, r.err.strip()))
+        log = [c["commit"] for c in reversed(r.json())]
+        if not log or log[0] != b.base:
+            return STATS.fail("%s: %s's history does not start at its base: %s" % (self.project, b.name, log))
+        trees = {}
+        i = 0
+        for c in log[1:]:
+            content = self.export(c, trees)
+            # Skipped: attempts that did not land (an uncertain one is resolved by now).
+            while i < len(b.attempts) and b.attempts[i][2] is False:
+                i += 1
+            if i == len(b.attempts):
+                return STATS.fail("%s: commit %s on %s holds %r, which no attempt wrote (in order)" %
+                                  (self.project, c[:12], b.name, content))
+            att = b.attempts[i]
+            if att[0] != content or (att[1] is not None and att[1] != c):
+                return STATS.fail("%s: commit %s on %s holds %r; the commit %s recorded %r" %
+                                  (self.project, c[:12], b.name, content, att[1], att[0]))
+            att[2] = "seen"
+            i += 1
+        missing = [a[1] for a in b.attempts if a[2] is True]
+        if missing:
+            STATS.fail("%s: commits on %s that were made but are not in its history: %s" %
+                       (self.project, b.name, missing))
+        if log[-1] != b.head:
+            STATS.fail("%s: %s's head is %s, expected %s" % (self.project, b.name, log[-1], b.head))
+        with STATS.lock:
+            STATS.verified += len(log) - 1
+
+    def export(self, commit, trees):
+        with tempfile.TemporaryDirectory(dir=WORK) as d:
+            out = os.path.join(d, "x")
+            r = self.call("branch", "export", commit, out)
+            if r.status != 0:
+                raise Abort("%s: export of %s: %s" % (self.project, commit, r.err.strip()))
+            return manifest(out)
+
+
+class Faulter(threading.Thread):
+    """SIGKILLs daemons, commands and CLI calls of the slots at random, and reclaims."""
+
+    def __init__(self, slots, seed):
+        super().__init__(daemon=True)
+        self.slots = {s.project: s for s in slots}
+        self.rng = random.Random("faulter-%s" % seed)
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.wait(self.rng.uniform(0.05, 0.5)):
+            kind = self.rng.choices(["daemon", "command", "client", "reclaim"], [2, 3, 3, 1])[0]
+            try:
+                getattr(self, kind)()
+            except Exception as e:
+                STATS.fail("faulter (%s): %r" % (kind, e))
+
+    def pick(self):
+        rows = records("SELECT project, number, pid, start_time, cgroup FROM sandboxes")
+        rows = [r for r in rows if r[0] in self.slots]
+        return self.rng.choice(rows) if rows else None
+
+    def daemon(self):
+        row = self.pick()
+        if not row:
+            return
+        project, number, pid, started, _ = row
+        slot = self.slots[project]
+        with slot.lock:  # the slot learns of it only once it has landed
+            if self.kill(pid, lambda: start_time(pid) == started, wait=True):
+                slot.epoch += 1
+                slot.dead.add((number, pid))
+                STATS.fault("daemon")
+
+    def command(self):
+        row = self.pick()
+        if not row or not row[4]:
+            return
+        project, _, _, _, cg = row
+        try:
+            leaves = [e for e in os.listdir(cg) if e.startswith("cmd-")]
+        except OSError:
+            return
+        pids = []
+        for leaf in leaves:
+            try:
+                with open(os.path.join(cg, leaf, "cgroup.procs")) as f:
+                    pids += [(int(p), leaf) for p in f.read().split()]
+            except OSError:
+                pass
+        if not pids:
+            return
+        pid, leaf = self.rng.choice(pids)
+        slot = self.slots[project]
+
+        def still_there():
+            try:
+                with open("/proc/%d/cgroup" % pid) as f:
+                    return f.read().rstrip().endswith("/" + leaf)
+            except OSError:
+                return False
+
+        with slot.lock:
+            if self.kill(pid, still_there):
+                slot.epoch += 1
+                STATS.fault("command")
+
+    def client(self):
+        slot = self.rng.choice(list(self.slots.values()))
+        with slot.lock:
+            if slot.client is None:
+                return
+            try:
+                signal.pidfd_send_signal(slot.client, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            slot.epoch += 1
+            STATS.fault("client")
+
+    def reclaim(self):
+        r = subprocess.run([LAYERFS, "runtime", "reclaim"], capture_output=True, text=True,
+                           timeout=CALL_SECONDS)
+        STATS.fault("reclaim")
+        if r.returncode != 0:
+            STATS.fail("runtime reclaim exited %d: %s" % (r.returncode, r.stderr.strip()))
+
+    @staticmethod
+    def kill(pid, check, wait=False):
+        """SIGKILLs pid through a pidfd, if check() still holds once the pidfd is open (so a
+        reused pid is never signalled); with wait, returns once it has exited."""
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return False
+        try:
+            if not check():
+                return False
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+            if wait and not select.select([fd], [], [], CALL_SECONDS)[0]:
+                STATS.fail("pid %d outlived SIGKILL for %d s" % (pid, CALL_SECONDS))
+            return True
+        except ProcessLookupError:
+            return False
+        finally:
+            os.close(fd)
+
+
+def main():
+    sandboxes, workspaces, rounds = (int(a) for a in sys.argv[1:4])
+    seed = sys.argv[4]
+    began = time.monotonic()
+    slots = [Slot(i, workspaces, rounds, seed) for i in range(1, sandboxes + 1)]
+    setups = [threading.Thread(target=s.setup) for s in slots]
+    for t in setups:
+        t.start()
+    for t in setups:
+        t.join()
+    faulter = Faulter(slots, seed)
+    threads = [threading.Thread(target=s.run) for s in slots]
+    faulter.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    faulter.stop.set()
+    faulter.join()
+    loaded = time.monotonic() - began
+    r = subprocess.run([LAYERFS, "runtime", "reclaim"], capture_output=True, text=True)
+    if r.returncode != 0:
+        STATS.fail("the last runtime reclaim exited %d: %s" % (r.returncode, r.stderr.strip()))
+    for s in slots:
+        try:
+            s.verify()
+        except Exception as e:
+            STATS.fail("%s: verify: %r" % (s.project, e))
+    ops = sum(v for k, v in STATS.ops.items())
+    print("load: %d Sandboxes x %d Workspaces x %d rounds, seed %s" % (sandboxes, workspaces, rounds, seed))
+    print("load: %d operations (%s)" % (ops, ", ".join("%s %d" % kv for kv in sorted(STATS.ops.items()))))
+    print("load: %d faults injected (%s)" % (sum(STATS.faults.values()),
+                                              ", ".join("%s %d" % kv for kv in sorted(STATS.faults.items()))))
+    print("load: %d commits checked after the run, contents exported" % STATS.verified)
+    print("load: %d failures; load %.1f s, with the checks %.1f s" %
+          (len(STATS.failures), loaded, time.monotonic() - began))
+    for f in STATS.failures:
+        print("  failure: " + f)
+    sys.exit(1 if STATS.failures else 0)
+
+
+if __name__ == "__main__":
+    main()
