@@ -28,6 +28,7 @@ import collections
 import json
 import os
 import random
+import re
 import select
 import signal
 import sqlite3
@@ -88,6 +89,10 @@ def records(sql, args=()):
     db = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=30)
     try:
         return db.execute(sql, args).fetchall()
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):  # made, its table not yet
+            return []
+        raise
     finally:
         db.close()
 
@@ -99,6 +104,18 @@ def start_time(pid):
             return int(f.read().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def wait_exit(pid):
+    """Returns once pid has ended (at most CALL_SECONDS)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([fd], [], [], CALL_SECONDS)
+    finally:
+        os.close(fd)
 
 
 def manifest(root):
@@ -193,13 +210,18 @@ class Slot:
                 raise Gone()
             return self.epoch != epoch
 
-    def op(self, name, *args, ok_after_fault=()):
-        """Runs a call until it succeeds. A failure that a fault of this slot explains is
-        retried (the operations are idempotent), and then a refusal in ok_after_fault (the
-        killed call had landed) is its success; a failure that no fault explains is one;
-        a killed daemon ends the Sandbox (Gone)."""
+    def now(self):
+        """The slot's fault epoch now."""
         with self.lock:
-            first = self.epoch
+            return self.epoch
+
+    def op(self, name, *args, ok_after_fault=(), since=None):
+        """Runs a call until it succeeds. A failure that a fault of this slot explains is
+        retried (the operations are idempotent), and a refusal in ok_after_fault is its
+        success after a fault since the call began (or since the epoch since: a killed
+        call, or a killed process, had landed already); a failure that no fault explains
+        is one; a killed daemon ends the Sandbox (Gone)."""
+        first = self.now() if since is None else since
         for _ in range(RETRIES):
             with self.lock:
                 epoch = self.epoch
@@ -357,20 +379,19 @@ class Slot:
         self.op("process", "process", "start", str(self.number), b.name, "--", "sleep", "600")
 
     def start_kill(self, b):
+        epoch = self.now()  # the faulter may kill the process as soon as it runs
         r = self.op("process", "--json", "process", "start", str(self.number), b.name, "--", "sleep", "600")
-        with self.lock:
-            epoch = self.epoch
-        r = self.call("process", "kill", str(self.number), str(r.json()["pid"]))
-        if r.status != 0 and not self.faults_since(epoch):
-            raise Abort("%s: process kill exited %d with no fault: %s" % (self.project, r.status, r.err.strip()))
-        STATS.op("kill")
+        self.op("kill", "process", "kill", str(self.number), str(r.json()["pid"]),
+                ok_after_fault=("InvalidInput",), since=epoch)
 
     def kill_processes(self):
         """Ends what runs in the Sandbox (background processes hold Workspaces)."""
         n = str(self.number)
+        epoch = self.now()
         for p in self.op("list", "--json", "process", "list", n).json():
             if p["state"] == "running":
-                self.op("kill", "process", "kill", n, str(p["pid"]), ok_after_fault=("InvalidInput",))
+                self.op("kill", "process", "kill", n, str(p["pid"]), ok_after_fault=("InvalidInput",),
+                        since=epoch)
 
     def commit(self, b):
         """Commits what the Workspace holds, with a mark of its own so that no two attempts
@@ -427,7 +448,31 @@ class Slot:
             b.ws = None
         self.number = None
         if n is not None:
-            self.op("close", "sandbox", "close", str(n), "--force", ok_after_fault=("NoSuchSandbox",))
+            self.close_dead(n)
+
+    def close_dead(self, n):
+        """Closes Sandbox n, which the faulter's reclaim may be removing meanwhile: Busy
+        names the process removing it, and once that has ended the Sandbox is gone
+        (NoSuchSandbox) or left for this close."""
+        for _ in range(RETRIES):
+            epoch = self.now()
+            r = self.call("sandbox", "close", str(n), "--force")
+            if r.status == 0:
+                STATS.op("close")
+                return
+            remover = re.search(r"being removed by process (\d+)", r.err)
+            if r.code == "Busy" and remover:
+                wait_exit(int(remover.group(1)))
+                continue
+            if r.code == "NoSuchSandbox" and not records(
+                    "SELECT number FROM sandboxes WHERE project=? AND number=?", (self.project, n)):
+                STATS.op("close")  # removed by a reclaim
+                return
+            if not self.faults_since(epoch):
+                raise Abort("%s: 'sandbox close %d --force' exited %d with no fault: %s" %
+                            (self.project, n, r.status, r.err.strip()))
+        raise Abort("%s: 'sandbox close %d --force' failed %d times: %s" % (self.project, n, RETRIES,
+                                                                        r.err.strip()))
 
     def sweep(self):
         """Closes whatever Sandbox of this slot's project is left (a create whose CLI was killed
@@ -435,7 +480,7 @@ class Slot:
         self.number = None
         for (number,) in records("SELECT number FROM sandboxes WHERE project=?", (self.project,)):
             try:
-                self.op("close", "sandbox", "close", str(number), "--force", ok_after_fault=("NoSuchSandbox",))
+                self.close_dead(number)
             except (Abort, Gone) as e:
                 STATS.fail("%s: sweep of sandbox %d: %s" % (self.project, number, e))
 

@@ -101,6 +101,17 @@ int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         return 0;
 }
 
+/* Whether db is in WAL mode already (false also when that cannot be read: the switch
+ * then says why). */
+static bool journal_is_wal(sqlite3 *db) {
+        sqlite3_stmt *st = NULL;
+        bool wal = sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL) == SQLITE_OK &&
+                   sqlite3_step(st) == SQLITE_ROW &&
+                   strcmp((const char *)sqlite3_column_text(st, 0) ?: "", "wal") == 0;
+        sqlite3_finalize(st);
+        return wal;
+}
+
 static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         int r = private_db_file(home, err);
         if (r < 0)
@@ -120,10 +131,22 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
          * written over in place (a record's change takes a few pages of them). */
         int persist = 1;
         sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+        sqlite3_busy_timeout(db, 10000);
+        /* A new home.db is switched to WAL by its first openers. Two switching at once can
+         * each hold the read lock the other's switch needs; SQLite then fails one at once
+         * with "database is locked", without the busy wait (concurrent 'sandbox create's
+         * on a new home failed so, tests/load). Whoever finds it not yet in WAL switches it
+         * holding flock on home.db; once in WAL (kept in the file) nobody takes the flock. */
+        _cleanup_close_ int switching = -1;
+        if (!journal_is_wal(db)) {
+                switching = openat(home->fd, "home.db", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                while (switching >= 0 && flock(switching, LOCK_EX) < 0 && errno == EINTR)
+                        ;
+        }
         char *msg = NULL;
         if (sqlite3_exec(
                     db,
-                    "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL;"
+                    "PRAGMA journal_mode=WAL;"
                     "CREATE TABLE IF NOT EXISTS sandboxes(project TEXT NOT NULL, number INTEGER NOT NULL,"
                     " platform TEXT NOT NULL, runtime TEXT NOT NULL, image TEXT, pid INTEGER,"
                     " start_time INTEGER, boot_id TEXT, dir TEXT NOT NULL, state TEXT NOT NULL,"
