@@ -96,7 +96,7 @@ UNITS := $(BUILD)/systemd/layerfs-reclaim.service $(BUILD)/systemd/layerfs-deleg
 INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs-daemon $(BUILD)/layerfs-init \
 	$(BUILD)/layerfs.pc $(MAN_PAGES) $(UNITS)
 
-.PHONY: all deps demo check unit e2e adversarial packaging fresh-check sanitize lint format bench \
+.PHONY: all deps demo check unit e2e load adversarial packaging fresh-check sanitize lint format bench \
 	install uninstall deb print-version clean help FORCE
 .DELETE_ON_ERROR:
 .SECONDARY:
@@ -107,9 +107,11 @@ help:
 	@echo "make deps      install the Debian packages the build and the tests need (as root)"
 	@echo "make           build liblayerfs (.a, .so, layerfs.pc), the CLI, the daemon, man pages, tests"
 	@echo "make demo      build (installing the packages it needs) + a short end-to-end run of the CLI"
-	@echo "make check     deps + build + every test (unit, end-to-end, adversarial, packaging,"
+	@echo "make check     deps + build + every test (unit, end-to-end, load, adversarial, packaging,"
 	@echo "               sanitizers, fresh-check) + lint"
 	@echo "make adversarial  the attacks kept as tests (tests/adversarial)"
+	@echo "make load      Sandboxes at once under SIGKILLs and reclaim, nothing left after (tests/load;"
+	@echo "               LOAD_SANDBOXES=32 LOAD_WORKSPACES=4 LOAD_ROUNDS=4 for the full size)"
 	@echo "make packaging make install's layout, man pages against --help, completion, systemd units,"
 	@echo "               make deb under lintian (tests/packaging)"
 	@echo "make fresh-check  the README's first command in a fresh Debian 12 root, then the .deb"
@@ -272,6 +274,16 @@ e2e: all
 	BUILD=$(BUILD) LAYERFS_RUNTIME=native tests/e2e/run.sh tests/e2e $(NATIVE_E2E)
 	BUILD=$(BUILD) LAYERFS_FUSE_TRANSPORT=dev tests/e2e/run.sh tests/e2e $(FUSE_DEV_E2E)
 
+# Sandboxes at once under faults: SIGKILLed daemons, commands and CLI calls, reclaim
+# meanwhile; then nothing left and every commit whole (tests/load/README.md). make check runs
+# it small; the full size is `make load LOAD_SANDBOXES=32 LOAD_WORKSPACES=4 LOAD_ROUNDS=4`.
+LOAD_SANDBOXES ?= 4
+LOAD_WORKSPACES ?= 2
+LOAD_ROUNDS ?= 3
+load: all
+	BUILD=$(BUILD) LOAD_SANDBOXES=$(LOAD_SANDBOXES) LOAD_WORKSPACES=$(LOAD_WORKSPACES) \
+		LOAD_ROUNDS=$(LOAD_ROUNDS) $(if $(LOAD_SEED),LOAD_SEED=$(LOAD_SEED)) tests/e2e/run.sh tests/load
+
 # Attacks on the runtime, each kept as a test (tests/adversarial/README.md).
 adversarial: all
 	BUILD=$(BUILD) tests/e2e/run.sh tests/adversarial
@@ -293,6 +305,7 @@ check: deps
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) e2e
+	$(MAKE) load
 	$(MAKE) adversarial
 	$(MAKE) packaging
 	$(MAKE) sanitize
@@ -305,7 +318,7 @@ sanitize: deps
 	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
 	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan \
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 unit e2e adversarial
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 unit e2e load adversarial
 	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
 
 # A checkout without git (a `git archive` of it) lints the same files.

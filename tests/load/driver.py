@@ -139,10 +139,21 @@ class Result:
 
     @property
     def code(self):
-        """The refusal's code (stderr 'CODE: message', exit 125), else None."""
-        if self.status == 125 and ": " in self.err:
+        """The refusal's code (exit 125: stderr 'CODE: message', or with --json stdout
+        {error: {code, message}}), else None."""
+        if self.status != 125:
+            return None
+        if ": " in self.err:
             return self.err.split(": ", 1)[0].strip()
-        return None
+        try:
+            return self.json()["error"]["code"]
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    @property
+    def said(self):
+        """What it said when it failed."""
+        return (self.err.strip() or self.out.strip())[:300]
 
     def json(self):
         return json.loads(self.out)
@@ -200,7 +211,7 @@ class Slot:
             os.close(fd)
         with self.lock:
             self.trace.append("%.3f %s -> %d %s %s" % (time.monotonic(), " ".join(args)[:120], p.returncode,
-                                                    err.strip()[:200], "(epoch %d)" % self.epoch))
+                                                    (err.strip() or (out.strip() if p.returncode else ""))[:200], "(epoch %d)" % self.epoch))
         return Result(p.returncode, out, err)
 
     def faults_since(self, epoch):
@@ -231,9 +242,9 @@ class Slot:
                 return r
             if not self.faults_since(epoch):
                 raise Abort("%s: '%s' exited %d with no fault: %s" %
-                            (self.project, " ".join(args), r.status, r.err.strip()))
+                            (self.project, " ".join(args), r.status, r.said))
         raise Abort("%s: '%s' failed %d times: %s" % (self.project, " ".join(args), RETRIES,
-                                                       r.err.strip()))
+                                                       r.said))
 
     def quiet_check(self, what, good):
         if not good:
@@ -321,9 +332,20 @@ class Slot:
         except OSError as e:
             self.faults_since(-1)  # the daemon may have died meanwhile (Gone)
             raise Abort("%s: reading the mount of %s: %s" % (self.project, b.name, e))
-        self.quiet_check("the mount of %s shows %r, expected its head %r" % (b.name, seen, b.content),
-                         seen == b.content)
+        if seen != b.content:
+            raise Abort("the mount of %s at %s shows %r, expected its head %r (%s)" %
+                        (b.name, path, seen, b.content, self.describe(path)))
         b.ws = dict(b.content)
+
+    def describe(self, path):
+        """What the host sees at a Workspace's path: its mounts, its records, its daemons."""
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split()[4] + " " + line.split(" - ")[1].split()[0] for line in f
+                      if os.path.dirname(os.path.dirname(path)) in line]
+        rows = records("SELECT number, state, pid, instance FROM sandboxes WHERE project=?", (self.project,))
+        daemons = subprocess.run(["pgrep", "-af", "layerfs-daemon .*--project %s " % self.project],
+                                 capture_output=True, text=True).stdout.strip().replace("\n", "; ")
+        return "mounts %s; records %s; daemons %s" % (mounts, rows, daemons)
 
     def resolve(self, b):
         """A commit killed with its daemon either landed whole or not at all: the head says which."""
@@ -411,7 +433,7 @@ class Slot:
                 r = self.call("--json", "workspace", "commit", n, b.name, "-m", msg)
                 if r.status != 0 and r.code != "Busy" and not self.faults_since(epoch):
                     raise Abort("%s: commit of %s exited %d with no fault: %s" %
-                                (self.project, b.name, r.status, r.err.strip()))
+                                (self.project, b.name, r.status, r.said))
             except Gone:
                 b.uncertain = att  # resolved from the head at the next mount
                 raise
@@ -470,9 +492,9 @@ class Slot:
                 return
             if not self.faults_since(epoch):
                 raise Abort("%s: 'sandbox close %d --force' exited %d with no fault: %s" %
-                            (self.project, n, r.status, r.err.strip()))
+                            (self.project, n, r.status, r.said))
         raise Abort("%s: 'sandbox close %d --force' failed %d times: %s" % (self.project, n, RETRIES,
-                                                                        r.err.strip()))
+                                                                        r.said))
 
     def sweep(self):
         """Closes whatever Sandbox of this slot's project is left (a create whose CLI was killed
@@ -488,7 +510,7 @@ class Slot:
     def verify(self):
         r = self.call("project", "verify")
         if r.status != 0:
-            STATS.fail("%s: project verify exited %d: %s" % (self.project, r.status, r.err.strip()))
+            STATS.fail("%s: project verify exited %d: %s" % (self.project, r.status, r.said))
         for b in self.branches:
             if b.uncertain is not None:
                 self.resolve(b)
@@ -497,7 +519,7 @@ class Slot:
     def verify_history(self, b):
         r = self.call("--json", "branch", "log", b.name)
         if r.status != 0:
-            return STATS.fail("%s: branch log %s: %s" % (self.project, b.name, r.err.strip()))
+            return STATS.fail("%s: branch log %s: %s" % (self.project, b.name, r.said))
         log = [c["commit"] for c in reversed(r.json())]
         if not log or log[0] != b.base:
             return STATS.fail("%s: %s's history does not start at its base: %s" % (self.project, b.name, log))
@@ -531,7 +553,7 @@ class Slot:
             out = os.path.join(d, "x")
             r = self.call("branch", "export", commit, out)
             if r.status != 0:
-                raise Abort("%s: export of %s: %s" % (self.project, commit, r.err.strip()))
+                raise Abort("%s: export of %s: %s" % (self.project, commit, r.said))
             return manifest(out)
 
 
