@@ -122,7 +122,10 @@ def manifest(root):
     """{relative path: (content, executable)} of the regular files below root; raises on
     anything else (the model has files only)."""
     out = {}
-    for dirpath, dirs, files in os.walk(root):
+    def fail(e):
+        raise e
+
+    for dirpath, dirs, files in os.walk(root, onerror=fail):
         for name in dirs + files:
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root)
@@ -178,10 +181,10 @@ class Slot:
         self.rng = random.Random("%s-%d" % (seed, index))
         self.branches = [Branch("w%d" % j) for j in range(workspaces)]
         self.number = None
-        self.pid = None  # its daemon's
+        self.instance = None  # its record's (the owner a record names changes: a reclaim takes it)
         # The faulter's side: epoch counts the faults that touched this slot; dead holds the
-        # (number, pid) of each daemon of the project it killed, once that daemon has
-        # exited. Both under lock, which the faulter holds from its kill until it landed.
+        # (number, instance) of each Sandbox of the project whose daemon it killed, once that
+        # daemon has exited. Both under lock, which the faulter holds from its kill until it landed.
         self.lock = threading.Lock()
         self.epoch = 0
         self.dead = set()
@@ -217,7 +220,7 @@ class Slot:
     def faults_since(self, epoch):
         """Whether a fault touched this slot since epoch; waits for a kill under way to land."""
         with self.lock:
-            if self.number is not None and (self.number, self.pid) in self.dead:
+            if self.number is not None and (self.number, self.instance) in self.dead:
                 raise Gone()
             return self.epoch != epoch
 
@@ -288,8 +291,8 @@ class Slot:
         self.number = None
         r = self.op("create", "sandbox", "create")
         number = int(r.out.strip())
-        row = records("SELECT pid FROM sandboxes WHERE project=? AND number=?", (self.project, number))
-        self.number, self.pid = number, (row[0][0] if row else None)
+        row = records("SELECT instance FROM sandboxes WHERE project=? AND number=?", (self.project, number))
+        self.number, self.instance = number, (row[0][0] if row else None)
         if not row:  # its daemon was killed and reclaimed already
             raise Gone()
         n = str(self.number)
@@ -331,7 +334,7 @@ class Slot:
             seen = manifest(path)
         except OSError as e:
             self.faults_since(-1)  # the daemon may have died meanwhile (Gone)
-            raise Abort("%s: reading the mount of %s: %s" % (self.project, b.name, e))
+            raise Abort("%s: reading the mount of %s: %s (%s)" % (self.project, b.name, e, self.describe(path)))
         if seen != b.content:
             raise Abort("the mount of %s at %s shows %r, expected its head %r (%s)" %
                         (b.name, path, seen, b.content, self.describe(path)))
@@ -343,9 +346,9 @@ class Slot:
             mounts = [line.split()[4] + " " + line.split(" - ")[1].split()[0] for line in f
                       if os.path.dirname(os.path.dirname(path)) in line]
         rows = records("SELECT number, state, pid, instance FROM sandboxes WHERE project=?", (self.project,))
-        daemons = subprocess.run(["pgrep", "-af", "layerfs-daemon .*--project %s " % self.project],
-                                 capture_output=True, text=True).stdout.strip().replace("\n", "; ")
-        return "mounts %s; records %s; daemons %s" % (mounts, rows, daemons)
+        alive = ["%d %s" % (r[2], "alive" if start_time(r[2]) is not None else "gone") for r in rows if r[2]]
+        log = self.call("sandbox", "log", str(self.number), "--lines", "15")
+        return "mounts %s; records %s; daemons %s; its log: %s" % (mounts, rows, alive, log.out.strip() or log.said)
 
     def resolve(self, b):
         """A commit killed with its daemon either landed whole or not at all: the head says which."""
@@ -575,7 +578,8 @@ class Faulter(threading.Thread):
                 STATS.fail("faulter (%s): %r" % (kind, e))
 
     def pick(self):
-        rows = records("SELECT project, number, pid, start_time, cgroup FROM sandboxes")
+        rows = records("SELECT project, number, pid, start_time, cgroup, instance FROM sandboxes "
+                       "WHERE state = 'running'")
         rows = [r for r in rows if r[0] in self.slots]
         return self.rng.choice(rows) if rows else None
 
@@ -583,19 +587,19 @@ class Faulter(threading.Thread):
         row = self.pick()
         if not row:
             return
-        project, number, pid, started, _ = row
+        project, number, pid, started, _, instance = row
         slot = self.slots[project]
         with slot.lock:  # the slot learns of it only once it has landed
             if self.kill(pid, lambda: start_time(pid) == started, wait=True):
                 slot.epoch += 1
-                slot.dead.add((number, pid))
+                slot.dead.add((number, instance))
                 STATS.fault("daemon")
 
     def command(self):
         row = self.pick()
         if not row or not row[4]:
             return
-        project, _, _, _, cg = row
+        project, _, _, _, cg, _ = row
         try:
             leaves = [e for e in os.listdir(cg) if e.startswith("cmd-")]
         except OSError:
