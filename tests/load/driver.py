@@ -61,6 +61,11 @@ class Stats:
         self.faults = collections.Counter()
         self.failures = []
         self.verified = 0  # commits whose contents were checked after the run
+        self.outcomes = collections.Counter()  # what the faults did to the work they hit
+
+    def outcome(self, name):
+        with self.lock:
+            self.outcomes[name] += 1
 
     def op(self, name):
         with self.lock:
@@ -357,7 +362,9 @@ class Slot:
         b.uncertain = None
         if head == b.head:
             att[2] = False
+            STATS.outcome("commit killed with its daemon: absent")
             return
+        STATS.outcome("commit killed with its daemon: landed")
         att[1], att[2] = head, True
         b.head, b.content = head, dict(att[0])
 
@@ -442,6 +449,7 @@ class Slot:
                 raise
             if r.status == 0:
                 break
+            STATS.outcome("commit call killed or Busy, then retried")
             # The CLI was killed (or the commit of a killed one still runs: Busy): the daemon
             # goes on with it; the next commit waits for it and says where the head is.
             if time.monotonic() > deadline:
@@ -467,7 +475,7 @@ class Slot:
 
     def drop_sandbox(self):
         """After its daemon was killed: the Workspaces are lost; close what is left of it."""
-        STATS.op("dropped")
+        STATS.outcome("Sandbox lost with its daemon, closed after")
         n = self.number
         for b in self.branches:
             b.ws = None
@@ -701,7 +709,11 @@ def main():
     print("load: %d operations (%s)" % (ops, ", ".join("%s %d" % kv for kv in sorted(STATS.ops.items()))))
     print("load: %d faults injected (%s)" % (sum(STATS.faults.values()),
                                               ", ".join("%s %d" % kv for kv in sorted(STATS.faults.items()))))
+    print("load: %s" % ", ".join("%s %d" % kv for kv in sorted(STATS.outcomes.items())))
     print("load: %d commits checked after the run, contents exported" % STATS.verified)
+    kills = sum(v for k, v in STATS.faults.items() if k != "reclaim")
+    if not kills:
+        STATS.fail("the faulter killed nothing: the run tested no fault (make it longer: LOAD_ROUNDS)")
     print("load: %d failures; load %.1f s, with the checks %.1f s" %
           (len(STATS.failures), loaded, time.monotonic() - began))
     for f in STATS.failures:

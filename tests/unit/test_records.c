@@ -33,8 +33,10 @@ static void test_concurrent_first_opens(void **state) {
                                 lfs_error *err = NULL;
                                 sqlite3 *db = NULL;
                                 char msg[256] = "";
-                                if (lfs_home_open(dir, &home, &err) < 0 || lfs_records_open(home, &db, &err) < 0)
-                                        snprintf(msg, sizeof(msg), "%s\n", err ? err->message : "(no error)");
+                                if (lfs_home_open(dir, &home, &err) < 0 ||
+                                    lfs_records_open(home, &db, &err) < 0)
+                                        snprintf(msg, sizeof(msg), "%s\n",
+                                                 err ? err->message : "(no error)");
                                 (void)!write(results[1], msg, strlen(msg));
                                 _exit(db ? 0 : 1);
                         }
@@ -57,8 +59,9 @@ static void test_concurrent_first_opens(void **state) {
                                 snprintf(first_failure, sizeof(first_failure), "%.*s", (int)k, msg);
                 }
         }
-        assert_msg(failed_rounds == 0, "%d of %d rounds of %d openers of a new home.db had one fail; first: %s",
-                   failed_rounds, ROUNDS, OPENERS, first_failure);
+        assert_msg(failed_rounds == 0,
+                   "%d of %d rounds of %d openers of a new home.db had one fail; first: %s", failed_rounds,
+                   ROUNDS, OPENERS, first_failure);
 }
 
 int main(void) {
