@@ -25,6 +25,7 @@ Python 3 standard library only.
 """
 
 import collections
+import hashlib
 import json
 import os
 import random
@@ -123,9 +124,14 @@ def wait_exit(pid):
         os.close(fd)
 
 
+def digest(data):
+    """What the model keeps of a file's content: its SHA-256 (big files stay small)."""
+    return hashlib.sha256(data if isinstance(data, bytes) else data.encode()).hexdigest()
+
+
 def manifest(root):
-    """{relative path: (content, executable)} of the regular files below root; raises on
-    anything else (the model has files only)."""
+    """{relative path: (digest of its content, executable)} of the regular files below root;
+    raises on anything else (the model has files only)."""
     out = {}
     def fail(e):
         raise e
@@ -137,7 +143,7 @@ def manifest(root):
             if os.path.islink(p) or (name in dirs):
                 raise ValueError("unexpected entry %s in %s" % (rel, root))
             with open(p, "rb") as f:
-                out[rel] = (f.read().decode(), bool(os.stat(p).st_mode & 0o100))
+                out[rel] = (digest(f.read()), bool(os.stat(p).st_mode & 0o100))
     return out
 
 
@@ -194,6 +200,7 @@ class Slot:
         self.epoch = 0
         self.dead = set()
         self.client = None  # pidfd of the CLI call running now
+        self.committing = False  # a commit call runs: the faulter aims daemon kills there
         self.serial = 0
         self.stopped = False
         self.trace = collections.deque(maxlen=60)  # the last calls, shown with a failure
@@ -377,10 +384,18 @@ class Slot:
                        script, "sh", *args)
 
     def write(self, b, name=None):
+        """A small file, or (one time in five) 1-3 MiB, so that commits take a while: kills
+        land inside them more often."""
         name = name or "f%d" % self.rng.randrange(12)
         text = self.token()
-        self.exec(b, 'printf %s "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"', name, text)
-        b.ws[name] = (text, False)  # a new file (umask 022) in its place
+        if self.rng.randrange(5):
+            self.exec(b, 'printf %s "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"', name, text)
+            content = text
+        else:
+            size = self.rng.randint(1, 3) << 20
+            self.exec(b, 'yes "$2" | head -c "$3" >"$1.tmp" && mv -f "$1.tmp" "$1"', name, text, str(size))
+            content = ((text + "\n") * (size // (len(text) + 1) + 1))[:size]
+        b.ws[name] = (digest(content), False)  # a new file (umask 022) in its place
 
     def delete(self, b):
         if not b.ws:
@@ -399,8 +414,8 @@ class Slot:
 
     def read(self, b):
         """The Workspace read through a command: every file of the model, nothing else."""
-        r = self.exec(b, 'for f in *; do [ -e "$f" ] || continue; '
-                         'if [ -x "$f" ]; then x=x; else x=-; fi; printf "%s %s %s\\n" "$f" "$x" "$(cat "$f")"; done')
+        r = self.exec(b, 'for f in *; do [ -e "$f" ] || continue; if [ -x "$f" ]; then x=x; else x=-; fi; '
+                         'printf "%s %s %s\\n" "$f" "$x" "$(sha256sum <"$f" | cut -d" " -f1)"; done')
         seen = {}
         for line in r.out.splitlines():
             name, x, text = line.split(" ", 2)
@@ -440,7 +455,11 @@ class Slot:
             with self.lock:
                 epoch = self.epoch
             try:
-                r = self.call("--json", "workspace", "commit", n, b.name, "-m", msg)
+                self.committing = True
+                try:
+                    r = self.call("--json", "workspace", "commit", n, b.name, "-m", msg)
+                finally:
+                    self.committing = False
                 if r.status != 0 and r.code != "Busy" and not self.faults_since(epoch):
                     raise Abort("%s: commit of %s exited %d with no fault: %s" %
                                 (self.project, b.name, r.status, r.said))
@@ -585,14 +604,18 @@ class Faulter(threading.Thread):
             except Exception as e:
                 STATS.fail("faulter (%s): %r" % (kind, e))
 
-    def pick(self):
+    def pick(self, committing=False):
         rows = records("SELECT project, number, pid, start_time, cgroup, instance FROM sandboxes "
                        "WHERE state = 'running'")
         rows = [r for r in rows if r[0] in self.slots]
+        busy = [r for r in rows if self.slots[r[0]].committing and self.slots[r[0]].number == r[1]]
+        rows = busy if committing and busy else rows
         return self.rng.choice(rows) if rows else None
 
     def daemon(self):
-        row = self.pick()
+        """A random daemon; most often one whose slot is committing, so that kills land
+        inside commits."""
+        row = self.pick(self.rng.randrange(3) > 0)
         if not row:
             return
         project, number, pid, started, _, instance = row
