@@ -301,12 +301,15 @@ class Slot:
 
     def one_round(self, rnd):
         self.number = None
+        epoch = self.now()
         r = self.op("create", "sandbox", "create")
         number = int(r.out.strip())
         row = records("SELECT instance FROM sandboxes WHERE project=? AND number=?", (self.project, number))
         self.number, self.instance = number, (row[0][0] if row else None)
-        if not row:  # its daemon was killed and reclaimed already
-            raise Gone()
+        if not row:
+            if not self.faults_since(epoch):
+                raise Abort("%s: sandbox %d has no record right after its create" % (self.project, number))
+            raise Gone()  # its daemon was killed and reclaimed already
         n = str(self.number)
         for b in self.branches:
             self.mount(b)
