@@ -271,10 +271,13 @@ FUSE_DEV_ADVERSARIAL := test_fuse_trap.sh test_shared_mmap.sh test_hard_links.sh
 # differs between runtimes (and every line of the FUSE loops) in the default and FUSE
 # passes, and its native passes cost eight minutes of make check's thirty.
 NATIVE_PASSES ?= yes
+# Tests at once in each pass (tests/e2e/run.sh): each has its own home and cgroup root, and
+# most of a test's time is one process waiting on another.
+TEST_JOBS ?= 2
 # Every pass runs even when one before it failed, so that one failure hides no other; the
 # target fails at the end, naming the passes that failed.
 FAILED_PASSES = $(BUILD)/failed-passes
-run_pass = BUILD=$(BUILD) $(1) tests/e2e/run.sh $(2) || \
+run_pass = BUILD=$(BUILD) TEST_JOBS=$(TEST_JOBS) $(1) tests/e2e/run.sh $(2) || \
 	echo "$(or $(firstword $(2)),tests/e2e) $(or $(strip $(1)),(default))" >>$(FAILED_PASSES)
 native_pass = $(if $(filter yes,$(NATIVE_PASSES)),$(call run_pass,LAYERFS_RUNTIME=native TEST_WATCHERS=bpf,$(1)),@echo "the native pass of $(firstword $(1)) left out (NATIVE_PASSES=$(NATIVE_PASSES))")
 end_passes = @if [ -s $(FAILED_PASSES) ]; then echo "failed passes:"; sed 's/^/  /' $(FAILED_PASSES); rm -f $(FAILED_PASSES); exit 1; fi
@@ -323,6 +326,9 @@ sanitize: deps
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 NATIVE_PASSES=no unit e2e adversarial
 	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
 
+# clang-tidy and cppcheck on every core: lint is a tenth of make check.
+LINT_JOBS ?= $(shell nproc)
+TIDY_FLAGS = -std=gnu11 -D_GNU_SOURCE $(INCLUDES) $(PKG_CFLAGS) $(FUSE_CFLAGS)
 # A checkout without git (a `git archive` of it) lints the same files.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
 	find include userspace-lib proto cli daemon init cgroup backends bpf tests bench -name '*.[ch]' | sort)
@@ -330,10 +336,10 @@ lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	bash tests/lint/layers.sh
 	bash tests/lint/test_layers.sh
 	clang-format --dry-run -Werror $(FORMAT_FILES)
-	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+	cppcheck -j $(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c cli daemon init tests bench
-	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) \
-		$(PKG_CFLAGS) $(FUSE_CFLAGS)
+	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c | \
+		xargs -P $(LINT_JOBS) -n 16 sh -c 'clang-tidy --quiet "$$@" -- $(TIDY_FLAGS)' clang-tidy
 
 format:
 	clang-format -i $(FORMAT_FILES)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test-runner: alone (it compares the host's whole list of links before and after)
 # sandbox create --network none|host|private under the namespaces runtime, against the
 # real kernel: by default a Sandbox has lo only, up, and a server on 127.0.0.1 inside is
 # reached from inside and from nowhere else (not the host, not another Sandbox); with

@@ -459,5 +459,16 @@ for failure in record daemon-no-socket; do
         assert_eq "$(lfs sandbox create)" 1 "$failure: the number is free again"
         lfs sandbox close 1 >/dev/null
 done
+# The daemon's last words are in the message, on its one line (a newline in a message is
+# printed escaped: it showed as a literal \n).
+set +e
+msg=$(LAYERFS_INJECT_FAILURE=daemon-no-socket lfs sandbox create 2>&1)
+set -e
+case "$msg" in
+*"the daemon's log ended with: '"*"daemon-no-socket: not listening'") ;;
+*) fail "the daemon's log is not at the end of the message: $msg" ;;
+esac
+case "$msg" in *'\n'*) fail "the log's lines printed with a literal \\n: $msg" ;; esac
+assert_nothing_left "a failed create's message"
 assert_nothing_left "the end"
 echo "ok: $(basename "$0") ($CHECKS checks)"
