@@ -65,8 +65,13 @@ int lfs_store_resolve(lfs_store *s, const char *ref, lfs_id *ret_commit, lfs_err
 int lfs_branch_create(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
                       lfs_error **err) {
         lfs_id commit;
+        /* From a commit no branch reaches, which a gc would otherwise remove meanwhile. */
+        _cleanup_(lfs_store_releasep) lfs_store *held = NULL;
         int r = lfs_check_branch_name(name, err);
-        if (r < 0 || (r = lfs_store_resolve(s, from ? from : "main", &commit, err)) < 0)
+        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
+                return r;
+        held = s;
+        if ((r = lfs_store_resolve(s, from ? from : "main", &commit, err)) < 0)
                 return r;
         if ((r = lfs_db_cas_branch(s, name, NULL, &commit, err)) < 0)
                 return r;
@@ -138,8 +143,12 @@ int lfs_branch_move(lfs_store *s, const char *branch, const lfs_id *expected, co
                     lfs_error **err) {
         lfs_id head;
         lfs_commit_info c;
-        int r = lfs_branch_head(s, branch, &head, err);
-        if (r < 0 || (r = lfs_db_get_commit(s, to, &c, err)) < 0)
+        _cleanup_(lfs_store_releasep) lfs_store *held = NULL;
+        int r = lfs_store_hold(s, err);
+        if (r < 0)
+                return r;
+        held = s;
+        if ((r = lfs_branch_head(s, branch, &head, err)) < 0 || (r = lfs_db_get_commit(s, to, &c, err)) < 0)
                 return r;
         lfs_commit_info_done(&c);
         return lfs_db_cas_branch(s, branch, expected, to, err);
@@ -199,8 +208,13 @@ int lfs_branch_diff(lfs_store *s, const char *a, const char *b, lfs_change **ret
 int lfs_branch_merge(lfs_store *s, const char *from, const char *into, lfs_merge_result *ret,
                      lfs_error **err) {
         lfs_id theirs, ours;
-        int r = lfs_store_resolve(s, from, &theirs, err);
-        if (r < 0 || (r = lfs_branch_head(s, into, &ours, err)) < 0)
+        _cleanup_(lfs_store_releasep) lfs_store *held = NULL;
+        int r = lfs_store_hold(s, err);
+        if (r < 0)
+                return r;
+        held = s;
+        if ((r = lfs_store_resolve(s, from, &theirs, err)) < 0 ||
+            (r = lfs_branch_head(s, into, &ours, err)) < 0)
                 return r;
         if (!strcmp(from, into))
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,

@@ -73,8 +73,12 @@ int lfs_branch_commit(lfs_store *s, const char *branch, const char *from_dir, co
                       lfs_id *ret_commit, lfs_error **err) {
         lfs_id head;
         lfs_commit_info parent;
+        _cleanup_(lfs_store_releasep) lfs_store *held = NULL;
         int r = lfs_check_commit_message(message, err);
-        if (r < 0 || (r = lfs_branch_head(s, branch, &head, err)) < 0)
+        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
+                return r;
+        held = s;
+        if ((r = lfs_branch_head(s, branch, &head, err)) < 0)
                 return r;
         if (!from_dir)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "give the directory to record with --from DIR");
@@ -383,8 +387,12 @@ int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *bas
                              lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
         lfs_id head, tree;
         lfs_commit_info base_commit = { 0 };
+        _cleanup_(lfs_store_releasep) lfs_store *held = NULL;
         int r = lfs_check_commit_message(message, err);
-        if (r < 0 || (r = lfs_branch_head(s, branch, &head, err)) < 0 ||
+        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
+                return r;
+        held = s;
+        if ((r = lfs_branch_head(s, branch, &head, err)) < 0 ||
             (r = lfs_db_get_commit(s, base, &base_commit, err)) < 0)
                 return r;
         lfs_blob_writer *w = lfs_blob_writer_new(s);
