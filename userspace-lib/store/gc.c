@@ -711,7 +711,8 @@ int lfs_store_gc(lfs_store *s, const lfs_gc_options *options, lfs_gc_result *ret
                                 strerror(-r));
         s->gc_holds = 1;
         r = plan(&g, err);
-        if (r == 0 && !opt->dry_run)
+        bool work = g.dead_commits.n || g.dead_trees.n || g.dead_blobs.n || g.n_files || g.n_stale_pins;
+        if (r == 0 && !opt->dry_run && work)
                 r = sweep(&g, err);
         s->gc_holds = 0;
         (void)flock(fd, LOCK_UN);
