@@ -62,22 +62,26 @@ int lfs_store_resolve(lfs_store *s, const char *ref, lfs_id *ret_commit, lfs_err
                         s->project, ref);
 }
 
-int lfs_branch_create(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
-                      lfs_error **err) {
+static int create_held(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
+                       lfs_error **err) {
         lfs_id commit;
-        /* From a commit no branch reaches, which a gc would otherwise remove meanwhile. */
-        _cleanup_(lfs_store_releasep) lfs_store *held = NULL;
-        int r = lfs_check_branch_name(name, err);
-        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
-                return r;
-        held = s;
-        if ((r = lfs_store_resolve(s, from ? from : "main", &commit, err)) < 0)
-                return r;
-        if ((r = lfs_db_cas_branch(s, name, NULL, &commit, err)) < 0)
+        int r = lfs_store_resolve(s, from ? from : "main", &commit, err);
+        if (r < 0 || (r = lfs_db_cas_branch(s, name, NULL, &commit, err)) < 0)
                 return r;
         if (ret_commit)
                 *ret_commit = commit;
         return 0;
+}
+
+int lfs_branch_create(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
+                      lfs_error **err) {
+        /* Held: from may be a commit no branch reaches, which a gc would remove meanwhile. */
+        int r = lfs_check_branch_name(name, err);
+        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
+                return r;
+        r = create_held(s, name, from, ret_commit, err);
+        lfs_store_release(s);
+        return r;
 }
 
 void lfs_branch_list_free(lfs_branch_info *branches, size_t n) {
@@ -139,19 +143,25 @@ fail:
         return r;
 }
 
-int lfs_branch_move(lfs_store *s, const char *branch, const lfs_id *expected, const lfs_id *to,
-                    lfs_error **err) {
+static int move_held(lfs_store *s, const char *branch, const lfs_id *expected, const lfs_id *to,
+                     lfs_error **err) {
         lfs_id head;
         lfs_commit_info c;
-        _cleanup_(lfs_store_releasep) lfs_store *held = NULL;
-        int r = lfs_store_hold(s, err);
-        if (r < 0)
-                return r;
-        held = s;
-        if ((r = lfs_branch_head(s, branch, &head, err)) < 0 || (r = lfs_db_get_commit(s, to, &c, err)) < 0)
+        int r = lfs_branch_head(s, branch, &head, err);
+        if (r < 0 || (r = lfs_db_get_commit(s, to, &c, err)) < 0)
                 return r;
         lfs_commit_info_done(&c);
         return lfs_db_cas_branch(s, branch, expected, to, err);
+}
+
+int lfs_branch_move(lfs_store *s, const char *branch, const lfs_id *expected, const lfs_id *to,
+                    lfs_error **err) {
+        int r = lfs_store_hold(s, err); /* to may be a commit no branch reaches */
+        if (r < 0)
+                return r;
+        r = move_held(s, branch, expected, to, err);
+        lfs_store_release(s);
+        return r;
 }
 
 int lfs_branch_log(lfs_store *s, const char *name, size_t limit, lfs_commit_info **ret_commits,
@@ -205,16 +215,11 @@ int lfs_branch_diff(lfs_store *s, const char *a, const char *b, lfs_change **ret
         return 0;
 }
 
-int lfs_branch_merge(lfs_store *s, const char *from, const char *into, lfs_merge_result *ret,
-                     lfs_error **err) {
+static int merge_held(lfs_store *s, const char *from, const char *into, lfs_merge_result *ret,
+                      lfs_error **err) {
         lfs_id theirs, ours;
-        _cleanup_(lfs_store_releasep) lfs_store *held = NULL;
-        int r = lfs_store_hold(s, err);
-        if (r < 0)
-                return r;
-        held = s;
-        if ((r = lfs_store_resolve(s, from, &theirs, err)) < 0 ||
-            (r = lfs_branch_head(s, into, &ours, err)) < 0)
+        int r = lfs_store_resolve(s, from, &theirs, err);
+        if (r < 0 || (r = lfs_branch_head(s, into, &ours, err)) < 0)
                 return r;
         if (!strcmp(from, into))
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
@@ -269,5 +274,15 @@ out:
         lfs_commit_info_done(&co);
         lfs_commit_info_done(&ct);
         lfs_commit_info_done(&cb);
+        return r;
+}
+
+int lfs_branch_merge(lfs_store *s, const char *from, const char *into, lfs_merge_result *ret,
+                     lfs_error **err) {
+        int r = lfs_store_hold(s, err); /* from may be a commit no branch reaches */
+        if (r < 0)
+                return r;
+        r = merge_held(s, from, into, ret, err);
+        lfs_store_release(s);
         return r;
 }

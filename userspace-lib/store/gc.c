@@ -94,8 +94,9 @@ int lfs_pin_add(lfs_pin *pin, const lfs_id *commit, lfs_error **err) {
         line[LFS_HEX_LEN] = '\n';
         ssize_t k = lfs_pwrite_full(pin->fd, line, sizeof(line), (off_t)pin->size);
         if (k != (ssize_t)sizeof(line))
-                return lfs_fail(err, LFS_FAILED, k < 0 ? (int)k : EIO, "cannot write the pin " PINS_DIR "/%s: %s",
-                                pin->name, strerror(k < 0 ? (int)-k : EIO));
+                return lfs_fail(err, LFS_FAILED, k < 0 ? (int)k : EIO,
+                                "cannot write the pin " PINS_DIR "/%s: %s", pin->name,
+                                strerror(k < 0 ? (int)-k : EIO));
         pin->size += sizeof(line);
         return 0;
 }
@@ -109,14 +110,15 @@ int lfs_pin_new(lfs_store *s, const lfs_id *commit, lfs_pin **ret, lfs_error **e
         clock_gettime(CLOCK_REALTIME, &now);
         lfs_pin *pin = xcalloc(1, sizeof(*pin));
         pin->dir_fd = dir_fd;
-        pin->name = xasprintf("%d-%llx-%u", (int)getpid(),
-                              (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
-                              __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+        pin->name =
+                xasprintf("%d-%llx-%u", (int)getpid(),
+                          (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
+                          __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
         pin->fd = openat(dir_fd, pin->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         int r = pin->fd < 0 ? -errno : lock_wait(pin->fd, LOCK_EX | LOCK_NB);
         if (r < 0) {
-                r = lfs_fail(err, LFS_FAILED, r, "cannot make the pin %s/" PINS_DIR "/%s: %s", s->path, pin->name,
-                             strerror(-r));
+                r = lfs_fail(err, LFS_FAILED, r, "cannot make the pin %s/" PINS_DIR "/%s: %s", s->path,
+                             pin->name, strerror(-r));
         } else if ((r = lfs_pin_add(pin, commit, err)) == 0) {
                 *ret = pin;
                 return 0;
@@ -209,14 +211,18 @@ static int mark_from(gc_run *g, const lfs_id *commit, lfs_error **err) {
 static int mark_pin(gc_run *g, int dir_fd, const char *name, lfs_error **err) {
         _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0)
-                return errno == ENOENT ? 0 : lfs_fail(err, LFS_FAILED, errno, "cannot open the pin %s/" PINS_DIR "/%s: %s", g->s->path, name, strerror(errno));
+                return errno == ENOENT ? 0
+                                       : lfs_fail(err, LFS_FAILED, errno,
+                                                  "cannot open the pin %s/" PINS_DIR "/%s: %s", g->s->path,
+                                                  name, strerror(errno));
         if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
                 GROW(g->stale_pins, g->cap_stale_pins, g->n_stale_pins + 1);
                 g->stale_pins[g->n_stale_pins++] = xstrdup(name);
                 return 0;
         }
         if (errno != EWOULDBLOCK)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot check the pin %s/" PINS_DIR "/%s: %s", g->s->path, name, strerror(errno));
+                return lfs_fail(err, LFS_FAILED, errno, "cannot check the pin %s/" PINS_DIR "/%s: %s",
+                                g->s->path, name, strerror(errno));
         g->result.pins++;
         char line[LFS_HEX_LEN + 1];
         int r = 0;
@@ -397,8 +403,8 @@ static int plan_files(gc_run *g, lfs_error **err) {
                                 close(fd);
                         if (errno == ENOENT)
                                 continue;
-                        return lfs_fail(err, LFS_FAILED, errno, "cannot read %s/objects/%s: %s", s->path, sub,
-                                        strerror(errno));
+                        return lfs_fail(err, LFS_FAILED, errno, "cannot read %s/objects/%s: %s", s->path,
+                                        sub, strerror(errno));
                 }
                 struct dirent *de;
                 while ((de = readdir(d))) {
@@ -411,7 +417,8 @@ static int plan_files(gc_run *g, lfs_error **err) {
                         if (lfs_id_from_hex(hex, &id) < 0 || lfs_idset_has(&g->live, &id))
                                 continue;
                         struct stat st;
-                        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            !S_ISREG(st.st_mode))
                                 continue;
                         add_file(g, xasprintf("%s/%s", sub, de->d_name), disk_bytes(&st));
                         g->result.loose_objects++;
@@ -486,7 +493,8 @@ static int repack(gc_run *g, lfs_pack_writer *pw, lfs_error **err) {
                         if (!lfs_idset_has(&g->live, &id))
                                 continue;
                         GROW(items, cap, n + 1);
-                        items[n++] = (lfs_object_read){ .id = id, .size = (uint64_t)sqlite3_column_int64(st, 1) };
+                        items[n++] =
+                                (lfs_object_read){ .id = id, .size = (uint64_t)sqlite3_column_int64(st, 1) };
                 }
         }
         sqlite3_finalize(st);
@@ -569,8 +577,9 @@ static int delete_rows(gc_run *g, lfs_pack_writer *pw, lfs_error **err) {
 static bool vacuum(lfs_store *s) {
         int64_t free_pages = 0, pages = 0;
         sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(s->db, "SELECT freelist_count, page_count FROM pragma_freelist_count, pragma_page_count",
-                               -1, &st, NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(
+                    s->db, "SELECT freelist_count, page_count FROM pragma_freelist_count, pragma_page_count",
+                    -1, &st, NULL) != SQLITE_OK)
                 return false;
         if (sqlite3_step(st) == SQLITE_ROW) {
                 free_pages = sqlite3_column_int64(st, 0);

@@ -300,10 +300,6 @@ int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, con
  * object written, or counted on, by a commit whose rows are not committed yet. */
 int lfs_store_hold(lfs_store *s, lfs_error **err);
 void lfs_store_release(lfs_store *s);
-static inline void lfs_store_releasep(lfs_store **s) {
-        if (*s)
-                lfs_store_release(*s);
-}
 /* A pin keeps commits (and all they reach) from gc while its owner lives: a file under
  * <store>/pins/ naming them, flock'ed by its owner; gc takes a pin whose lock is free for
  * the remains of a dead owner and removes it. A Workspace pins every base it has had.
