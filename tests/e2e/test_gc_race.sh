@@ -21,9 +21,8 @@ for set in 0 1 2; do
 done
 
 # writer: round i commits set i%3 plus a file of its own to branch b<i>; odd rounds'
-# branches are deleted at once, leaving their unique data as garbage. Says when it starts.
+# branches are deleted at once, leaving their unique data as garbage.
 writer() {
-        touch "$WORK/writer-started"
         for i in $(seq 1 "$ROUNDS"); do
                 local d=$WORK/round$i
                 mkdir -p "$d"
@@ -37,27 +36,13 @@ writer() {
         done
         touch "$WORK/writer-done"
 }
-# collector: gcs until the writer is done; the number of gcs in $WORK/gcs. Its first gc
-# ends before the writer starts, and it starts one more after the writer started.
-collector() {
-        local n=0
-        while [ ! -e "$WORK/writer-done" ]; do
-                "$LAYERFS" project gc >/dev/null || return 1
-                n=$((n + 1))
-                [ "$n" != 1 ] || touch "$WORK/first-gc"
-        done
-        echo "$n" >"$WORK/gcs"
-}
-collector &
-collector_pid=$!
-wait_created "$WORK" first-gc
+start_gc_loop writer-done
 writer &
 writer_pid=$!
 wait "$writer_pid" || fail "the writer failed while gcs ran"
 ok
-wait "$collector_pid" || fail "a gc failed while commits ran"
-ok
-gcs=$(cat "$WORK/gcs")
+gc_loop_end
+gcs=$GC_LOOP_COUNT
 echo "   $ROUNDS rounds of commits against $gcs gcs"
 [ "$gcs" -ge 2 ] || fail "only $gcs gcs ran"
 

@@ -61,18 +61,7 @@ ok
 
 # Workspace commits race a gc loop; each round's file is recorded.
 ROUNDS=${GC_WS_ROUNDS:-6}
-collector() {
-        local c=0
-        while [ ! -e "$WORK/commits-done" ]; do
-                "$LAYERFS" project gc >/dev/null || return 1
-                c=$((c + 1))
-                [ "$c" != 1 ] || touch "$WORK/first-gc"
-        done
-        echo "$c" >"$WORK/gcs"
-}
-collector &
-collector_pid=$!
-wait_created "$WORK" first-gc
+start_gc_loop commits-done
 for i in $(seq 1 "$ROUNDS"); do
         lfs workspace exec "$n" feat -- sh -c "echo round $i >round-$i; rm -f small-$i" ||
                 fail "round $i: exec"
@@ -83,8 +72,8 @@ for i in $(seq 1 "$ROUNDS"); do
         lfs branch delete "tmp$i" >/dev/null
 done
 touch "$WORK/commits-done"
-wait "$collector_pid" || fail "a gc failed while Workspace commits ran"
-echo "   $ROUNDS Workspace commits against $(cat "$WORK/gcs") gcs"
+gc_loop_end
+echo "   $ROUNDS Workspace commits against $GC_LOOP_COUNT gcs"
 verified "after Workspace commits raced gcs"
 lfs branch export feat "$WORK/out" >/dev/null
 for i in $(seq 1 "$ROUNDS"); do
