@@ -586,11 +586,12 @@ static bool vacuum(lfs_store *s) {
                 pages = sqlite3_column_int64(st, 1);
         }
         sqlite3_finalize(st);
-        bool done = false;
-        if (free_pages >= 256 && free_pages * 4 >= pages)
-                done = sqlite3_exec(s->db, "VACUUM", NULL, NULL, NULL) == SQLITE_OK;
+        if (free_pages < 256 || free_pages * 4 < pages ||
+            sqlite3_exec(s->db, "VACUUM", NULL, NULL, NULL) != SQLITE_OK)
+                return false;
+        /* The rewritten pages went through the WAL: give its space back too. */
         (void)sqlite3_exec(s->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
-        return done;
+        return true;
 }
 
 /* Removes the files no row names any more. A failure leaves the file for the next gc (it
