@@ -3,7 +3,8 @@
 # when its branch was deleted with --force (a Workspace pins every base it has had,
 # pins/ in the Store, until it is unmounted), its uncommitted data (the Sandbox's, never
 # the Store's) is untouched, Workspace commits racing a gc loop lose nothing, the pin of
-# a SIGKILLed daemon is stale and goes, and once unmounted and deleted the data goes too.
+# a SIGKILLed daemon is stale and goes, once unmounted and deleted the data goes too, and
+# the idle close runs gc after LAYERFS_GC_AFTER_DELETES deletions (never by default).
 # `project verify` after each.
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
@@ -104,4 +105,39 @@ assert_eq "$(json_get '(j["pins"], j["stale_pins"], j["loose_objects"])' <<<"$ou
 assert_eq "$(pins)" 0 "pins after that gc"
 lfs runtime reclaim >/dev/null
 verified "after the stale pin went"
+
+# The idle close runs gc after LAYERFS_GC_AFTER_DELETES branch deletions since the last
+# gc; never by default. Refused at create when it is not a number from 1 to 1000000.
+expect_refusal InvalidInput LAYERFS_GC_AFTER_DELETES env LAYERFS_GC_AFTER_DELETES=0 "$LAYERFS" sandbox create
+expect_refusal InvalidInput LAYERFS_GC_AFTER_DELETES env LAYERFS_GC_AFTER_DELETES=2x "$LAYERFS" sandbox create
+deleted() { sqlite3 -cmd ".timeout 10000" "$P/store.db" "SELECT coalesce(sum(value), 0) FROM gc_state"; }
+for b in i1 i2; do
+        mkdir -p "$WORK/$b"
+        head -c 200000 /dev/urandom >"$WORK/$b/large.bin"
+        lfs branch create "$b" >/dev/null
+        lfs branch commit "$b" --from "$WORK/$b" -m "$b" >/dev/null
+        lfs branch delete "$b" >/dev/null
+done
+assert_eq "$(deleted)" 2 "branches deleted since the last gc"
+# idle_sandbox [ENV...]: a Sandbox made with ENV that closes itself at once, waited for.
+idle_sandbox() {
+        local m pid
+        m=$(env LAYERFS_IDLE_SECONDS=0.2 "$@" "$LAYERFS" sandbox create)
+        pid=$(records "SELECT pid FROM sandboxes WHERE number=$m")
+        [ -n "$pid" ] || fail "sandbox $m has no daemon"
+        wait_exit "$pid" 60 || fail "sandbox $m did not close itself when idle"
+}
+idle_sandbox
+idle_sandbox LAYERFS_GC_AFTER_DELETES=3
+for b in i1 i2; do
+        [ -f "$(loose_path "$WORK/$b/large.bin")" ] || fail "an idle close without 3 deletions removed $b's data"
+done
+ok
+idle_sandbox LAYERFS_GC_AFTER_DELETES=2
+for b in i1 i2; do
+        [ ! -e "$(loose_path "$WORK/$b/large.bin")" ] || fail "the idle close after 2 deletions left $b's data"
+done
+ok
+assert_eq "$(deleted)" 0 "branches deleted since the gc of the idle close"
+verified "after the idle close's gc"
 finish

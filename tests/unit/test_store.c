@@ -1117,6 +1117,35 @@ static void test_gc_refuses_bad_options(void **state) {
         lfs_gc_result_done(&res);
 }
 
+/* Deletions since the last gc: a Store without any reads 0; each delete counts; a refused
+ * one does not; a gc (not a dry run), even one with nothing to remove, starts again. */
+static void test_gc_counts_deletions_since_the_last(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("a", "1")));
+        uint64_t n = 99;
+        assert_ok(env, lfs_store_deleted_branches(env->store, &n, &env->err));
+        assert_int_equal(n, 0);
+        assert_ok(env, lfs_branch_create(env->store, "x", NULL, NULL, &env->err));
+        assert_ok(env, lfs_branch_create(env->store, "y", NULL, NULL, &env->err));
+        assert_ok(env, lfs_store_delete_branch(env->store, "x", NULL, NULL, NULL, &env->err));
+        assert_ok(env, lfs_store_delete_branch(env->store, "y", NULL, NULL, NULL, &env->err));
+        int r = lfs_store_delete_branch(env->store, "ghost", NULL, NULL, NULL, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "ghost");
+        assert_ok(env, lfs_store_deleted_branches(env->store, &n, &env->err));
+        assert_int_equal(n, 2);
+        lfs_gc_options dry = { .dry_run = 1 };
+        lfs_gc_result res;
+        assert_ok(env, lfs_store_gc(env->store, &dry, &res, &env->err));
+        lfs_gc_result_done(&res);
+        assert_ok(env, lfs_store_deleted_branches(env->store, &n, &env->err));
+        assert_int_equal(n, 2);
+        run_gc(env, &res);
+        assert_int_equal(res.commits, 0);
+        lfs_gc_result_done(&res);
+        assert_ok(env, lfs_store_deleted_branches(env->store, &n, &env->err));
+        assert_int_equal(n, 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 env_test(test_init_refuses_bad_names),
@@ -1133,6 +1162,7 @@ int main(void) {
                 env_test(test_gc_keeps_pinned_commits_only_while_held),
                 env_test(test_gc_refuses_an_unreadable_live_pin),
                 env_test(test_gc_refuses_bad_options),
+                env_test(test_gc_counts_deletions_since_the_last),
                 env_test(test_branch_create_existing_is_refused),
                 env_test(test_branch_create_refusals),
                 env_test(test_branch_create_from_commit_prefix),

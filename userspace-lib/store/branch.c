@@ -133,7 +133,7 @@ int lfs_store_delete_branch(lfs_store *s, const char *name, lfs_branch_guard_fn 
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
         r = sqlite3_step(st) == SQLITE_DONE ? 0 : lfs_db_fail(s, err, "delete a branch");
         sqlite3_finalize(st);
-        if (r < 0 || (r = lfs_db_commit(s, err)) < 0)
+        if (r < 0 || (r = lfs_store_count_delete(s, err)) < 0 || (r = lfs_db_commit(s, err)) < 0)
                 goto fail;
         if (ret_commit)
                 *ret_commit = head;

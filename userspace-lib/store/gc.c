@@ -68,6 +68,52 @@ void lfs_store_release(lfs_store *s) {
                 (void)flock(s->gc_lock_fd, LOCK_UN);
 }
 
+/* ---- branch deletions since the last gc ---- */
+
+#define DELETES_KEY "'deleted_branches'"
+
+int lfs_store_count_delete(lfs_store *s, lfs_error **err) {
+        return lfs_db_exec(
+                s,
+                "CREATE TABLE IF NOT EXISTS gc_state(key TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+                " WITHOUT ROWID; INSERT INTO gc_state(key, value) VALUES(" DELETES_KEY ", 1)"
+                " ON CONFLICT(key) DO UPDATE SET value = value + 1",
+                err);
+}
+
+static bool have_gc_state(lfs_store *s) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='gc_state'",
+                               -1, &st, NULL) != SQLITE_OK)
+                return false;
+        bool found = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+        return found;
+}
+
+int lfs_store_deleted_branches(lfs_store *s, uint64_t *ret, lfs_error **err) {
+        if (!have_gc_state(s)) {
+                *ret = 0;
+                return 0;
+        }
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(s->db, "SELECT value FROM gc_state WHERE key=" DELETES_KEY, -1, &st, NULL) !=
+            SQLITE_OK)
+                return lfs_db_fail(s, err, "count the deleted branches");
+        int rc = sqlite3_step(st);
+        uint64_t n = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+        sqlite3_finalize(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+                return lfs_db_fail(s, err, "count the deleted branches");
+        *ret = n;
+        return 0;
+}
+
+/* Inside gc's transaction: the count starts again. */
+static int reset_deletes(lfs_store *s, lfs_error **err) {
+        return have_gc_state(s) ? lfs_db_exec(s, "DELETE FROM gc_state WHERE key=" DELETES_KEY, err) : 0;
+}
+
 /* ---- pins ---- */
 
 struct lfs_pin {
@@ -560,8 +606,9 @@ static int delete_rows(gc_run *g, lfs_pack_writer *pw, lfs_error **err) {
             (r = delete_ids(s, "DELETE FROM trees WHERE id=?", &g->dead_trees, err)) == 0 &&
             (r = delete_ids(s, "DELETE FROM blobs WHERE id=?", &g->dead_blobs, err)) == 0 &&
             (r = delete_pack_rows(g, "DELETE FROM blobs WHERE pack=?", err)) == 0 &&
-            (r = lfs_pack_writer_insert_rows(pw, err)) == 0)
-                r = delete_pack_rows(g, "DELETE FROM packs WHERE id=?", err);
+            (r = lfs_pack_writer_insert_rows(pw, err)) == 0 &&
+            (r = delete_pack_rows(g, "DELETE FROM packs WHERE id=?", err)) == 0)
+                r = reset_deletes(s, err);
         if (r < 0) {
                 lfs_db_rollback(s);
                 return r;
@@ -722,8 +769,17 @@ int lfs_store_gc(lfs_store *s, const lfs_gc_options *options, lfs_gc_result *ret
         s->gc_holds = 1;
         r = plan(&g, err);
         bool work = g.dead_commits.n || g.dead_trees.n || g.dead_blobs.n || g.n_files || g.n_stale_pins;
+        uint64_t deletes = 0;
         if (r == 0 && !opt->dry_run && work)
                 r = sweep(&g, err);
+        else if (r == 0 && !opt->dry_run && (r = lfs_store_deleted_branches(s, &deletes, err)) == 0 &&
+                 deletes && (r = lfs_db_begin(s, err)) == 0) {
+                /* Nothing to remove: still, the deletions are counted from this gc on. */
+                if ((r = reset_deletes(s, err)) == 0)
+                        r = lfs_db_commit(s, err);
+                else
+                        lfs_db_rollback(s);
+        }
         s->gc_holds = 0;
         (void)flock(fd, LOCK_UN);
         if (r == 0) {

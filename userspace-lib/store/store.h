@@ -300,6 +300,10 @@ int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, con
  * object written, or counted on, by a commit whose rows are not committed yet. */
 int lfs_store_hold(lfs_store *s, lfs_error **err);
 void lfs_store_release(lfs_store *s);
+/* Branch deletions since the last gc, for the idle close's gc (LAYERFS_GC_AFTER_DELETES):
+ * counted in table gc_state, made by the first delete (older Stores lack it: 0). */
+int lfs_store_count_delete(lfs_store *s, lfs_error **err); /* inside the delete's transaction */
+int lfs_store_deleted_branches(lfs_store *s, uint64_t *ret, lfs_error **err);
 /* A pin keeps commits (and all they reach) from gc while its owner lives: a file under
  * <store>/pins/ naming them, flock'ed by its owner; gc takes a pin whose lock is free for
  * the remains of a dead owner and removes it. A Workspace pins every base it has had.
