@@ -50,6 +50,7 @@ json_t *cli_json_id(const lfs_id *id);
 int cmd_project_init(cli_ctx *ctx);
 int cmd_project_list(cli_ctx *ctx);
 int cmd_project_verify(cli_ctx *ctx);
+int cmd_project_gc(cli_ctx *ctx);
 int cmd_branch_create(cli_ctx *ctx);
 int cmd_branch_list(cli_ctx *ctx);
 int cmd_branch_delete(cli_ctx *ctx);

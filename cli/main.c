@@ -71,6 +71,10 @@ static const char main_help_tail[] =
         "                     a Sandbox with no Workspace mounted and no request closes\n"
         "                     itself after this many seconds (default 120; from 0.001 to\n"
         "                     120)\n"
+        "    LAYERFS_GC_AFTER_DELETES\n"
+        "                     a Sandbox's idle close first runs 'project gc' when its\n"
+        "                     project had this many branches deleted since the last gc\n"
+        "                     (from 1 to 1000000; default: never); read at sandbox create\n"
         "    LAYERFS_SANDBOX  the home's default runtime: native, namespaces or docker\n"
         "    LAYERFS_RUNTIME  the runtime of a new linux Sandbox: native or namespaces\n"
         "                     (default: LAYERFS_SANDBOX's when it names one, else\n"
@@ -146,6 +150,25 @@ static const command commands[] = {
           "tree and file reachable from a branch hashes to its name. Exits 125 with Failed,\n"
           "naming the first damaged object, otherwise prints how many objects were checked.\n",
           NULL, "check the Store: database and every object" },
+        { "project", "gc", cmd_project_gc, 0, 0, "repack-below",
+          "layerfs project gc [--dry-run] [--repack-below PERCENT]\n\n"
+          "Removes from the project's Store the commits, trees and files that no branch\n"
+          "reaches (those of deleted branches, and what they alone held), and the leftovers\n"
+          "of killed writers. What a mounted Workspace reads stays: its base commits are kept\n"
+          "until it is unmounted, even when its branch was deleted. Its uncommitted changes\n"
+          "are the Sandbox's, never the Store's, and gc does not touch them. Small files live\n"
+          "in packs: a pack with nothing live is removed, and one whose live files hold less\n"
+          "than PERCENT of its bytes (1 to 100, default 50) is rewritten: those files are\n"
+          "copied into a new pack and the old one removed. Commits, merges and mounts of the\n"
+          "project wait while gc runs, and gc waits for those already running; a gc that is\n"
+          "killed loses nothing reachable ('layerfs project verify' checks it), and the next\n"
+          "one finishes its work.\n\n"
+          "Prints what it removed and the bytes freed on disk, with each pack removed or\n"
+          "rewritten (--json: {project, dry_run, commits, trees, database_bytes,\n"
+          "packed_blobs, loose_objects, leftovers, stale_pins, pins, bytes, repack_below,\n"
+          "vacuumed, packs: [{pack, size, live, action}]}). --dry-run changes nothing and\n"
+          "says what would go.\n",
+          "dry-run", "remove what no branch reaches; --dry-run: tell" },
         { "branch", "create", cmd_branch_create, 1, 1, "from",
           "layerfs branch create NAME [--from BRANCH|COMMIT]\n\n"
           "Makes branch NAME at the head of BRANCH or at COMMIT (a commit id or a unique\n"
@@ -491,11 +514,12 @@ static void progress(void *userdata, const char *phase, uint64_t done, uint64_t 
         if (ms - ctx->last_progress_ms < 100 && done != total)
                 return;
         ctx->last_progress_ms = ms;
+        /* The phase names what done counts ("reading files"). */
         if (total)
-                fprintf(stderr, "\r%s: %llu/%llu files ", phase, (unsigned long long)done,
+                fprintf(stderr, "\r\033[K%s: %llu/%llu ", phase, (unsigned long long)done,
                         (unsigned long long)total);
         else
-                fprintf(stderr, "\r%s: %llu files ", phase, (unsigned long long)done);
+                fprintf(stderr, "\r\033[K%s: %llu ", phase, (unsigned long long)done);
         ctx->progress_shown = true;
 }
 

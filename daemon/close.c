@@ -13,6 +13,35 @@ static void stop_mounts(void *userdata) {
                         stop_mount(&d->ws[i], true);
 }
 
+void idle_gc(daemon_state *d) {
+        if (!d->gc_after_deletes)
+                return;
+        lfs_error *err = NULL;
+        lfs_store *s = NULL;
+        uint64_t deleted = 0;
+        lfs_gc_result res = { 0 };
+        int r = lfs_store_open(d->home, d->project, &s, &err);
+        if (r == 0)
+                r = lfs_store_deleted_branches(s, &deleted, &err);
+        if (r == 0 && deleted >= d->gc_after_deletes) {
+                log_line("project gc: %llu branches deleted since the last (LAYERFS_GC_AFTER_DELETES=%llu)",
+                         (unsigned long long)deleted, (unsigned long long)d->gc_after_deletes);
+                r = lfs_store_gc(s, NULL, &res, &err);
+                if (r == 0)
+                        log_line(
+                                "project gc: removed %llu commits, %llu trees, %llu packed blobs, %llu loose "
+                                "objects; %llu bytes freed",
+                                (unsigned long long)res.commits, (unsigned long long)res.trees,
+                                (unsigned long long)res.packed_blobs, (unsigned long long)res.loose_objects,
+                                (unsigned long long)res.bytes);
+        }
+        if (r < 0)
+                log_line("project gc at the idle close failed: %s", err ? err->message : strerror(-r));
+        lfs_gc_result_done(&res);
+        lfs_store_close(s);
+        lfs_error_free(err);
+}
+
 /* Everything the Sandbox made goes: processes, mounts, its place, directory; the record
  * after all that, as the daemon's last act (main); the same for `sandbox close` and for
  * the idle close. With d->lock held. When something stays, the record stays too, released

@@ -288,6 +288,7 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                 if (idle) {
                         long long left = last_activity + idle_ms - lfs_now_ms();
                         if (left <= 0) {
+                                idle_gc(d);
                                 pthread_mutex_lock(&d->lock);
                                 if (!d->closing && !mounted_any(d) && d->running_execs == 0)
                                         close_sandbox(d, "idle", NULL);

@@ -61,6 +61,7 @@ typedef struct leaf_id {
 
 typedef struct daemon_state {
         lfs_home *home;
+        uint64_t gc_after_deletes; /* LAYERFS_GC_AFTER_DELETES; 0: the idle close runs no gc */
         char *project;
         char *dir;
         char *token;
@@ -195,6 +196,10 @@ void wait_ws_released(daemon_state *d, workspace *w);
 /* close.c: everything the Sandbox made goes, its record last (why: for the log);
  * *ret_why says what stayed when something did. */
 int close_sandbox(daemon_state *d, const char *why, char **ret_why);
+/* Before the idle close, without d->lock: project gc when the project had
+ * d->gc_after_deletes branches deleted since its last gc; logs what it did. A request
+ * meanwhile waits for it (a mount pins under the gc's lock) and keeps the Sandbox open. */
+void idle_gc(daemon_state *d);
 json_t *call_close(daemon_state *d, bool force);
 
 /* workspace.exec: runs req's command in a new leaf of the Sandbox's cgroup with the

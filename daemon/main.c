@@ -194,6 +194,9 @@ static const char help[] =
         "    LAYERFS_IDLE_SECONDS\n"
         "                     with no Workspace mounted and no request for this long\n"
         "                     (default 120), the Sandbox closes itself\n"
+        "    LAYERFS_GC_AFTER_DELETES\n"
+        "                     the idle close first runs project gc when the project had\n"
+        "                     this many branches deleted since its last gc (default: never)\n"
         "    LAYERFS_WATCHER  how it watches its processes: bpf, proc or cgroup\n"
         "    LAYERFS_COMMAND_UID, LAYERFS_COMMAND_GID\n"
         "                     the command identity (default 501 and 20)\n"
@@ -304,7 +307,8 @@ int main(int argc, char **argv) {
             (ready && lfs_parse_whole("--ready-fd", ready, 3, INT_MAX, &ready_fd, &err) < 0) ||
             (id_base && lfs_parse_whole("--id-base", id_base, 0, UINT32_MAX - 65535, &base, &err) < 0) ||
             (disk && lfs_parse_whole("--disk", disk, LFS_MIN_DISK, LFS_MAX_DISK, &disk_bytes, &err) < 0) ||
-            lfs_command_identity(&d.uid, &d.gid, &err) < 0 || lfs_idle_seconds(&idle_seconds, &err) < 0) {
+            lfs_command_identity(&d.uid, &d.gid, &err) < 0 || lfs_idle_seconds(&idle_seconds, &err) < 0 ||
+            lfs_gc_after_deletes(&d.gc_after_deletes, &err) < 0) {
                 fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
                 lfs_error_free(err);
                 return 2;

@@ -104,6 +104,7 @@ struct ws_fs {
         pthread_mutex_t lock;
         lfs_store *store;
         lfs_store *work_store; /* the commit's, used without lock while committing */
+        lfs_pin *pin; /* every base the view has had, kept from gc while it is mounted */
         bool committing;
         _Atomic unsigned cancel_gen; /* ws_cancel: the walks that began before it stop */
         uint64_t data_gen; /* the last inode data_gen given */
@@ -640,12 +641,23 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
             ws_fs **ret, lfs_error **err) {
         lfs_id head;
         lfs_commit_info c;
-        int r = lfs_branch_head(store, branch, &head, err);
-        if (r < 0 || (r = lfs_db_get_commit(store, &head, &c, err)) < 0)
+        lfs_pin *pin = NULL;
+        /* The head read and pinned with no gc between: the view reads its objects for as
+         * long as it is mounted, whatever becomes of the branch. */
+        int r = lfs_store_hold(store, err);
+        if (r < 0)
+                return r;
+        if ((r = lfs_branch_head(store, branch, &head, err)) == 0 &&
+            (r = lfs_db_get_commit(store, &head, &c, err)) == 0 &&
+            (r = lfs_pin_new(store, &head, &pin, err)) < 0)
+                lfs_commit_info_done(&c);
+        lfs_store_release(store);
+        if (r < 0)
                 return r;
         int upper_fd = open(upper_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (upper_fd < 0) {
                 lfs_commit_info_done(&c);
+                lfs_pin_free(pin);
                 return lfs_fail(err, LFS_FAILED, errno, "cannot open the Workspace's upper directory %s: %s",
                                 upper_dir, strerror(errno));
         }
@@ -658,6 +670,7 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
         fs->branch = xstrdup(branch);
         fs->base = head;
         fs->base_tree = c.tree;
+        fs->pin = pin;
         fs->upper = xstrdup(upper_dir);
         fs->upper_fd = upper_fd;
         mark_top_directory(upper_fd);
@@ -708,6 +721,7 @@ void ws_close(ws_fs *fs) {
                         inode_free(fs, in);
                 }
         free(fs->stale);
+        lfs_pin_free(fs->pin);
         lfs_store_close(fs->work_store);
         free(fs->itab);
         free(fs->slots);
@@ -2569,6 +2583,12 @@ static int take_commit(change_walk *cw, const lfs_id *commit, int merged) {
                         view_take(fs, theirs.items[i].path, &tree);
                 lfs_change_list_free(theirs.items, theirs.n);
         }
+        /* Pinned before the commit's hold ends (ws_commit): a branch deleted with --force and
+         * a gc after it leave the view its objects. The old bases stay pinned too: a file
+         * open since then may still read from them. The commit is recorded whatever the pin
+         * does: should its 65 bytes fail to be written, the new base is still the branch's
+         * head, which only a forced delete followed by a gc before the next commit takes. */
+        (void)lfs_pin_add(fs->pin, commit, NULL);
         fs->base = *commit;
         fs->base_tree = tree;
         return 0;
@@ -2615,6 +2635,8 @@ int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merge
         if (!fs->work_store)
                 r = lfs_store_open(fs->store->home, fs->store->project, &fs->work_store, err);
         cw.store = fs->work_store;
+        /* Held from the first look at what the Store has to the new base's pin: gc.c. */
+        bool held = r == 0 && (r = lfs_store_hold(cw.store, err)) == 0;
         if (r == 0) {
                 cw.w = lfs_blob_writer_new(cw.store);
                 lfs_blob_writer_set_cancel(cw.w, writer_cancelled, &cw);
@@ -2653,6 +2675,8 @@ int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merge
         }
         free(stale);
         lfs_blob_writer_free(cw.w);
+        if (held)
+                lfs_store_release(cw.store);
         walk_done(&cw);
         if (r == 0) {
                 *ret_commit = commit;

@@ -60,7 +60,8 @@ typedef struct lfs_id {
 
 LFS_PUBLIC void lfs_id_to_hex(const lfs_id *id, char ret_hex[LFS_HEX_LEN + 1]);
 
-/* Long work reports progress here; done counts files, total is 0 when unknown. */
+/* Long work reports progress here: phase names the work and what done counts ("reading
+ * files", "gc: marking objects"); total is 0 when unknown. */
 typedef void (*lfs_progress_fn)(void *userdata, const char *phase, uint64_t done, uint64_t total);
 
 typedef struct lfs_home lfs_home;
@@ -198,6 +199,51 @@ LFS_PUBLIC int lfs_branch_move(lfs_store *store, const char *branch, const lfs_i
 
 /* Checks every reachable object against its name and the database's integrity. */
 LFS_PUBLIC int lfs_store_verify(lfs_store *store, uint64_t *ret_objects_checked, lfs_error **err);
+
+/* project.gc: what it takes. */
+typedef struct lfs_gc_options {
+        int dry_run; /* 1: report what would go, change nothing */
+        /* A pack whose live blobs hold less than this percentage of its bytes is rewritten
+         * (its live blobs copied into one new pack, the old one removed); 1 to 100; 0: the
+         * default, LFS_GC_REPACK_BELOW. A pack with no live blob is removed whatever it is. */
+        unsigned repack_below;
+} lfs_gc_options;
+#define LFS_GC_REPACK_BELOW 50
+
+typedef enum lfs_gc_pack_action {
+        LFS_GC_PACK_REMOVED = 1, /* no live blob left */
+        LFS_GC_PACK_REWRITTEN, /* its live blobs moved to a new pack */
+} lfs_gc_pack_action;
+
+typedef struct lfs_gc_pack {
+        char *name; /* below objects/packs/ */
+        uint64_t size; /* its length */
+        uint64_t live; /* bytes of its blobs that something reaches */
+        lfs_gc_pack_action action;
+} lfs_gc_pack;
+
+/* What a gc removed (dry run: would remove). */
+typedef struct lfs_gc_result {
+        uint64_t commits, trees; /* database rows */
+        uint64_t database_bytes; /* the data those rows held (the file shrinks if vacuumed) */
+        uint64_t packed_blobs; /* rows of blobs in packs */
+        uint64_t loose_objects; /* loose object files */
+        uint64_t leftovers; /* tmp files and unrecorded packs that killed writers left */
+        uint64_t stale_pins; /* pins of Workspaces whose daemon is gone */
+        uint64_t pins; /* live pins kept (their commits were roots, as branches are) */
+        uint64_t bytes; /* bytes on disk of the object files removed or shrunk (st_blocks) */
+        int vacuumed; /* 1: the database was compacted (it had many free pages) */
+        lfs_gc_pack *packs; /* packs removed or rewritten */
+        size_t n_packs;
+} lfs_gc_result;
+
+/* Removes the commits, trees and blobs that no branch reaches (and no mounted Workspace
+ * needs: its base commits stay), and the pack space they held; safe while Sandboxes run
+ * and while other processes commit: it waits for writing operations in progress, and they
+ * wait for it. InvalidInput for options out of range, before anything. */
+LFS_PUBLIC int lfs_store_gc(lfs_store *store, const lfs_gc_options *options, lfs_gc_result *ret,
+                            lfs_error **err);
+LFS_PUBLIC void lfs_gc_result_done(lfs_gc_result *result);
 
 /* ---- Sandboxes and Workspaces (platform linux) ---- */
 

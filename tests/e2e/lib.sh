@@ -246,6 +246,29 @@ kill_at_step() {
         return "$status"
 }
 
+# ---- gc racing other work (test_gc_race.sh, test_gc_workspace.sh) ------------------------
+# start_gc_loop DONE: runs project gc in the background until $WORK/DONE exists, and
+# returns once its first gc ended (so that the work started after it overlaps at least
+# one more). gc_loop_end: waits for it, fails if a gc failed; GC_LOOP_COUNT: how many ran.
+start_gc_loop() {
+        (
+                n=0
+                while [ ! -e "$WORK/$1" ]; do
+                        "$LAYERFS" project gc >/dev/null || exit 1
+                        n=$((n + 1))
+                        [ "$n" != 1 ] || touch "$WORK/first-gc"
+                done
+                echo "$n" >"$WORK/gcs"
+        ) &
+        GC_LOOP_PID=$!
+        wait_created "$WORK" first-gc
+}
+gc_loop_end() {
+        wait "$GC_LOOP_PID" || fail "a gc failed while other work ran"
+        ok
+        GC_LOOP_COUNT=$(cat "$WORK/gcs")
+}
+
 # ---- attacks -----------------------------------------------------------------------------
 # succeeded WHAT: an attack worked ("a command could WHAT"); the test goes on, so that one
 # run names every attack that works, and no_attack_succeeded fails naming them all.

@@ -109,6 +109,12 @@ int main(int argc, char **argv) {
         uint64_t objects = 0;
         check(lfs_store_verify(store, &objects, &err), "lfs_store_verify");
         expect(objects > 0, "objects checked");
+        /* Everything is reachable from main or side: gc removes nothing. */
+        lfs_gc_options gc_options = { .dry_run = 1, .repack_below = LFS_GC_REPACK_BELOW };
+        lfs_gc_result gc;
+        check(lfs_store_gc(store, &gc_options, &gc, &err), "lfs_store_gc");
+        expect(gc.commits == 0 && gc.n_packs == 0, "nothing unreachable");
+        lfs_gc_result_done(&gc);
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(&more, hex);
         expect(strlen(hex) == LFS_HEX_LEN, "a whole hex id");

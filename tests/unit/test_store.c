@@ -1015,6 +1015,137 @@ static void test_io_layer_uring(void **state) {
         run_io_layer(*state, true);
 }
 
+/* ---- gc ---- */
+
+static bool loose_exists(test_env *env, const char *content) {
+        lfs_id blob;
+        lfs_sha256(content, strlen(content), &blob);
+        char rel[LFS_HEX_LEN + 2];
+        lfs_id_object_path(&blob, rel);
+        return access(env_path(env, "home/projects/proj/objects/%s", rel), F_OK) == 0;
+}
+
+static void run_gc(test_env *env, lfs_gc_result *ret) {
+        lfs_gc_options options = { 0 };
+        assert_ok(env, lfs_store_gc(env->store, &options, ret, &env->err));
+}
+
+/* A pin keeps a deleted branch's commit while its owner holds it; unpinned, it goes. A pin
+ * file no one holds is a dead owner's: removed, and what it named is not kept. */
+static void test_gc_keeps_pinned_commits_only_while_held(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("a", "1")));
+        char *big = distinct_content(LOOSE_BLOB_SIZE, 9);
+        assert_ok(env, lfs_branch_create(env->store, "x", NULL, NULL, &env->err));
+        lfs_id x = commit_spec(env, "x", TREE(REG("big", big)), "x");
+        assert_ok(env, lfs_store_delete_branch(env->store, "x", NULL, NULL, NULL, &env->err));
+
+        lfs_pin *pin = NULL;
+        assert_ok(env, lfs_store_hold(env->store, &env->err));
+        assert_ok(env, lfs_pin_new(env->store, &x, &pin, &env->err));
+        lfs_store_release(env->store);
+        lfs_gc_result res;
+        run_gc(env, &res);
+        assert_int_equal(res.pins, 1);
+        assert_int_equal(res.commits, 0);
+        assert_true(loose_exists(env, big));
+        lfs_gc_result_done(&res);
+
+        /* Its owner gone: a file like a pin, but no one holds its lock. */
+        lfs_pin_free(pin);
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(&x, hex);
+        write_text(env_path(env, "home/projects/proj/pins/1-dead-0"), hex);
+        run_gc(env, &res);
+        assert_int_equal(res.pins, 0);
+        assert_int_equal(res.stale_pins, 1);
+        assert_int_equal(res.commits, 1);
+        assert_int_equal(res.loose_objects, 1);
+        assert_false(loose_exists(env, big));
+        assert_int_equal(count_entries(env_path(env, "home/projects/proj/pins")), 0);
+        lfs_gc_result_done(&res);
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+        free(big);
+}
+
+/* A live pin that is not a list of commits: nothing may go. */
+static void test_gc_refuses_an_unreadable_live_pin(void **state) {
+        test_env *env = *state;
+        lfs_id first = env_init_project(env, "proj", TREE(REG("a", "1")));
+        char *big = distinct_content(LOOSE_BLOB_SIZE, 4);
+        assert_ok(env, lfs_branch_create(env->store, "x", NULL, NULL, &env->err));
+        commit_spec(env, "x", TREE(REG("big", big)), "x");
+        assert_ok(env, lfs_store_delete_branch(env->store, "x", NULL, NULL, NULL, &env->err));
+        lfs_pin *pin = NULL;
+        assert_ok(env, lfs_store_hold(env->store, &env->err));
+        assert_ok(env, lfs_pin_new(env->store, &first, &pin, &env->err));
+        lfs_store_release(env->store);
+        DIR *d = opendir(env_path(env, "home/projects/proj/pins"));
+        assert_non_null(d);
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        write_text(env_path(env, "home/projects/proj/pins/%s", de->d_name),
+                                   "not a commit\n");
+        closedir(d);
+        lfs_gc_options options = { 0 };
+        lfs_gc_result res = { .commits = 77 };
+        int r = lfs_store_gc(env->store, &options, &res, &env->err);
+        assert_error(env, r, LFS_FAILED, "nothing was removed");
+        assert_int_equal(res.commits, 77);
+        assert_true(loose_exists(env, big));
+        lfs_pin_free(pin);
+        free(big);
+}
+
+static void test_gc_refuses_bad_options(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("a", "1")));
+        lfs_gc_options options = { .repack_below = 101 };
+        lfs_gc_result res = { .commits = 77 };
+        int r = lfs_store_gc(env->store, &options, &res, &env->err);
+        assert_error(env, r, LFS_INVALID_INPUT, "101%");
+        assert_int_equal(res.commits, 77);
+        /* A handle inside a writing operation would wait for itself. */
+        options.repack_below = 0;
+        assert_ok(env, lfs_store_hold(env->store, &env->err));
+        r = lfs_store_gc(env->store, &options, &res, &env->err);
+        assert_error(env, r, LFS_BUSY, "handle of its own");
+        lfs_store_release(env->store);
+        run_gc(env, &res);
+        assert_int_equal(res.commits, 0);
+        lfs_gc_result_done(&res);
+}
+
+/* Deletions since the last gc: a Store without any reads 0; each delete counts; a refused
+ * one does not; a gc (not a dry run), even one with nothing to remove, starts again. */
+static void test_gc_counts_deletions_since_the_last(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("a", "1")));
+        uint64_t n = 99;
+        assert_ok(env, lfs_store_deleted_branches(env->store, &n, &env->err));
+        assert_int_equal(n, 0);
+        assert_ok(env, lfs_branch_create(env->store, "x", NULL, NULL, &env->err));
+        assert_ok(env, lfs_branch_create(env->store, "y", NULL, NULL, &env->err));
+        assert_ok(env, lfs_store_delete_branch(env->store, "x", NULL, NULL, NULL, &env->err));
+        assert_ok(env, lfs_store_delete_branch(env->store, "y", NULL, NULL, NULL, &env->err));
+        int r = lfs_store_delete_branch(env->store, "ghost", NULL, NULL, NULL, &env->err);
+        assert_error(env, r, LFS_NO_SUCH_BRANCH, "ghost");
+        assert_ok(env, lfs_store_deleted_branches(env->store, &n, &env->err));
+        assert_int_equal(n, 2);
+        lfs_gc_options dry = { .dry_run = 1 };
+        lfs_gc_result res;
+        assert_ok(env, lfs_store_gc(env->store, &dry, &res, &env->err));
+        lfs_gc_result_done(&res);
+        assert_ok(env, lfs_store_deleted_branches(env->store, &n, &env->err));
+        assert_int_equal(n, 2);
+        run_gc(env, &res);
+        assert_int_equal(res.commits, 0);
+        lfs_gc_result_done(&res);
+        assert_ok(env, lfs_store_deleted_branches(env->store, &n, &env->err));
+        assert_int_equal(n, 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 env_test(test_init_refuses_bad_names),
@@ -1028,6 +1159,10 @@ int main(void) {
                 env_test(test_open_garbage_store_db),
                 env_test(test_open_sqlite_db_that_is_not_a_store),
                 env_test(test_open_project_without_store_db),
+                env_test(test_gc_keeps_pinned_commits_only_while_held),
+                env_test(test_gc_refuses_an_unreadable_live_pin),
+                env_test(test_gc_refuses_bad_options),
+                env_test(test_gc_counts_deletions_since_the_last),
                 env_test(test_branch_create_existing_is_refused),
                 env_test(test_branch_create_refusals),
                 env_test(test_branch_create_from_commit_prefix),

@@ -163,6 +163,15 @@ int lfs_idle_seconds(double *ret, lfs_error **err) {
                                  err);
 }
 
+int lfs_gc_after_deletes(uint64_t *ret, lfs_error **err) {
+        const char *s = getenv("LAYERFS_GC_AFTER_DELETES");
+        if (!s || !*s) {
+                *ret = 0;
+                return 0;
+        }
+        return lfs_parse_whole("LAYERFS_GC_AFTER_DELETES", s, 1, LFS_MAX_GC_AFTER_DELETES, ret, err);
+}
+
 /* A size from min to max (bytes); the floor is said in the unit it is written in. */
 static int parse_size_limit(const char *what, const char *text, uint64_t min, uint64_t max,
                             const char *why_min, uint64_t *ret, lfs_error **err) {

@@ -73,4 +73,9 @@ int lfs_command_identity(uid_t *ret_uid, gid_t *ret_gid, lfs_error **err);
  * from LFS_MIN_IDLE_SECONDS to LFS_IDLE_SECONDS. */
 int lfs_idle_seconds(double *ret, lfs_error **err);
 
+/* After how many branch deletions since the last gc a Sandbox's idle close runs project gc
+ * (LAYERFS_GC_AFTER_DELETES, from 1 to 1000000); 0 when unset: never. */
+#define LFS_MAX_GC_AFTER_DELETES 1000000
+int lfs_gc_after_deletes(uint64_t *ret, lfs_error **err);
+
 #endif

@@ -62,17 +62,26 @@ int lfs_store_resolve(lfs_store *s, const char *ref, lfs_id *ret_commit, lfs_err
                         s->project, ref);
 }
 
-int lfs_branch_create(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
-                      lfs_error **err) {
+static int create_held(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
+                       lfs_error **err) {
         lfs_id commit;
-        int r = lfs_check_branch_name(name, err);
-        if (r < 0 || (r = lfs_store_resolve(s, from ? from : "main", &commit, err)) < 0)
-                return r;
-        if ((r = lfs_db_cas_branch(s, name, NULL, &commit, err)) < 0)
+        int r = lfs_store_resolve(s, from ? from : "main", &commit, err);
+        if (r < 0 || (r = lfs_db_cas_branch(s, name, NULL, &commit, err)) < 0)
                 return r;
         if (ret_commit)
                 *ret_commit = commit;
         return 0;
+}
+
+int lfs_branch_create(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
+                      lfs_error **err) {
+        /* Held: from may be a commit no branch reaches, which a gc would remove meanwhile. */
+        int r = lfs_check_branch_name(name, err);
+        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
+                return r;
+        r = create_held(s, name, from, ret_commit, err);
+        lfs_store_release(s);
+        return r;
 }
 
 void lfs_branch_list_free(lfs_branch_info *branches, size_t n) {
@@ -124,7 +133,7 @@ int lfs_store_delete_branch(lfs_store *s, const char *name, lfs_branch_guard_fn 
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
         r = sqlite3_step(st) == SQLITE_DONE ? 0 : lfs_db_fail(s, err, "delete a branch");
         sqlite3_finalize(st);
-        if (r < 0 || (r = lfs_db_commit(s, err)) < 0)
+        if (r < 0 || (r = lfs_store_count_delete(s, err)) < 0 || (r = lfs_db_commit(s, err)) < 0)
                 goto fail;
         if (ret_commit)
                 *ret_commit = head;
@@ -134,8 +143,8 @@ fail:
         return r;
 }
 
-int lfs_branch_move(lfs_store *s, const char *branch, const lfs_id *expected, const lfs_id *to,
-                    lfs_error **err) {
+static int move_held(lfs_store *s, const char *branch, const lfs_id *expected, const lfs_id *to,
+                     lfs_error **err) {
         lfs_id head;
         lfs_commit_info c;
         int r = lfs_branch_head(s, branch, &head, err);
@@ -143,6 +152,16 @@ int lfs_branch_move(lfs_store *s, const char *branch, const lfs_id *expected, co
                 return r;
         lfs_commit_info_done(&c);
         return lfs_db_cas_branch(s, branch, expected, to, err);
+}
+
+int lfs_branch_move(lfs_store *s, const char *branch, const lfs_id *expected, const lfs_id *to,
+                    lfs_error **err) {
+        int r = lfs_store_hold(s, err); /* to may be a commit no branch reaches */
+        if (r < 0)
+                return r;
+        r = move_held(s, branch, expected, to, err);
+        lfs_store_release(s);
+        return r;
 }
 
 int lfs_branch_log(lfs_store *s, const char *name, size_t limit, lfs_commit_info **ret_commits,
@@ -196,8 +215,8 @@ int lfs_branch_diff(lfs_store *s, const char *a, const char *b, lfs_change **ret
         return 0;
 }
 
-int lfs_branch_merge(lfs_store *s, const char *from, const char *into, lfs_merge_result *ret,
-                     lfs_error **err) {
+static int merge_held(lfs_store *s, const char *from, const char *into, lfs_merge_result *ret,
+                      lfs_error **err) {
         lfs_id theirs, ours;
         int r = lfs_store_resolve(s, from, &theirs, err);
         if (r < 0 || (r = lfs_branch_head(s, into, &ours, err)) < 0)
@@ -255,5 +274,15 @@ out:
         lfs_commit_info_done(&co);
         lfs_commit_info_done(&ct);
         lfs_commit_info_done(&cb);
+        return r;
+}
+
+int lfs_branch_merge(lfs_store *s, const char *from, const char *into, lfs_merge_result *ret,
+                     lfs_error **err) {
+        int r = lfs_store_hold(s, err); /* from may be a commit no branch reaches */
+        if (r < 0)
+                return r;
+        r = merge_held(s, from, into, ret, err);
+        lfs_store_release(s);
         return r;
 }

@@ -69,12 +69,12 @@ int lfs_check_commit_message(const char *message, lfs_error **err) {
         return 0;
 }
 
-int lfs_branch_commit(lfs_store *s, const char *branch, const char *from_dir, const char *message,
-                      lfs_id *ret_commit, lfs_error **err) {
+static int branch_commit_held(lfs_store *s, const char *branch, const char *from_dir, const char *message,
+                              lfs_id *ret_commit, lfs_error **err) {
         lfs_id head;
         lfs_commit_info parent;
-        int r = lfs_check_commit_message(message, err);
-        if (r < 0 || (r = lfs_branch_head(s, branch, &head, err)) < 0)
+        int r = lfs_branch_head(s, branch, &head, err);
+        if (r < 0)
                 return r;
         if (!from_dir)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "give the directory to record with --from DIR");
@@ -91,6 +91,17 @@ int lfs_branch_commit(lfs_store *s, const char *branch, const char *from_dir, co
         lfs_tree_rows_done(&rows);
         lfs_blob_writer_free(w);
         lfs_commit_info_done(&parent);
+        return r;
+}
+
+int lfs_branch_commit(lfs_store *s, const char *branch, const char *from_dir, const char *message,
+                      lfs_id *ret_commit, lfs_error **err) {
+        /* Held from the first look at what the Store has: gc.c. */
+        int r = lfs_check_commit_message(message, err);
+        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
+                return r;
+        r = branch_commit_held(s, branch, from_dir, message, ret_commit, err);
+        lfs_store_release(s);
         return r;
 }
 
@@ -378,13 +389,13 @@ out:
         return r;
 }
 
-int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *base,
-                             const lfs_path_change *changes, size_t n, const char *message,
-                             lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
+static int commit_changes_held(lfs_store *s, const char *branch, const lfs_id *base,
+                               const lfs_path_change *changes, size_t n, const char *message,
+                               lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
         lfs_id head, tree;
         lfs_commit_info base_commit = { 0 };
-        int r = lfs_check_commit_message(message, err);
-        if (r < 0 || (r = lfs_branch_head(s, branch, &head, err)) < 0 ||
+        int r;
+        if ((r = lfs_branch_head(s, branch, &head, err)) < 0 ||
             (r = lfs_db_get_commit(s, base, &base_commit, err)) < 0)
                 return r;
         lfs_blob_writer *w = lfs_blob_writer_new(s);
@@ -402,5 +413,17 @@ int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *bas
         lfs_tree_rows_done(&rows);
         lfs_blob_writer_free(w);
         lfs_commit_info_done(&base_commit);
+        return r;
+}
+
+int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *base,
+                             const lfs_path_change *changes, size_t n, const char *message,
+                             lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
+        /* Held from the first look at what the Store has: gc.c. */
+        int r = lfs_check_commit_message(message, err);
+        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
+                return r;
+        r = commit_changes_held(s, branch, base, changes, n, message, ret_commit, ret_merged, err);
+        lfs_store_release(s);
         return r;
 }

@@ -117,6 +117,7 @@ int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bo
         s->path = xstrdup(path);
         s->objects_fd = -1;
         s->packs_fd = -1;
+        s->gc_lock_fd = -1;
         s->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         int r;
         if (s->dirfd < 0) {
@@ -183,9 +184,13 @@ void lfs_store_close(lfs_store *s) {
         sqlite3_finalize(s->put_tree_stmt);
         sqlite3_finalize(s->get_commit_stmt);
         sqlite3_finalize(s->locate_stmt);
-        for (size_t i = 0; i < s->n_pack_fds; i++)
+        for (size_t i = 0; i < s->n_pack_fds; i++) {
                 close(s->pack_fds[i].fd);
+                free(s->pack_fds[i].name);
+        }
         free(s->pack_fds);
+        if (s->gc_lock_fd >= 0)
+                close(s->gc_lock_fd); /* lets go of its lock */
         if (s->db)
                 sqlite3_close(s->db);
         lfs_io_free(s->io);

@@ -145,7 +145,7 @@ static int write_files(export_walk *ew, lfs_error **err) {
                 if (r < 0)
                         return r;
                 if (home && home->progress)
-                        home->progress(home->progress_data, "writing", off, ew->n);
+                        home->progress(home->progress_data, "writing files", off, ew->n);
         }
         return 0;
 }

@@ -331,7 +331,7 @@ static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **
 static void report_progress(lfs_blob_writer *w) {
         lfs_home *home = w->s->home;
         if (home && home->progress && (w->files_done % LFS_IO_BATCH == 0 || w->files_done == w->files_total))
-                home->progress(home->progress_data, "reading", w->files_done, w->files_total);
+                home->progress(home->progress_data, "reading files", w->files_done, w->files_total);
 }
 
 /* Reads a batch of small files in one submission, hashes them, queues missing blobs. */

@@ -176,21 +176,26 @@ void lfs_pack_writer_committed(lfs_pack_writer *pw) {
 
 /* ---- reading ---- */
 
+/* The pack's fd, opened once per handle: an open pack stays readable after a gc rewrote it
+ * and removed its file, so a read that located a blob before the gc still reads it. Known
+ * by id and name: gc deletes pack rows, and SQLite may give a later pack a deleted id. */
 static int pack_fd(lfs_store *s, sqlite3_int64 pack, const char *name, lfs_error **err) {
         for (size_t i = 0; i < s->n_pack_fds; i++)
-                if (s->pack_fds[i].pack == pack)
+                if (s->pack_fds[i].pack == pack && !strcmp(s->pack_fds[i].name, name))
                         return s->pack_fds[i].fd;
-        int fd = openat(s->packs_fd, name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return lfs_fail(err, LFS_FAILED, errno,
+        int fd = openat(s->packs_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+                int e = errno;
+                return lfs_fail(err, LFS_FAILED, e,
                                 "pack %s of project '%s' cannot be opened (%s); the Store is damaged", name,
-                                s->project, strerror(errno));
+                                s->project, strerror(e));
+        }
         GROW(s->pack_fds, s->cap_pack_fds, s->n_pack_fds + 1);
-        s->pack_fds[s->n_pack_fds++] = (lfs_pack_fd){ .pack = pack, .fd = fd };
+        s->pack_fds[s->n_pack_fds++] = (lfs_pack_fd){ .pack = pack, .name = xstrdup(name), .fd = fd };
         return fd;
 }
 
-int lfs_object_locate(lfs_store *s, const lfs_id *id, lfs_object_loc *ret, lfs_error **err) {
+static int locate_once(lfs_store *s, const lfs_id *id, lfs_object_loc *ret, lfs_error **err) {
         if (!s->locate_stmt &&
             sqlite3_prepare_v3(s->db,
                                "SELECT b.pack, b.offset, p.name FROM blobs b JOIN packs p ON p.id = b.pack "
@@ -214,6 +219,22 @@ int lfs_object_locate(lfs_store *s, const lfs_id *id, lfs_object_loc *ret, lfs_e
                 r = lfs_db_fail(s, err, "look up a blob");
         }
         sqlite3_reset(st);
+        return r;
+}
+
+int lfs_object_locate(lfs_store *s, const lfs_id *id, lfs_object_loc *ret, lfs_error **err) {
+        lfs_error *first = NULL;
+        int r = locate_once(s, id, ret, &first);
+        /* A gc that rewrote the pack between the row's read and the open: the row says
+         * where the blob is now. */
+        if (r == -ENOENT) {
+                lfs_error_free(first);
+                first = NULL;
+                r = locate_once(s, id, ret, &first);
+        }
+        if (r < 0 && err && !*err)
+                *err = TAKE_PTR(first);
+        lfs_error_free(first);
         return r;
 }
 

@@ -98,6 +98,7 @@ struct lfs_home {
 
 typedef struct lfs_pack_fd {
         sqlite3_int64 pack;
+        char *name; /* a pack's row id can be reused once gc deleted it: the name is unique */
         int fd;
 } lfs_pack_fd;
 
@@ -113,6 +114,8 @@ struct lfs_store {
         sqlite3 *db;
         sqlite3_stmt *get_tree_stmt, *put_tree_stmt, *get_commit_stmt, *locate_stmt;
         lfs_io *io;
+        int gc_lock_fd; /* gc.lock, or -1 until first held */
+        unsigned gc_holds; /* lfs_store_hold's depth (gc's own hold counts one) */
 };
 
 /* Makes the home if it does not exist yet (0711; missing parents 0755), checked again
@@ -288,6 +291,33 @@ int lfs_store_commit_tree(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows,
 int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
                       const lfs_id *expected, const lfs_id *tree, const lfs_id *parents, size_t n_parents,
                       const char *message, lfs_id *ret_commit, lfs_error **err);
+
+/* ---- the gc lock and Workspace pins (gc.c) ---- */
+/* Holds the Store's gc lock (<store>/gc.lock, flock) shared, waiting while a gc runs; nested
+ * holds of one handle count. Every writing operation holds it from before its first look at
+ * what the Store has (an object found present is not written again) until its transaction
+ * ended, and gc holds it exclusive from its mark to its last removal: so no gc ever sees an
+ * object written, or counted on, by a commit whose rows are not committed yet. */
+int lfs_store_hold(lfs_store *s, lfs_error **err);
+void lfs_store_release(lfs_store *s);
+/* Branch deletions since the last gc, for the idle close's gc (LAYERFS_GC_AFTER_DELETES):
+ * counted in table gc_state, made by the first delete (older Stores lack it: 0). */
+int lfs_store_count_delete(lfs_store *s, lfs_error **err); /* inside the delete's transaction */
+int lfs_store_deleted_branches(lfs_store *s, uint64_t *ret, lfs_error **err);
+/* A pin keeps commits (and all they reach) from gc while its owner lives: a file under
+ * <store>/pins/ naming them, flock'ed by its owner; gc takes a pin whose lock is free for
+ * the remains of a dead owner and removes it. A Workspace pins every base it has had.
+ * lfs_pin_new and lfs_pin_add are called with the Store held (lfs_store_hold). */
+typedef struct lfs_pin lfs_pin;
+int lfs_pin_new(lfs_store *s, const lfs_id *commit, lfs_pin **ret, lfs_error **err);
+int lfs_pin_add(lfs_pin *pin, const lfs_id *commit, lfs_error **err);
+void lfs_pin_free(lfs_pin *pin);
+
+/* Calls visit for root and every tree below it not yet in seen (adding each), with the
+ * tree's entries; each tree once. */
+typedef int (*lfs_tree_visit_fn)(void *userdata, const lfs_id *id, const lfs_tree *t, lfs_error **err);
+int lfs_for_each_tree(lfs_store *s, const lfs_id *root, lfs_idset *seen, lfs_tree_visit_fn visit,
+                      void *userdata, lfs_error **err);
 
 /* ---- diff and merge (diff.c, merge.c) ---- */
 typedef struct lfs_change_list {

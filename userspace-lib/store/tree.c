@@ -140,3 +140,29 @@ void lfs_tree_rows_done(lfs_tree_rows *rows) {
         free(rows->items);
         *rows = (lfs_tree_rows){ 0 };
 }
+
+int lfs_for_each_tree(lfs_store *s, const lfs_id *root, lfs_idset *seen, lfs_tree_visit_fn visit,
+                      void *userdata, lfs_error **err) {
+        lfs_id *stack = NULL;
+        size_t n = 0, cap = 0;
+        int r = 0;
+        GROW(stack, cap, 1);
+        stack[n++] = *root;
+        while (n && r == 0) {
+                lfs_id id = stack[--n];
+                if (!lfs_idset_add(seen, &id))
+                        continue;
+                lfs_tree t;
+                if ((r = lfs_db_get_tree(s, &id, &t, err)) < 0)
+                        break;
+                r = visit(userdata, &id, &t, err);
+                for (size_t i = 0; i < t.n && r == 0; i++)
+                        if (lfs_mode_is_dir(t.entries[i].mode)) {
+                                GROW(stack, cap, n + 1);
+                                stack[n++] = t.entries[i].id;
+                        }
+                lfs_tree_done(&t);
+        }
+        free(stack);
+        return r;
+}

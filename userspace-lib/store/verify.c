@@ -40,41 +40,24 @@ static int verify_blob(verify_walk *vw, const lfs_entry *e, lfs_error **err) {
         return 0;
 }
 
-/* Every tree below root (each once) and their blobs, from a stack of trees to visit. */
-static int verify_tree(verify_walk *vw, const lfs_id *root, lfs_error **err) {
-        lfs_id *stack = NULL;
-        size_t n = 0, cap = 0;
+/* A tree hashes to its name; each of its blobs not checked yet does too. */
+static int verify_tree(void *userdata, const lfs_id *id, const lfs_tree *t, lfs_error **err) {
+        verify_walk *vw = userdata;
+        char *data;
+        size_t len;
+        lfs_id got;
+        lfs_tree_serialize(t, &data, &len);
+        lfs_sha256(data, len, &got);
+        free(data);
+        if (!lfs_id_eq(&got, id))
+                return bad_object(vw->s, "tree", id, "does not hash to its name", err);
+        vw->checked++;
         int r = 0;
-        GROW(stack, cap, 1);
-        stack[n++] = *root;
-        while (n && r == 0) {
-                lfs_id id = stack[--n];
-                if (!lfs_idset_add(&vw->seen, &id))
-                        continue;
-                lfs_tree t;
-                if ((r = lfs_db_get_tree(vw->s, &id, &t, err)) < 0)
-                        break;
-                char *data;
-                size_t len;
-                lfs_id got;
-                lfs_tree_serialize(&t, &data, &len);
-                lfs_sha256(data, len, &got);
-                free(data);
-                if (!lfs_id_eq(&got, &id))
-                        r = bad_object(vw->s, "tree", &id, "does not hash to its name", err);
-                vw->checked++;
-                for (size_t i = 0; i < t.n && r == 0; i++) {
-                        const lfs_entry *e = &t.entries[i];
-                        if (lfs_mode_is_dir(e->mode)) {
-                                GROW(stack, cap, n + 1);
-                                stack[n++] = e->id;
-                        } else if (lfs_idset_add(&vw->seen, &e->id)) {
-                                r = verify_blob(vw, e, err);
-                        }
-                }
-                lfs_tree_done(&t);
+        for (size_t i = 0; i < t->n && r == 0; i++) {
+                const lfs_entry *e = &t->entries[i];
+                if (!lfs_mode_is_dir(e->mode) && lfs_idset_add(&vw->seen, &e->id))
+                        r = verify_blob(vw, e, err);
         }
-        free(stack);
         return r;
 }
 
@@ -85,7 +68,7 @@ static int verify_commit(void *userdata, const lfs_commit_info *c, lfs_error **e
         vw->checked++;
         if (!lfs_id_eq(&copy.id, &c->id))
                 return bad_object(vw->s, "commit", &c->id, "does not hash to its name", err);
-        return verify_tree(vw, &c->tree, err);
+        return lfs_for_each_tree(vw->s, &c->tree, &vw->seen, verify_tree, vw, err);
 }
 
 static int integrity_check(lfs_store *s, lfs_error **err) {
