@@ -3,7 +3,7 @@
  * Our FUSE loop (LAYERFS_FUSE_TRANSPORT=dev): each worker reads one request at a time
  * from /dev/fuse into its own buffer, checks its size, and dispatches it through
  * fuse_ops_table, one row per opcode, to workspace.h; the answer is one writev. Only
- * this file and fuse_ops.c's libfuse glue know FUSE; fuse_proto.h has the wire format.
+ * this file and fuse_libfuse.c know FUSE; fuse_proto.h has the wire format.
  *
  * Compared with libfuse's loop it asks INIT for what the Workspace uses and nothing
  * more (no IOCTL on directories), names what later steps will ask for (passthrough,
@@ -22,9 +22,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "fuse_dev.h"
 #include "fuse_mount.h"
 #include "fuse_proto.h"
+#include "fuse_transport.h"
 #include "log.h"
 #include "util.h"
 
@@ -50,7 +50,8 @@ static const uint64_t fuse_dev_later _unused_ = FUSE_F_HANDLE_KILLPRIV_V2 | FUSE
                                                 FUSE_F_READDIRPLUS_AUTO | FUSE_F_PASSTHROUGH |
                                                 FUSE_F_OVER_IO_URING;
 
-struct fuse_dev_conn {
+/* The dev row's fuse_conn. */
+typedef struct fuse_dev_conn {
         ws_fs *fs;
         int fd;
         char *mountpoint;
@@ -59,7 +60,7 @@ struct fuse_dev_conn {
         uint32_t minor; /* the protocol minor both sides speak, once initialized */
         uint64_t flags; /* what INIT agreed */
         bool debug;
-};
+} fuse_dev_conn;
 
 /* One worker: its request and answer buffers, and the pipe its large reads go through
  * (-1: none, they are copied) with its size. */
@@ -676,7 +677,8 @@ static void open_pipe(fuse_worker *w) {
         w->pipe_size = size > 0 ? (size_t)size : 0;
 }
 
-void fuse_dev_serve(fuse_dev_conn *c) {
+static void fuse_dev_serve(fuse_conn *conn) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         fuse_worker w = { .c = c, .in = xmalloc_io(FUSE_DEV_BUFFER), .out = xmalloc_io(FUSE_DEV_BUFFER) };
         open_pipe(&w);
         while (!atomic_load(&c->exited)) {
@@ -701,7 +703,7 @@ void fuse_dev_serve(fuse_dev_conn *c) {
         free(w.out);
 }
 
-int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_dev_conn **ret) {
+static int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
         int fd = lfs_fuse_mount_fd(mountpoint, fsname);
         if (fd < 0)
                 return fd;
@@ -711,15 +713,17 @@ int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_d
         c->mountpoint = xstrdup(mountpoint);
         const char *debug = getenv("LAYERFS_FUSE_DEBUG");
         c->debug = debug && *debug == '1';
-        *ret = c;
+        *ret = (fuse_conn *)c;
         return 0;
 }
 
-void fuse_dev_exit(fuse_dev_conn *c) {
+static void fuse_dev_exit(fuse_conn *conn) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         atomic_store(&c->exited, true);
 }
 
-void fuse_dev_destroy(fuse_dev_conn *c) {
+static void fuse_dev_destroy(fuse_conn *conn) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         if (!c)
                 return;
         /* A connection still alive means the mount is still there (an unmount or an
@@ -742,19 +746,39 @@ static int notify(fuse_dev_conn *c, int code, const void *msg, size_t msg_len, c
         return send_message(c, 0, code, body, name ? 2 : 1);
 }
 
-int fuse_dev_notify_delete(fuse_dev_conn *c, uint64_t parent, uint64_t child, const char *name) {
+static int fuse_dev_notify_delete(fuse_conn *conn, uint64_t parent, uint64_t child, const char *name) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         struct fuse_note_delete msg = { .parent = parent,
                                         .child = child,
                                         .namelen = (uint32_t)strlen(name) };
         return notify(c, FUSE_NOTE_DELETE, &msg, sizeof(msg), name);
 }
 
-int fuse_dev_notify_inval_entry(fuse_dev_conn *c, uint64_t parent, const char *name) {
+static int fuse_dev_notify_inval_entry(fuse_conn *conn, uint64_t parent, const char *name) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         struct fuse_note_inval_entry msg = { .parent = parent, .namelen = (uint32_t)strlen(name) };
         return notify(c, FUSE_NOTE_INVAL_ENTRY, &msg, sizeof(msg), name);
 }
 
-int fuse_dev_notify_inval_inode(fuse_dev_conn *c, uint64_t ino) {
+static int fuse_dev_notify_inval_inode(fuse_conn *conn, uint64_t ino) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         struct fuse_note_inval_inode msg = { .ino = ino, .off = 0, .len = 0 };
         return notify(c, FUSE_NOTE_INVAL_INODE, &msg, sizeof(msg), NULL);
 }
+
+static bool fuse_dev_passthrough(const fuse_conn *conn) {
+        const fuse_dev_conn *c = (const fuse_dev_conn *)conn;
+        return atomic_load(&c->initialized) && (c->flags & FUSE_F_PASSTHROUGH);
+}
+
+const fuse_transport fuse_transport_dev = {
+        .name = "dev",
+        .mount = fuse_dev_mount,
+        .serve = fuse_dev_serve,
+        .exit = fuse_dev_exit,
+        .destroy = fuse_dev_destroy,
+        .notify_delete = fuse_dev_notify_delete,
+        .notify_inval_entry = fuse_dev_notify_inval_entry,
+        .notify_inval_inode = fuse_dev_notify_inval_inode,
+        .passthrough = fuse_dev_passthrough,
+};

@@ -13,7 +13,7 @@
 
 #include "daemon.h"
 #include "fuse_mount.h"
-#include "fuse_ops.h"
+#include "fuse_transport.h"
 #include "json_path.h"
 #include "log.h"
 #include "codec.h"

@@ -6,7 +6,7 @@
  * lazily from the Store's trees, so a mount costs O(1) whatever the Branch's size and a
  * rename of a directory is a pointer move. File data stays in the Store's objects until
  * a write copies it up into <upper>/<ino>. These operations know nothing of FUSE: the
- * transport (fuse_ops.c today, io_uring later) calls them and maps the results.
+ * transport (a row of fuse_transport.h: libfuse, dev; io_uring later) calls them and maps the results.
  *
  * Every call returns 0 or a negative errno. One mutex guards the state: the transport
  * and the control thread take turns; status and commit hold it only while they walk the
