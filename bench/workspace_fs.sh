@@ -345,7 +345,7 @@ target_workspace-dev() {
         [ -d "$LAYERFS_HOME/projects/empty" ] || lfs project init empty >/dev/null
         LAYERFS_FUSE_TRANSPORT=dev sandbox_open empty
         ws_mount empty "$SB" main
-        grep -q "mounted main at $WS (FUSE loop: dev)" <<<"$(lfs --project empty sandbox log "$SB")" || {
+        grep -q "mounted main at $WS (FUSE loop: dev," <<<"$(lfs --project empty sandbox log "$SB")" || {
                 echo "bench: the Workspace at $WS is not served by the /dev/fuse loop" >&2
                 return 1
         }

@@ -17,7 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/fsuid.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -44,11 +48,13 @@ static const uint64_t fuse_dev_wanted = FUSE_F_ASYNC_READ | FUSE_F_ATOMIC_O_TRUN
                                         FUSE_F_BIG_WRITES | FUSE_F_ASYNC_DIO | FUSE_F_PARALLEL_DIROPS |
                                         FUSE_F_HANDLE_KILLPRIV | FUSE_F_MAX_PAGES | FUSE_F_INIT_EXT;
 /* Named for the next steps, not asked yet: the Workspace does not yet clear set-id bits
- * on write and truncate itself (KILLPRIV_V2), count READDIRPLUS's entries as lookups,
- * register backing files (PASSTHROUGH) or run rings (OVER_IO_URING). */
+ * on write and truncate itself (KILLPRIV_V2), count READDIRPLUS's entries as lookups or
+ * run rings (OVER_IO_URING). */
 static const uint64_t fuse_dev_later _unused_ = FUSE_F_HANDLE_KILLPRIV_V2 | FUSE_F_DO_READDIRPLUS |
-                                                FUSE_F_READDIRPLUS_AUTO | FUSE_F_PASSTHROUGH |
-                                                FUSE_F_OVER_IO_URING;
+                                                FUSE_F_READDIRPLUS_AUTO | FUSE_F_OVER_IO_URING;
+/* Backing files sit on the home's filesystem, not on another stacked one: one level of
+ * stacking, which leaves room for an overlay mounted over the Workspace. */
+#define FUSE_DEV_STACK_DEPTH 1
 
 /* The dev row's fuse_conn. */
 typedef struct fuse_dev_conn {
@@ -60,6 +66,10 @@ typedef struct fuse_dev_conn {
         uint32_t minor; /* the protocol minor both sides speak, once initialized */
         uint64_t flags; /* what INIT agreed */
         bool debug;
+        /* LAYERFS_FUSE_PASSTHROUGH: 0 off, 1 asked for (said in the log when the kernel
+         * does not offer it), unset: on when offered. */
+        int passthrough_asked;
+        atomic_bool backing_failed; /* a BACKING_OPEN failed: said once in the log */
 } fuse_dev_conn;
 
 /* One worker: its request and answer buffers, and the pipe its large reads go through
@@ -186,6 +196,65 @@ static ws_caller caller_of(const fuse_request *r, uint32_t umask) {
  * for the loop to answer with. Its fixed arguments and names are there (fuse_op). */
 typedef int (*fuse_handler)(fuse_worker *w, const fuse_request *r);
 
+/* The credentials the kernel keeps with a backing file (it takes the caller's at
+ * BACKING_OPEN) are the ones its reads and writes run under, and the ones it opens the
+ * file with for each passed-through open. So they are made for that, on this thread
+ * alone, around the ioctl: the Workspace owner's fsuid and fsgid (ext4 keeps its root
+ * reserve from them, as from our own writes: space_for in workspace.c), CAP_SYS_ADMIN
+ * (which BACKING_OPEN demands) and CAP_DAC_OVERRIDE (the upper file is ours, mode 0600)
+ * and no other capability (no CAP_SYS_RESOURCE: the reserve again). */
+static int backing_open_as(fuse_dev_conn *c, int fd, uid_t owner, gid_t group) {
+        struct __user_cap_header_struct head = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct saved[2], narrow[2];
+        if (syscall(SYS_capget, &head, saved) < 0)
+                return -errno;
+        uid_t fsuid = (uid_t)setfsuid((uid_t)-1);
+        gid_t fsgid = (gid_t)setfsgid((gid_t)-1);
+        memcpy(narrow, saved, sizeof(narrow));
+        narrow[0].effective = (1u << CAP_SYS_ADMIN) | (1u << CAP_DAC_OVERRIDE);
+        narrow[1].effective = 0;
+        (void)setfsgid(group);
+        (void)setfsuid(owner);
+        int id = -EPERM;
+        if (syscall(SYS_capset, &head, narrow) == 0) {
+                struct fuse_backing_map_wire map = { .fd = fd };
+                id = ioctl(c->fd, FUSE_DEV_IOC_BACKING_OPEN_CMD, &map);
+                if (id < 0)
+                        id = -errno;
+        } else {
+                id = -errno;
+        }
+        /* Back to the daemon's own: fsuid 0 gives back the file capabilities, capset the
+         * rest. Failing that this thread could not go on serving as root. */
+        (void)setfsuid(fsuid);
+        (void)setfsgid(fsgid);
+        if (syscall(SYS_capset, &head, saved) < 0)
+                abort();
+        return id;
+}
+
+static int fuse_dev_backing_open(void *userdata, int fd, uid_t owner, gid_t group) {
+        fuse_dev_conn *c = userdata;
+        int id = backing_open_as(c, fd, owner, group);
+        if (id <= 0 && !atomic_exchange(&c->backing_failed, true))
+                log_line("fuse: cannot register an upper file of %s with the kernel for passthrough: %s; "
+                         "its data, and that of any other that fails so, goes through the daemon",
+                         c->mountpoint, strerror(id < 0 ? -id : EIO));
+        return id;
+}
+
+static void fuse_dev_backing_close(void *userdata, int id) {
+        fuse_dev_conn *c = userdata;
+        uint32_t backing = (uint32_t)id;
+        if (ioctl(c->fd, FUSE_DEV_IOC_BACKING_CLOSE_CMD, &backing) < 0 && c->debug)
+                log_line("fuse: BACKING_CLOSE %d: %s", id, strerror(errno));
+}
+
+static const ws_backing_ops fuse_dev_backing_ops = {
+        .open = fuse_dev_backing_open,
+        .close = fuse_dev_backing_close,
+};
+
 static int do_init(fuse_worker *w, const fuse_request *r) {
         fuse_dev_conn *c = w->c;
         struct fuse_init_request in = { 0 };
@@ -202,9 +271,9 @@ static int do_init(fuse_worker *w, const fuse_request *r) {
         uint64_t offered = in.flags;
         if ((in.flags & FUSE_F_INIT_EXT) && r->arg_len >= offsetof(struct fuse_init_request, unused))
                 offered |= (uint64_t)in.flags2 << 32;
-        uint64_t agreed = offered & fuse_dev_wanted;
+        uint64_t wanted = fuse_dev_wanted | (c->passthrough_asked != 0 ? FUSE_F_PASSTHROUGH : 0);
+        uint64_t agreed = offered & wanted;
         c->minor = in.minor < FUSE_PROTO_MINOR ? in.minor : FUSE_PROTO_MINOR;
-        c->flags = agreed;
         out.max_readahead = in.max_readahead;
         out.flags = (uint32_t)agreed;
         if (agreed & FUSE_F_INIT_EXT)
@@ -213,6 +282,15 @@ static int do_init(fuse_worker *w, const fuse_request *r) {
         out.time_gran = 1;
         if (agreed & FUSE_F_MAX_PAGES)
                 out.max_pages = (uint16_t)(FUSE_DEV_MAX_WRITE / (size_t)sysconf(_SC_PAGESIZE));
+        if (agreed & FUSE_F_PASSTHROUGH)
+                out.max_stack_depth = FUSE_DEV_STACK_DEPTH;
+        else if (c->passthrough_asked == 1)
+                log_line("fuse: LAYERFS_FUSE_PASSTHROUGH=1 but the kernel (FUSE %u.%u) does not offer "
+                         "passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9); file data goes through the daemon",
+                         in.major, in.minor);
+        c->flags = agreed; /* before the kernel can send the first OPEN */
+        if (agreed & FUSE_F_PASSTHROUGH)
+                ws_set_passthrough(c->fs, &fuse_dev_backing_ops, c);
         int ret = reply_buf(w, r, &out, sizeof(out));
         if (ret == 0)
                 atomic_store(&c->initialized, true);
@@ -347,13 +425,23 @@ static int do_rename2(fuse_worker *w, const fuse_request *r) {
  * writes are synchronous and locks are the kernel's (nothing to flush on close). */
 static const uint32_t file_open_flags = FUSE_OPEN_KEEP_CACHE | FUSE_OPEN_NOFLUSH;
 
+/* An open's answer: served by us, or passed through to backing file id. */
+static struct fuse_open_answer open_answer(uint64_t fh, int backing) {
+        if (backing > 0)
+                return (struct fuse_open_answer){ .fh = fh,
+                                                  .open_flags = FUSE_OPEN_PASSTHROUGH | FUSE_OPEN_NOFLUSH,
+                                                  .backing_id = backing };
+        return (struct fuse_open_answer){ .fh = fh, .open_flags = file_open_flags };
+}
+
 static int do_open(fuse_worker *w, const fuse_request *r) {
         const struct fuse_open_request *in = (const void *)r->arg;
         uint64_t fh = 0;
-        int ret = ws_open_file(w->c->fs, r->hdr->nodeid, (int)in->flags, &fh);
+        int backing = 0;
+        int ret = ws_open_file(w->c->fs, r->hdr->nodeid, (int)in->flags, &fh, &backing);
         if (ret < 0)
                 return ret;
-        struct fuse_open_answer out = { .fh = fh, .open_flags = file_open_flags };
+        struct fuse_open_answer out = open_answer(fh, backing);
         return reply_buf(w, r, &out, sizeof(out));
 }
 
@@ -362,12 +450,14 @@ static int do_create(fuse_worker *w, const fuse_request *r) {
         ws_caller who = caller_of(r, in->umask);
         struct stat st;
         uint64_t fh = 0;
-        int ret = ws_create(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, (int)in->flags, &st, &fh);
+        int backing = 0;
+        int ret = ws_create(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, (int)in->flags, &st, &fh,
+                            &backing);
         if (ret < 0)
                 return ret;
         struct fuse_entry_wire e;
         entry_of(&e, &st);
-        struct fuse_open_answer open = { .fh = fh, .open_flags = file_open_flags };
+        struct fuse_open_answer open = open_answer(fh, backing);
         struct iovec body[] = { { &e, sizeof(e) }, { &open, sizeof(open) } };
         return send_message(w->c, r->hdr->unique, 0, body, ELEMENTSOF(body));
 }
@@ -713,6 +803,8 @@ static int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname,
         c->mountpoint = xstrdup(mountpoint);
         const char *debug = getenv("LAYERFS_FUSE_DEBUG");
         c->debug = debug && *debug == '1';
+        const char *passthrough = getenv("LAYERFS_FUSE_PASSTHROUGH");
+        c->passthrough_asked = !passthrough || !*passthrough ? -1 : !strcmp(passthrough, "0") ? 0 : 1;
         *ret = (fuse_conn *)c;
         return 0;
 }

@@ -177,7 +177,7 @@ static void reply_open(fuse_req_t req, int r, uint64_t fh, struct fuse_file_info
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         uint64_t fh = 0;
-        int r = ws_open_file(fs_of(req), ino, fi->flags, &fh);
+        int r = ws_open_file(fs_of(req), ino, fi->flags, &fh, NULL);
         reply_open(req, r, fh, fi);
 }
 
@@ -186,7 +186,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct stat st;
         uint64_t fh = 0;
         ws_caller who = caller_of(req);
-        int r = ws_create(fs_of(req), &who, parent, name, mode, fi->flags, &st, &fh);
+        int r = ws_create(fs_of(req), &who, parent, name, mode, fi->flags, &st, &fh, NULL);
         if (r < 0) {
                 fuse_reply_err(req, -r);
                 return;

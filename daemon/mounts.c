@@ -134,8 +134,8 @@ json_t *call_mount(daemon_state *d, const char *branch) {
         w->dev = st.st_dev;
         lfs_fuse_widen_readahead(w->dev);
         w->active = true;
-        log_line("mounted %s at %s (FUSE loop: %s)", branch, w->mountpoint,
-                 ws_session_transport(w->session));
+        log_line("mounted %s at %s (FUSE loop: %s, passthrough: %s)", branch, w->mountpoint,
+                 ws_session_transport(w->session), ws_session_passthrough(w->session) ? "on" : "off");
         return lfs_proto_ok(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,
                                       "image", "platform", "linux"));
 }

@@ -77,6 +77,14 @@ typedef struct ws_inode {
          * first: the fd cache (see fd_room). */
         struct ws_inode *lru_prev, *lru_next;
         unsigned fds_held;
+        /* FUSE passthrough (ws_set_passthrough): while passed_opens, the kernel reads and
+         * writes the upper file itself, registered under backing_id. Once opened so for
+         * writing (passed_written), the upper file's ctime (passed_seen) tells when the
+         * kernel changed it behind us (passthrough_refresh). */
+        int backing_id;
+        unsigned passed_opens;
+        bool passed_written;
+        struct timespec passed_seen;
 } ws_inode;
 
 /* The inode table: number -> record, open addressing (linear probing, deletion by
@@ -98,6 +106,7 @@ typedef struct ws_handle {
         uint64_t ino;
         bool in_use;
         bool writable;
+        bool passed; /* answered with the inode's backing_id */
 } ws_handle;
 
 struct ws_fs {
@@ -134,6 +143,9 @@ struct ws_fs {
          * told to the transport after the lock is released. */
         ws_invalidate_fn invalidate;
         void *invalidate_data;
+        /* The transport's backing file registry, when it passes data through. */
+        const ws_backing_ops *backing;
+        void *backing_data;
         struct {
                 uint64_t parent;
                 uint64_t child; /* the inode the name had, or 0 */
@@ -583,8 +595,45 @@ static void mark_top_directory(int dir_fd) {
         }
 }
 
+/* The inode's data changed: its hash, and any taken before, are stale. */
+static void data_changed(ws_fs *fs, ws_inode *in) {
+        in->hashed = false;
+        in->data_gen = ++fs->data_gen;
+}
+
+static bool timespec_eq(struct timespec a, struct timespec b) {
+        return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* A file opened for writing with passthrough is written by the kernel straight into its
+ * upper file (write, truncate by O_TRUNC aside, a shared mapping's pages even after the
+ * last close): its size, times and hash are taken from that file whenever they are
+ * needed, when its ctime moved since they were last taken. */
+static void passthrough_refresh(ws_fs *fs, ws_inode *in) {
+        if (!in->passed_written)
+                return;
+        struct stat st;
+        int r;
+        if (in->upper_fd >= 0) {
+                r = fstat(in->upper_fd, &st);
+        } else {
+                char name[UPPER_NAME_MAX];
+                upper_name(in->ino, name);
+                r = fstatat(fs->upper_fd, name, &st, 0);
+        }
+        if (r < 0 || timespec_eq(st.st_ctim, in->passed_seen))
+                return;
+        in->passed_seen = st.st_ctim;
+        in->size = (uint64_t)st.st_size;
+        in->mtime = st.st_mtim;
+        in->ctime = st.st_ctim;
+        in->upper_blocks = st.st_blocks;
+        data_changed(fs, in);
+}
+
 static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         ws_inode *in = inode_get(fs, ino);
+        passthrough_refresh(fs, in);
         /* A directory's link count needs its subdirectories: load it (one tree read). */
         if (S_ISDIR(in->mode))
                 (void)load_dir(fs, ino);
@@ -615,12 +664,6 @@ static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
 static void entry_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         inode_get(fs, ino)->nlookup++;
         stat_of(fs, ino, st);
-}
-
-/* The inode's data changed: its hash, and any taken before, are stale. */
-static void data_changed(ws_fs *fs, ws_inode *in) {
-        in->hashed = false;
-        in->data_gen = ++fs->data_gen;
 }
 
 static void touch(ws_inode *in, bool modified) {
@@ -1107,6 +1150,7 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                         r = -ENOENT;
                         break;
                 }
+                passthrough_refresh(fs, in);
                 if (to_set & WS_SET_SIZE) {
                         if (S_ISDIR(in->mode)) {
                                 r = -EISDIR;
@@ -1126,6 +1170,7 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                                 fd_account(fs, in);
                         }
                         touch(in, true);
+                        passthrough_refresh(fs, in); /* our ftruncate: the times set below stay */
                 }
                 if (to_set & WS_SET_MODE)
                         in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
@@ -1455,7 +1500,29 @@ static int handle_of(ws_fs *fs, uint64_t fh, ws_handle **ret) {
         return 0;
 }
 
-static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh) {
+/* Whether the new open of in passes through to its upper file, and under which id: 0
+ * (served by us) or the id. The kernel keeps one mode per inode while any open lasts (a
+ * second backing file or an open served by us next to passed ones fails with EIO), so
+ * an inode already open keeps the mode its first open got. Only upper files pass: a
+ * backing file is opened by the kernel with the open's own flags and our credentials, so
+ * a Store object given for a read could be opened for writing by a later open of the
+ * same inode (docs/workspace.md). */
+static int backing_for(ws_fs *fs, ws_inode *in) {
+        if (!fs->backing || !S_ISREG(in->mode) || !in->upper)
+                return 0;
+        if (in->backing_id > 0)
+                return in->backing_id;
+        if (in->open_count > 0 || copy_up(fs, in->ino) < 0)
+                return 0;
+        in = inode_get(fs, in->ino);
+        int id = fs->backing->open(fs->backing_data, in->upper_fd, fs->owner, fs->group);
+        if (id <= 0) /* the transport said why in the log: this open is served by us */
+                return 0;
+        in->backing_id = id;
+        return id;
+}
+
+static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh, int *ret_backing) {
         ws_inode *in = inode_get(fs, ino);
         if (!in)
                 return -ENOENT;
@@ -1475,21 +1542,33 @@ static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh) {
                         touch(in, true);
                 }
         }
+        int backing = ret_backing ? backing_for(fs, in) : 0;
+        in = inode_get(fs, ino);
+        if (backing > 0 && acc != O_RDONLY && !in->passed_written) {
+                in->passed_written = true;
+                passthrough_refresh(fs, in); /* takes the ctime to compare with later */
+        }
         *ret_fh = handle_new(fs, ino, acc != O_RDONLY);
+        if (backing > 0) {
+                fs->handles[*ret_fh - 1].passed = true;
+                in->passed_opens++;
+        }
+        if (ret_backing)
+                *ret_backing = backing;
         return 0;
 }
 
-int ws_open_file(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh) {
+int ws_open_file(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh, int *ret_backing) {
         int r;
         LOCK_GUARD(fs);
         do {
-                r = open_inode(fs, ino, flags, ret_fh);
+                r = open_inode(fs, ino, flags, ret_fh, ret_backing);
         } while (0);
         return r;
 }
 
 int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name, mode_t mode, int flags,
-              struct stat *ret, uint64_t *ret_fh) {
+              struct stat *ret, uint64_t *ret_fh, int *ret_backing) {
         int r;
         LOCK_GUARD(fs);
         do {
@@ -1502,7 +1581,7 @@ int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name
                         break;
                 }
                 child_add(fs, parent, name, ino);
-                if ((r = open_inode(fs, ino, flags & ~O_TRUNC, ret_fh)) < 0)
+                if ((r = open_inode(fs, ino, flags & ~O_TRUNC, ret_fh, ret_backing)) < 0)
                         break;
                 entry_of(fs, ino, ret);
         } while (0);
@@ -1693,6 +1772,13 @@ int ws_release(ws_fs *fs, uint64_t fh) {
                 ws_inode *in = inode_get(fs, ino);
                 in->open_count--;
                 in->writers -= h->writable;
+                if (h->passed && --in->passed_opens == 0) {
+                        /* The kernel let go of the inode's backing file with its last open
+                         * (before this RELEASE was sent); the id goes too. */
+                        fs->backing->close(fs->backing_data, in->backing_id);
+                        in->backing_id = 0;
+                }
+                passthrough_refresh(fs, in);
                 if (in->open_count == 0) {
                         fd_evict(fs, in);
                         in->lower_fd = -1; /* a pack's, borrowed */
@@ -1807,6 +1893,12 @@ void ws_set_limits(ws_fs *fs, uint64_t memory, unsigned fd_shares) {
         LOCK_GUARD(fs);
         fs->meta_max = memory ? memory : UINT64_MAX;
         fs->fd_shares = fd_shares ? fd_shares : 1;
+}
+
+void ws_set_passthrough(ws_fs *fs, const ws_backing_ops *ops, void *userdata) {
+        LOCK_GUARD(fs);
+        fs->backing = ops;
+        fs->backing_data = userdata;
 }
 
 uint64_t ws_memory_used(ws_fs *fs) {
@@ -2123,6 +2215,7 @@ static int leaf_id(change_walk *cw, uint64_t ino, uint32_t *ret_mode, lfs_id *re
                    bool *known) {
         ws_fs *fs = cw->fs;
         ws_inode *in = inode_get(fs, ino);
+        passthrough_refresh(fs, in);
         *ret_mode = store_mode(in->mode);
         *ret_size = in->size;
         *known = true;

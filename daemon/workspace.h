@@ -42,6 +42,15 @@ const lfs_id *ws_base(const ws_fs *fs);
  * the inode the name led to (0: none), which the kernel should let go of (FORGET). */
 typedef void (*ws_invalidate_fn)(void *userdata, uint64_t parent, uint64_t child, const char *name);
 void ws_set_invalidator(ws_fs *fs, ws_invalidate_fn fn, void *userdata);
+/* A transport that can hand the kernel a backing file for an open (FUSE passthrough):
+ * open registers fd (an upper file, opened by us beneath the upper directory) for the
+ * writes of owner:group and returns its id (> 0) or -errno; close lets an id go. */
+typedef struct ws_backing_ops {
+        int (*open)(void *userdata, int fd, uid_t owner, gid_t group);
+        void (*close)(void *userdata, int id);
+} ws_backing_ops;
+/* From now on opens of upper files pass through (ops NULL: none do). */
+void ws_set_passthrough(ws_fs *fs, const ws_backing_ops *ops, void *userdata);
 
 int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret);
 void ws_forget(ws_fs *fs, uint64_t ino, uint64_t n);
@@ -61,10 +70,12 @@ int ws_rmdir(ws_fs *fs, uint64_t parent, const char *name);
 int ws_rename(ws_fs *fs, uint64_t parent, const char *name, uint64_t new_parent, const char *new_name,
               unsigned flags);
 
-/* File handles are opaque numbers for the transport. */
-int ws_open_file(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh);
+/* File handles are opaque numbers for the transport. ret_backing (NULL: the transport
+ * serves every read and write itself) gets the backing id the open passes through to,
+ * or 0 when reads and writes of this handle come to us. */
+int ws_open_file(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh, int *ret_backing);
 int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name, mode_t mode, int flags,
-              struct stat *ret, uint64_t *ret_fh);
+              struct stat *ret, uint64_t *ret_fh, int *ret_backing);
 /* Where the bytes of a read are, so that the transport can splice them: up to length
  * bytes of fd from offset (fewer at the end of an upper file; length 0: nothing to
  * read). fd stays open until the handle is released. */

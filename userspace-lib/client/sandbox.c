@@ -131,6 +131,16 @@ static int check_fuse_transport(lfs_error **err) {
                         "LAYERFS_FUSE_TRANSPORT='%s' is not a FUSE transport; give libfuse or dev", v);
 }
 
+/* LAYERFS_FUSE_PASSTHROUGH, for a new Sandbox's daemon: 0 serves every file's data
+ * itself, 1 passes upper files' data through (the dev transport, when the kernel offers
+ * it; unset: the same). */
+static int check_fuse_passthrough(lfs_error **err) {
+        const char *v = getenv("LAYERFS_FUSE_PASSTHROUGH");
+        if (!v || !*v || !strcmp(v, "0") || !strcmp(v, "1"))
+                return 0;
+        return lfs_fail(err, LFS_INVALID_INPUT, 0, "LAYERFS_FUSE_PASSTHROUGH='%s' is not 0 or 1; give 0 or 1", v);
+}
+
 /* Commands run as the command identity in a Workspace below the sandboxes directory, so
  * every directory on the way there must let that identity through. */
 static int check_traversable(const char *path, uid_t uid, gid_t gid, lfs_error **err) {
@@ -245,7 +255,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
             (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
             (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
             (r = lfs_idle_seconds(&idle, err)) < 0 || (r = check_workspace_memory(err)) < 0 ||
-            (r = check_fuse_transport(err)) < 0)
+            (r = check_fuse_transport(err)) < 0 || (r = check_fuse_passthrough(err)) < 0)
                 return r;
         /* The runtime's own checks (linux: root, cgroup2, for namespaces the kernel's
          * namespaces and LAYERFS_ID_RANGE; one this build lacks: Unsupported). */

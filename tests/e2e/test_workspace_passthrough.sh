@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# FUSE passthrough on our own loop (LAYERFS_FUSE_TRANSPORT=dev): an upper file's reads
+# and writes go from the kernel to the file itself, never through the daemon, and what
+# the daemon no longer sees (size, times, data written by write() or through a shared
+# mapping after the last close) still reaches stat, status and commit.
+# LAYERFS_FUSE_PASSTHROUGH=0 turns it off, and the same writes reach the daemon again.
+source "$(dirname "$0")/lib.sh"
+use_private_sandboxes
+export LAYERFS_PROJECT=pt LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_DEBUG=1
+[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
+        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
+mkdir "$WORK/src"
+echo base >"$WORK/src/kept"
+lfs project init pt --from "$WORK/src" >/dev/null
+
+# Bad values are refused before anything is made.
+LAYERFS_FUSE_PASSTHROUGH=yes expect_error InvalidInput lfs sandbox create
+
+n=$(lfs sandbox create)
+ws=$(lfs workspace mount "$n" main)
+grep -q "mounted main at $ws (FUSE loop: dev, passthrough: on)" <<<"$(lfs sandbox log "$n")" ||
+        fail "the mount does not pass through: $(lfs sandbox log "$n" | grep mounted)"
+# requests OP: how many OP requests the daemon's loop has served so far.
+requests() { lfs sandbox log "$n" | grep -c "fuse: $1 " || true; }
+
+# 4 MiB written and read back: none of it through the daemon.
+writes=$(requests WRITE)
+reads=$(requests READ)
+in_main "$n" dd if=/dev/urandom of=data bs=64K count=64 status=none
+in_main "$n" sha256sum data >"$WORK/data.sum"
+assert_eq "$(requests WRITE)" "$writes" "WRITE requests for a file written with passthrough"
+echo 3 >/proc/sys/vm/drop_caches
+in_main "$n" sha256sum data >"$WORK/data.sum2"
+assert_eq "$(requests READ)" "$reads" "READ requests for an upper file read with passthrough"
+cmp "$WORK/data.sum" "$WORK/data.sum2" || fail "the file read back differs"
+assert_eq "$(stat -c %s "$ws/data")" 4194304 "the size the daemon reports"
+assert_eq "$(lfs workspace status "$n" main)" "A data" "status after passthrough writes"
+ok
+
+# A file of the Store's opened for writing is copied up first, then written directly;
+# its later appends still change what status and commit see.
+in_main "$n" sh -c 'echo more >>kept'
+assert_eq "$(lfs workspace status "$n" main | sort | tr '\n' ' ')" "A data M kept " "status after an append"
+lfs workspace commit "$n" main -m one >/dev/null
+in_main "$n" sh -c 'echo again >>kept'
+assert_eq "$(lfs workspace status "$n" main)" "M kept" "status after an append past a commit"
+assert_eq "$(cat "$ws/kept")" "$(printf 'base\nmore\nagain')" "the appended file"
+# Through a shared mapping after the last close: same size, other bytes; ctime moved.
+in_main "$n" python3 -c '
+import mmap, os
+fd = os.open("kept", os.O_RDWR)
+m = mmap.mmap(fd, 0)
+os.close(fd)
+m[0:4] = b"BASE"
+m.flush()
+m.close()
+'
+assert_eq "$(head -1 "$ws/kept")" BASE "the mapped write"
+assert_eq "$(lfs workspace status "$n" main)" "M kept" "status after a write through a mapping"
+lfs workspace commit "$n" main -m two >/dev/null
+assert_eq "$(lfs workspace status "$n" main)" "" "clean after the commit"
+# What was committed is what was written: a new Sandbox reads it from the Store.
+n2=$(main_sandbox)
+assert_eq "$(in_main "$n2" cat kept)" "$(printf 'BASE\nmore\nagain')" "the committed file"
+assert_eq "$(in_main "$n2" sha256sum data)" "$(cat "$WORK/data.sum")" "the committed 4 MiB"
+lfs sandbox close "$n2" >/dev/null
+ok
+
+# Times: a write moves mtime, utimes after it stays.
+in_main "$n" touch -d '2001-02-03 04:05:06' data
+assert_eq "$(stat -c %Y "$ws/data")" "$(date -d '2001-02-03 04:05:06' +%s)" "utimes after passthrough writes"
+in_main "$n" sh -c 'echo x >>data'
+[ "$(stat -c %Y "$ws/data")" -gt "$(date -d '2001-02-03 04:05:06' +%s)" ] || fail "an append did not move mtime"
+assert_eq "$(stat -c %s "$ws/data")" 4194306 "the size after an append"
+ok
+lfs sandbox close "$n" --force >/dev/null
+
+# Off: the same writes go through the daemon again.
+n=$(LAYERFS_FUSE_PASSTHROUGH=0 lfs sandbox create)
+ws=$(lfs workspace mount "$n" main)
+grep -q "mounted main at $ws (FUSE loop: dev, passthrough: off)" <<<"$(lfs sandbox log "$n")" ||
+        fail "LAYERFS_FUSE_PASSTHROUGH=0 still passes through: $(lfs sandbox log "$n" | grep mounted)"
+in_main "$n" dd if=/dev/zero of=data bs=64K count=4 status=none
+[ "$(requests WRITE)" -gt 0 ] || fail "no WRITE request with passthrough off"
+lfs sandbox close "$n" --force >/dev/null
+ok
+finish
