@@ -46,12 +46,16 @@
  * DONT_MASK (the kernel applies the umask). */
 static const uint64_t fuse_dev_wanted = FUSE_F_ASYNC_READ | FUSE_F_ATOMIC_O_TRUNC | FUSE_F_EXPORT_SUPPORT |
                                         FUSE_F_BIG_WRITES | FUSE_F_ASYNC_DIO | FUSE_F_PARALLEL_DIROPS |
-                                        FUSE_F_HANDLE_KILLPRIV | FUSE_F_MAX_PAGES | FUSE_F_INIT_EXT;
-/* Named for the next steps, not asked yet: the Workspace does not yet clear set-id bits
- * on write and truncate itself (KILLPRIV_V2), count READDIRPLUS's entries as lookups or
- * run rings (OVER_IO_URING). */
-static const uint64_t fuse_dev_later _unused_ = FUSE_F_HANDLE_KILLPRIV_V2 | FUSE_F_DO_READDIRPLUS |
-                                                FUSE_F_READDIRPLUS_AUTO | FUSE_F_OVER_IO_URING;
+                                        FUSE_F_HANDLE_KILLPRIV_V2 | FUSE_F_MAX_PAGES | FUSE_F_INIT_EXT;
+/* HANDLE_KILLPRIV_V2: the kernel tells us when a write, truncate or O_TRUNC comes from a
+ * caller without CAP_FSETID, and we clear the set-id bits (ws_kill_setid); it no longer
+ * sends a SETATTR of the mode, nor asks GETXATTR security.capability, before such a
+ * write. Not the first HANDLE_KILLPRIV, which leaves the clearing to us without saying
+ * who writes. On a kernel without V2 the kernel clears them itself by SETATTR.
+ * Named for the next steps, not asked yet: READDIRPLUS (its entries would count as
+ * lookups) and rings (OVER_IO_URING). */
+static const uint64_t fuse_dev_later _unused_ = FUSE_F_DO_READDIRPLUS | FUSE_F_READDIRPLUS_AUTO |
+                                                FUSE_F_OVER_IO_URING;
 /* Backing files sit on the home's filesystem, not on another stacked one: one level of
  * stacking, which leaves room for an overlay mounted over the Workspace. */
 #define FUSE_DEV_STACK_DEPTH 1
@@ -352,7 +356,8 @@ static int do_setattr(fuse_worker *w, const fuse_request *r) {
         const struct fuse_setattr_request *in = (const void *)r->arg;
         const unsigned known = FUSE_ATTR_SET_MODE | FUSE_ATTR_SET_UID | FUSE_ATTR_SET_GID |
                                FUSE_ATTR_SET_SIZE | FUSE_ATTR_SET_ATIME | FUSE_ATTR_SET_MTIME |
-                               FUSE_ATTR_SET_ATIME_NOW | FUSE_ATTR_SET_MTIME_NOW | FUSE_ATTR_SET_CTIME;
+                               FUSE_ATTR_SET_ATIME_NOW | FUSE_ATTR_SET_MTIME_NOW | FUSE_ATTR_SET_CTIME |
+                               FUSE_ATTR_KILL_SUIDGID;
         struct stat attr = {
                 .st_mode = in->mode,
                 .st_uid = in->uid,
@@ -434,8 +439,23 @@ static struct fuse_open_answer open_answer(uint64_t fh, int backing) {
         return (struct fuse_open_answer){ .fh = fh, .open_flags = file_open_flags };
 }
 
+/* The set-id bits of nodeid go when the kernel says so: then the mode it caches is stale
+ * (it refreshes size and times after a write, not the mode). */
+static int kill_setid(fuse_worker *w, uint64_t nodeid) {
+        int ret = ws_kill_setid(w->c->fs, nodeid);
+        if (ret > 0) {
+                struct fuse_note_inval_inode msg = { .ino = nodeid, .off = -1 }; /* the attributes alone */
+                struct iovec body = { &msg, sizeof(msg) };
+                (void)send_message(w->c, 0, FUSE_NOTE_INVAL_INODE, &body, 1);
+        }
+        return ret < 0 ? ret : 0;
+}
+
 static int do_open(fuse_worker *w, const fuse_request *r) {
         const struct fuse_open_request *in = (const void *)r->arg;
+        int killed = (in->open_flags & FUSE_OPEN_KILL_SUIDGID) ? kill_setid(w, r->hdr->nodeid) : 0;
+        if (killed < 0)
+                return killed;
         uint64_t fh = 0;
         int backing = 0;
         int ret = ws_open_file(w->c->fs, r->hdr->nodeid, (int)in->flags, &fh, &backing);
@@ -529,6 +549,9 @@ static int do_write(fuse_worker *w, const fuse_request *r) {
         const struct fuse_write_request *in = (const void *)r->arg;
         if (in->size > r->tail_len)
                 return -EINVAL;
+        int killed = (in->write_flags & FUSE_WRITE_KILL_SUIDGID) ? kill_setid(w, r->hdr->nodeid) : 0;
+        if (killed < 0)
+                return killed;
         ssize_t k = ws_write(w->c->fs, in->fh, r->tail, in->size, (off_t)in->offset);
         if (k < 0)
                 return (int)k;

@@ -23,8 +23,14 @@ _Static_assert(FUSE_SET_ATTR_CTIME == (1 << 10), "workspace.c mirrors the FUSE_S
 /* Only this mount changes what it shows, so the kernel may cache for long. */
 static const double cache_seconds = FUSE_CACHE_SECONDS;
 
+/* The libfuse row's fuse_conn: the session, and the filesystem its requests go to. */
+typedef struct libfuse_conn {
+        struct fuse_session *se;
+        ws_fs *fs;
+} libfuse_conn;
+
 static ws_fs *fs_of(fuse_req_t req) {
-        return fuse_req_userdata(req);
+        return ((libfuse_conn *)fuse_req_userdata(req))->fs;
 }
 
 static ws_caller caller_of(fuse_req_t req) {
@@ -176,6 +182,11 @@ static void reply_open(fuse_req_t req, int r, uint64_t fh, struct fuse_file_info
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+        /* The kernel truncates by O_TRUNC here (atomic_o_trunc) without clearing set-id
+         * bits, and libfuse 3.14 cannot say whether the caller has CAP_FSETID
+         * (HANDLE_KILLPRIV_V2): anyone but root is taken to lack it. */
+        if ((fi->flags & O_TRUNC) && fuse_req_ctx(req)->uid != 0 && ws_kill_setid(fs_of(req), ino) > 0)
+                (void)fuse_lowlevel_notify_inval_inode(((libfuse_conn *)fuse_req_userdata(req))->se, ino, -1, 0);
         uint64_t fh = 0;
         int r = ws_open_file(fs_of(req), ino, fi->flags, &fh, NULL);
         reply_open(req, r, fh, fi);
@@ -378,21 +389,26 @@ static int libfuse_mount(ws_fs *fs, const char *mountpoint, const char *fsname, 
         const char *debug = getenv("LAYERFS_FUSE_DEBUG");
         char *argv[] = { "layerfs-daemon", "-o", opts, "-d", NULL };
         struct fuse_args args = FUSE_ARGS_INIT(debug && *debug == '1' ? 4 : 3, argv);
-        struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), fs);
+        libfuse_conn *c = xcalloc(1, sizeof(*c));
+        c->fs = fs;
+        c->se = fuse_session_new(&args, &ops, sizeof(ops), c);
         fuse_opt_free_args(&args); /* libfuse may have copied them */
         free(opts);
-        if (!se)
+        if (!c->se) {
+                free(c);
                 return -EINVAL; /* libfuse said why on stderr, the log */
-        if (fuse_session_mount(se, mountpoint) != 0) {
-                fuse_session_destroy(se);
+        }
+        if (fuse_session_mount(c->se, mountpoint) != 0) {
+                fuse_session_destroy(c->se);
+                free(c);
                 return -EIO;
         }
-        *ret = (fuse_conn *)se;
+        *ret = (fuse_conn *)c;
         return 0;
 }
 
 static struct fuse_session *session_of(fuse_conn *c) {
-        return (struct fuse_session *)c;
+        return ((libfuse_conn *)c)->se;
 }
 
 static void libfuse_serve(fuse_conn *c) {
@@ -406,6 +422,7 @@ static void libfuse_exit(fuse_conn *c) {
 static void libfuse_destroy(fuse_conn *c) {
         fuse_session_unmount(session_of(c));
         fuse_session_destroy(session_of(c));
+        free(c);
 }
 
 static int libfuse_notify_delete(fuse_conn *c, uint64_t parent, uint64_t child, const char *name) {

@@ -380,8 +380,10 @@ json_t *call_list(daemon_state *d) {
                 workspace *w = &d->ws[i];
                 if (!w->active)
                         continue;
-                json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s}", "branch", w->branch, "path",
-                                                     w->mountpoint, "dirty", dirty[i], "platform", "linux"));
+                json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s, s:s, s:b}", "branch", w->branch,
+                                                     "path", w->mountpoint, "dirty", dirty[i], "platform",
+                                                     "linux", "transport", ws_session_transport(w->session),
+                                                     "passthrough", ws_session_passthrough(w->session)));
         }
         return lfs_proto_ok(out);
 }

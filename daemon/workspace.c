@@ -674,6 +674,22 @@ static void touch(ws_inode *in, bool modified) {
                 in->mtime = now;
 }
 
+/* The set-id bits a write or truncate clears: S_ISGID only with group execute (without
+ * it the bit marks mandatory locking, not a set-group-ID program). */
+static uint32_t setid_bits(uint32_t mode) {
+        return (mode & S_ISUID) | ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) ? S_ISGID : 0);
+}
+
+/* Clears them: whether any was set. */
+static bool kill_setid(ws_inode *in) {
+        uint32_t bits = S_ISREG(in->mode) ? setid_bits(in->mode) : 0;
+        if (!bits)
+                return false;
+        in->mode &= ~bits;
+        touch(in, false);
+        return true;
+}
+
 /* ---- opening ---- */
 
 static void *reaper_main(void *arg);
@@ -1151,6 +1167,13 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                         break;
                 }
                 passthrough_refresh(fs, in);
+                /* A write passed through clears no set-id bit (the kernel writes the upper
+                 * file without us): a file open so for writing cannot become set-id. */
+                if ((to_set & WS_SET_MODE) && setid_bits(attr->st_mode) && in->backing_id > 0 &&
+                    in->writers > 0) {
+                        r = -ETXTBSY;
+                        break;
+                }
                 if (to_set & WS_SET_SIZE) {
                         if (S_ISDIR(in->mode)) {
                                 r = -EISDIR;
@@ -1172,6 +1195,9 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                         touch(in, true);
                         passthrough_refresh(fs, in); /* our ftruncate: the times set below stay */
                 }
+                if ((to_set & WS_SET_KILL_SUIDGID) ||
+                    ((to_set & (WS_SET_UID | WS_SET_GID)) && !(to_set & WS_SET_MODE)))
+                        kill_setid(in);
                 if (to_set & WS_SET_MODE)
                         in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
                 if (to_set & WS_SET_UID)
@@ -1194,6 +1220,16 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                 if (to_set & WS_SET_CTIME)
                         in->ctime = attr->st_ctim;
                 stat_of(fs, ino, ret);
+        } while (0);
+        return r;
+}
+
+int ws_kill_setid(ws_fs *fs, uint64_t ino) {
+        int r;
+        LOCK_GUARD(fs);
+        do {
+                ws_inode *in = inode_get(fs, ino);
+                r = !in ? -ENOENT : kill_setid(in) ? 1 : 0;
         } while (0);
         return r;
 }
@@ -1506,9 +1542,13 @@ static int handle_of(ws_fs *fs, uint64_t fh, ws_handle **ret) {
  * an inode already open keeps the mode its first open got. Only upper files pass: a
  * backing file is opened by the kernel with the open's own flags and our credentials, so
  * a Store object given for a read could be opened for writing by a later open of the
- * same inode (docs/workspace.md). */
+ * same inode (docs/workspace.md). Nor do set-id files. */
 static int backing_for(ws_fs *fs, ws_inode *in) {
         if (!fs->backing || !S_ISREG(in->mode) || !in->upper)
+                return 0;
+        /* The kernel's passed-through write clears no set-id bit: such a file's writes
+         * come to us (ws_kill_setid). */
+        if (in->backing_id == 0 && setid_bits(in->mode))
                 return 0;
         if (in->backing_id > 0)
                 return in->backing_id;

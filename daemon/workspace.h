@@ -55,8 +55,15 @@ void ws_set_passthrough(ws_fs *fs, const ws_backing_ops *ops, void *userdata);
 int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret);
 void ws_forget(ws_fs *fs, uint64_t ino, uint64_t n);
 int ws_getattr(ws_fs *fs, uint64_t ino, struct stat *ret);
-/* to_set: FUSE_SET_ATTR_* bits (mode, uid, gid, size, atime, mtime, *_NOW, ctime). */
+/* to_set: FUSE_SET_ATTR_* bits (mode, uid, gid, size, atime, mtime, *_NOW, ctime), and
+ * WS_SET_KILL_SUIDGID. A chown of a file that is not a directory clears its set-id bits
+ * whoever asks, as the kernel's own filesystems do. */
+#define WS_SET_KILL_SUIDGID (1 << 11) /* the caller lacks CAP_FSETID: clear set-id bits */
 int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, struct stat *ret);
+/* The file was written or truncated by a caller without CAP_FSETID: clears S_ISUID, and
+ * S_ISGID when the group may execute (as a disk does). 1 when the mode changed (the
+ * kernel's cached attributes are stale), 0 when not, or a negative errno. */
+int ws_kill_setid(ws_fs *fs, uint64_t ino);
 int ws_readlink(ws_fs *fs, uint64_t ino, char **ret);
 int ws_mknod(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name, mode_t mode,
              struct stat *ret);

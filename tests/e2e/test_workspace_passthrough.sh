@@ -20,6 +20,16 @@ n=$(lfs sandbox create)
 ws=$(lfs workspace mount "$n" main)
 grep -q "mounted main at $ws (FUSE loop: dev, passthrough: on)" <<<"$(lfs sandbox log "$n")" ||
         fail "the mount does not pass through: $(lfs sandbox log "$n" | grep mounted)"
+# Which loop and whether it passes through, as list_workspaces and runtime status say.
+assert_eq "$(lfs --json sandbox list_workspaces "$n" | json_get '(j[0]["transport"], j[0]["passthrough"])')" \
+        "('dev', True)" "list_workspaces --json of a dev mount"
+assert_eq "$(lfs --json runtime status | json_get '(j["fuse"]["transport"], j["fuse"]["passthrough"])')" \
+        "('dev', True)" "runtime status's FUSE loop"
+grep -qx "fuse        dev, passthrough on" <<<"$(lfs runtime status)" || fail "runtime status: $(lfs runtime status | grep fuse)"
+assert_eq "$(LAYERFS_FUSE_PASSTHROUGH=0 lfs --json runtime status | json_get 'j["fuse"]["passthrough"]')" False \
+        "runtime status with LAYERFS_FUSE_PASSTHROUGH=0"
+assert_eq "$(LAYERFS_FUSE_TRANSPORT=libfuse lfs --json runtime status | json_get 'j["fuse"]')" \
+        "{'transport': 'libfuse', 'passthrough': False}" "runtime status with libfuse"
 # requests OP: how many OP requests the daemon's loop has served so far.
 requests() { lfs sandbox log "$n" | grep -c "fuse: $1 " || true; }
 
@@ -82,6 +92,8 @@ grep -q "mounted main at $ws (FUSE loop: dev, passthrough: off)" <<<"$(lfs sandb
         fail "LAYERFS_FUSE_PASSTHROUGH=0 still passes through: $(lfs sandbox log "$n" | grep mounted)"
 in_main "$n" dd if=/dev/zero of=data bs=64K count=4 status=none
 [ "$(requests WRITE)" -gt 0 ] || fail "no WRITE request with passthrough off"
+assert_eq "$(lfs --json sandbox list_workspaces "$n" | json_get '(j[0]["transport"], j[0]["passthrough"])')" \
+        "('dev', False)" "list_workspaces --json with passthrough off"
 lfs sandbox close "$n" --force >/dev/null
 ok
 finish
