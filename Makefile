@@ -263,14 +263,20 @@ NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limit
 NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test_text_output.sh \
 	test_private_files.sh test_command_mounts.sh test_hidden_process.sh test_teardown_truth.sh \
 	test_caller_state.sh test_cwd_escape.sh
-# The Workspace's tests run on our own FUSE loop (daemon/fuse_dev.c) as well as libfuse's.
+# The Workspace's tests run on our own FUSE loop (daemon/fuse_dev.c) as well as libfuse's,
+# with passthrough (its default where the kernel offers it); test_workspace.sh once more
+# on it without (FUSE_DEV_NO_PASSTHROUGH_E2E). test_workspace_passthrough.sh picks its own.
 FUSE_DEV_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh
+FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh
 FUSE_DEV_ADVERSARIAL := test_fuse_trap.sh test_shared_mmap.sh test_hard_links.sh test_disk_full.sh \
-	test_daemon_fds.sh test_deep_tree.sh test_commit_big_directory.sh test_long_commit.sh
+	test_daemon_fds.sh test_deep_tree.sh test_commit_big_directory.sh test_long_commit.sh \
+	test_setid_write.sh
 e2e: all
 	BUILD=$(BUILD) tests/e2e/run.sh
 	BUILD=$(BUILD) LAYERFS_RUNTIME=native tests/e2e/run.sh tests/e2e $(NATIVE_E2E)
 	BUILD=$(BUILD) LAYERFS_FUSE_TRANSPORT=dev tests/e2e/run.sh tests/e2e $(FUSE_DEV_E2E)
+	BUILD=$(BUILD) LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=0 tests/e2e/run.sh tests/e2e \
+		$(FUSE_DEV_NO_PASSTHROUGH_E2E)
 
 # Attacks on the runtime, each kept as a test (tests/adversarial/README.md).
 adversarial: all

@@ -1584,6 +1584,10 @@ static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh, int 
         }
         int backing = ret_backing ? backing_for(fs, in) : 0;
         in = inode_get(fs, ino);
+        /* The kernel's writes to the upper file cannot wait for the reaper on ENOSPC as
+         * ours do (reaped_for_space): space that unlinks freed is given back first. */
+        if (backing > 0 && acc != O_RDONLY)
+                (void)reap_drain(fs);
         if (backing > 0 && acc != O_RDONLY && !in->passed_written) {
                 in->passed_written = true;
                 passthrough_refresh(fs, in); /* takes the ctime to compare with later */
