@@ -54,8 +54,8 @@ static const uint64_t fuse_dev_wanted = FUSE_F_ASYNC_READ | FUSE_F_ATOMIC_O_TRUN
  * who writes. On a kernel without V2 the kernel clears them itself by SETATTR.
  * Named for the next steps, not asked yet: READDIRPLUS (its entries would count as
  * lookups) and rings (OVER_IO_URING). */
-static const uint64_t fuse_dev_later _unused_ = FUSE_F_DO_READDIRPLUS | FUSE_F_READDIRPLUS_AUTO |
-                                                FUSE_F_OVER_IO_URING;
+static const uint64_t fuse_dev_later _unused_ =
+        FUSE_F_DO_READDIRPLUS | FUSE_F_READDIRPLUS_AUTO | FUSE_F_OVER_IO_URING;
 /* Backing files sit on the home's filesystem, not on another stacked one: one level of
  * stacking, which leaves room for an overlay mounted over the Workspace. */
 #define FUSE_DEV_STACK_DEPTH 1
@@ -289,9 +289,10 @@ static int do_init(fuse_worker *w, const fuse_request *r) {
         if (agreed & FUSE_F_PASSTHROUGH)
                 out.max_stack_depth = FUSE_DEV_STACK_DEPTH;
         else if (c->passthrough_asked == 1)
-                log_line("fuse: LAYERFS_FUSE_PASSTHROUGH=1 but the kernel (FUSE %u.%u) does not offer "
-                         "passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9); file data goes through the daemon",
-                         in.major, in.minor);
+                log_line(
+                        "fuse: LAYERFS_FUSE_PASSTHROUGH=1 but the kernel (FUSE %u.%u) does not offer "
+                        "passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9); file data goes through the daemon",
+                        in.major, in.minor);
         c->flags = agreed; /* before the kernel can send the first OPEN */
         if (agreed & FUSE_F_PASSTHROUGH)
                 ws_set_passthrough(c->fs, &fuse_dev_backing_ops, c);

@@ -186,7 +186,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
          * bits, and libfuse 3.14 cannot say whether the caller has CAP_FSETID
          * (HANDLE_KILLPRIV_V2): anyone but root is taken to lack it. */
         if ((fi->flags & O_TRUNC) && fuse_req_ctx(req)->uid != 0 && ws_kill_setid(fs_of(req), ino) > 0)
-                (void)fuse_lowlevel_notify_inval_inode(((libfuse_conn *)fuse_req_userdata(req))->se, ino, -1, 0);
+                (void)fuse_lowlevel_notify_inval_inode(((libfuse_conn *)fuse_req_userdata(req))->se, ino, -1,
+                                                       0);
         uint64_t fh = 0;
         int r = ws_open_file(fs_of(req), ino, fi->flags, &fh, NULL);
         reply_open(req, r, fh, fi);

@@ -30,8 +30,11 @@ struct ws_session {
 static void transport_names(char *buf, size_t size) {
         size_t used = 0;
         buf[0] = 0;
-        for (size_t i = 0; i < ELEMENTSOF(transports) && used < size; i++)
-                used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", transports[i]->name);
+        for (size_t i = 0; i < ELEMENTSOF(transports) && used < size; i++) {
+                const fuse_transport *t = transports[i];
+                if (t) /* always: clang-analyzer cannot tell */
+                        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", t->name);
+        }
 }
 
 ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
@@ -47,8 +50,8 @@ ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsna
         fuse_conn *c = NULL;
         int r = t->mount(fs, mountpoint, fsname, &c);
         if (r < 0 && t != transports[0]) {
-                log_line("cannot mount %s over the %s transport: %s; falling back to %s", mountpoint, t->name,
-                         strerror(-r), transports[0]->name);
+                log_line("cannot mount %s over the %s transport: %s; falling back to %s", mountpoint,
+                         t->name, strerror(-r), transports[0]->name);
                 t = transports[0];
                 r = t->mount(fs, mountpoint, fsname, &c);
         }

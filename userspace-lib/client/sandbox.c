@@ -138,7 +138,8 @@ static int check_fuse_passthrough(lfs_error **err) {
         const char *v = getenv("LAYERFS_FUSE_PASSTHROUGH");
         if (!v || !*v || !strcmp(v, "0") || !strcmp(v, "1"))
                 return 0;
-        return lfs_fail(err, LFS_INVALID_INPUT, 0, "LAYERFS_FUSE_PASSTHROUGH='%s' is not 0 or 1; give 0 or 1", v);
+        return lfs_fail(err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_FUSE_PASSTHROUGH='%s' is not 0 or 1; give 0 or 1", v);
 }
 
 /* Commands run as the command identity in a Workspace below the sandboxes directory, so
