@@ -46,16 +46,18 @@
  * DONT_MASK (the kernel applies the umask). */
 static const uint64_t fuse_dev_wanted = FUSE_F_ASYNC_READ | FUSE_F_ATOMIC_O_TRUNC | FUSE_F_EXPORT_SUPPORT |
                                         FUSE_F_BIG_WRITES | FUSE_F_ASYNC_DIO | FUSE_F_PARALLEL_DIROPS |
-                                        FUSE_F_HANDLE_KILLPRIV_V2 | FUSE_F_MAX_PAGES | FUSE_F_INIT_EXT;
+                                        FUSE_F_HANDLE_KILLPRIV_V2 | FUSE_F_MAX_PAGES | FUSE_F_INIT_EXT |
+                                        FUSE_F_DO_READDIRPLUS | FUSE_F_READDIRPLUS_AUTO;
 /* HANDLE_KILLPRIV_V2: the kernel tells us when a write, truncate or O_TRUNC comes from a
  * caller without CAP_FSETID, and we clear the set-id bits (ws_kill_setid); it no longer
  * sends a SETATTR of the mode, nor asks GETXATTR security.capability, before such a
  * write. Not the first HANDLE_KILLPRIV, which leaves the clearing to us without saying
  * who writes. On a kernel without V2 the kernel clears them itself by SETATTR.
- * Named for the next steps, not asked yet: READDIRPLUS (its entries would count as
- * lookups) and rings (OVER_IO_URING). */
-static const uint64_t fuse_dev_later _unused_ =
-        FUSE_F_DO_READDIRPLUS | FUSE_F_READDIRPLUS_AUTO | FUSE_F_OVER_IO_URING;
+ * READDIRPLUS with AUTO: a listing answers the lookups `ls -l` and `find` would send
+ * after it (ws_readdirplus counts them), and the kernel asks for it only when it pays
+ * (the first batch, or after lookups in the directory).
+ * Named for the next step, not asked yet: rings (OVER_IO_URING). */
+static const uint64_t fuse_dev_later _unused_ = FUSE_F_OVER_IO_URING;
 /* Backing files sit on the home's filesystem, not on another stacked one: one level of
  * stacking, which leaves room for an overlay mounted over the Workspace. */
 #define FUSE_DEV_STACK_DEPTH 1
@@ -619,6 +621,36 @@ static bool fill_entry(void *userdata, const char *name, const struct stat *st, 
         return true;
 }
 
+/* READDIRPLUS's entry: the entry's answer as LOOKUP gives it (nodeid 0: none, the kernel
+ * looks the name up itself if it needs it), then the entry as READDIR gives it. */
+static bool fill_entry_plus(void *userdata, const char *name, const struct stat *st, off_t next,
+                            bool with_entry) {
+        dir_fill *df = userdata;
+        size_t namelen = strlen(name);
+        size_t len = (sizeof(struct fuse_entry_wire) + sizeof(struct fuse_dirent_wire) + namelen + 7) &
+                     ~(size_t)7;
+        if (len > df->size - df->used)
+                return false;
+        struct fuse_entry_wire e = { 0 };
+        if (with_entry)
+                entry_of(&e, st);
+        memcpy(df->buf + df->used, &e, sizeof(e));
+        df->used += sizeof(e);
+        dir_fill rest = { .buf = df->buf + df->used, .size = len - sizeof(e) };
+        (void)fill_entry(&rest, name, st, next);
+        df->used += rest.used;
+        return true;
+}
+
+static int do_readdirplus(fuse_worker *w, const fuse_request *r) {
+        const struct fuse_read_request *in = (const void *)r->arg;
+        dir_fill df = { .buf = w->out, .size = in->size < FUSE_DEV_BUFFER ? in->size : FUSE_DEV_BUFFER };
+        int ret = ws_readdirplus(w->c->fs, r->hdr->nodeid, (off_t)in->offset, fill_entry_plus, &df);
+        if (ret < 0)
+                return ret;
+        return reply_buf(w, r, df.buf, df.used);
+}
+
 static int do_readdir(fuse_worker *w, const fuse_request *r) {
         const struct fuse_read_request *in = (const void *)r->arg;
         dir_fill df = { .buf = w->out, .size = in->size < FUSE_DEV_BUFFER ? in->size : FUSE_DEV_BUFFER };
@@ -720,6 +752,7 @@ static const fuse_op fuse_ops_table[FUSE_OP_LIMIT] = {
         [FUSE_OP_FALLOCATE] = { do_fallocate, sizeof(struct fuse_fallocate_request), 0 },
         [FUSE_OP_OPENDIR] = { do_opendir, sizeof(struct fuse_open_request), 0 },
         [FUSE_OP_READDIR] = { do_readdir, sizeof(struct fuse_read_request), 0 },
+        [FUSE_OP_READDIRPLUS] = { do_readdirplus, sizeof(struct fuse_read_request), 0 },
         [FUSE_OP_RELEASEDIR] = { do_releasedir, sizeof(struct fuse_release_request), 0 },
         [FUSE_OP_STATFS] = { do_statfs, 0, 0 },
         [FUSE_OP_SETXATTR] = { do_setxattr, sizeof(struct fuse_setxattr_request),

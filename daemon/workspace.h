@@ -104,6 +104,13 @@ void ws_releasedir(ws_fs *fs, uint64_t ino);
 /* Calls fill for each entry from offset on, until fill returns false (buffer full). */
 typedef bool (*ws_fill_fn)(void *userdata, const char *name, const struct stat *st, off_t next_offset);
 int ws_readdir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, void *userdata);
+/* READDIRPLUS: the same walk, each entry with its attributes when with_entry (then fill
+ * taking it counts as one lookup, as the kernel counts it). "." and "..", and
+ * directories whose listing is not loaded yet (their link count would cost a tree read
+ * each), come without: the kernel looks those up itself when it needs them. */
+typedef bool (*ws_fill_plus_fn)(void *userdata, const char *name, const struct stat *st, off_t next_offset,
+                                bool with_entry);
+int ws_readdirplus(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_plus_fn fill, void *userdata);
 /* What the Workspace's writer can use: the upper filesystem without its root reserve
  * (writes that would reach into it get ENOSPC) and the inodes the budget has room for. */
 int ws_statfs(ws_fs *fs, struct statvfs *ret);

@@ -4,9 +4,10 @@
 # the daemon no longer sees (size, times, data written by write() or through a shared
 # mapping after the last close) still reaches stat, status and commit.
 # LAYERFS_FUSE_PASSTHROUGH=0 turns it off, and the same writes reach the daemon again.
+# The loop's READDIRPLUS is checked here too: it answers ls -l's lookups.
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
-export LAYERFS_PROJECT=pt LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_DEBUG=1
+export LAYERFS_PROJECT=pt LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_DEBUG=1 LC_ALL=C
 [ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
         skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
 mkdir "$WORK/src"
@@ -30,8 +31,13 @@ assert_eq "$(LAYERFS_FUSE_PASSTHROUGH=0 lfs --json runtime status | json_get 'j[
         "runtime status with LAYERFS_FUSE_PASSTHROUGH=0"
 assert_eq "$(LAYERFS_FUSE_TRANSPORT=libfuse lfs --json runtime status | json_get 'j["fuse"]')" \
         "{'transport': 'libfuse', 'passthrough': False}" "runtime status with libfuse"
-# requests OP: how many OP requests the daemon's loop has served so far.
-requests() { lfs sandbox log "$n" | grep -c "fuse: $1 " || true; }
+# requests OP: how many OP requests the daemon's loop has served so far, in its log and
+# the one it rotated out (past 1 MiB: each window counted here logs far less).
+requests() {
+        local dir
+        dir=$(records "SELECT dir FROM sandboxes WHERE number=$n")
+        cat "$dir"/daemon.log.1 "$dir"/daemon.log 2>/dev/null | grep -c "fuse: $1 " || true
+}
 
 # 4 MiB written and read back: none of it through the daemon.
 writes=$(requests WRITE)
@@ -72,8 +78,39 @@ assert_eq "$(lfs workspace status "$n" main)" "" "clean after the commit"
 # What was committed is what was written: a new Sandbox reads it from the Store.
 n2=$(main_sandbox)
 assert_eq "$(in_main "$n2" cat kept)" "$(printf 'BASE\nmore\nagain')" "the committed file"
+# An open for writing copies the file up and passes through, and writes nothing: its
+# times stay the Store's (the upper file is newer).
+stored=$(in_main "$n2" stat -c %Y kept)
+in_main "$n2" touch -d '2001-02-03 04:05:06' kept
+in_main "$n2" sh -c 'exec 3>>kept'
+echo 2 >/proc/sys/vm/drop_caches
+assert_eq "$(in_main "$n2" stat -c %Y kept)" "$(date -d '2001-02-03 04:05:06' +%s)" \
+        "mtime after an open for writing that wrote nothing"
+[ "$stored" != "$(date -d '2001-02-03 04:05:06' +%s)" ] || fail "the Store's mtime is the one set"
 assert_eq "$(in_main "$n2" sha256sum data)" "$(cat "$WORK/data.sum")" "the committed 4 MiB"
 lfs sandbox close "$n2" >/dev/null
+ok
+
+# READDIRPLUS: a listing brings each entry's attributes, so `ls -l` after the kernel
+# forgot the names sends no LOOKUP; what it shows is what stat shows one by one.
+in_main "$n" sh -c 'mkdir many && cd many && for i in $(seq 1 50); do echo "$i" >"f$i"; done && mkdir sub'
+echo 2 >/proc/sys/vm/drop_caches
+stat "$ws/many" >/dev/null # its own LOOKUP
+lookups=$(requests LOOKUP)
+plus=$(requests READDIRPLUS)
+listing=$(ls -ln --time-style=+%s "$ws/many")
+assert_eq "$(requests LOOKUP)" "$lookups" "LOOKUP requests for ls -l after READDIRPLUS"
+[ "$(requests READDIRPLUS)" -gt "$plus" ] || fail "ls -l sent no READDIRPLUS"
+echo 2 >/proc/sys/vm/drop_caches
+for f in "$ws"/many/*; do stat -c '%A %h %u %g %s %Y %n' "$f"; done >"$WORK/stats"
+assert_eq "$(awk 'NR > 1 {print $1, $2, $3, $4, $5, $6, $7}' <<<"$listing")" \
+        "$(awk '{n = $7; sub(".*/", "", n); print $1, $2, $3, $4, $5, $6, n}' "$WORK/stats")" \
+        "ls -l through READDIRPLUS against stat"
+# The lookups it counted are given back (FORGET): the files are still all there after the
+# kernel forgot them twice, and removing them leaves a clean Workspace.
+echo 2 >/proc/sys/vm/drop_caches
+assert_eq "$(in_main "$n" sh -c 'cat many/f* | wc -l')" 50 "the files after the kernel forgot them"
+in_main "$n" rm -r many
 ok
 
 # Times: a write moves mtime, utimes after it stays.
