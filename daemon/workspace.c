@@ -2286,18 +2286,58 @@ static const walk_file *stored_file(const change_walk *cw, uint64_t ino) {
 
 /* Commit: stores an upper file now, under the lock (its data changed since it was
  * stored without the lock, or it is new since). */
-static int store_upper_now(change_walk *cw, uint64_t ino, lfs_id *ret, uint64_t *ret_size) {
-        ws_fs *fs = cw->fs;
+/* A file open for writing with passthrough changes under our lock (the kernel writes it
+ * without us), and the Store refuses a file that changes while it reads it: the commit
+ * records a copy taken now instead, as "snap.<ino>" beside the upper files (names the
+ * upper files never take). Its name in ret (removed by the caller), 0; or -errno. */
+static int snapshot_upper(ws_fs *fs, uint64_t ino, char ret[UPPER_NAME_MAX]) {
         char name[UPPER_NAME_MAX];
         upper_name(ino, name);
+        snprintf(ret, UPPER_NAME_MAX, "snap.%llu", (unsigned long long)ino);
+        _cleanup_close_ int src = openat(fs->upper_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
-        if (fstatat(fs->upper_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return lfs_fail(cw->err, LFS_FAILED, errno, "cannot read the Workspace's copy of %s: %s",
-                                cw->path.s, strerror(errno));
-        lfs_blob_source src = {
-                .dirfd = fs->upper_fd, .path = name, .size = (uint64_t)st.st_size, .ret_id = ret
-        };
-        int r = lfs_blob_writer_add_files(cw->w, &src, 1, cw->err);
+        if (src < 0 || fstat(src, &st) < 0)
+                return -errno;
+        int r = space_for(fs, (uint64_t)st.st_blocks * 512);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int fd =
+                openat(fs->upper_fd, ret, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        if (copy_extents(src, 0, fd, (uint64_t)st.st_size, true) != 0) {
+                r = errno ? -errno : -EIO;
+                unlinkat(fs->upper_fd, ret, 0);
+                return r;
+        }
+        return 0;
+}
+
+static int store_upper_now(change_walk *cw, uint64_t ino, lfs_id *ret, uint64_t *ret_size) {
+        ws_fs *fs = cw->fs;
+        const ws_inode *in = inode_get(fs, ino);
+        char name[UPPER_NAME_MAX];
+        bool snapshot = in->backing_id > 0 && in->writers > 0;
+        if (!snapshot) {
+                upper_name(ino, name);
+        } else {
+                int r = snapshot_upper(fs, ino, name);
+                if (r < 0)
+                        return lfs_fail(cw->err, LFS_FAILED, -r, "cannot copy %s, open for writing: %s",
+                                        cw->path.s, strerror(-r));
+        }
+        struct stat st;
+        int r = fstatat(fs->upper_fd, name, &st, AT_SYMLINK_NOFOLLOW);
+        if (r < 0)
+                r = lfs_fail(cw->err, LFS_FAILED, errno, "cannot read the Workspace's copy of %s: %s",
+                             cw->path.s, strerror(errno));
+        lfs_blob_source src = { .dirfd = fs->upper_fd, .path = name, .ret_id = ret };
+        if (r == 0) {
+                src.size = (uint64_t)st.st_size;
+                r = lfs_blob_writer_add_files(cw->w, &src, 1, cw->err);
+        }
+        if (snapshot)
+                unlinkat(fs->upper_fd, name, 0);
         if (r < 0)
                 return r;
         *ret_size = (uint64_t)st.st_size;
