@@ -1555,13 +1555,6 @@ static int handle_of(ws_fs *fs, uint64_t fh, ws_handle **ret) {
         return 0;
 }
 
-/* Whether the new open of in passes through to its upper file, and under which id: 0
- * (served by us) or the id. The kernel keeps one mode per inode while any open lasts (a
- * second backing file or an open served by us next to passed ones fails with EIO), so
- * an inode already open keeps the mode its first open got. Only upper files pass: a
- * backing file is opened by the kernel with the open's own flags and our credentials, so
- * a Store object given for a read could be opened for writing by a later open of the
- * same inode (docs/workspace.md). Nor do set-id files. */
 /* Below this a file opened only for reading is served by us: it is one READ at most
  * (then kept in the page cache across opens), where passing it through costs each open
  * a registration, the kernel's own open of the upper file and an unregistration
@@ -1569,6 +1562,13 @@ static int handle_of(ws_fs *fs, uint64_t fh, ws_handle **ret) {
  * served by us, medians of 3). */
 #define PASSTHROUGH_READ_MIN (1 << 20)
 
+/* Whether the new open of in passes through to its upper file, and under which id: 0
+ * (served by us) or the id. The kernel keeps one mode per inode while any open lasts (a
+ * second backing file or an open served by us next to passed ones fails with EIO), so
+ * an inode already open keeps the mode its first open got. Only upper files pass: a
+ * backing file is opened by the kernel with the open's own flags and our credentials, so
+ * a Store object given for a read could be opened for writing by a later open of the
+ * same inode (docs/workspace.md). Nor do set-id files. */
 static int backing_for(ws_fs *fs, ws_inode *in, bool writable) {
         if (!fs->backing || !S_ISREG(in->mode) || !in->upper)
                 return 0;
