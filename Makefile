@@ -265,10 +265,14 @@ NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limit
 NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test_text_output.sh \
 	test_private_files.sh test_command_mounts.sh test_hidden_process.sh test_teardown_truth.sh \
 	test_caller_state.sh test_cwd_escape.sh
-# The Workspace's tests run on our own FUSE loop (daemon/fuse_dev.c) as well as libfuse's.
+# The Workspace's tests run on our own FUSE loop (daemon/fuse_dev.c) as well as libfuse's,
+# with passthrough (its default where the kernel offers it); test_workspace.sh once more
+# on it without (FUSE_DEV_NO_PASSTHROUGH_E2E). test_workspace_passthrough.sh picks its own.
 FUSE_DEV_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh
+FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh
 FUSE_DEV_ADVERSARIAL := test_fuse_trap.sh test_shared_mmap.sh test_hard_links.sh test_disk_full.sh \
-	test_daemon_fds.sh test_deep_tree.sh test_commit_big_directory.sh test_long_commit.sh
+	test_daemon_fds.sh test_deep_tree.sh test_commit_big_directory.sh test_long_commit.sh \
+	test_setid_write.sh
 # NATIVE_PASSES=no leaves the native passes out: the sanitizer build runs the code that
 # differs between runtimes (and every line of the FUSE loops) in the default and FUSE
 # passes, and its native passes cost eight minutes of make check's thirty.
@@ -288,6 +292,7 @@ e2e: all
 	$(call run_pass,,)
 	$(call native_pass,tests/e2e $(NATIVE_E2E))
 	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev,tests/e2e $(FUSE_DEV_E2E))
+	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=0,tests/e2e $(FUSE_DEV_NO_PASSTHROUGH_E2E))
 	$(end_passes)
 
 # Sandboxes at once under faults: SIGKILLed daemons, commands and CLI calls, reclaim

@@ -126,7 +126,7 @@ static void set_open_flags(struct fuse_file_info *fi, fuse_ino_t ino) {
 
 static void op_init(void *userdata, struct fuse_conn_info *conn) {
         (void)userdata;
-        /* The settings layerfs-daemon asks for (daemon/fuse_ops.c). */
+        /* The settings layerfs-daemon asks for (daemon/fuse_libfuse.c). */
         conn->want &= ~(unsigned)(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_AUTO_INVAL_DATA |
                                   FUSE_CAP_WRITEBACK_CACHE);
 }

@@ -340,22 +340,29 @@ target_workspace() {
         sandbox_close empty "$SB"
 }
 
-# The same Workspace served by our own FUSE loop (daemon/fuse_dev.c) instead of libfuse's.
-target_workspace-dev() {
+# workspace_dev NAME PASSTHROUGH: the same Workspace served by our own FUSE loop
+# (daemon/fuse_dev.c) instead of libfuse's, with passthrough (1: where the kernel has it)
+# or without (0).
+workspace_dev() {
+        local name=$1 want=off
         [ -d "$LAYERFS_HOME/projects/empty" ] || lfs project init empty >/dev/null
-        LAYERFS_FUSE_TRANSPORT=dev sandbox_open empty
+        [ "$2" = 1 ] && [ "$(LAYERFS_FUSE_TRANSPORT=dev lfs --json runtime status |
+                python3 -c 'import json, sys; print(json.load(sys.stdin)["fuse"]["passthrough"])')" = True ] && want=on
+        LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=$2 sandbox_open empty
         ws_mount empty "$SB" main
-        grep -q "mounted main at $WS (FUSE loop: dev)" <<<"$(lfs --project empty sandbox log "$SB")" || {
-                echo "bench: the Workspace at $WS is not served by the /dev/fuse loop" >&2
+        grep -q "mounted main at $WS (FUSE loop: dev, passthrough: $want)" <<<"$(lfs --project empty sandbox log "$SB")" || {
+                echo "bench: the Workspace at $WS is not served by the /dev/fuse loop with passthrough $want" >&2
                 return 1
         }
-        run_workload workspace-dev "$WS"
+        run_workload "$name" "$WS"
         ws_unmount empty "$SB" main --discard
         sandbox_close empty "$SB"
 }
+target_workspace-dev() { workspace_dev workspace-dev 0; }
+target_workspace-dev-pt() { workspace_dev workspace-dev-pt 1; }
 
 # Every target once per trial; the order rotates so that none always runs first.
-TARGETS=(native overlayfs fuse-overlayfs fuse-floor workspace workspace-dev)
+TARGETS=(native overlayfs fuse-overlayfs fuse-floor workspace workspace-dev workspace-dev-pt)
 workload_section() {
         local n i t
         for ((n = 1; n <= TRIALS; n++)); do
@@ -369,12 +376,12 @@ workload_section() {
 
 # ---- the table ---------------------------------------------------------------------
 print_table() {
-        local fmt='%-22s %8s %10s %15s %11s %10s %9s %12s %10s %13s  %s\n'
+        local fmt='%-22s %8s %10s %15s %11s %10s %9s %12s %12s %10s %13s  %s\n'
         local row label key t nat fo fl ws rf rn rl verdict
         echo
         echo "10,000 files of 4 KiB ($DIRS dirs x $FILES_PER_DIR), then one file of $BIG_MIB MiB; ms, median of $TRIALS trials"
         # shellcheck disable=SC2059
-        printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs "fuse floor" workspace "ws (dev)" "ws/fuse-ovl" \
+        printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs "fuse floor" workspace "ws (dev)" "ws (dev+pt)" "ws/fuse-ovl" \
                 "ws/native" "floor/native" "targets"
         for row in create stat read delete write bigread; do
                 case $row in
@@ -417,8 +424,10 @@ print_table() {
         echo "ratios: workspace time / other time; <= 1 means the Workspace is at least as fast."
         echo "targets (the issue): every row at least as fast as fuse-overlayfs (ws/fuse-ovl <= 1);"
         echo "  create/stat/read/delete within 2x of native (ws/native <= 2)."
-        echo "ws (dev): the Workspace served by our own FUSE loop over /dev/fuse (LAYERFS_FUSE_TRANSPORT=dev);"
-        echo "  the ratios and targets are the default (libfuse) Workspace's."
+        echo "ws (dev): the Workspace served by our own FUSE loop over /dev/fuse (LAYERFS_FUSE_TRANSPORT=dev,"
+        echo "  LAYERFS_FUSE_PASSTHROUGH=0); ws (dev+pt): the same with passthrough (upper files' data between"
+        echo "  the kernel and the file, not through the daemon); the ratios and targets are the default"
+        echo "  (libfuse) Workspace's."
         echo "fuse floor: an in-memory FUSE server that answers at once (bench/fuse_floor.c), same"
         echo "  transport and cache settings; floor/native > 2 means no FUSE server of this kind"
         echo "  can meet the 2x-native target on this machine: the kernel's requests alone cost more."

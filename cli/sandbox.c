@@ -86,9 +86,11 @@ int cmd_sandbox_list_workspaces(cli_ctx *ctx) {
         json_t *out = json_array();
         for (size_t i = 0; i < k; i++) {
                 if (ctx->json)
-                        json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s}", "branch", ws[i].branch,
-                                                             "path", ws[i].path, "dirty", ws[i].dirty,
-                                                             "platform", ws[i].platform));
+                        json_array_append_new(out,
+                                              json_pack("{s:s, s:s, s:b, s:s, s:s, s:b}", "branch",
+                                                        ws[i].branch, "path", ws[i].path, "dirty",
+                                                        ws[i].dirty, "platform", ws[i].platform, "transport",
+                                                        ws[i].transport, "passthrough", ws[i].passthrough));
                 else {
                         _cleanup_free_ char *branch = lfs_quote(ws[i].branch, LFS_QUOTE_ENTRY),
                                             *path = lfs_quote(ws[i].path, LFS_QUOTE_ENTRY);
@@ -490,17 +492,20 @@ int cmd_runtime_status(cli_ctx *ctx) {
                                             json_boolean(s->features[i].present));
                 for (size_t i = 0; i < s->n_missing; i++)
                         json_array_append_new(missing, json_string(s->missing[i]));
-                cli_print_json(json_pack("{s:s, s:s, s:s, s:s?, s:s, s:o, s:o, s:o, s:o}", "home", s->home,
-                                         "placement", s->placement, "default", s->default_runtime,
-                                         "default_why", s->default_why, "watcher", s->watcher, "kernel",
-                                         kernel, "missing", missing, "platforms",
-                                         status_rows_json(s->platforms, s->n_platforms), "runtimes",
-                                         status_rows_json(s->runtimes, s->n_runtimes)));
+                cli_print_json(json_pack("{s:s, s:s, s:s, s:s?, s:s, s:{s:s, s:b}, s:o, s:o, s:o, s:o}",
+                                         "home", s->home, "placement", s->placement, "default",
+                                         s->default_runtime, "default_why", s->default_why, "watcher",
+                                         s->watcher, "fuse", "transport", s->fuse_transport, "passthrough",
+                                         s->fuse_passthrough, "kernel", kernel, "missing", missing,
+                                         "platforms", status_rows_json(s->platforms, s->n_platforms),
+                                         "runtimes", status_rows_json(s->runtimes, s->n_runtimes)));
         } else {
                 _cleanup_free_ char *home = lfs_quote(s->home, LFS_QUOTE_ENTRY);
-                printf("home        %s\nplacement   %s\ndefault     %s%s%s%s\nwatcher     %s\n\n", home,
-                       s->placement, s->default_runtime, s->default_why ? " (" : "",
-                       s->default_why ? s->default_why : "", s->default_why ? ")" : "", s->watcher);
+                printf("home        %s\nplacement   %s\ndefault     %s%s%s%s\nwatcher     %s\nfuse        %s, "
+                       "passthrough %s\n\n",
+                       home, s->placement, s->default_runtime, s->default_why ? " (" : "",
+                       s->default_why ? s->default_why : "", s->default_why ? ")" : "", s->watcher,
+                       s->fuse_transport, s->fuse_passthrough ? "on" : "off");
                 for (size_t i = 0; i < s->n_features; i++)
                         printf("%-28s %s%s%s\n", s->features[i].name, s->features[i].present ? "yes" : "no ",
                                s->features[i].note ? "   " : "",

@@ -8,7 +8,7 @@
 
 #include "bpf_watcher.h"
 #include "calls.h"
-#include "fuse_ops.h"
+#include "fuse_transport.h"
 #include "runtime.h"
 #include "store.h"
 #include "workspace.h"

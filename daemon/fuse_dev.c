@@ -3,7 +3,7 @@
  * Our FUSE loop (LAYERFS_FUSE_TRANSPORT=dev): each worker reads one request at a time
  * from /dev/fuse into its own buffer, checks its size, and dispatches it through
  * fuse_ops_table, one row per opcode, to workspace.h; the answer is one writev. Only
- * this file and fuse_ops.c's libfuse glue know FUSE; fuse_proto.h has the wire format.
+ * this file and fuse_libfuse.c know FUSE; fuse_proto.h has the wire format.
  *
  * Compared with libfuse's loop it asks INIT for what the Workspace uses and nothing
  * more (no IOCTL on directories), names what later steps will ask for (passthrough,
@@ -17,14 +17,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/fsuid.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "fuse_dev.h"
 #include "fuse_mount.h"
 #include "fuse_proto.h"
+#include "fuse_transport.h"
 #include "log.h"
 #include "util.h"
 
@@ -42,15 +46,24 @@
  * DONT_MASK (the kernel applies the umask). */
 static const uint64_t fuse_dev_wanted = FUSE_F_ASYNC_READ | FUSE_F_ATOMIC_O_TRUNC | FUSE_F_EXPORT_SUPPORT |
                                         FUSE_F_BIG_WRITES | FUSE_F_ASYNC_DIO | FUSE_F_PARALLEL_DIROPS |
-                                        FUSE_F_HANDLE_KILLPRIV | FUSE_F_MAX_PAGES | FUSE_F_INIT_EXT;
-/* Named for the next steps, not asked yet: the Workspace does not yet clear set-id bits
- * on write and truncate itself (KILLPRIV_V2), count READDIRPLUS's entries as lookups,
- * register backing files (PASSTHROUGH) or run rings (OVER_IO_URING). */
-static const uint64_t fuse_dev_later _unused_ = FUSE_F_HANDLE_KILLPRIV_V2 | FUSE_F_DO_READDIRPLUS |
-                                                FUSE_F_READDIRPLUS_AUTO | FUSE_F_PASSTHROUGH |
-                                                FUSE_F_OVER_IO_URING;
+                                        FUSE_F_HANDLE_KILLPRIV_V2 | FUSE_F_MAX_PAGES | FUSE_F_INIT_EXT |
+                                        FUSE_F_DO_READDIRPLUS | FUSE_F_READDIRPLUS_AUTO;
+/* HANDLE_KILLPRIV_V2: the kernel tells us when a write, truncate or O_TRUNC comes from a
+ * caller without CAP_FSETID, and we clear the set-id bits (ws_kill_setid); it no longer
+ * sends a SETATTR of the mode, nor asks GETXATTR security.capability, before such a
+ * write. Not the first HANDLE_KILLPRIV, which leaves the clearing to us without saying
+ * who writes. On a kernel without V2 the kernel clears them itself by SETATTR.
+ * READDIRPLUS with AUTO: a listing answers the lookups `ls -l` and `find` would send
+ * after it (ws_readdirplus counts them), and the kernel asks for it only when it pays
+ * (the first batch, or after lookups in the directory).
+ * Named for the next step, not asked yet: rings (OVER_IO_URING). */
+static const uint64_t fuse_dev_later _unused_ = FUSE_F_OVER_IO_URING;
+/* Backing files sit on the home's filesystem, not on another stacked one: one level of
+ * stacking, which leaves room for an overlay mounted over the Workspace. */
+#define FUSE_DEV_STACK_DEPTH 1
 
-struct fuse_dev_conn {
+/* The dev row's fuse_conn. */
+typedef struct fuse_dev_conn {
         ws_fs *fs;
         int fd;
         char *mountpoint;
@@ -59,7 +72,11 @@ struct fuse_dev_conn {
         uint32_t minor; /* the protocol minor both sides speak, once initialized */
         uint64_t flags; /* what INIT agreed */
         bool debug;
-};
+        /* LAYERFS_FUSE_PASSTHROUGH: 0 off, 1 asked for (said in the log when the kernel
+         * does not offer it), unset: on when offered. */
+        int passthrough_asked;
+        atomic_bool backing_failed; /* a BACKING_OPEN failed: said once in the log */
+} fuse_dev_conn;
 
 /* One worker: its request and answer buffers, and the pipe its large reads go through
  * (-1: none, they are copied) with its size. */
@@ -185,6 +202,65 @@ static ws_caller caller_of(const fuse_request *r, uint32_t umask) {
  * for the loop to answer with. Its fixed arguments and names are there (fuse_op). */
 typedef int (*fuse_handler)(fuse_worker *w, const fuse_request *r);
 
+/* The credentials the kernel keeps with a backing file (it takes the caller's at
+ * BACKING_OPEN) are the ones its reads and writes run under, and the ones it opens the
+ * file with for each passed-through open. So they are made for that, on this thread
+ * alone, around the ioctl: the Workspace owner's fsuid and fsgid (ext4 keeps its root
+ * reserve from them, as from our own writes: space_for in workspace.c), CAP_SYS_ADMIN
+ * (which BACKING_OPEN demands) and CAP_DAC_OVERRIDE (the upper file is ours, mode 0600)
+ * and no other capability (no CAP_SYS_RESOURCE: the reserve again). */
+static int backing_open_as(fuse_dev_conn *c, int fd, uid_t owner, gid_t group) {
+        struct __user_cap_header_struct head = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct saved[2], narrow[2];
+        if (syscall(SYS_capget, &head, saved) < 0)
+                return -errno;
+        uid_t fsuid = (uid_t)setfsuid((uid_t)-1);
+        gid_t fsgid = (gid_t)setfsgid((gid_t)-1);
+        memcpy(narrow, saved, sizeof(narrow));
+        narrow[0].effective = (1u << CAP_SYS_ADMIN) | (1u << CAP_DAC_OVERRIDE);
+        narrow[1].effective = 0;
+        (void)setfsgid(group);
+        (void)setfsuid(owner);
+        int id = -EPERM;
+        if (syscall(SYS_capset, &head, narrow) == 0) {
+                struct fuse_backing_map_wire map = { .fd = fd };
+                id = ioctl(c->fd, FUSE_DEV_IOC_BACKING_OPEN_CMD, &map);
+                if (id < 0)
+                        id = -errno;
+        } else {
+                id = -errno;
+        }
+        /* Back to the daemon's own: fsuid 0 gives back the file capabilities, capset the
+         * rest. Failing that this thread could not go on serving as root. */
+        (void)setfsuid(fsuid);
+        (void)setfsgid(fsgid);
+        if (syscall(SYS_capset, &head, saved) < 0)
+                abort();
+        return id;
+}
+
+static int fuse_dev_backing_open(void *userdata, int fd, uid_t owner, gid_t group) {
+        fuse_dev_conn *c = userdata;
+        int id = backing_open_as(c, fd, owner, group);
+        if (id <= 0 && !atomic_exchange(&c->backing_failed, true))
+                log_line("fuse: cannot register an upper file of %s with the kernel for passthrough: %s; "
+                         "its data, and that of any other that fails so, goes through the daemon",
+                         c->mountpoint, strerror(id < 0 ? -id : EIO));
+        return id;
+}
+
+static void fuse_dev_backing_close(void *userdata, int id) {
+        fuse_dev_conn *c = userdata;
+        uint32_t backing = (uint32_t)id;
+        if (ioctl(c->fd, FUSE_DEV_IOC_BACKING_CLOSE_CMD, &backing) < 0 && c->debug)
+                log_line("fuse: BACKING_CLOSE %d: %s", id, strerror(errno));
+}
+
+static const ws_backing_ops fuse_dev_backing_ops = {
+        .open = fuse_dev_backing_open,
+        .close = fuse_dev_backing_close,
+};
+
 static int do_init(fuse_worker *w, const fuse_request *r) {
         fuse_dev_conn *c = w->c;
         struct fuse_init_request in = { 0 };
@@ -201,9 +277,9 @@ static int do_init(fuse_worker *w, const fuse_request *r) {
         uint64_t offered = in.flags;
         if ((in.flags & FUSE_F_INIT_EXT) && r->arg_len >= offsetof(struct fuse_init_request, unused))
                 offered |= (uint64_t)in.flags2 << 32;
-        uint64_t agreed = offered & fuse_dev_wanted;
+        uint64_t wanted = fuse_dev_wanted | (c->passthrough_asked != 0 ? FUSE_F_PASSTHROUGH : 0);
+        uint64_t agreed = offered & wanted;
         c->minor = in.minor < FUSE_PROTO_MINOR ? in.minor : FUSE_PROTO_MINOR;
-        c->flags = agreed;
         out.max_readahead = in.max_readahead;
         out.flags = (uint32_t)agreed;
         if (agreed & FUSE_F_INIT_EXT)
@@ -212,6 +288,16 @@ static int do_init(fuse_worker *w, const fuse_request *r) {
         out.time_gran = 1;
         if (agreed & FUSE_F_MAX_PAGES)
                 out.max_pages = (uint16_t)(FUSE_DEV_MAX_WRITE / (size_t)sysconf(_SC_PAGESIZE));
+        if (agreed & FUSE_F_PASSTHROUGH)
+                out.max_stack_depth = FUSE_DEV_STACK_DEPTH;
+        else if (c->passthrough_asked == 1)
+                log_line(
+                        "fuse: LAYERFS_FUSE_PASSTHROUGH=1 but the kernel (FUSE %u.%u) does not offer "
+                        "passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9); file data goes through the daemon",
+                        in.major, in.minor);
+        c->flags = agreed; /* before the kernel can send the first OPEN */
+        if (agreed & FUSE_F_PASSTHROUGH)
+                ws_set_passthrough(c->fs, &fuse_dev_backing_ops, c);
         int ret = reply_buf(w, r, &out, sizeof(out));
         if (ret == 0)
                 atomic_store(&c->initialized, true);
@@ -273,7 +359,8 @@ static int do_setattr(fuse_worker *w, const fuse_request *r) {
         const struct fuse_setattr_request *in = (const void *)r->arg;
         const unsigned known = FUSE_ATTR_SET_MODE | FUSE_ATTR_SET_UID | FUSE_ATTR_SET_GID |
                                FUSE_ATTR_SET_SIZE | FUSE_ATTR_SET_ATIME | FUSE_ATTR_SET_MTIME |
-                               FUSE_ATTR_SET_ATIME_NOW | FUSE_ATTR_SET_MTIME_NOW | FUSE_ATTR_SET_CTIME;
+                               FUSE_ATTR_SET_ATIME_NOW | FUSE_ATTR_SET_MTIME_NOW | FUSE_ATTR_SET_CTIME |
+                               FUSE_ATTR_KILL_SUIDGID;
         struct stat attr = {
                 .st_mode = in->mode,
                 .st_uid = in->uid,
@@ -346,13 +433,38 @@ static int do_rename2(fuse_worker *w, const fuse_request *r) {
  * writes are synchronous and locks are the kernel's (nothing to flush on close). */
 static const uint32_t file_open_flags = FUSE_OPEN_KEEP_CACHE | FUSE_OPEN_NOFLUSH;
 
+/* An open's answer: served by us, or passed through to backing file id. */
+static struct fuse_open_answer open_answer(uint64_t fh, int backing) {
+        if (backing > 0)
+                return (struct fuse_open_answer){ .fh = fh,
+                                                  .open_flags = FUSE_OPEN_PASSTHROUGH | FUSE_OPEN_NOFLUSH,
+                                                  .backing_id = backing };
+        return (struct fuse_open_answer){ .fh = fh, .open_flags = file_open_flags };
+}
+
+/* The set-id bits of nodeid go when the kernel says so: then the mode it caches is stale
+ * (it refreshes size and times after a write, not the mode). */
+static int kill_setid(fuse_worker *w, uint64_t nodeid) {
+        int ret = ws_kill_setid(w->c->fs, nodeid);
+        if (ret > 0) {
+                struct fuse_note_inval_inode msg = { .ino = nodeid, .off = -1 }; /* the attributes alone */
+                struct iovec body = { &msg, sizeof(msg) };
+                (void)send_message(w->c, 0, FUSE_NOTE_INVAL_INODE, &body, 1);
+        }
+        return ret < 0 ? ret : 0;
+}
+
 static int do_open(fuse_worker *w, const fuse_request *r) {
         const struct fuse_open_request *in = (const void *)r->arg;
+        int killed = (in->open_flags & FUSE_OPEN_KILL_SUIDGID) ? kill_setid(w, r->hdr->nodeid) : 0;
+        if (killed < 0)
+                return killed;
         uint64_t fh = 0;
-        int ret = ws_open_file(w->c->fs, r->hdr->nodeid, (int)in->flags, &fh);
+        int backing = 0;
+        int ret = ws_open_file(w->c->fs, r->hdr->nodeid, (int)in->flags, &fh, &backing);
         if (ret < 0)
                 return ret;
-        struct fuse_open_answer out = { .fh = fh, .open_flags = file_open_flags };
+        struct fuse_open_answer out = open_answer(fh, backing);
         return reply_buf(w, r, &out, sizeof(out));
 }
 
@@ -361,12 +473,14 @@ static int do_create(fuse_worker *w, const fuse_request *r) {
         ws_caller who = caller_of(r, in->umask);
         struct stat st;
         uint64_t fh = 0;
-        int ret = ws_create(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, (int)in->flags, &st, &fh);
+        int backing = 0;
+        int ret = ws_create(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, (int)in->flags, &st, &fh,
+                            &backing);
         if (ret < 0)
                 return ret;
         struct fuse_entry_wire e;
         entry_of(&e, &st);
-        struct fuse_open_answer open = { .fh = fh, .open_flags = file_open_flags };
+        struct fuse_open_answer open = open_answer(fh, backing);
         struct iovec body[] = { { &e, sizeof(e) }, { &open, sizeof(open) } };
         return send_message(w->c, r->hdr->unique, 0, body, ELEMENTSOF(body));
 }
@@ -438,6 +552,9 @@ static int do_write(fuse_worker *w, const fuse_request *r) {
         const struct fuse_write_request *in = (const void *)r->arg;
         if (in->size > r->tail_len)
                 return -EINVAL;
+        int killed = (in->write_flags & FUSE_WRITE_KILL_SUIDGID) ? kill_setid(w, r->hdr->nodeid) : 0;
+        if (killed < 0)
+                return killed;
         ssize_t k = ws_write(w->c->fs, in->fh, r->tail, in->size, (off_t)in->offset);
         if (k < 0)
                 return (int)k;
@@ -502,6 +619,36 @@ static bool fill_entry(void *userdata, const char *name, const struct stat *st, 
         memset(p + sizeof(d) + namelen, 0, len - sizeof(d) - namelen);
         df->used += len;
         return true;
+}
+
+/* READDIRPLUS's entry: the entry's answer as LOOKUP gives it (nodeid 0: none, the kernel
+ * looks the name up itself if it needs it), then the entry as READDIR gives it. */
+static bool fill_entry_plus(void *userdata, const char *name, const struct stat *st, off_t next,
+                            bool with_entry) {
+        dir_fill *df = userdata;
+        size_t namelen = strlen(name);
+        size_t len = (sizeof(struct fuse_entry_wire) + sizeof(struct fuse_dirent_wire) + namelen + 7) &
+                     ~(size_t)7;
+        if (len > df->size - df->used)
+                return false;
+        struct fuse_entry_wire e = { 0 };
+        if (with_entry)
+                entry_of(&e, st);
+        memcpy(df->buf + df->used, &e, sizeof(e));
+        df->used += sizeof(e);
+        dir_fill rest = { .buf = df->buf + df->used, .size = len - sizeof(e) };
+        (void)fill_entry(&rest, name, st, next);
+        df->used += rest.used;
+        return true;
+}
+
+static int do_readdirplus(fuse_worker *w, const fuse_request *r) {
+        const struct fuse_read_request *in = (const void *)r->arg;
+        dir_fill df = { .buf = w->out, .size = in->size < FUSE_DEV_BUFFER ? in->size : FUSE_DEV_BUFFER };
+        int ret = ws_readdirplus(w->c->fs, r->hdr->nodeid, (off_t)in->offset, fill_entry_plus, &df);
+        if (ret < 0)
+                return ret;
+        return reply_buf(w, r, df.buf, df.used);
 }
 
 static int do_readdir(fuse_worker *w, const fuse_request *r) {
@@ -605,6 +752,7 @@ static const fuse_op fuse_ops_table[FUSE_OP_LIMIT] = {
         [FUSE_OP_FALLOCATE] = { do_fallocate, sizeof(struct fuse_fallocate_request), 0 },
         [FUSE_OP_OPENDIR] = { do_opendir, sizeof(struct fuse_open_request), 0 },
         [FUSE_OP_READDIR] = { do_readdir, sizeof(struct fuse_read_request), 0 },
+        [FUSE_OP_READDIRPLUS] = { do_readdirplus, sizeof(struct fuse_read_request), 0 },
         [FUSE_OP_RELEASEDIR] = { do_releasedir, sizeof(struct fuse_release_request), 0 },
         [FUSE_OP_STATFS] = { do_statfs, 0, 0 },
         [FUSE_OP_SETXATTR] = { do_setxattr, sizeof(struct fuse_setxattr_request),
@@ -676,7 +824,8 @@ static void open_pipe(fuse_worker *w) {
         w->pipe_size = size > 0 ? (size_t)size : 0;
 }
 
-void fuse_dev_serve(fuse_dev_conn *c) {
+static void fuse_dev_serve(fuse_conn *conn) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         fuse_worker w = { .c = c, .in = xmalloc_io(FUSE_DEV_BUFFER), .out = xmalloc_io(FUSE_DEV_BUFFER) };
         open_pipe(&w);
         while (!atomic_load(&c->exited)) {
@@ -701,7 +850,7 @@ void fuse_dev_serve(fuse_dev_conn *c) {
         free(w.out);
 }
 
-int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_dev_conn **ret) {
+static int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
         int fd = lfs_fuse_mount_fd(mountpoint, fsname);
         if (fd < 0)
                 return fd;
@@ -711,15 +860,19 @@ int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_d
         c->mountpoint = xstrdup(mountpoint);
         const char *debug = getenv("LAYERFS_FUSE_DEBUG");
         c->debug = debug && *debug == '1';
-        *ret = c;
+        const char *passthrough = getenv("LAYERFS_FUSE_PASSTHROUGH");
+        c->passthrough_asked = !passthrough || !*passthrough ? -1 : !strcmp(passthrough, "0") ? 0 : 1;
+        *ret = (fuse_conn *)c;
         return 0;
 }
 
-void fuse_dev_exit(fuse_dev_conn *c) {
+static void fuse_dev_exit(fuse_conn *conn) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         atomic_store(&c->exited, true);
 }
 
-void fuse_dev_destroy(fuse_dev_conn *c) {
+static void fuse_dev_destroy(fuse_conn *conn) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         if (!c)
                 return;
         /* A connection still alive means the mount is still there (an unmount or an
@@ -742,19 +895,39 @@ static int notify(fuse_dev_conn *c, int code, const void *msg, size_t msg_len, c
         return send_message(c, 0, code, body, name ? 2 : 1);
 }
 
-int fuse_dev_notify_delete(fuse_dev_conn *c, uint64_t parent, uint64_t child, const char *name) {
+static int fuse_dev_notify_delete(fuse_conn *conn, uint64_t parent, uint64_t child, const char *name) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         struct fuse_note_delete msg = { .parent = parent,
                                         .child = child,
                                         .namelen = (uint32_t)strlen(name) };
         return notify(c, FUSE_NOTE_DELETE, &msg, sizeof(msg), name);
 }
 
-int fuse_dev_notify_inval_entry(fuse_dev_conn *c, uint64_t parent, const char *name) {
+static int fuse_dev_notify_inval_entry(fuse_conn *conn, uint64_t parent, const char *name) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         struct fuse_note_inval_entry msg = { .parent = parent, .namelen = (uint32_t)strlen(name) };
         return notify(c, FUSE_NOTE_INVAL_ENTRY, &msg, sizeof(msg), name);
 }
 
-int fuse_dev_notify_inval_inode(fuse_dev_conn *c, uint64_t ino) {
+static int fuse_dev_notify_inval_inode(fuse_conn *conn, uint64_t ino) {
+        fuse_dev_conn *c = (fuse_dev_conn *)conn;
         struct fuse_note_inval_inode msg = { .ino = ino, .off = 0, .len = 0 };
         return notify(c, FUSE_NOTE_INVAL_INODE, &msg, sizeof(msg), NULL);
 }
+
+static bool fuse_dev_passthrough(const fuse_conn *conn) {
+        const fuse_dev_conn *c = (const fuse_dev_conn *)conn;
+        return atomic_load(&c->initialized) && (c->flags & FUSE_F_PASSTHROUGH);
+}
+
+const fuse_transport fuse_transport_dev = {
+        .name = "dev",
+        .mount = fuse_dev_mount,
+        .serve = fuse_dev_serve,
+        .exit = fuse_dev_exit,
+        .destroy = fuse_dev_destroy,
+        .notify_delete = fuse_dev_notify_delete,
+        .notify_inval_entry = fuse_dev_notify_inval_entry,
+        .notify_inval_inode = fuse_dev_notify_inval_inode,
+        .passthrough = fuse_dev_passthrough,
+};

@@ -120,6 +120,11 @@ enum fuse_opcode_id {
 #define FUSE_ATTR_SET_ATIME_NOW (1u << 7)
 #define FUSE_ATTR_SET_MTIME_NOW (1u << 8)
 #define FUSE_ATTR_SET_CTIME (1u << 10)
+/* HANDLE_KILLPRIV_V2: the caller lacks CAP_FSETID, clear the set-id bits (SETATTR's
+ * valid, WRITE's write_flags, OPEN's open_flags for O_TRUNC). */
+#define FUSE_ATTR_KILL_SUIDGID (1u << 11)
+#define FUSE_WRITE_KILL_SUIDGID (1u << 2)
+#define FUSE_OPEN_KILL_SUIDGID (1u << 0)
 
 /* OPEN and CREATE answers' open_flags. */
 #define FUSE_OPEN_KEEP_CACHE (1u << 1)

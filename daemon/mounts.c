@@ -13,7 +13,7 @@
 
 #include "daemon.h"
 #include "fuse_mount.h"
-#include "fuse_ops.h"
+#include "fuse_transport.h"
 #include "json_path.h"
 #include "log.h"
 #include "codec.h"
@@ -134,8 +134,8 @@ json_t *call_mount(daemon_state *d, const char *branch) {
         w->dev = st.st_dev;
         lfs_fuse_widen_readahead(w->dev);
         w->active = true;
-        log_line("mounted %s at %s (FUSE loop: %s)", branch, w->mountpoint,
-                 ws_session_transport(w->session));
+        log_line("mounted %s at %s (FUSE loop: %s, passthrough: %s)", branch, w->mountpoint,
+                 ws_session_transport(w->session), ws_session_passthrough(w->session) ? "on" : "off");
         return lfs_proto_ok(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,
                                       "image", "platform", "linux"));
 }
@@ -380,8 +380,10 @@ json_t *call_list(daemon_state *d) {
                 workspace *w = &d->ws[i];
                 if (!w->active)
                         continue;
-                json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s}", "branch", w->branch, "path",
-                                                     w->mountpoint, "dirty", dirty[i], "platform", "linux"));
+                json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s, s:s, s:b}", "branch", w->branch,
+                                                     "path", w->mountpoint, "dirty", dirty[i], "platform",
+                                                     "linux", "transport", ws_session_transport(w->session),
+                                                     "passthrough", ws_session_passthrough(w->session)));
         }
         return lfs_proto_ok(out);
 }

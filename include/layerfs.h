@@ -309,6 +309,8 @@ typedef struct lfs_workspace_info {
         char *path;
         int dirty;
         char *platform; /* the Sandbox's */
+        char *transport; /* the FUSE loop serving its mount: "libfuse", "dev" */
+        int passthrough; /* whether upper files' data passes between the kernel and them */
 } lfs_workspace_info;
 
 LFS_PUBLIC int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox,
@@ -435,6 +437,11 @@ typedef struct lfs_runtime_info {
         /* Why default_runtime is not linux's preferred one (NULL when it is, or when the
          * home names its runtime): "namespaces is not ready here: kernel:userns". */
         char *default_why;
+        /* The FUSE loop a new Sandbox's Workspaces get (LAYERFS_FUSE_TRANSPORT, else
+         * libfuse) and whether their upper files' data passes through (the dev loop on a
+         * kernel with passthrough, unless LAYERFS_FUSE_PASSTHROUGH=0). */
+        char *fuse_transport;
+        bool fuse_passthrough;
 } lfs_runtime_info;
 
 /* Probes what this host's kernel offers (by trying it, not by its version). As root it

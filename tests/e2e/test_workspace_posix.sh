@@ -60,6 +60,7 @@ rm "$LAYERFS_HOME/sandboxes/px-$n/mnt/blocked"
 for i in $(seq 1 2000); do echo "$i" >"$ws/f$i"; done
 old=$(lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]')
 pid=$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number=$n")
+passes=$(lfs --json sandbox list_workspaces "$n" | json_get 'j[0]["passthrough"]')
 # ... and while a writer streams into the Workspace.
 dd if=/dev/zero of="$ws/stream" bs=64k count=200000 2>/dev/null &
 writer=$!
@@ -67,11 +68,18 @@ sleep 0.2
 ("$LAYERFS" workspace commit "$n" main -m big >/dev/null 2>&1 &)
 sleep 0.05
 kill -9 "$pid"
-set +e
-wait "$writer"
-writer_status=$?
-set -e
-[ "$writer_status" -ne 0 ] || fail "the writer did not notice its Workspace's daemon died"
+if [ "$passes" = True ]; then
+        # With passthrough the kernel writes the writer's open file itself, and the
+        # daemon's death does not reach it (docs/workspace.md): it is stopped here.
+        kill "$writer" 2>/dev/null || true
+        wait "$writer" || true
+else
+        set +e
+        wait "$writer"
+        writer_status=$?
+        set -e
+        [ "$writer_status" -ne 0 ] || fail "the writer did not notice its Workspace's daemon died"
+fi
 ok
 sleep 0.2
 lfs project verify >/dev/null || fail "the Store after a daemon was killed during a commit"

@@ -20,6 +20,13 @@ int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) 
         s->placement = xstrdup(placement);
         lfs_probe_features(s);
         lfs_platforms_status(s);
+        const char *transport = getenv("LAYERFS_FUSE_TRANSPORT");
+        const char *passthrough = getenv("LAYERFS_FUSE_PASSTHROUGH");
+        s->fuse_transport = xstrdup(transport && *transport ? transport : "libfuse");
+        for (size_t i = 0; i < s->n_features; i++)
+                if (!strcmp(s->features[i].name, "kernel:fuse-passthrough"))
+                        s->fuse_passthrough = s->features[i].present && !strcmp(s->fuse_transport, "dev") &&
+                                              !(passthrough && !strcmp(passthrough, "0"));
         *ret = s;
         return 0;
 }
@@ -53,6 +60,7 @@ void lfs_runtime_info_free(lfs_runtime_info *s) {
         free(s->placement);
         free(s->default_runtime);
         free(s->watcher);
+        free(s->fuse_transport);
         free(s);
 }
 

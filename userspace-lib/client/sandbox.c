@@ -111,24 +111,39 @@ static int check_workspace_memory(lfs_error **err) {
         return v && *v ? lfs_parse_size("LAYERFS_WORKSPACE_MEMORY", v, &bytes, err) : 0;
 }
 
-/* LAYERFS_WATCHER, for a new Sandbox's daemon: bpf, proc or cgroup (unset: bpf where it
- * loads, else cgroup). */
-static int check_watcher(lfs_error **err) {
-        const char *v = getenv("LAYERFS_WATCHER");
-        if (!v || !*v || !strcmp(v, "bpf") || !strcmp(v, "proc") || !strcmp(v, "cgroup"))
+/* A knob for a new Sandbox's daemon that names one of a few values (values: NULL-ended;
+ * unset or empty: the daemon's default): 0, or InvalidInput naming what it is not
+ * (what) and the values it may be. */
+static int check_env_choice(const char *var, const char *what, const char *const *values, lfs_error **err) {
+        const char *v = getenv(var);
+        if (!v || !*v)
                 return 0;
-        return lfs_fail(err, LFS_INVALID_INPUT, 0,
-                        "LAYERFS_WATCHER='%s' is not a watcher; give bpf, proc or cgroup", v);
+        char choices[128] = "";
+        for (size_t i = 0, used = 0; values[i]; i++) {
+                if (!strcmp(v, values[i]))
+                        return 0;
+                const char *sep = i == 0 ? "" : values[i + 1] ? ", " : " or ";
+                int k = snprintf(choices + used, sizeof(choices) - used, "%s%s", sep, values[i]);
+                used = k > 0 && (size_t)k < sizeof(choices) - used ? used + (size_t)k : sizeof(choices) - 1;
+        }
+        return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s='%s' is not %s; give %s", var, v, what, choices);
 }
 
-/* LAYERFS_FUSE_TRANSPORT, for a new Sandbox's daemon: the FUSE loop of its Workspaces,
- * libfuse (unset: the default) or dev (its own, over /dev/fuse). */
-static int check_fuse_transport(lfs_error **err) {
-        const char *v = getenv("LAYERFS_FUSE_TRANSPORT");
-        if (!v || !*v || !strcmp(v, "libfuse") || !strcmp(v, "dev"))
-                return 0;
-        return lfs_fail(err, LFS_INVALID_INPUT, 0,
-                        "LAYERFS_FUSE_TRANSPORT='%s' is not a FUSE transport; give libfuse or dev", v);
+/* LAYERFS_WATCHER: bpf, proc or cgroup (unset: bpf where it loads, else cgroup);
+ * LAYERFS_FUSE_TRANSPORT: the FUSE loop of its Workspaces, libfuse (unset: the default)
+ * or dev (its own, over /dev/fuse); LAYERFS_FUSE_PASSTHROUGH: 0 serves every file's data
+ * itself, 1 passes upper files' data through (the dev loop, where the kernel offers it;
+ * unset: the same). */
+static int check_daemon_choices(lfs_error **err) {
+        static const char *const watchers[] = { "bpf", "proc", "cgroup", NULL };
+        static const char *const transports[] = { "libfuse", "dev", NULL };
+        static const char *const switches[] = { "0", "1", NULL };
+        int r = check_env_choice("LAYERFS_WATCHER", "a watcher", watchers, err);
+        if (r == 0)
+                r = check_env_choice("LAYERFS_FUSE_TRANSPORT", "a FUSE transport", transports, err);
+        if (r == 0)
+                r = check_env_choice("LAYERFS_FUSE_PASSTHROUGH", "0 or 1", switches, err);
+        return r;
 }
 
 /* Commands run as the command identity in a Workspace below the sandboxes directory, so
@@ -244,9 +259,9 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         if (r < 0 || (r = parse_network(network_name, err)) < 0 ||
             (r = lfs_default_runtime(&runtime, err)) < 0 ||
             (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
-            (r = check_watcher(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
+            (r = check_daemon_choices(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
             (r = lfs_idle_seconds(&idle, err)) < 0 || (r = lfs_gc_after_deletes(&gc_after, err)) < 0 ||
-            (r = check_workspace_memory(err)) < 0 || (r = check_fuse_transport(err)) < 0)
+            (r = check_workspace_memory(err)) < 0)
                 return r;
         /* The runtime's own checks (linux: root, cgroup2, for namespaces the kernel's
          * namespaces and LAYERFS_ID_RANGE; one this build lacks: Unsupported). */

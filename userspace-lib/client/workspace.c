@@ -11,6 +11,7 @@ void lfs_workspace_info_free(lfs_workspace_info *items, size_t n) {
                 free(items[i].branch);
                 free(items[i].path);
                 free(items[i].platform);
+                free(items[i].transport);
         }
         free(items);
 }
@@ -30,6 +31,8 @@ int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox
                 out[i].path = xstrdup(json_string_value(json_object_get(w, "path")) ?: "");
                 out[i].dirty = json_is_true(json_object_get(w, "dirty"));
                 out[i].platform = xstrdup(json_string_value(json_object_get(w, "platform")) ?: "linux");
+                out[i].transport = xstrdup(json_string_value(json_object_get(w, "transport")) ?: "libfuse");
+                out[i].passthrough = json_is_true(json_object_get(w, "passthrough"));
         }
         json_decref(result);
         *ret = out;

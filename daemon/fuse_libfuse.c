@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The FUSE transports: libfuse3's low-level API mapped onto workspace.h, and the choice
- * between it and our own loop (fuse_dev.c) behind one ws_session. Only these files know
- * FUSE; a later io_uring transport joins them without touching the operations. */
+/* The libfuse transport (fuse_transport.h's default row): libfuse3's low-level API and
+ * its loop mapped onto workspace.h. */
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
 #include <errno.h>
@@ -13,9 +12,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "fuse_dev.h"
 #include "fuse_mount.h"
-#include "fuse_ops.h"
+#include "fuse_transport.h"
 #include "log.h"
 #include "util.h"
 #include "workspace.h"
@@ -25,8 +23,14 @@ _Static_assert(FUSE_SET_ATTR_CTIME == (1 << 10), "workspace.c mirrors the FUSE_S
 /* Only this mount changes what it shows, so the kernel may cache for long. */
 static const double cache_seconds = FUSE_CACHE_SECONDS;
 
+/* The libfuse row's fuse_conn: the session, and the filesystem its requests go to. */
+typedef struct libfuse_conn {
+        struct fuse_session *se;
+        ws_fs *fs;
+} libfuse_conn;
+
 static ws_fs *fs_of(fuse_req_t req) {
-        return fuse_req_userdata(req);
+        return ((libfuse_conn *)fuse_req_userdata(req))->fs;
 }
 
 static ws_caller caller_of(fuse_req_t req) {
@@ -178,8 +182,14 @@ static void reply_open(fuse_req_t req, int r, uint64_t fh, struct fuse_file_info
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+        /* The kernel truncates by O_TRUNC here (atomic_o_trunc) without clearing set-id
+         * bits, and libfuse 3.14 cannot say whether the caller has CAP_FSETID
+         * (HANDLE_KILLPRIV_V2): anyone but root is taken to lack it. */
+        if ((fi->flags & O_TRUNC) && fuse_req_ctx(req)->uid != 0 && ws_kill_setid(fs_of(req), ino) > 0)
+                (void)fuse_lowlevel_notify_inval_inode(((libfuse_conn *)fuse_req_userdata(req))->se, ino, -1,
+                                                       0);
         uint64_t fh = 0;
-        int r = ws_open_file(fs_of(req), ino, fi->flags, &fh);
+        int r = ws_open_file(fs_of(req), ino, fi->flags, &fh, NULL);
         reply_open(req, r, fh, fi);
 }
 
@@ -188,7 +198,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct stat st;
         uint64_t fh = 0;
         ws_caller who = caller_of(req);
-        int r = ws_create(fs_of(req), &who, parent, name, mode, fi->flags, &st, &fh);
+        int r = ws_create(fs_of(req), &who, parent, name, mode, fi->flags, &st, &fh, NULL);
         if (r < 0) {
                 fuse_reply_err(req, -r);
                 return;
@@ -371,105 +381,70 @@ static const struct fuse_lowlevel_ops ops = {
         .fallocate = op_fallocate,
 };
 
-static struct fuse_session *libfuse_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
+/* The libfuse row: its connection is libfuse's session. */
+static int libfuse_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
         char *opts = NULL;
         if (asprintf(&opts, FUSE_MOUNT_OPTIONS ",fsname=%s,subtype=" FUSE_MOUNT_SUBTYPE, fsname) < 0)
-                return NULL;
+                return -ENOMEM;
         /* LAYERFS_FUSE_DEBUG=1 logs every request to the daemon's log. */
         const char *debug = getenv("LAYERFS_FUSE_DEBUG");
         char *argv[] = { "layerfs-daemon", "-o", opts, "-d", NULL };
         struct fuse_args args = FUSE_ARGS_INIT(debug && *debug == '1' ? 4 : 3, argv);
-        struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), fs);
+        libfuse_conn *c = xcalloc(1, sizeof(*c));
+        c->fs = fs;
+        c->se = fuse_session_new(&args, &ops, sizeof(ops), c);
         fuse_opt_free_args(&args); /* libfuse may have copied them */
         free(opts);
-        if (!se)
-                return NULL;
-        if (fuse_session_mount(se, mountpoint) != 0) {
-                fuse_session_destroy(se);
-                return NULL;
+        if (!c->se) {
+                free(c);
+                return -EINVAL; /* libfuse said why on stderr, the log */
         }
-        return se;
+        if (fuse_session_mount(c->se, mountpoint) != 0) {
+                fuse_session_destroy(c->se);
+                free(c);
+                return -EIO;
+        }
+        *ret = (fuse_conn *)c;
+        return 0;
 }
 
-/* A mount served by one of the two loops: libfuse's, or ours (fuse_dev.c). */
-struct ws_session {
-        struct fuse_session *se;
-        fuse_dev_conn *dev;
+static struct fuse_session *session_of(fuse_conn *c) {
+        return ((libfuse_conn *)c)->se;
+}
+
+static void libfuse_serve(fuse_conn *c) {
+        fuse_session_loop(session_of(c));
+}
+
+static void libfuse_exit(fuse_conn *c) {
+        fuse_session_exit(session_of(c));
+}
+
+static void libfuse_destroy(fuse_conn *c) {
+        fuse_session_unmount(session_of(c));
+        fuse_session_destroy(session_of(c));
+        free(c);
+}
+
+static int libfuse_notify_delete(fuse_conn *c, uint64_t parent, uint64_t child, const char *name) {
+        return fuse_lowlevel_notify_delete(session_of(c), parent, child, name, strlen(name));
+}
+
+static int libfuse_notify_inval_entry(fuse_conn *c, uint64_t parent, const char *name) {
+        return fuse_lowlevel_notify_inval_entry(session_of(c), parent, name, strlen(name));
+}
+
+static int libfuse_notify_inval_inode(fuse_conn *c, uint64_t ino) {
+        return fuse_lowlevel_notify_inval_inode(session_of(c), ino, 0, 0);
+}
+
+const fuse_transport fuse_transport_libfuse = {
+        .name = "libfuse",
+        .mount = libfuse_mount,
+        .serve = libfuse_serve,
+        .exit = libfuse_exit,
+        .destroy = libfuse_destroy,
+        .notify_delete = libfuse_notify_delete,
+        .notify_inval_entry = libfuse_notify_inval_entry,
+        .notify_inval_inode = libfuse_notify_inval_inode,
 };
-
-/* LAYERFS_FUSE_TRANSPORT: "libfuse" (the default) or "dev"; sandbox create refused any
- * other value, so one here came some other way. */
-static bool wants_dev_transport(void) {
-        const char *t = getenv("LAYERFS_FUSE_TRANSPORT");
-        if (!t || !*t || !strcmp(t, "libfuse"))
-                return false;
-        if (!strcmp(t, "dev"))
-                return true;
-        log_line("LAYERFS_FUSE_TRANSPORT=%s is no transport (dev or libfuse); using libfuse", t);
-        return false;
-}
-
-ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
-        ws_session *s = xcalloc(1, sizeof(*s));
-        if (wants_dev_transport()) {
-                int r = fuse_dev_mount(fs, mountpoint, fsname, &s->dev);
-                if (r == 0)
-                        return s;
-                log_line("cannot mount %s over /dev/fuse: %s; falling back to libfuse", mountpoint,
-                         strerror(-r));
-        }
-        s->se = libfuse_mount(fs, mountpoint, fsname);
-        if (!s->se) {
-                free(s);
-                return NULL;
-        }
-        return s;
-}
-
-const char *ws_session_transport(const ws_session *s) {
-        return s->dev ? "dev" : "libfuse";
-}
-
-void ws_session_serve(ws_session *s) {
-        if (s->dev)
-                fuse_dev_serve(s->dev);
-        else
-                fuse_session_loop(s->se);
-}
-
-void ws_session_exit(ws_session *s) {
-        if (s->dev)
-                fuse_dev_exit(s->dev);
-        else
-                fuse_session_exit(s->se);
-}
-
-void ws_session_destroy(ws_session *s) {
-        if (!s)
-                return;
-        if (s->dev) {
-                fuse_dev_destroy(s->dev);
-        } else {
-                fuse_session_unmount(s->se);
-                fuse_session_destroy(s->se);
-        }
-        free(s);
-}
-
-int ws_session_notify_delete(ws_session *s, uint64_t parent, uint64_t child, const char *name) {
-        if (s->dev)
-                return fuse_dev_notify_delete(s->dev, parent, child, name);
-        return fuse_lowlevel_notify_delete(s->se, parent, child, name, strlen(name));
-}
-
-int ws_session_notify_inval_entry(ws_session *s, uint64_t parent, const char *name) {
-        if (s->dev)
-                return fuse_dev_notify_inval_entry(s->dev, parent, name);
-        return fuse_lowlevel_notify_inval_entry(s->se, parent, name, strlen(name));
-}
-
-int ws_session_notify_inval_inode(ws_session *s, uint64_t ino) {
-        if (s->dev)
-                return fuse_dev_notify_inval_inode(s->dev, ino);
-        return fuse_lowlevel_notify_inval_inode(s->se, ino, 0, 0);
-}
