@@ -6,14 +6,14 @@
 # locked" reaches a user (nor a daemon's log), every Conflict names exactly the paths both
 # sides changed, `project verify` passes, and nothing is left.
 #
-# Default (make check): 2 Sandboxes with 2 own Branches each plus the shared one, 5
+# Default (make check): 2 Sandboxes with 2 own Branches each plus the shared one, 8
 # commits per writer. The issue's size: --sandboxes 4 --per-sandbox 4 --minutes 3 (16
 # Workspaces on 16 Branches and 4 on the shared one, writing for 3 minutes).
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 export LAYERFS_PROJECT=mw
 
-sandboxes=2 per_sandbox=2 rounds=5 seconds=0 sample=0
+sandboxes=2 per_sandbox=2 rounds=8 seconds=0 sample=0
 while [ $# -gt 0 ]; do
         case "$1" in
         --sandboxes) sandboxes=$2 ;;
