@@ -46,7 +46,8 @@ args = ap.parse_args()
 
 LAYERFS = args.layerfs
 SHARED = "shared"
-BAD_WORDS = ("SQLITE_BUSY", "database is locked")
+# SQLite's own words, and the Store's for SQLITE_BUSY (lfs_db_fail).
+BAD_WORDS = ("SQLITE_BUSY", "database is locked", "stayed locked")
 seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
 failures = []
 outputs_seen = [0]
@@ -79,6 +80,25 @@ def head(branch):
 
 def sha(data):
     return hashlib.sha256(data).hexdigest()
+
+
+def log(branch):
+    _, out, _ = run("--json", "branch", "log", branch)
+    return json.loads(out)  # newest first
+
+
+def export_files(ref, name):
+    d = os.path.join(args.work, name)
+    shutil.rmtree(d, ignore_errors=True)
+    run("branch", "export", ref, d)
+    files = {}
+    for root, _, names in os.walk(d):
+        for n in names:
+            full = os.path.join(root, n)
+            with open(full, "rb") as f:
+                files[os.path.relpath(full, d)] = sha(f.read())
+    shutil.rmtree(d)
+    return files
 
 
 class Writer:
@@ -169,6 +189,11 @@ def loop(w, deadline):
 sandboxes = [int(line) for line in sys.stdin.read().split()]
 assert len(sandboxes) == args.sandboxes, sandboxes
 started = time.monotonic()
+branches = ["b%d-%d" % (sb, k) for sb in sandboxes for k in range(args.per_sandbox)] + [SHARED]
+# What each Branch held before the writers: its commits and its files.
+start_commits = {b: {c["commit"] for c in log(b)}
+                 for b in branches}
+start_files = {b: export_files(b, "start") for b in branches}
 writers = []
 for s_i, sb in enumerate(sandboxes):
     for k in range(args.per_sandbox):
@@ -206,29 +231,6 @@ write_seconds = time.monotonic() - started
 # ---- checks ------------------------------------------------------------------------------
 
 
-def log(branch):
-    _, out, _ = run("--json", "branch", "log", branch)
-    return json.loads(out)  # newest first
-
-
-def export_files(ref, name):
-    d = os.path.join(args.work, name)
-    shutil.rmtree(d, ignore_errors=True)
-    run("branch", "export", ref, d)
-    files = {}
-    for root, _, names in os.walk(d):
-        for n in names:
-            full = os.path.join(root, n)
-            with open(full, "rb") as f:
-                files[os.path.relpath(full, d)] = sha(f.read())
-    shutil.rmtree(d)
-    return files
-
-
-_, out, _ = run("--json", "branch", "log", "main")
-initial = {c["commit"] for c in json.loads(out)}
-initial_files = export_files("main", "initial")
-
 commits = conflicts = merged = 0
 checked_commits = []
 for branch in sorted({w.branch for w in writers}):
@@ -238,6 +240,7 @@ for branch in sorted({w.branch for w in writers}):
     merged += sum(1 for a in ok if a["merged"])
     history = log(branch)
     ids = [c["commit"] for c in history]
+    initial = start_commits[branch]
     listed = set(ids)
     for a in ok:
         if a["commit"] not in listed:
@@ -260,7 +263,7 @@ for branch in sorted({w.branch for w in writers}):
             if c["commit"] not in initial and c["commit"] not in by_commit and c["commit"] not in sides:
                 failure("%s: commit %s in the history was reported by no writer" % (branch, c["commit"]))
     # The head: apply every successful attempt's changes in history order (oldest first).
-    model = dict(initial_files)
+    model = dict(start_files[branch])
     order = {c: i for i, c in enumerate(reversed(ids))}
     for a in sorted(ok, key=lambda a: order.get(a["commit"], -1)):
         for p, h in a["changes"].items():
