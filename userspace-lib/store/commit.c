@@ -318,9 +318,11 @@ static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_chan
         return lfs_blob_writer_add_files(w, sources, n_sources, err);
 }
 
-int lfs_store_commit_tree(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
-                          const lfs_id *base, const lfs_id *tree, const char *message, lfs_id *ret_commit,
-                          int *ret_merged, lfs_error **err) {
+/* One try of lfs_store_commit_tree against the head as it is now: -ESTALE if another
+ * commit moved the branch before this one could. */
+static int commit_tree_at_head(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
+                               const lfs_id *base, const lfs_id *tree, const char *message,
+                               lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
         lfs_id head, result;
         _cleanup_free_ char *merge_message = NULL;
         lfs_commit_info base_commit = { 0 }, head_commit = { 0 };
@@ -386,6 +388,24 @@ done:
 out:
         lfs_commit_info_done(&base_commit);
         lfs_commit_info_done(&head_commit);
+        return r;
+}
+
+int lfs_store_commit_tree(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
+                          const lfs_id *base, const lfs_id *tree, const char *message, lfs_id *ret_commit,
+                          int *ret_merged, lfs_error **err) {
+        /* A commit that lands between reading the head and moving it (a compare-and-swap,
+         * lfs_db_cas_branch) is merged with, as one that landed before: the writer never sees
+         * the race. Each retry follows another writer's commit, so together they progress.
+         * What the failed try wrote is rolled back or ignored when written again. */
+        int r;
+        while ((r = commit_tree_at_head(s, w, rows, branch, base, tree, message, ret_commit, ret_merged,
+                                        err)) == -ESTALE) {
+                if (err) {
+                        lfs_error_free(*err);
+                        *err = NULL;
+                }
+        }
         return r;
 }
 

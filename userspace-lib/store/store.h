@@ -283,7 +283,8 @@ int lfs_check_commit_message(const char *message, lfs_error **err);
 /* Records tree (built on base's tree: its new rows in rows, its blobs in w) as branch's
  * next commit after base: nothing when tree is base's tree (*ret_commit: the head); a
  * commit when the branch is still at base; else that commit merged three-way into the
- * head (*ret_merged 1; a conflict changes nothing). */
+ * head (*ret_merged 1; a conflict changes nothing), again against any commit that lands
+ * while it runs (never Busy for the race). */
 int lfs_store_commit_tree(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, const char *branch,
                           const lfs_id *base, const lfs_id *tree, const char *message, lfs_id *ret_commit,
                           int *ret_merged, lfs_error **err);
