@@ -2,6 +2,7 @@
 /* The Sandbox records in <home>/home.db (records.h). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <sys/file.h>
@@ -222,16 +223,24 @@ int lfs_process_start_time(pid_t pid, unsigned long long *ret) {
         return 0;
 }
 
-static char *boot_id(void) {
-        char buf[64] = "";
+static char boot_id_text[64];
+static pthread_once_t boot_id_once = PTHREAD_ONCE_INIT;
+
+static void read_boot_id(void) {
         FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
         if (f) {
-                if (!fgets(buf, sizeof(buf), f))
-                        buf[0] = 0;
+                if (!fgets(boot_id_text, sizeof(boot_id_text), f))
+                        boot_id_text[0] = 0;
                 fclose(f);
         }
-        buf[strcspn(buf, "\n")] = 0;
-        return xstrdup(buf);
+        boot_id_text[strcspn(boot_id_text, "\n")] = 0;
+}
+
+/* This boot's id, read once per process: it changes only with a new boot, and every
+ * record's liveness check asks for it. */
+static char *boot_id(void) {
+        pthread_once(&boot_id_once, read_boot_id);
+        return xstrdup(boot_id_text);
 }
 
 bool lfs_record_alive(const sandbox_record *rec) {
@@ -319,7 +328,19 @@ static int refuse(lfs_home *home, sqlite3_stmt *st, int col, const char *rule, l
  * where this home puts them (the cgroup tagged by this home). A record that is not
  * is refused (InvalidInput naming the field and the value) and nothing it names is
  * touched. */
-static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, lfs_error **err) {
+static char *cgroup_root_or_null(void) {
+        char *root = NULL;
+        lfs_error *why = NULL;
+        if (lfs_cgroup_root(&root, &why) < 0)
+                lfs_error_free(why);
+        return root;
+}
+
+/* cgroup_root: this host's LayerFS cgroup root as lfs_cgroup_root finds it, NULL when it
+ * has none (a scan of every record finds it once: from the mount table, that was a read
+ * of the whole of /proc/self/mountinfo per record). */
+static int record_check(lfs_home *home, sqlite3_stmt *st, const char *cgroup_root, sandbox_record *ret,
+                        lfs_error **err) {
         static const char *const states[] = { "starting", "running", "removing", NULL };
         static const char *const runtimes[] = { "native", "namespaces", "docker", "vm", NULL };
         const char *project = text_or_null(st, COL_PROJECT);
@@ -368,17 +389,14 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
         }
         const char *cgroup = text_or_null(st, COL_CGROUP);
         if (sqlite3_column_type(st, COL_CGROUP) != SQLITE_NULL) {
-                _cleanup_free_ char *root = NULL;
-                lfs_error *why = NULL;
-                if (lfs_cgroup_root(&root, &why) < 0) {
-                        lfs_error_free(why);
+                if (!cgroup_root)
                         return lfs_fail(
                                 err, LFS_UNSUPPORTED, ENOTSUP,
                                 "sandbox %lld of project '%s' has a cgroup (%s) but this host has no "
                                 "cgroup2 to check it against; nothing was touched",
                                 number, project, cgroup ? cgroup : "?");
-                }
-                _cleanup_free_ char *want = lfs_cgroup_sandbox_path(root, home->path, project, (int)number);
+                _cleanup_free_ char *want =
+                        lfs_cgroup_sandbox_path(cgroup_root, home->path, project, (int)number);
                 if (!cgroup || strcmp(cgroup, want)) {
                         _cleanup_free_ char *rule = xasprintf(
                                 "this home puts its cgroup at '%s' (is LAYERFS_CGROUP_ROOT the one "
@@ -480,12 +498,13 @@ int lfs_record_read(lfs_home *home, sqlite3 *db, const char *project, int number
                 return db_fail(db, err);
         sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 2, number);
+        _cleanup_free_ char *root = cgroup_root_or_null();
         int r = sqlite3_step(st) != SQLITE_ROW
                         ? lfs_fail(
                                   err, LFS_NO_SUCH_SANDBOX, ENOENT,
                                   "project '%s' has no sandbox %d; 'layerfs project list_sandboxes' shows them",
                                   project, number)
-                        : record_check(home, st, ret, err);
+                        : record_check(home, st, root, ret, err);
         sqlite3_finalize(st);
         return r;
 }
@@ -504,11 +523,12 @@ int lfs_records_each(lfs_home *home, sqlite3 *db, lfs_record_fn fn, void *userda
         } row;
         row *rows = NULL;
         size_t n = 0, cap = 0;
+        _cleanup_free_ char *root = cgroup_root_or_null();
         while (sqlite3_step(st) == SQLITE_ROW) {
                 GROW(rows, cap, n + 1);
                 row *r = &rows[n++];
                 r->rec.dir_fd = -1;
-                if (record_check(home, st, &r->rec, &r->why) < 0)
+                if (record_check(home, st, root, &r->rec, &r->why) < 0)
                         r->rec.project = NULL;
                 const char *project = (const char *)sqlite3_column_text(st, COL_PROJECT);
                 r->project = xstrdup(project ? project : "");

@@ -25,11 +25,7 @@
  * a 'sandboxes' swapped for a link to someone else's tree, with a token and a socket of
  * theirs, is refused (PermissionDenied), never talked to. -ENOENT (no error set) when it
  * does not exist. */
-static int open_sandbox_dir(lfs_home *home, const sandbox_record *rec, int *ret_fd, lfs_error **err) {
-        _cleanup_close_ int base = -1;
-        int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
-        if (r < 0)
-                return r;
+static int open_sandbox_dir_in(int base, const sandbox_record *rec, int *ret_fd, lfs_error **err) {
         _cleanup_free_ char *name = xasprintf("%s-%d", rec->project, rec->number);
         _cleanup_close_ int fd = lfs_open_beneath(base, name, O_RDONLY | O_DIRECTORY);
         if (fd == -ENOENT)
@@ -46,6 +42,12 @@ static int open_sandbox_dir(lfs_home *home, const sandbox_record *rec, int *ret_
                                 rec->dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         *ret_fd = TAKE_FD(fd);
         return 0;
+}
+
+static int open_sandbox_dir(lfs_home *home, const sandbox_record *rec, int *ret_fd, lfs_error **err) {
+        _cleanup_close_ int base = -1;
+        int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
+        return r < 0 ? r : open_sandbox_dir_in(base, rec, ret_fd, err);
 }
 
 /* The runtime a checked record names (records.c refuses one that is not of the eight
@@ -537,9 +539,10 @@ int lfs_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *re
 #define LIST_ANSWER_MS 2000
 
 typedef struct listed_state {
-        lfs_home *home;
+        int base; /* <home>/sandboxes */
         sandbox_record *recs;
         size_t n, cap;
+        bool dead; /* a record whose owner is gone: for the reclaim */
 } listed_state;
 
 /* A running Sandbox whose daemon is alive: its record is kept (taken from the scan), with
@@ -548,13 +551,15 @@ static void listed_one(void *userdata, sandbox_record *rec, const char *project,
                        lfs_error *why) {
         (void)project, (void)number, (void)why;
         listed_state *s = userdata;
-        if (!rec || strcmp(rec->state, "running") || !lfs_record_alive(rec))
+        bool alive = rec && lfs_record_alive(rec);
+        s->dead |= rec && !alive;
+        if (!alive || strcmp(rec->state, "running"))
                 return;
         GROW(s->recs, s->cap, s->n + 1);
         sandbox_record *mine = &s->recs[s->n++];
         *mine = *rec;
         *rec = (sandbox_record){ .dir_fd = -1 };
-        if (open_sandbox_dir(s->home, mine, &mine->dir_fd, NULL) < 0)
+        if (s->base < 0 || open_sandbox_dir_in(s->base, mine, &mine->dir_fd, NULL) < 0)
                 mine->dir_fd = -1;
 }
 
@@ -574,19 +579,25 @@ static void network_of(const sandbox_record *rec, lfs_sandbox_network *ret) {
  * (lfs_rpc_all): a list of 200 asked each in turn, opening the Store and the records again
  * for each, took 372 ms here. */
 int lfs_sandbox_list_details(lfs_home *home, lfs_sandbox_details **ret, size_t *ret_n, lfs_error **err) {
-        /* What is listed is alive: Sandboxes whose daemon died are reclaimed first. */
-        lfs_reclaimed *gone = NULL;
-        size_t n_gone = 0;
-        if (lfs_runtime_reclaim(home, &gone, &n_gone, NULL) == 0)
-                lfs_reclaimed_free(gone, n_gone);
-        listed_state s = { .home = home };
+        listed_state s = { .base = -1 };
         _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
         int r = 0;
         if (access(path, F_OK) == 0) {
+                /* A 'sandboxes' that is not the home's own: no directory below it is used. */
+                if (lfs_home_dir(home, "sandboxes", 0711, false, &s.base, NULL) < 0)
+                        s.base = -1;
                 sqlite3 *db = NULL;
                 if ((r = lfs_records_open(home, &db, err)) == 0)
                         r = lfs_records_each(home, db, listed_one, &s, err);
+                /* What is listed is alive, and Sandboxes whose daemon died are reclaimed
+                 * (SPEC 4): by the same connection, once the scan found one. */
+                lfs_reclaimed *gone = NULL;
+                size_t n_gone = 0;
+                if (r == 0 && s.dead && lfs_reclaim_with(home, db, &gone, &n_gone, NULL) == 0)
+                        lfs_reclaimed_free(gone, n_gone);
                 lfs_records_close(db);
+                if (s.base >= 0)
+                        close(s.base);
         }
         _cleanup_free_ json_t **answers = xcalloc(s.n ? s.n : 1, sizeof(*answers));
         _cleanup_free_ int *status = xcalloc(s.n ? s.n : 1, sizeof(*status));
