@@ -84,8 +84,19 @@ static bool give_up_space_reserve(lfs_home *home) {
 
 static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err);
 
+/* The WAL's pages (4 KiB each) past which a commit checkpoints it: a record's change takes
+ * two or three, and the first connection of every process reads the whole WAL. */
+#define RECORDS_CHECKPOINT_PAGES "64"
+
+/* No checkpoint as a connection closes. The first connection of each process rebuilds the
+ * WAL's index, so the checkpoint of every CLI call's last connection copied the whole WAL
+ * back with three fdatasyncs, and the next writer then restarted the WAL with two more:
+ * five for an exec that only read its record, eight for a create. The WAL is checkpointed
+ * when it passes RECORDS_CHECKPOINT_PAGES instead (by the commit that passes it), and then
+ * restarted in place: it stays small, and its file is reused (written over, never grown
+ * past that size), which a full disk needs (below). */
 void lfs_records_close(sqlite3 *db) {
-        if (db && sqlite3_total_changes64(db) == 0)
+        if (db)
                 sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
         sqlite3_close(db);
 }
@@ -130,15 +141,15 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         char *msg = NULL;
         /* synchronous=NORMAL: a change is in the WAL when its transaction ends (atomic, and
          * durable against any crash of a process: every kill the tests and LAYERFS_FAULT
-         * make), and the WAL reaches the disk at each checkpoint (when the last connection
-         * closes). FULL also synced the WAL at every commit: two or three fdatasyncs more
-         * per create or close, for records that only a power loss could lose, after which
-         * every daemon they name is dead anyway (another boot id): a record lost that way
-         * leaves a directory the next create of its number removes; one that comes back is
+         * make), and the WAL reaches the disk at each checkpoint. FULL synced the WAL at
+         * every commit, for records that only a power loss could lose, after which every
+         * daemon they name is dead anyway (another boot id): a record lost that way leaves
+         * a directory that the next create of its number removes, one that comes back is
          * reclaimed (docs/runtime.md, "Records and liveness"). The Stores stay FULL. */
         if (sqlite3_exec(
                     db,
                     "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                    " PRAGMA wal_autocheckpoint=" RECORDS_CHECKPOINT_PAGES ";"
                     "CREATE TABLE IF NOT EXISTS sandboxes(project TEXT NOT NULL, number INTEGER NOT NULL,"
                     " platform TEXT NOT NULL, runtime TEXT NOT NULL, image TEXT, pid INTEGER,"
                     " start_time INTEGER, boot_id TEXT, dir TEXT NOT NULL, state TEXT NOT NULL,"
@@ -1053,6 +1064,9 @@ static int daemon_record(lfs_home *home, const char *project, int number, const 
                 r = done ? lfs_record_delete(db, &rec, NULL)
                          : lfs_record_set_owner(db, &rec, 0, "removing", NULL);
         lfs_record_done(&rec);
+        /* No checkpoint of its own: the daemon's exit, which its closer waits for, came
+         * after three fdatasyncs. Lost to a power loss, the change leaves the record naming
+         * this daemon, dead after the boot, which the next reclaim takes over. */
         lfs_records_close(db);
         return r;
 }

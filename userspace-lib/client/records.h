@@ -46,11 +46,8 @@ void lfs_record_done(sandbox_record *rec);
 
 /* Opens home.db (made 0600 if missing), the table made or brought up to date. */
 int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err);
-/* Closes a connection of lfs_records_open. One that wrote nothing skips the checkpoint
- * that SQLite makes when the last connection closes: the first connection of a process
- * rebuilds the WAL's index, and its checkpoint then copied the whole WAL again, with three
- * fdatasyncs, on every exec, mount or unmount that only read a record. The connections
- * that write still checkpoint as they close: the WAL reaches the disk then. */
+/* Closes a connection of lfs_records_open without the checkpoint SQLite makes when the last
+ * connection closes (records.c says why). */
 void lfs_records_close(sqlite3 *db);
 
 /* "<home>/sandboxes/<project>-<n>": where a Sandbox's directory is. */
