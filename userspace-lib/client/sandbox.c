@@ -160,16 +160,6 @@ static int check_traversable(const char *path, uid_t uid, gid_t gid, lfs_error *
         return 0;
 }
 
-static int open_project(lfs_home *home, const char *project, char **ret_name, lfs_error **err) {
-        lfs_store *s = NULL;
-        int r = lfs_store_open(home, project, &s, err);
-        if (r < 0)
-                return r;
-        *ret_name = xstrdup(lfs_store_project(s));
-        lfs_store_close(s);
-        return 0;
-}
-
 /* The network named (NULL: none named yet), checked by name: InvalidInput for another. */
 static int parse_network(const char *name, lfs_error **err) {
         lfs_network n;
@@ -259,7 +249,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
             (r = prepare_runtime(chosen, &rt, fallback, &place_root, err)) < 0 ||
             (r = rt->check_limits(chosen, place_root, &limits, err)) < 0 ||
             (r = choose_network(network_name, rt, &network, err)) < 0 ||
-            (r = open_project(home, project, &name, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
+            (r = lfs_project_name(home, project, &name, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
                 return r;
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
                 return r;
@@ -315,7 +305,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
  * there (rec->dir_fd, else -1). */
 int lfs_sandbox_open(lfs_home *home, const char *project, int number, sandbox_record *ret, lfs_error **err) {
         _cleanup_free_ char *name = NULL;
-        int r = open_project(home, project, &name, err);
+        int r = lfs_project_name(home, project, &name, err);
         if (r < 0)
                 return r;
         if (number <= 0)
