@@ -589,28 +589,29 @@ int lfs_sandbox_list_details(lfs_home *home, lfs_sandbox_details **ret, size_t *
                 if (s.base >= 0)
                         close(s.base);
         }
+        if (r < 0) {
+                for (size_t i = 0; i < s.n; i++)
+                        lfs_record_done(&s.recs[i]);
+                free(s.recs);
+                return r;
+        }
         _cleanup_free_ json_t **answers = xcalloc(s.n ? s.n : 1, sizeof(*answers));
         _cleanup_free_ int *status = xcalloc(s.n ? s.n : 1, sizeof(*status));
-        if (r == 0)
-                lfs_rpc_all(s.recs, s.n, LFS_CALL_SANDBOX_LIST_WORKSPACES, LIST_ANSWER_MS, answers, status);
-        lfs_sandbox_details *out = r == 0 ? xcalloc(s.n ? s.n : 1, sizeof(*out)) : NULL;
+        lfs_rpc_all(s.recs, s.n, LFS_CALL_SANDBOX_LIST_WORKSPACES, LIST_ANSWER_MS, answers, status);
+        lfs_sandbox_details *out = xcalloc(s.n ? s.n : 1, sizeof(*out));
         for (size_t i = 0; i < s.n; i++) {
-                if (out) {
-                        const sandbox_record *rec = &s.recs[i];
-                        out[i] = (lfs_sandbox_details){ .project = xstrdup(rec->project),
-                                                        .sandbox = rec->number,
-                                                        .platform = xstrdup(rec->platform),
-                                                        .workspaces = json_array_size(answers[i]),
-                                                        .limits = rec->limits,
-                                                        .answered = status[i] == 0 };
-                        network_of(rec, &out[i].network);
-                        json_decref(answers[i]);
-                }
+                const sandbox_record *rec = &s.recs[i];
+                out[i] = (lfs_sandbox_details){ .project = xstrdup(rec->project),
+                                                .sandbox = rec->number,
+                                                .platform = xstrdup(rec->platform),
+                                                .workspaces = json_array_size(answers[i]),
+                                                .limits = rec->limits,
+                                                .answered = status[i] == 0 };
+                network_of(rec, &out[i].network);
+                json_decref(answers[i]);
                 lfs_record_done(&s.recs[i]);
         }
         free(s.recs);
-        if (r < 0)
-                return r;
         *ret = out;
         *ret_n = s.n;
         return 0;
