@@ -64,6 +64,31 @@ static void wait_child(pid_t pid) {
                 errno = ECHILD, die("the child failed");
 }
 
+/* Starts exe (with "-c script" when script is not NULL) straight into the cgroup at path
+ * (clone3 CLONE_INTO_CGROUP), its stdio /dev/null; its pid. */
+static pid_t run_in(const char *path, const char *exe, const char *script) {
+        int cg = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (cg < 0)
+                die(path);
+        struct clone_args args = { .flags = CLONE_INTO_CGROUP,
+                                   .exit_signal = SIGCHLD,
+                                   .cgroup = (uint64_t)cg };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid == 0) {
+                int null = open("/dev/null", O_RDWR);
+                dup2(null, 0), dup2(null, 1), dup2(null, 2);
+                if (script)
+                        execl(exe, exe, "-c", script, (char *)NULL);
+                else
+                        execl(exe, exe, (char *)NULL);
+                _exit(127);
+        }
+        if (pid < 0)
+                die("clone3");
+        close(cg);
+        return pid;
+}
+
 static int64_t spawn_once(void) {
         char *const argv[] = { "true", NULL };
         pid_t pid;
@@ -81,21 +106,7 @@ static int64_t clone3_once(const char *parent, int i) {
         int64_t start = now_us();
         if (mkdir(path, 0755) < 0)
                 die(path);
-        int cg = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (cg < 0)
-                die(path);
-        struct clone_args args = { .flags = CLONE_INTO_CGROUP,
-                                   .exit_signal = SIGCHLD,
-                                   .cgroup = (uint64_t)cg };
-        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-        if (pid == 0) {
-                execl("/bin/true", "true", (char *)NULL);
-                _exit(127);
-        }
-        if (pid < 0)
-                die("clone3");
-        close(cg);
-        wait_child(pid);
+        wait_child(run_in(path, "/bin/true", NULL));
         if (rmdir(path) < 0)
                 die(path);
         return now_us() - start;
@@ -133,23 +144,7 @@ static int64_t kill_once(const char *parent, int i, int procs) {
         snprintf(tree, sizeof(tree),
                  "i=0; while [ $i -lt %d ]; do sleep 1000 & setsid sh -c 'sleep 1000 &'; i=$((i+1)); done",
                  procs / 2);
-        int cg = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (cg < 0)
-                die(path);
-        struct clone_args args = { .flags = CLONE_INTO_CGROUP,
-                                   .exit_signal = SIGCHLD,
-                                   .cgroup = (uint64_t)cg };
-        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-        if (pid == 0) {
-                int null = open("/dev/null", O_RDWR);
-                dup2(null, 0), dup2(null, 1), dup2(null, 2);
-                execl("/bin/sh", "sh", "-c", tree, (char *)NULL);
-                _exit(127);
-        }
-        if (pid < 0)
-                die("clone3");
-        close(cg);
-        wait_child(pid); /* the shell; what it started stays */
+        wait_child(run_in(path, "/bin/sh", tree)); /* the shell; what it started stays */
         snprintf(file, sizeof(file), "%s/cgroup.procs", path);
         int n = count_lines(file);
         if (n < procs) {
