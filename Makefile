@@ -101,7 +101,7 @@ INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUI
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(INSTALLED) $(UNIT_BIN) $(BUILD)/fuse-floor
+all: $(INSTALLED) $(UNIT_BIN) $(BUILD)/fuse-floor $(BUILD)/lifecycle-floor
 
 help:
 	@echo "make deps      install the Debian packages the build and the tests need (as root)"
@@ -183,6 +183,7 @@ $(BUILD)/cli/%.o: LAYER_INC = $(CLI_INC)
 $(BUILD)/init/%.o: LAYER_INC = $(INIT_INC)
 $(BUILD)/tests/%.o: LAYER_INC = $(INCLUDES)
 $(BUILD)/fuse-floor: LAYER_INC = $(BASE_INC)
+$(BUILD)/lifecycle-floor: LAYER_INC = $(BASE_INC)
 $(BUILD)/%.o: %.c $(HEADERS) $(BUILD)/config.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -237,6 +238,10 @@ $(BUILD)/systemd/%: packaging/systemd/%.in $(BUILD)/dirs
 # The FUSE floor of bench/workspace_fs.sh: the same transport as the daemon, no work.
 $(BUILD)/fuse-floor: bench/fuse_floor.c
 	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -o $@ $< $(LDFLAGS) $(FUSE_LIBS)
+
+# The kernel's floors of bench/lifecycle.sh: posix_spawn, clone3 into a cgroup, cgroup.kill.
+$(BUILD)/lifecycle-floor: bench/lifecycle_floor.c
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LDFLAGS)
 
 $(BUILD)/bpf/watcher.bpf.o: bpf/watcher.bpf.c bpf/watcher.h
 	@mkdir -p $(dir $@)
@@ -358,7 +363,7 @@ lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck -j $(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c cli daemon init tests bench
-	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c | \
+	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c bench/lifecycle_floor.c | \
 		xargs -P $(LINT_JOBS) -n 16 sh -c 'clang-tidy --quiet "$$@" -- $(TIDY_FLAGS)' clang-tidy
 
 format:
@@ -368,6 +373,7 @@ bench: deps all
 	BUILD=$(BUILD) bench/store_vs_git.sh
 	BENCH_BIG_MIB=1024 BUILD=$(BUILD) bench/workspace_fs.sh
 	BUILD=$(BUILD) bench/runtime.sh
+	BUILD=$(BUILD) bench/lifecycle.sh
 
 # Every file with its directory made; the .so as liblayerfs.so.VERSION with the soname
 # link (.so.0, what programs load) and the link-time link (.so, in -dev packages).

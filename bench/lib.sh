@@ -36,6 +36,31 @@ bench_traps() {
         trap 'echo "bench: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 }
 
+# bench_remove_sandboxes CGROUP...: a cleanup's work for the scripts that make Sandboxes:
+# closes every Sandbox of $LAYERFS_HOME, ends and removes each cgroup tree given, and
+# removes $WORK unless a mount is left below it. Fails (1) when anything is left, saying
+# what.
+bench_remove_sandboxes() {
+        local n cg rc=0
+        for n in $(sqlite3 "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes" 2>/dev/null); do
+                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1
+        done
+        for cg in "$@"; do
+                [ -d "$cg" ] || continue
+                echo 1 >"$cg/cgroup.kill"
+                sleep 0.3
+                find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+                [ -d "$cg" ] && echo "bench: $cg is left" >&2 && rc=1
+        done
+        if grep -qF "$WORK" /proc/mounts; then
+                echo "bench: mounts left under $WORK" >&2
+                rc=1
+        else
+                rm -rf --one-file-system "$WORK"
+        fi
+        return "$rc"
+}
+
 # Microseconds since the epoch, as an integer so bash can subtract.
 now_us() { echo "${EPOCHREALTIME/./}"; }
 

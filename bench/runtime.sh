@@ -45,25 +45,10 @@ export LAYERFS_RUNTIME=native
 FLOOR="$CG_MOUNT/layerfs-floor-$$"
 
 cleanup() {
-        local rc=$? n
+        local rc=$?
         set +e
         trap - ERR
-        for n in $(sqlite3 "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes" 2>/dev/null); do
-                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1
-        done
-        for cg in "$LAYERFS_CGROUP_ROOT" "$FLOOR"; do
-                [ -d "$cg" ] || continue
-                echo 1 >"$cg/cgroup.kill"
-                sleep 0.3
-                find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
-                [ -d "$cg" ] && echo "bench: $cg is left" >&2 && rc=1
-        done
-        if grep -qF "$WORK" /proc/mounts; then
-                echo "bench: mounts left under $WORK" >&2
-                rc=1
-        else
-                rm -rf --one-file-system "$WORK"
-        fi
+        bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" "$FLOOR" || rc=1
         exit "$rc"
 }
 bench_traps

@@ -142,5 +142,8 @@ typedef struct lfs_spawn_args {
  * async-signal-safe calls before execve (the daemon has threads); if no candidate can
  * be executed it exits 127 (not found) or 126 (found but not executable). */
 int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd);
+/* Whether clone3's errnum means "not here" (ENOSYS, E2BIG, EOPNOTSUPP, EBUSY, EACCES):
+ * then fork and a write to the leaf's cgroup.procs do its job. */
+bool lfs_clone3_refused(int errnum);
 
 #endif

@@ -103,7 +103,7 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
         _exit(denied ? 126 : 127);
 }
 
-static bool clone3_refused(int errnum) {
+bool lfs_clone3_refused(int errnum) {
         return errnum == ENOSYS || errnum == E2BIG || errnum == EOPNOTSUPP || errnum == EBUSY ||
                errnum == EACCES;
 }
@@ -150,7 +150,7 @@ static int spawn_in_cgroup(const lfs_spawn_args *a, int cgroup_fd, pid_t *ret_pi
                 pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
                 if (pid == 0)
                         child_run(a, -1, err_write);
-                if (pid < 0 && !clone3_refused(errno))
+                if (pid < 0 && !lfs_clone3_refused(errno))
                         return -errno;
         }
         if (pid < 0) {

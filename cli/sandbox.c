@@ -52,9 +52,12 @@ int cmd_sandbox_create(cli_ctx *ctx) {
                                   .network = cli_option(ctx, "network") };
         if (r < 0 || (r = lfs_sandbox_create_with(ctx->home, project_arg(ctx), &o, &n, &ctx->err)) < 0)
                 return r;
-        /* A Sandbox that closed at once (its idle close) has none to show. */
+        /* Only --json shows the network: its reading (the Store and the records opened
+         * again) is no part of a plain create. A Sandbox that closed at once (its idle
+         * close) has none to show. */
         lfs_sandbox_network net = { .mode = "" };
-        lfs_sandbox_get_network(ctx->home, project_arg(ctx), n, &net, NULL);
+        if (ctx->json)
+                lfs_sandbox_get_network(ctx->home, project_arg(ctx), n, &net, NULL);
         if (ctx->json)
                 cli_print_json(json_pack("{s:i, s:n, s:s, s:o}", "sandbox", n, "image", "platform", "linux",
                                          "network", network_json(&net)));
@@ -146,11 +149,11 @@ static char *limits_text(const lfs_sandbox_limits *l) {
 }
 
 int cmd_project_list_sandboxes(cli_ctx *ctx) {
-        lfs_sandbox_info *sb = NULL;
+        lfs_sandbox_details *sb = NULL;
         size_t n = 0, page_size, page;
         int r = cli_positive_option(ctx, "page-size", SIZE_MAX, &page_size);
         if (r < 0 || (r = cli_positive_option(ctx, "page", 1, &page)) < 0 || (r = cli_open_home(ctx)) < 0 ||
-            (r = lfs_sandbox_list(ctx->home, &sb, &n, &ctx->err)) < 0)
+            (r = lfs_sandbox_list_details(ctx->home, &sb, &n, &ctx->err)) < 0)
                 return r;
         /* Page K (from 1) of page_size Sandboxes, in the list's order; past the end: none. */
         size_t first = n;
@@ -159,33 +162,29 @@ int cmd_project_list_sandboxes(cli_ctx *ctx) {
         size_t end = first + (n - first < page_size ? n - first : page_size);
         json_t *out = json_array();
         for (size_t i = first; i < end; i++) {
-                /* A Sandbox closed since the list was made has none to show. */
-                lfs_sandbox_limits limits = { 0 };
-                lfs_sandbox_get_limits(ctx->home, sb[i].project, sb[i].sandbox, &limits, NULL);
-                lfs_sandbox_network net = { .mode = "" };
-                lfs_sandbox_get_network(ctx->home, sb[i].project, sb[i].sandbox, &net, NULL);
                 if (ctx->json)
                         json_array_append_new(
-                                out,
-                                json_pack("{s:i, s:s, s:o, s:s, s:I, s:o, s:o}", "sandbox", sb[i].sandbox,
-                                          "name", sb[i].project, "image",
-                                          sb[i].image ? json_string(sb[i].image) : json_null(), "platform",
-                                          sb[i].platform, "workspaces", (json_int_t)sb[i].workspaces,
-                                          "limits", limits_json(&limits), "network", network_json(&net)));
+                                out, json_pack("{s:i, s:s, s:n, s:s, s:I, s:o, s:o, s:b}", "sandbox",
+                                               sb[i].sandbox, "name", sb[i].project, "image", "platform",
+                                               sb[i].platform, "workspaces", (json_int_t)sb[i].workspaces,
+                                               "limits", limits_json(&sb[i].limits), "network",
+                                               network_json(&sb[i].network), "answered", sb[i].answered));
                 else {
                         /* A record's text: the home's, but checked nowhere on its way here. */
                         _cleanup_free_ char *project = lfs_quote(sb[i].project, LFS_QUOTE_ENTRY),
                                             *platform = lfs_quote(sb[i].platform, LFS_QUOTE_ENTRY),
-                                            *shown = limits_text(&limits), *network = network_text(&net);
-                        printf("%-4d %-24s %-8s %zu workspaces%s%s%s%s\n", sb[i].sandbox, project, platform,
-                               sb[i].workspaces, *shown ? "; " : "", shown, *network ? "; " : "", network);
+                                            *shown = limits_text(&sb[i].limits),
+                                            *network = network_text(&sb[i].network);
+                        printf("%-4d %-24s %-8s %zu workspaces%s%s%s%s%s\n", sb[i].sandbox, project,
+                               platform, sb[i].workspaces, *shown ? "; " : "", shown, *network ? "; " : "",
+                               network, sb[i].answered ? "" : "; its daemon did not answer within 2 s");
                 }
         }
         if (ctx->json)
                 cli_print_json(out);
         else
                 json_decref(out);
-        lfs_sandbox_info_free(sb, n);
+        lfs_sandbox_details_free(sb, n);
         return 0;
 }
 

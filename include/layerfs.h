@@ -299,6 +299,25 @@ typedef struct lfs_sandbox_network {
 } lfs_sandbox_network;
 LFS_PUBLIC int lfs_sandbox_get_network(lfs_home *home, const char *project, int sandbox,
                                        lfs_sandbox_network *ret, lfs_error **err);
+/* A running Sandbox as `project list_sandboxes` shows it: what lfs_sandbox_list gives,
+ * its limits and network from its record, and whether its daemon answered. */
+typedef struct lfs_sandbox_details {
+        char *project;
+        int sandbox;
+        char *platform;
+        size_t workspaces; /* its daemon's count; 0 when it did not answer */
+        lfs_sandbox_limits limits;
+        lfs_sandbox_network network;
+        /* 0: its daemon gave no answer within 2 s (stopped, hung, or closing meanwhile):
+         * it is listed from its record, its Workspaces not counted. */
+        int answered;
+} lfs_sandbox_details;
+/* Every running Sandbox of the home, as lfs_sandbox_list, read from the records at once
+ * and each daemon asked for its Workspaces at the same time as the others: a daemon
+ * that does not answer costs the list 2 s at most, and is listed as such. */
+LFS_PUBLIC int lfs_sandbox_list_details(lfs_home *home, lfs_sandbox_details **ret, size_t *ret_n,
+                                        lfs_error **err);
+LFS_PUBLIC void lfs_sandbox_details_free(lfs_sandbox_details *items, size_t n);
 /* Ends the Sandbox's daemon, unmounts, removes its directory and record. Refuses Dirty
  * unless force. */
 LFS_PUBLIC int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force,

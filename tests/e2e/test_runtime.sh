@@ -51,6 +51,17 @@ lfs project init p --from "$WORK/src" >/dev/null
 
 # ---- 1. exec: identity, exit codes, streams, stdin, env, cwd, timeout ----------------
 SB=$(lfs sandbox create)
+# The daemon runs in its Sandbox's leaf 'daemon' (cloned into it; with LAYERFS_NO_CLONE3=1
+# forked and moved there), so that ending the Sandbox's cgroup ends it too.
+daemon_in_leaf() {
+        local pid
+        pid=$(records "SELECT pid FROM sandboxes WHERE number=$1")
+        case "$(cat "/proc/$pid/cgroup")" in
+        *"/layerfs-test-$$/"????????"-p-$1/daemon") ok ;;
+        *) fail "$2: sandbox $1's daemon $pid is not in its leaf: $(cat "/proc/$pid/cgroup")" ;;
+        esac
+}
+daemon_in_leaf "$SB" "clone3"
 WS=$(lfs workspace mount "$SB" main)
 x() { lfs workspace exec "$SB" main "$@"; }
 assert_eq "$(x -- id -u):$(x -- id -g):$(x -- id -G)" "501:20:20" "command identity"
@@ -120,6 +131,7 @@ lfs workspace unmount "$SB" main --discard >/dev/null
 lfs sandbox close "$SB" >/dev/null
 LAYERFS_NO_CLONE3=1 lfs sandbox create >/dev/null
 SB=1
+daemon_in_leaf "$SB" "LAYERFS_NO_CLONE3=1"
 WS=$(lfs workspace mount "$SB" main)
 # (In a namespaces Sandbox's cgroup namespace, whose root is the leaf of its init, the
 # leaf reads as /../cmd-N.)

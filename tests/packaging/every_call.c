@@ -138,6 +138,14 @@ int main(int argc, char **argv) {
                 found |= sandboxes[i].sandbox == sandbox && !strcmp(sandboxes[i].project, "every");
         expect(found, "the Sandbox in the list");
         lfs_sandbox_info_free(sandboxes, n);
+        lfs_sandbox_details *details;
+        check(lfs_sandbox_list_details(home, &details, &n, &err), "lfs_sandbox_list_details");
+        found = 0;
+        for (size_t i = 0; i < n; i++)
+                found |= details[i].sandbox == sandbox && details[i].answered &&
+                         !strcmp(details[i].project, "every");
+        expect(found, "the Sandbox in the detailed list, its daemon answering");
+        lfs_sandbox_details_free(details, n);
         char *path = NULL;
         check(lfs_workspace_mount(home, "every", sandbox, "main", &path, &err), "lfs_workspace_mount");
         free(path);

@@ -37,6 +37,9 @@ const lfs_runtime *lfs_record_runtime(const lfs_home *home, const sandbox_record
 /* Everything a Sandbox left (its runtime's reclaim), its record last; the caller owns the
  * record. */
 int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_error **err);
+/* runtime.reclaim over db, a connection to the home's records the caller holds (and
+ * closes): create reclaims on the connection that then claims its number. */
+int lfs_reclaim_with(lfs_home *home, sqlite3 *db, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err);
 
 /* ---- the daemon (daemon.c) ---- */
 /* Waits (on a pidfd) until the record's owner has exited, at most timeout_ms. True when
@@ -78,5 +81,15 @@ json_t *lfs_exec_request(const char *branch, const char *const *argv, size_t n_a
                          const lfs_exec_options *o);
 /* The command, its environment, cwd and timeout: refused before anything is sent. */
 int lfs_check_exec_input(const char *const *argv, size_t n_argv, const lfs_exec_options *o, lfs_error **err);
+
+/* One call (without arguments) to each of n Sandboxes' daemons at once, through
+ * recs[i].dir_fd: at most 64 connections open, every answer awaited until timeout_ms from
+ * the start. ret_status[i]: 0 and ret_results[i] the "ok" result (the caller's), or a
+ * negative errno and NULL: -ETIMEDOUT for a daemon that gave no answer in time (stopped,
+ * hung, or not asked before the time was up), -EAGAIN for one that accepts no connection,
+ * -ECONNREFUSED or -ENOENT for one that is gone, another for a refusal or a bad answer. A
+ * daemon that never answers costs the caller timeout_ms, never more. */
+void lfs_rpc_all(const sandbox_record *recs, size_t n, lfs_call call, int timeout_ms, json_t **ret_results,
+                 int *ret_status);
 
 #endif

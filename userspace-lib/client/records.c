@@ -2,6 +2,7 @@
 /* The Sandbox records in <home>/home.db (records.h). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <sys/file.h>
@@ -83,6 +84,23 @@ static bool give_up_space_reserve(lfs_home *home) {
 
 static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err);
 
+/* The WAL's pages (4 KiB each) past which a commit checkpoints it: a record's change takes
+ * two or three, and the first connection of every process reads the whole WAL. */
+#define RECORDS_CHECKPOINT_PAGES "64"
+
+/* No checkpoint as a connection closes. The first connection of each process rebuilds the
+ * WAL's index, so the checkpoint of every CLI call's last connection copied the whole WAL
+ * back with three fdatasyncs, and the next writer then restarted the WAL with two more:
+ * five for an exec that only read its record, eight for a create. The WAL is checkpointed
+ * when it passes RECORDS_CHECKPOINT_PAGES instead (by the commit that passes it), and then
+ * restarted in place: it stays small, and its file is reused (written over, never grown
+ * past that size), which a full disk needs (below). */
+void lfs_records_close(sqlite3 *db) {
+        if (db)
+                sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+        sqlite3_close(db);
+}
+
 int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         lfs_error *first = NULL;
         int r = records_open_once(home, ret, &first);
@@ -144,9 +162,17 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                         ;
         }
         char *msg = NULL;
+        /* synchronous=NORMAL: a change is in the WAL when its transaction ends (atomic, and
+         * durable against any crash of a process: every kill the tests and LAYERFS_FAULT
+         * make), and the WAL reaches the disk at each checkpoint. FULL synced the WAL at
+         * every commit, for records that only a power loss could lose, after which every
+         * daemon they name is dead anyway (another boot id): a record lost that way leaves
+         * a directory that the next create of its number removes, one that comes back is
+         * reclaimed (docs/runtime.md, "Records and liveness"). The Stores stay FULL. */
         if (sqlite3_exec(
                     db,
-                    "PRAGMA journal_mode=WAL;"
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                    " PRAGMA wal_autocheckpoint=" RECORDS_CHECKPOINT_PAGES ";"
                     "CREATE TABLE IF NOT EXISTS sandboxes(project TEXT NOT NULL, number INTEGER NOT NULL,"
                     " platform TEXT NOT NULL, runtime TEXT NOT NULL, image TEXT, pid INTEGER,"
                     " start_time INTEGER, boot_id TEXT, dir TEXT NOT NULL, state TEXT NOT NULL,"
@@ -231,16 +257,24 @@ int lfs_process_start_time(pid_t pid, unsigned long long *ret) {
         return 0;
 }
 
-static char *boot_id(void) {
-        char buf[64] = "";
+static char boot_id_text[64];
+static pthread_once_t boot_id_once = PTHREAD_ONCE_INIT;
+
+static void read_boot_id(void) {
         FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
         if (f) {
-                if (!fgets(buf, sizeof(buf), f))
-                        buf[0] = 0;
+                if (!fgets(boot_id_text, sizeof(boot_id_text), f))
+                        boot_id_text[0] = 0;
                 fclose(f);
         }
-        buf[strcspn(buf, "\n")] = 0;
-        return xstrdup(buf);
+        boot_id_text[strcspn(boot_id_text, "\n")] = 0;
+}
+
+/* This boot's id, read once per process: it changes only with a new boot, and every
+ * record's liveness check asks for it. */
+static char *boot_id(void) {
+        pthread_once(&boot_id_once, read_boot_id);
+        return xstrdup(boot_id_text);
 }
 
 bool lfs_record_alive(const sandbox_record *rec) {
@@ -328,7 +362,19 @@ static int refuse(lfs_home *home, sqlite3_stmt *st, int col, const char *rule, l
  * where this home puts them (the cgroup tagged by this home). A record that is not
  * is refused (InvalidInput naming the field and the value) and nothing it names is
  * touched. */
-static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, lfs_error **err) {
+static char *cgroup_root_or_null(void) {
+        char *root = NULL;
+        lfs_error *why = NULL;
+        if (lfs_cgroup_root(&root, &why) < 0)
+                lfs_error_free(why);
+        return root;
+}
+
+/* cgroup_root: this host's LayerFS cgroup root as lfs_cgroup_root finds it, NULL when it
+ * has none (a scan of every record finds it once: from the mount table, that was a read
+ * of the whole of /proc/self/mountinfo per record). */
+static int record_check(lfs_home *home, sqlite3_stmt *st, const char *cgroup_root, sandbox_record *ret,
+                        lfs_error **err) {
         static const char *const states[] = { "starting", "running", "removing", NULL };
         static const char *const runtimes[] = { "native", "namespaces", "docker", "vm", NULL };
         const char *project = text_or_null(st, COL_PROJECT);
@@ -377,17 +423,14 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, sandbox_record *ret, l
         }
         const char *cgroup = text_or_null(st, COL_CGROUP);
         if (sqlite3_column_type(st, COL_CGROUP) != SQLITE_NULL) {
-                _cleanup_free_ char *root = NULL;
-                lfs_error *why = NULL;
-                if (lfs_cgroup_root(&root, &why) < 0) {
-                        lfs_error_free(why);
+                if (!cgroup_root)
                         return lfs_fail(
                                 err, LFS_UNSUPPORTED, ENOTSUP,
                                 "sandbox %lld of project '%s' has a cgroup (%s) but this host has no "
                                 "cgroup2 to check it against; nothing was touched",
                                 number, project, cgroup ? cgroup : "?");
-                }
-                _cleanup_free_ char *want = lfs_cgroup_sandbox_path(root, home->path, project, (int)number);
+                _cleanup_free_ char *want =
+                        lfs_cgroup_sandbox_path(cgroup_root, home->path, project, (int)number);
                 if (!cgroup || strcmp(cgroup, want)) {
                         _cleanup_free_ char *rule = xasprintf(
                                 "this home puts its cgroup at '%s' (is LAYERFS_CGROUP_ROOT the one "
@@ -489,12 +532,13 @@ int lfs_record_read(lfs_home *home, sqlite3 *db, const char *project, int number
                 return db_fail(db, err);
         sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 2, number);
+        _cleanup_free_ char *root = cgroup_root_or_null();
         int r = sqlite3_step(st) != SQLITE_ROW
                         ? lfs_fail(
                                   err, LFS_NO_SUCH_SANDBOX, ENOENT,
                                   "project '%s' has no sandbox %d; 'layerfs project list_sandboxes' shows them",
                                   project, number)
-                        : record_check(home, st, ret, err);
+                        : record_check(home, st, root, ret, err);
         sqlite3_finalize(st);
         return r;
 }
@@ -513,11 +557,12 @@ int lfs_records_each(lfs_home *home, sqlite3 *db, lfs_record_fn fn, void *userda
         } row;
         row *rows = NULL;
         size_t n = 0, cap = 0;
+        _cleanup_free_ char *root = cgroup_root_or_null();
         while (sqlite3_step(st) == SQLITE_ROW) {
                 GROW(rows, cap, n + 1);
                 row *r = &rows[n++];
                 r->rec.dir_fd = -1;
-                if (record_check(home, st, &r->rec, &r->why) < 0)
+                if (record_check(home, st, root, &r->rec, &r->why) < 0)
                         r->rec.project = NULL;
                 const char *project = (const char *)sqlite3_column_text(st, COL_PROJECT);
                 r->project = xstrdup(project ? project : "");
@@ -1056,7 +1101,10 @@ static int daemon_record(lfs_home *home, const char *project, int number, const 
                 r = done ? lfs_record_delete(db, &rec, NULL)
                          : lfs_record_set_owner(db, &rec, 0, "removing", NULL);
         lfs_record_done(&rec);
-        sqlite3_close(db);
+        /* No checkpoint of its own: the daemon's exit, which its closer waits for, came
+         * after three fdatasyncs. Lost to a power loss, the change leaves the record naming
+         * this daemon, dead after the boot, which the next reclaim takes over. */
+        lfs_records_close(db);
         return r;
 }
 

@@ -46,6 +46,9 @@ void lfs_record_done(sandbox_record *rec);
 
 /* Opens home.db (made 0600 if missing), the table made or brought up to date. */
 int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err);
+/* Closes a connection of lfs_records_open without the checkpoint SQLite makes when the last
+ * connection closes (records.c says why). */
+void lfs_records_close(sqlite3 *db);
 
 /* "<home>/sandboxes/<project>-<n>": where a Sandbox's directory is. */
 char *lfs_sandbox_dir(const lfs_home *home, const char *project, int number);

@@ -7,6 +7,7 @@
  */
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -15,10 +16,10 @@
 
 /* The Sandbox's socket, reached through its directory held open (no path to swap, and
  * no limit of 108 bytes on the home's path). */
-static int connect_control(int dir_fd) {
+static int connect_control(int dir_fd, int flags) {
         struct sockaddr_un addr = { .sun_family = AF_UNIX };
         snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/control.sock", dir_fd);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
         if (fd < 0)
                 return -errno;
         if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
@@ -60,7 +61,7 @@ int lfs_rpc_send(const sandbox_record *rec, lfs_call call, json_t *args, const i
                                 "UTF-8?); nothing was sent",
                                 lfs_call_name(call), rec->number);
         _cleanup_free_ char *token = rec->dir_fd >= 0 ? read_token(rec->dir_fd) : NULL;
-        _cleanup_close_ int fd = rec->dir_fd >= 0 ? connect_control(rec->dir_fd) : -ENOENT;
+        _cleanup_close_ int fd = rec->dir_fd >= 0 ? connect_control(rec->dir_fd, 0) : -ENOENT;
         if (fd < 0 || !token) {
                 json_decref(args);
                 return lfs_daemon_gone(rec, fd < 0 ? -fd : ENOENT, err);
@@ -150,4 +151,106 @@ int lfs_rpc(const sandbox_record *rec, lfs_call call, json_t *args, json_t **ret
         if (fd < 0)
                 return fd;
         return lfs_rpc_read_answer(rec, fd, ret, err);
+}
+
+/* ---- one call to many Sandboxes at once ---- */
+
+/* Connections open at once: far below any fd limit, and more than the CPUs that answer. */
+#define RPC_ALL_IN_FLIGHT 64
+
+typedef struct rpc_pending {
+        size_t index;
+        int fd;
+        lfs_frame_reader reader;
+} rpc_pending;
+
+/* Connects to recs[i]'s daemon without waiting (a daemon that stopped accepting, its
+ * backlog full, is -EAGAIN at once) and sends the call; the connection, or -errno. */
+static int rpc_start(const sandbox_record *rec, lfs_call call) {
+        _cleanup_free_ char *token = rec->dir_fd >= 0 ? read_token(rec->dir_fd) : NULL;
+        if (!token)
+                return -ENOENT;
+        _cleanup_close_ int fd = connect_control(rec->dir_fd, SOCK_NONBLOCK);
+        if (fd < 0)
+                return fd;
+        json_t *req = lfs_proto_request(call, token);
+        /* A request of a few dozen bytes fits in any socket's buffer: a write that would
+         * wait is a daemon that does not read. */
+        int r = lfs_frame_write(fd, req, LFS_FRAME_MAX_REQUEST, NULL, 0, true, NULL);
+        json_decref(req);
+        return r < 0 ? r : TAKE_FD(fd);
+}
+
+static void rpc_finish(rpc_pending *p, int status, json_t **ret_results, int *ret_status) {
+        ret_status[p->index] = status;
+        if (status < 0)
+                ret_results[p->index] = NULL;
+        lfs_frame_reader_done(&p->reader);
+        close(p->fd);
+}
+
+/* Reads what came on p's connection: 1 while its answer is not whole yet, else 0 (done:
+ * ret_status and ret_results of its index set). */
+static int rpc_read(rpc_pending *p, json_t **ret_results, int *ret_status) {
+        json_t *frame = NULL;
+        lfs_error *e = NULL;
+        int got = lfs_frame_read(&p->reader, &frame, &e);
+        if (got == -EAGAIN)
+                return 1;
+        json_t *ok = NULL;
+        int r = got > 0 ? lfs_proto_parse_answer(frame, &ok, NULL) : got == 0 ? -EPIPE : got;
+        if (got > 0)
+                json_decref(frame);
+        lfs_error_free(e);
+        ret_results[p->index] = r < 0 ? NULL : ok;
+        rpc_finish(p, r < 0 ? r : 0, ret_results, ret_status);
+        return 0;
+}
+
+void lfs_rpc_all(const sandbox_record *recs, size_t n, lfs_call call, int timeout_ms, json_t **ret_results,
+                 int *ret_status) {
+        rpc_pending pending[RPC_ALL_IN_FLIGHT];
+        struct pollfd polled[RPC_ALL_IN_FLIGHT];
+        size_t next = 0, n_pending = 0;
+        long long deadline = lfs_now_ms() + timeout_ms;
+        while (next < n || n_pending) {
+                /* As many more as there is room for. */
+                while (next < n && n_pending < RPC_ALL_IN_FLIGHT) {
+                        size_t i = next++;
+                        int fd = rpc_start(&recs[i], call);
+                        if (fd < 0) {
+                                ret_results[i] = NULL;
+                                ret_status[i] = fd;
+                                continue;
+                        }
+                        rpc_pending *p = &pending[n_pending++];
+                        p->index = i;
+                        p->fd = fd;
+                        lfs_frame_reader_init(&p->reader, fd, LFS_FRAME_MAX_ANSWER, 0);
+                }
+                if (!n_pending)
+                        continue;
+                long long left = deadline - lfs_now_ms();
+                for (size_t k = 0; k < n_pending; k++)
+                        polled[k] = (struct pollfd){ .fd = pending[k].fd, .events = POLLIN };
+                int ready = left > 0 ? poll(polled, n_pending, (int)left) : 0;
+                if (ready < 0 && errno == EINTR)
+                        continue;
+                if (ready <= 0) {
+                        /* The time is up (or poll failed): whoever has not answered did not
+                         * answer in time, and those not asked yet are not asked. */
+                        for (size_t k = 0; k < n_pending; k++)
+                                rpc_finish(&pending[k], -ETIMEDOUT, ret_results, ret_status);
+                        n_pending = 0;
+                        for (; next < n; next++) {
+                                ret_results[next] = NULL;
+                                ret_status[next] = -ETIMEDOUT;
+                        }
+                        continue;
+                }
+                /* The answered ones leave; the last pending takes each one's place. */
+                for (size_t k = n_pending; k-- > 0;)
+                        if (polled[k].revents && rpc_read(&pending[k], ret_results, ret_status) == 0)
+                                pending[k] = pending[--n_pending];
+        }
 }

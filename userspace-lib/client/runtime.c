@@ -116,6 +116,18 @@ static void reclaim_one(void *userdata, sandbox_record *rec, const char *project
         lfs_error_free(e);
 }
 
+int lfs_reclaim_with(lfs_home *home, sqlite3 *db, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err) {
+        reclaim_state s = { .home = home, .db = db };
+        int r = lfs_records_each(home, db, reclaim_one, &s, err);
+        if (r < 0) {
+                lfs_reclaimed_free(s.out, s.n);
+                return r;
+        }
+        *ret = s.out;
+        *ret_n = s.n;
+        return 0;
+}
+
 int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err) {
         _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
         *ret = NULL;
@@ -127,16 +139,10 @@ int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_
         int r = lfs_home_dir(home, "sandboxes", 0711, false, &base, err);
         if (r < 0 && r != -ENOENT)
                 return r;
-        reclaim_state s = { .home = home };
-        if ((r = lfs_records_open(home, &s.db, err)) < 0)
+        sqlite3 *db = NULL;
+        if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
-        r = lfs_records_each(home, s.db, reclaim_one, &s, err);
-        sqlite3_close(s.db);
-        if (r < 0) {
-                lfs_reclaimed_free(s.out, s.n);
-                return r;
-        }
-        *ret = s.out;
-        *ret_n = s.n;
-        return 0;
+        r = lfs_reclaim_with(home, db, ret, ret_n, err);
+        lfs_records_close(db);
+        return r;
 }

@@ -448,7 +448,7 @@ int lfs_store_project_list(lfs_home *home, lfs_project_info **ret_projects, size
         return 0;
 }
 
-int lfs_store_open(lfs_home *home, const char *project, lfs_store **ret_store, lfs_error **err) {
+int lfs_project_name(lfs_home *home, const char *project, char **ret_name, lfs_error **err) {
         _cleanup_free_ char *only = NULL;
         int r;
         if (!project) {
@@ -487,5 +487,15 @@ int lfs_store_open(lfs_home *home, const char *project, lfs_store **ret_store, l
                                 "home %s has no project '%s'; 'layerfs project list' shows the "
                                 "projects",
                                 home->path, project);
-        return lfs_store_open_dir(home, project, path, false, ret_store, err);
+        *ret_name = only ? TAKE_PTR(only) : xstrdup(project);
+        return 0;
+}
+
+int lfs_store_open(lfs_home *home, const char *project, lfs_store **ret_store, lfs_error **err) {
+        _cleanup_free_ char *name = NULL;
+        int r = lfs_project_name(home, project, &name, err);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *path = xasprintf("%s/projects/%s", home->path, name);
+        return lfs_store_open_dir(home, name, path, false, ret_store, err);
 }

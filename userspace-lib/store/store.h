@@ -135,6 +135,10 @@ int lfs_store_project_list(lfs_home *home, lfs_project_info **ret_projects, size
 #define LFS_STORE_SCHEMA 1
 
 /* Opens (create: makes) the store in dirfd/path, which must be the project's directory. */
+/* The project's name: project itself, or the home's only project when it is NULL,
+ * checked (a project name, its directory there) without opening its Store: the Sandbox
+ * calls need no more. */
+int lfs_project_name(lfs_home *home, const char *project, char **ret_name, lfs_error **err);
 int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bool create, lfs_store **ret,
                        lfs_error **err);
 int lfs_db_fail(lfs_store *s, lfs_error **err, const char *what);

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# A Sandbox's lifecycle through the CLI, step by step, beside the kernel's floors measured
+# in the same run (issue 17):
+# - CYCLES cycles of: sandbox create, workspace mount, the first exec of 'true', a second
+#   exec, unmount, close (of a Sandbox now idle); create-to-first-exec is the first three
+#   together. Each step is timed from bash (EPOCHREALTIME), so it includes the CLI's start.
+# - close of a Sandbox holding PROCS processes (half setsid + double-forked), KILL_CYCLES
+#   times, beside cgroup.kill of the same tree in a bare cgroup (the floor).
+# - the anchors: posix_spawn of /bin/true, mkdir of a cgroup + clone3(CLONE_INTO_CGROUP)
+#   of /bin/true into it + its wait + rmdir (build/lifecycle-floor, bench/lifecycle_floor.c),
+#   the CLI's own start (`layerfs --version`) and /bin/true started by this shell (what the
+#   exec rows pay for their process beyond the CLI's).
+# - project list_sandboxes with LIST_COUNTS open Sandboxes (LIST_RUNS lists each).
+# Medians and p99 (nearest rank) in ms. The runtime is the home's default
+# (LAYERFS_RUNTIME overrides it). It reports and never judges: it exits non-zero only when
+# something fails or is left. Needs root (cgroups, FUSE).
+set -euo pipefail
+set -o errtrace
+
+CYCLES=${CYCLES:-100}
+KILL_CYCLES=${KILL_CYCLES:-10} # each makes a tree of PROCS processes twice
+PROCS=${PROCS:-1000}
+LIST_COUNTS=${LIST_COUNTS:-"50 200"}
+LIST_RUNS=${LIST_RUNS:-20}
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_need_built layerfs layerfs-daemon lifecycle-floor
+bench_need_root "cgroups, FUSE"
+CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
+[ -n "$CG_MOUNT" ] || {
+        echo "bench: no cgroup2 mount" >&2
+        exit 1
+}
+FLOOR_BIN="$BUILD/lifecycle-floor"
+
+mkdir -p "$BUILD"
+WORK=$(mktemp -d "$BUILD/lifecycle.XXXXXX")
+chmod 711 "$WORK" # the command identity passes through to the Workspaces
+export LAYERFS_HOME="$WORK/home" LAYERFS_AUTHOR="bench <bench@localhost>"
+export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-lifecycle-$$"
+unset LAYERFS_PROJECT LAYERFS_SANDBOX
+FLOOR="$CG_MOUNT/layerfs-lifecycle-floor-$$"
+
+cleanup() {
+        local rc=$?
+        set +e
+        trap - ERR
+        bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" "$FLOOR" || rc=1
+        exit "$rc"
+}
+bench_traps
+
+# stats US...: "median p99" of microsecond samples, in ms with one decimal.
+stats() {
+        printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END {
+                p = int((99 * NR + 99) / 100); if (p > NR) p = NR
+                printf "%.1f %.1f\n", v[int((NR + 1) / 2)] / 1000, v[p] / 1000 }'
+}
+# us_stats "MEDIAN_US P99_US": the same from lifecycle-floor's line.
+us_stats() { awk '{ printf "%.1f %.1f\n", $1 / 1000, $2 / 1000 }' <<<"$1"; }
+
+row() { # row LABEL "MEDIAN P99" [NOTE]
+        local m p
+        read -r m p <<<"$2"
+        printf '%-46s %9s %9s  %s\n' "$1" "$m" "$p" "${3:-}"
+}
+
+"$LAYERFS" project init p >/dev/null
+runtime=$(LAYERFS_PROJECT=p "$LAYERFS" runtime status --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["default"])')
+runtime=${LAYERFS_RUNTIME:-$runtime}
+echo "layerfs lifecycle: runtime $runtime, kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# The anchors.
+mkdir "$FLOOR"
+a_spawn=$(us_stats "$("$FLOOR_BIN" spawn "$CYCLES")")
+a_clone3=$(us_stats "$("$FLOOR_BIN" clone3 "$CYCLES" "$FLOOR")")
+cli=() host=()
+for ((i = 0; i < CYCLES; i++)); do
+        t0=$(now_us)
+        "$LAYERFS" --version >/dev/null
+        t1=$(now_us)
+        /bin/true
+        t2=$(now_us)
+        cli+=($((t1 - t0)))
+        host+=($((t2 - t1)))
+done
+a_cli=$(stats "${cli[@]}")
+a_host=$(stats "${host[@]}")
+
+# The cycles.
+create=() mount=() first=() exec=() unmount=() close=() to_first=()
+for ((i = 0; i < CYCLES; i++)); do
+        t0=$(now_us)
+        sb=$("$LAYERFS" sandbox create)
+        t1=$(now_us)
+        "$LAYERFS" workspace mount "$sb" main >/dev/null
+        t2=$(now_us)
+        "$LAYERFS" workspace exec "$sb" main -- true
+        t3=$(now_us)
+        "$LAYERFS" workspace exec "$sb" main -- true
+        t4=$(now_us)
+        "$LAYERFS" workspace unmount "$sb" main >/dev/null
+        t5=$(now_us)
+        "$LAYERFS" sandbox close "$sb" >/dev/null
+        t6=$(now_us)
+        create+=($((t1 - t0)))
+        mount+=($((t2 - t1)))
+        first+=($((t3 - t2)))
+        exec+=($((t4 - t3)))
+        unmount+=($((t5 - t4)))
+        close+=($((t6 - t5)))
+        to_first+=($((t3 - t0)))
+done
+
+# Close of PROCS processes against cgroup.kill of the same tree, in turn.
+TREE="i=0; while [ \$i -lt $((PROCS / 2)) ]; do sleep 1000 & setsid sh -c 'sleep 1000 &'; i=\$((i+1)); done"
+count_procs() { find "$1" -name cgroup.procs -exec cat {} + | wc -l; }
+cgroup_of() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT cgroup FROM sandboxes WHERE number=$1"; }
+kill_floor=() kill_close=()
+for ((i = 0; i < KILL_CYCLES; i++)); do
+        kill_floor+=("$("$FLOOR_BIN" kill 1 "$FLOOR" "$PROCS" | cut -d' ' -f1)")
+        sb=$("$LAYERFS" sandbox create)
+        cgroup=$(cgroup_of "$sb")
+        "$LAYERFS" workspace mount "$sb" main >/dev/null
+        "$LAYERFS" workspace exec "$sb" main -- sh -c "$TREE" </dev/null >/dev/null 2>&1
+        n=$(count_procs "$cgroup")
+        [ "$n" -ge "$PROCS" ] || {
+                echo "bench: only $n processes in the Sandbox" >&2
+                exit 1
+        }
+        t0=$(now_us)
+        "$LAYERFS" sandbox close "$sb" --force >/dev/null
+        kill_close+=($(($(now_us) - t0)))
+        [ ! -d "$cgroup" ] || {
+                echo "bench: the Sandbox's cgroup is left after close" >&2
+                exit 1
+        }
+done
+rmdir "$FLOOR"
+
+# Listing: LIST_COUNTS open Sandboxes (each with its daemon), LIST_RUNS lists at each.
+list_rows=()
+open=()
+for count in $LIST_COUNTS; do
+        while [ "${#open[@]}" -lt "$count" ]; do open+=("$("$LAYERFS" sandbox create)"); done
+        listed=$("$LAYERFS" project list_sandboxes --json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')
+        [ "$listed" = "$count" ] || {
+                echo "bench: list_sandboxes listed $listed of $count Sandboxes" >&2
+                exit 1
+        }
+        times=()
+        for ((i = 0; i < LIST_RUNS; i++)); do
+                t0=$(now_us)
+                "$LAYERFS" project list_sandboxes >/dev/null
+                times+=($(($(now_us) - t0)))
+        done
+        list_rows+=("$count|$(stats "${times[@]}")")
+done
+for sb in "${open[@]}"; do "$LAYERFS" sandbox close "$sb" >/dev/null; done
+
+echo
+printf '%-46s %9s %9s\n' "step ($CYCLES cycles; ms)" median p99
+row "sandbox create" "$(stats "${create[@]}")"
+row "workspace mount" "$(stats "${mount[@]}")"
+row "workspace exec -- true, the first" "$(stats "${first[@]}")"
+row "workspace exec -- true" "$(stats "${exec[@]}")"
+row "workspace unmount" "$(stats "${unmount[@]}")"
+row "sandbox close (idle)" "$(stats "${close[@]}")"
+row "create to first exec (create+mount+exec)" "$(stats "${to_first[@]}")" "target < 20"
+row "sandbox close --force, $PROCS processes" "$(stats "${kill_close[@]}")" "($KILL_CYCLES cycles)"
+for r in "${list_rows[@]}"; do
+        row "project list_sandboxes, ${r%%|*} open" "${r#*|}" "($LIST_RUNS lists)"
+done
+echo
+printf '%-46s %9s %9s\n' "anchor (same run; ms)" median p99
+row "posix_spawn of /bin/true + wait" "$a_spawn"
+row "mkdir cgroup + clone3 into it + wait + rmdir" "$a_clone3"
+row "cgroup.kill of $PROCS processes + unpopulated" "$(stats "${kill_floor[@]}")" "($KILL_CYCLES cycles)"
+row "CLI start (layerfs --version)" "$a_cli"
+row "/bin/true from this shell" "$a_host"
+echo
+ratio_of() { awk -v a="$(cut -d' ' -f1 <<<"$1")" -v b="$2" 'BEGIN { printf "%.2f", b ? a / b : 0 }'; }
+cli_plus_spawn=$(awk -v a="$(cut -d' ' -f1 <<<"$a_cli")" -v b="$(cut -d' ' -f1 <<<"$a_spawn")" 'BEGIN { print a + b }')
+echo "exec / (CLI start + posix_spawn): $(ratio_of "$(stats "${exec[@]}")" "$cli_plus_spawn") (target <= 2)"
+echo "close of $PROCS processes / cgroup.kill floor: $(ratio_of "$(stats "${kill_close[@]}")" \
+        "$(stats "${kill_floor[@]}" | cut -d' ' -f1)") (target <= 1.2)"

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel's floors beside which bench/lifecycle.sh reports a Sandbox's lifecycle, each
+ * measured here with no LayerFS code in the way:
+ *
+ *   lifecycle-floor spawn N           posix_spawn of /bin/true and its wait, N times
+ *   lifecycle-floor clone3 N PARENT   mkdir of a cgroup below PARENT, clone3(CLONE_INTO_CGROUP)
+ *                                     of /bin/true into it, its wait, rmdir; N times
+ *   lifecycle-floor kill N PARENT P   a tree of P processes (half plain children of a shell,
+ *                                     half setsid and double-forked: the tree bench/runtime.sh
+ *                                     uses) in a cgroup below PARENT, then cgroup.kill and a
+ *                                     wait (inotify on cgroup.events) for "populated 0"; N
+ *                                     times, the tree's making untimed
+ *
+ * Each prints one line: "median_us p99_us" over the N trials. Needs root for the cgroups.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static void die(const char *what) {
+        fprintf(stderr, "lifecycle-floor: %s: %s\n", what, strerror(errno));
+        exit(1);
+}
+
+static int64_t now_us(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int by_value(const void *a, const void *b) {
+        int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+        return (x > y) - (x < y);
+}
+
+/* The median and the 99th percentile (nearest rank) of n samples. */
+static void report(int64_t *samples, int n) {
+        qsort(samples, (size_t)n, sizeof(*samples), by_value);
+        int p99 = (99 * n + 99) / 100 - 1;
+        printf("%lld %lld\n", (long long)samples[(n - 1) / 2], (long long)samples[p99 < n ? p99 : n - 1]);
+}
+
+static void wait_child(pid_t pid) {
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        die("waitpid");
+        if (!WIFEXITED(status) || WEXITSTATUS(status))
+                errno = ECHILD, die("the child failed");
+}
+
+/* Starts exe (with "-c script" when script is not NULL) straight into the cgroup at path
+ * (clone3 CLONE_INTO_CGROUP), its stdio /dev/null; its pid. */
+static pid_t run_in(const char *path, const char *exe, const char *script) {
+        int cg = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (cg < 0)
+                die(path);
+        struct clone_args args = { .flags = CLONE_INTO_CGROUP,
+                                   .exit_signal = SIGCHLD,
+                                   .cgroup = (uint64_t)cg };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid == 0) {
+                int null = open("/dev/null", O_RDWR);
+                dup2(null, 0), dup2(null, 1), dup2(null, 2);
+                if (script)
+                        execl(exe, exe, "-c", script, (char *)NULL);
+                else
+                        execl(exe, exe, (char *)NULL);
+                _exit(127);
+        }
+        if (pid < 0)
+                die("clone3");
+        close(cg);
+        return pid;
+}
+
+static int64_t spawn_once(void) {
+        char *const argv[] = { "true", NULL };
+        pid_t pid;
+        int64_t start = now_us();
+        errno = posix_spawn(&pid, "/bin/true", NULL, NULL, argv, environ);
+        if (errno)
+                die("posix_spawn /bin/true");
+        wait_child(pid);
+        return now_us() - start;
+}
+
+static int64_t clone3_once(const char *parent, int i) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/floor-%d-%d", parent, (int)getpid(), i);
+        int64_t start = now_us();
+        if (mkdir(path, 0755) < 0)
+                die(path);
+        wait_child(run_in(path, "/bin/true", NULL));
+        if (rmdir(path) < 0)
+                die(path);
+        return now_us() - start;
+}
+
+static int count_lines(const char *path) {
+        FILE *f = fopen(path, "re");
+        if (!f)
+                die(path);
+        int n = 0, c;
+        while ((c = fgetc(f)) != EOF)
+                n += c == '\n';
+        fclose(f);
+        return n;
+}
+
+static int populated(const char *events) {
+        FILE *f = fopen(events, "re");
+        if (!f)
+                die(events);
+        char line[64];
+        int value = -1;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "populated %d", &value) == 1)
+                        break;
+        fclose(f);
+        return value;
+}
+
+static int64_t kill_once(const char *parent, int i, int procs) {
+        char path[4096], file[4200], tree[512];
+        snprintf(path, sizeof(path), "%s/floor-kill-%d-%d", parent, (int)getpid(), i);
+        if (mkdir(path, 0755) < 0)
+                die(path);
+        snprintf(tree, sizeof(tree),
+                 "i=0; while [ $i -lt %d ]; do sleep 1000 & setsid sh -c 'sleep 1000 &'; i=$((i+1)); done",
+                 procs / 2);
+        wait_child(run_in(path, "/bin/sh", tree)); /* the shell; what it started stays */
+        snprintf(file, sizeof(file), "%s/cgroup.procs", path);
+        int n = count_lines(file);
+        if (n < procs) {
+                fprintf(stderr, "lifecycle-floor: only %d processes in %s\n", n, path);
+                exit(1);
+        }
+        snprintf(file, sizeof(file), "%s/cgroup.events", path);
+        int in = inotify_init1(IN_CLOEXEC);
+        if (in < 0 || inotify_add_watch(in, file, IN_MODIFY) < 0)
+                die("inotify on cgroup.events");
+        char kill_file[4200];
+        snprintf(kill_file, sizeof(kill_file), "%s/cgroup.kill", path);
+        int64_t start = now_us();
+        int kfd = open(kill_file, O_WRONLY | O_CLOEXEC);
+        if (kfd < 0 || write(kfd, "1", 1) != 1)
+                die(kill_file);
+        close(kfd);
+        char buf[4096];
+        while (populated(file) != 0)
+                if (read(in, buf, sizeof(buf)) < 0 && errno != EINTR)
+                        die("read inotify");
+        int64_t took = now_us() - start;
+        close(in);
+        if (rmdir(path) < 0)
+                die(path);
+        return took;
+}
+
+int main(int argc, char **argv) {
+        if (argc < 3 || atoi(argv[2]) < 1) {
+                fprintf(stderr, "usage: lifecycle-floor spawn N | clone3 N PARENT | kill N PARENT PROCS\n");
+                return 2;
+        }
+        int n = atoi(argv[2]);
+        int64_t *samples = calloc((size_t)n, sizeof(*samples));
+        if (!samples)
+                die("calloc");
+        for (int i = 0; i < n; i++) {
+                if (!strcmp(argv[1], "spawn"))
+                        samples[i] = spawn_once();
+                else if (!strcmp(argv[1], "clone3") && argc == 4)
+                        samples[i] = clone3_once(argv[3], i);
+                else if (!strcmp(argv[1], "kill") && argc == 5 && atoi(argv[4]) > 1)
+                        samples[i] = kill_once(argv[3], i, atoi(argv[4]));
+                else {
+                        fprintf(stderr, "lifecycle-floor: unknown mode or arguments: %s\n", argv[1]);
+                        return 2;
+                }
+        }
+        report(samples, n);
+        free(samples);
+        return 0;
+}
