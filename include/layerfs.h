@@ -460,7 +460,7 @@ typedef struct lfs_runtime_info {
          * libfuse) and whether their upper files' data passes through (the dev loop on a
          * kernel with passthrough, unless LAYERFS_FUSE_PASSTHROUGH=0). */
         char *fuse_transport;
-        bool fuse_passthrough;
+        int fuse_passthrough; /* 1 or 0 */
 } lfs_runtime_info;
 
 /* Probes what this host's kernel offers (by trying it, not by its version). As root it
