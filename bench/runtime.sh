@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
-# The Linux runtime's teardown and exec costs against the kernel's floor, in one run:
-# - close: a command forks 1,000 processes (half setsid + double-forked) in a Sandbox;
-#   'sandbox close --force' is timed until everything is gone. The floor (DESIGN.md,
-#   "Teardown") is the same tree in a bare cgroup ended with cgroup.kill and waited for
-#   until cgroup.events says populated 0.
+# The Linux runtime's exec, watcher and namespaces costs against their baselines, in one
+# run (the close of a Sandbox of 1,000 processes against cgroup.kill is lifecycle.sh's):
 # - exec: 'workspace exec -- true' (CLI start, socket, cgroup leaf, clone3, wait, rmdir)
 #   against the same command started by a shell on the host.
 # - the watcher: 'sandbox create' with LAYERFS_WATCHER=bpf against =cgroup (median of 10),
@@ -20,8 +17,6 @@
 set -euo pipefail
 set -o errtrace
 
-PROCS=1000 # processes in the tree: half plain children, half setsid + double-forked
-TRIALS=3
 EXECS=50
 CREATE_PAIRS=30 # namespaces and native creates, in pairs
 EXEC_PAIRS=200  # execs in a Sandbox of each runtime, in turn
@@ -42,81 +37,19 @@ export LAYERFS_HOME="$WORK/home" LAYERFS_AUTHOR="bench <bench@localhost>"
 export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-bench-$$"
 unset LAYERFS_PROJECT LAYERFS_SANDBOX
 export LAYERFS_RUNTIME=native
-FLOOR="$CG_MOUNT/layerfs-floor-$$"
 
 cleanup() {
         local rc=$?
         set +e
         trap - ERR
-        bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" "$FLOOR" || rc=1
+        bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" || rc=1
         exit "$rc"
 }
 bench_traps
 
-# The tree: PROCS/2 children and PROCS/2 setsid'd grandchildren whose parents exited.
-TREE="i=0; while [ \$i -lt $((PROCS / 2)) ]; do sleep 1000 & setsid sh -c 'sleep 1000 &'; i=\$((i+1)); done"
-
-count_procs() { find "$1" -name cgroup.procs -exec cat {} + | wc -l; }
-
-wait_empty() {
-        local cg=$1
-        while grep -q 'populated 1' "$cg/cgroup.events"; do sleep 0.001; done
-}
-
-floor_trial() {
-        mkdir "$FLOOR"
-        sh -c "echo \$\$ > $FLOOR/cgroup.procs; $TREE" </dev/null >/dev/null 2>&1
-        local n
-        n=$(count_procs "$FLOOR")
-        [ "$n" -ge "$PROCS" ] || {
-                echo "bench: only $n processes in the floor's cgroup" >&2
-                return 1
-        }
-        local start
-        start=$(now_us)
-        echo 1 >"$FLOOR/cgroup.kill"
-        wait_empty "$FLOOR"
-        FLOOR_MS=$((($(now_us) - start) / 1000))
-        rmdir "$FLOOR"
-}
-
-# cgroup_of N: the cgroup Sandbox N's record names (tagged by the home).
-cgroup_of() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT cgroup FROM sandboxes WHERE number=$1"; }
-
-close_trial() {
-        local sb n start cgroup
-        sb=$("$LAYERFS" sandbox create)
-        cgroup=$(cgroup_of "$sb")
-        "$LAYERFS" workspace mount "$sb" main >/dev/null
-        "$LAYERFS" workspace exec "$sb" main -- sh -c "$TREE" </dev/null >/dev/null 2>&1
-        n=$(count_procs "$cgroup")
-        [ "$n" -ge "$PROCS" ] || {
-                echo "bench: only $n processes in the Sandbox" >&2
-                return 1
-        }
-        start=$(now_us)
-        "$LAYERFS" sandbox close "$sb" --force >/dev/null
-        CLOSE_MS=$((($(now_us) - start) / 1000))
-        [ ! -d "$cgroup" ] || {
-                echo "bench: the Sandbox's cgroup is left after close" >&2
-                return 1
-        }
-}
-
 "$LAYERFS" project init p >/dev/null
-echo "layerfs runtime: teardown and exec, kernel $(uname -r), $(nproc) CPUs, cgroup2 at $CG_MOUNT"
+echo "layerfs runtime: exec, watchers and namespaces, kernel $(uname -r), $(nproc) CPUs, cgroup2 at $CG_MOUNT"
 echo
-floors=() closes=()
-for ((t = 1; t <= TRIALS; t++)); do
-        floor_trial
-        close_trial
-        floors+=("$FLOOR_MS")
-        closes+=("$CLOSE_MS")
-        echo "  trial $t/$TRIALS: cgroup.kill floor $FLOOR_MS ms, sandbox close $CLOSE_MS ms"
-done
-f=$(median "${floors[@]}")
-c=$(median "${closes[@]}")
-
 # exec: the CLI end to end, against the same command from a host shell.
 sb=$("$LAYERFS" sandbox create)
 "$LAYERFS" workspace mount "$sb" main >/dev/null
@@ -228,7 +161,6 @@ row() {
         printf '%-52s %8s %s %8s %s %8s\n' "$1" "$2" "$4" "$3" "$4" \
                 "$(awk -v a="$2" -v b="$3" -v f="${5:-%.2f}" 'BEGIN { printf f, b ? a / b : 0 }')"
 }
-row "end $PROCS processes (sandbox close vs cgroup.kill)" "$c" "$f" ms
 row "exec of 'true' (workspace exec vs fork+exec)" "$exec_us" "$host_us" us %.1f
 row "sandbox create, BPF watcher vs cgroup watcher" "$create_bpf" "$create_cgroup" ms
 row "sandbox create, proc connector vs cgroup watcher" "$create_proc" "$create_cgroup" ms
@@ -240,8 +172,6 @@ row "sandbox create --network private vs none (namespaces)" "$create_private" "$
 printf '%-52s %8s ms\n' "  the BPF program's load (median of 10)" "$bpf_load"
 printf '%-52s %8s us %8s us (p99)\n' "exit-to-event latency, BPF ($lat_n exits): median" "$lat_med" "$lat_p99"
 echo
-echo "medians of $TRIALS trials (exec: mean of $EXECS; namespaces vs native: $CREATE_PAIRS pairs of creates,"
-echo "$EXEC_PAIRS execs in each, in turn; medians). Targets of the namespaces rows: create within"
-echo "5 ms of native, exec within 10%. The close includes the CLI, the daemon's"
-echo "unmount, cgroup.kill of the Sandbox's subtree, waiting for populated 0, removing the"
-echo "cgroups, the directory and the record. DESIGN.md's floor: 754 processes in 0.37 s."
+echo "exec: mean of $EXECS; namespaces vs native: $CREATE_PAIRS pairs of creates, $EXEC_PAIRS execs"
+echo "in each, in turn; medians. Targets of the namespaces rows: create within 5 ms of native,"
+echo "exec within 10%. The close of 1,000 processes against cgroup.kill is lifecycle.sh's."
