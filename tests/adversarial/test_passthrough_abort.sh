@@ -57,10 +57,11 @@ except OSError:
 read -r -t 60 said <"$WS/ready" || fail "the writer did not start"
 conn=$(stat -c %d "$WS")
 conn=$((conn & 0xff | (conn >> 12 & ~0xff)))
-[ -e "/sys/fs/fuse/connections/$conn/abort" ] || fail "no FUSE connection $conn for $WS"
-# The fifo's writer end is opened before the abort: once aborted, the mount is gone for opens.
+# The fifo's writer end is opened before the abort: once aborted, the mount is gone for
+# opens. fusectl is mounted in a mount namespace of its own (none here on the host).
 exec 7>"$WS/next"
-echo 1 >"/sys/fs/fuse/connections/$conn/abort"
+unshare -m sh -c "mount -t fusectl none /sys/fs/fuse/connections &&
+        echo 1 >/sys/fs/fuse/connections/$conn/abort" || fail "cannot abort FUSE connection $conn of $WS"
 exec 7>&-
 timeout 60 "$LAYERFS" workspace status "$N" main >"$WORK/status" 2>&1
 rc=$?
