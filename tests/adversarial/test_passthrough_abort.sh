@@ -54,7 +54,7 @@ try:
 except OSError:
     pass
 " >/dev/null
-read -r -t 60 said <"$WS/ready" || fail "the writer did not start"
+read -r -t 60 _ <"$WS/ready" || fail "the writer did not start"
 conn=$(stat -c %d "$WS")
 conn=$((conn & 0xff | (conn >> 12 & ~0xff)))
 # The fifo's writer end is opened before the abort: once aborted, the mount is gone for
@@ -71,11 +71,10 @@ timeout 60 "$LAYERFS" workspace unmount "$N" main --discard >"$WORK/unmount" 2>&
 [ "$?" != 124 ] || fail "unmount --discard did not answer within 60 s after the abort"
 grep -q " $WS " /proc/mounts && fail "$WS is still mounted after unmount --discard: $(cat "$WORK/unmount")"
 # A new mount reads the last commit, whatever the aborted one's writer did.
-ws2=$(lfs workspace mount "$N" main)
+lfs workspace mount "$N" main >/dev/null
 assert_eq "$(lfs workspace exec "$N" main -- python3 -c "d = open('big', 'rb').read(); print(len(d), set(d) == {ord('k')})")" \
         "2097152 True" "big read in a new mount of main"
 assert_eq "$(lfs workspace status "$N" main)" "" "status of the new mount"
-[ "$ws2" = "$WS" ] || true
 timeout 60 "$LAYERFS" sandbox close "$N" --force >/dev/null || fail "close --force did not answer within 60 s"
 daemon_gone || fail "the daemon is still there after close --force"
 ok

@@ -38,7 +38,7 @@ open(sys.argv[3]).read()
 os.pwrite(fd, m, 0)                                # faults on m inside the write
 " "$WS/f" "$wsb/n" "$WORK/go" "$WORK/ready" &
 writer=$!
-read -r -t 60 said <"$WORK/ready" || fail "the writer did not map its source"
+read -r -t 60 _ <"$WORK/ready" || fail "the writer did not map its source"
 kill -STOP "$dpid_b"
 echo >"$WORK/go"
 # The writer waits for the stopped daemon's answer (a FUSE request), inside its write.
