@@ -271,18 +271,35 @@ FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh
 FUSE_DEV_ADVERSARIAL := test_fuse_trap.sh test_shared_mmap.sh test_hard_links.sh test_disk_full.sh \
 	test_daemon_fds.sh test_deep_tree.sh test_commit_big_directory.sh test_long_commit.sh \
 	test_setid_write.sh
+# NATIVE_PASSES=no leaves the native passes out: the sanitizer build runs the code that
+# differs between runtimes (and every line of the FUSE loops) in the default and FUSE
+# passes, and its native passes cost eight minutes of make check's thirty.
+NATIVE_PASSES ?= yes
+# Tests at once in each pass (tests/e2e/run.sh): each has its own home and cgroup root, and
+# most of a test's time is one process waiting on another.
+TEST_JOBS ?= 2
+# Every pass runs even when one before it failed, so that one failure hides no other; the
+# target fails at the end, naming the passes that failed.
+FAILED_PASSES = $(BUILD)/failed-passes
+run_pass = BUILD=$(BUILD) TEST_JOBS=$(TEST_JOBS) $(1) tests/e2e/run.sh $(2) || \
+	echo "$(or $(firstword $(2)),tests/e2e) $(or $(strip $(1)),(default))" >>$(FAILED_PASSES)
+native_pass = $(if $(filter yes,$(NATIVE_PASSES)),$(call run_pass,LAYERFS_RUNTIME=native TEST_WATCHERS=bpf,$(1)),@echo "the native pass of $(firstword $(1)) left out (NATIVE_PASSES=$(NATIVE_PASSES))")
+end_passes = @if [ -s $(FAILED_PASSES) ]; then echo "failed passes:"; sed 's/^/  /' $(FAILED_PASSES); rm -f $(FAILED_PASSES); exit 1; fi
 e2e: all
-	BUILD=$(BUILD) tests/e2e/run.sh
-	BUILD=$(BUILD) LAYERFS_RUNTIME=native tests/e2e/run.sh tests/e2e $(NATIVE_E2E)
-	BUILD=$(BUILD) LAYERFS_FUSE_TRANSPORT=dev tests/e2e/run.sh tests/e2e $(FUSE_DEV_E2E)
-	BUILD=$(BUILD) LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=0 tests/e2e/run.sh tests/e2e \
-		$(FUSE_DEV_NO_PASSTHROUGH_E2E)
+	@rm -f $(FAILED_PASSES)
+	$(call run_pass,,)
+	$(call native_pass,tests/e2e $(NATIVE_E2E))
+	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev,tests/e2e $(FUSE_DEV_E2E))
+	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=0,tests/e2e $(FUSE_DEV_NO_PASSTHROUGH_E2E))
+	$(end_passes)
 
 # Attacks on the runtime, each kept as a test (tests/adversarial/README.md).
 adversarial: all
-	BUILD=$(BUILD) tests/e2e/run.sh tests/adversarial
-	BUILD=$(BUILD) LAYERFS_RUNTIME=native tests/e2e/run.sh tests/adversarial $(NATIVE_ADVERSARIAL)
-	BUILD=$(BUILD) LAYERFS_FUSE_TRANSPORT=dev tests/e2e/run.sh tests/adversarial $(FUSE_DEV_ADVERSARIAL)
+	@rm -f $(FAILED_PASSES)
+	$(call run_pass,,tests/adversarial)
+	$(call native_pass,tests/adversarial $(NATIVE_ADVERSARIAL))
+	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev,tests/adversarial $(FUSE_DEV_ADVERSARIAL))
+	$(end_passes)
 
 # make install's layout, the man pages against --help, the completion, the systemd units
 # and make deb under lintian (tests/packaging/README.md).
@@ -309,11 +326,14 @@ check: deps
 SAN_LOGS := $(CURDIR)/build-san/sanitizer
 sanitize: deps
 	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
-	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan \
+	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan TEST_WATCHERS=bpf \
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 unit e2e adversarial
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 NATIVE_PASSES=no unit e2e adversarial
 	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
 
+# clang-tidy and cppcheck on every core: lint is a tenth of make check.
+LINT_JOBS ?= $(shell nproc)
+TIDY_FLAGS = -std=gnu11 -D_GNU_SOURCE $(INCLUDES) $(PKG_CFLAGS) $(FUSE_CFLAGS)
 # A checkout without git (a `git archive` of it) lints the same files.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
 	find include userspace-lib proto cli daemon init cgroup backends bpf tests bench -name '*.[ch]' | sort)
@@ -321,10 +341,10 @@ lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	bash tests/lint/layers.sh
 	bash tests/lint/test_layers.sh
 	clang-format --dry-run -Werror $(FORMAT_FILES)
-	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+	cppcheck -j $(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c cli daemon init tests bench
-	clang-tidy --quiet $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c -- -std=gnu11 -D_GNU_SOURCE $(INCLUDES) \
-		$(PKG_CFLAGS) $(FUSE_CFLAGS)
+	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c | \
+		xargs -P $(LINT_JOBS) -n 16 sh -c 'clang-tidy --quiet "$$@" -- $(TIDY_FLAGS)' clang-tidy
 
 format:
 	clang-format -i $(FORMAT_FILES)

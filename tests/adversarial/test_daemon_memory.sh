@@ -11,7 +11,7 @@
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
-LINKS=20000 INODES=20000
+LINKS=10000 INODES=10000
 [ "${1:-}" = --big ] && LINKS=100000 INODES=100000
 start_sandbox mem
 mb() { echo $(($1 / 1024)); }

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test-runner: alone (it compares the host's whole list of links before and after)
 # Attacks of a hostile command on what the namespaces runtime gives since its first
 # adversarial pass (test_namespaces_escape.sh): the disk budget's tmpfs and the ends of a
 # Sandbox that is killed while it is made (test_host_abstract_sockets.sh has --network

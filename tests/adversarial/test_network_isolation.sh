@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test-runner: alone (it compares the host's whole list of links, and sets the host's ip_forward)
 # Attack: a command of a namespaces Sandbox goes after the host's and other Sandboxes'
 # network (issue 15). Under native every command is in the host's network: it reaches
 # every listener of the host's 127.0.0.1 and every other Sandbox's. Here, with the host's

@@ -108,6 +108,36 @@ pids_matching() {
         [ "$status" -le 1 ] || fail "pgrep -f '$1' exited $status: is procps installed? ('make deps' installs it)"
 }
 
+# same_sparse A B: whether files A and B read alike, reading only where either has data
+# (a hole reads as zeros): cmp of two 5 GiB sparse files reads 10 GiB and took 49 s here.
+same_sparse() {
+        python3 -c '
+import os, sys
+def extents(fd, size):
+    out, off = [], 0
+    while off < size:
+        try:
+            data = os.lseek(fd, off, os.SEEK_DATA)
+        except OSError:
+            break
+        hole = os.lseek(fd, data, os.SEEK_HOLE)
+        out.append((data, hole))
+        off = hole
+    return out
+a, b = (os.open(p, os.O_RDONLY) for p in sys.argv[1:3])
+size = os.fstat(a).st_size
+if os.fstat(b).st_size != size:
+    sys.exit("%s: %d bytes, %s: %d" % (sys.argv[1], size, sys.argv[2], os.fstat(b).st_size))
+for start, end in sorted(extents(a, size) + extents(b, size)):
+    off = start
+    while off < end:
+        n = min(end - off, 1 << 20)
+        if os.pread(a, n, off) != os.pread(b, n, off):
+            sys.exit("%s and %s differ within bytes %d to %d" % (sys.argv[1], sys.argv[2], off, off + n))
+        off += n
+' "$1" "$2"
+}
+
 # json_get 'expression on j' < json: prints a field with python3.
 json_get() {
         python3 -c 'import json,sys; j=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# test-runner: alone (it compares the host's whole list of links before and after)
 # sandbox create --network none|host|private under the namespaces runtime, against the
 # real kernel: by default a Sandbox has lo only, up, and a server on 127.0.0.1 inside is
 # reached from inside and from nowhere else (not the host, not another Sandbox); with
@@ -8,7 +9,8 @@
 # does not reach it. The choice and the addresses are recorded, listed, shown by create
 # --json. Bad values are refused before anything is made, native refuses what it cannot
 # give, an exhausted LAYERFS_NET_RANGE is LimitReached, a second home skips the /30s the
-# first one's Sandboxes hold. Close, and reclaim after a SIGKILLed daemon, leave no link
+# first one's Sandboxes hold, and the one that its create in progress holds. Close, and
+# reclaim after a SIGKILLed daemon, leave no link
 # and no namespace, also when something outside still holds the Sandbox's net namespace.
 source "$(dirname "$0")/lib.sh"
 
@@ -171,6 +173,30 @@ for ino in $NS; do
         [ -z "$left" ] || fail "net namespace $ino is still held: $left"
         ok
 done
+
+# ---- two homes' creates at one instant take two /30s ----
+# The first create stops once its /30 is claimed, before the host's end of its network
+# has an address: the other home's records do not hold that /30 and no host address is
+# in it yet, so only the create's lock (/run/layerfs/net/<base>) keeps it.
+FIFO=$WORK/claimed.fifo
+fault_fifo "$FIFO"
+LAYERFS_FAULT=create-claimed@$FIFO "$LAYERFS" sandbox create --network private >"$WORK/first" &
+first=$!
+fault_reached "$first" "$FIFO" >/dev/null || fail "the first create did not stop at create-claimed"
+claimed=$(records "SELECT net_base FROM sandboxes WHERE state='starting'")
+assert_eq "$claimed" "$(((169 << 24) + (254 << 16) + (64 << 8)))" "the first create claimed the first /30"
+R=$(LAYERFS_HOME=$HOME2 lfs --json sandbox create --network private)
+assert_eq "$(echo "$R" | json_get 'j["network"]["sandbox_address"]')" "169.254.64.6" \
+        "another home's create skips the /30 a create in progress holds"
+fault_release "$FIFO"
+wait "$first" || fail "the first create failed after its pause"
+F=$(cat "$WORK/first")
+assert_eq "$(lfs --json project list_sandboxes | json_get "[s['network']['sandbox_address'] for s in j if s['sandbox'] == $F][0]")" \
+        "169.254.64.2" "the first create's Sandbox has the /30 it claimed"
+lfs sandbox close "$F" >/dev/null
+LAYERFS_HOME=$HOME2 lfs sandbox close "$(echo "$R" | json_get 'j["sandbox"]')" >/dev/null
+assert_nothing_left "after the creates at one instant"
+
 kill "$HOST_SERVER"
 exec {host_fd}<&-
 assert_eq "$(ip -o link | awk -F': ' '{print $2}' | sort)" "$LINKS_BEFORE" "the host's links are what they were"

@@ -34,8 +34,8 @@ assert_eq "$(stat -c %s "$WORK/out/disk.img")" $((5 * GiB)) "exported length"
 [ "$(allocated "$WORK/out/disk.img")" -lt $((1 << 20)) ] ||
         fail "the export wrote $(allocated "$WORK/out/disk.img") bytes of blocks for the sparse file"
 [ "$(allocated "$WORK/out/zeros.bin")" -lt $((1 << 20)) ] || fail "the export wrote the zeros out"
-cmp "$WORK/src/disk.img" "$WORK/out/disk.img" || fail "the exported sparse file differs"
-cmp "$WORK/src/zeros.bin" "$WORK/out/zeros.bin" || fail "the exported zeros differ"
+same_sparse "$WORK/src/disk.img" "$WORK/out/disk.img" || fail "the exported sparse file differs"
+same_sparse "$WORK/src/zeros.bin" "$WORK/out/zeros.bin" || fail "the exported zeros differ"
 ok
 
 # A change in the middle of a hole, recorded with branch commit: the new object is sparse.

@@ -152,7 +152,8 @@ int lfs_start_daemon(lfs_home *home, int base_fd, const lfs_platform *platform, 
         return 0;
 }
 
-/* Appends the last lines of the daemon's log to *err's message. */
+/* Appends the last lines of the daemon's log to *err's message, on its one line: a
+ * message's control characters are shown escaped, so a newline would print as \n. */
 void lfs_add_daemon_log(const sandbox_record *rec, lfs_error **err) {
         int fd =
                 rec->dir_fd >= 0 ? openat(rec->dir_fd, "daemon.log", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
@@ -171,7 +172,7 @@ void lfs_add_daemon_log(const sandbox_record *rec, lfs_error **err) {
                 return;
         char *msg = xasprintf("%s; the daemon's log ended with:", (*err)->message);
         for (unsigned i = n > 3 ? n - 3 : 0; i < n; i++) {
-                char *next = xasprintf("%s\n  %s", msg, lines[i % 3]);
+                char *next = xasprintf("%s%s '%s'", msg, i > (n > 3 ? n - 3 : 0) ? ";" : "", lines[i % 3]);
                 free(msg);
                 msg = next;
         }

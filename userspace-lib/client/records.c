@@ -609,48 +609,51 @@ static void host_ranges_in_use(uint32_t first, uint32_t count, bool *in_use) {
                 closedir(proc);
 }
 
-/* Where the host-wide locks of the id ranges are: one file per range, <base>, in root's
- * directory (the BPF watcher keeps its offsets in /run/layerfs too). */
-#define ID_LOCKS "/run/layerfs/ids"
+/* Where the host-wide locks of the ranges are: one file per range, <base>, in root's
+ * directory (the BPF watcher keeps its offsets in /run/layerfs too): the id ranges' in
+ * ids/, the private networks' /30s in net/. */
+#define RANGE_LOCKS "/run/layerfs"
+#define ID_LOCKS RANGE_LOCKS "/ids"
+#define NET_LOCKS RANGE_LOCKS "/net"
 
-/* The lock of the range at base, taken without waiting: 0 and *ret_fd, or 1 when another
- * create or a running Sandbox's init (of any home) holds it. The records are one home's,
- * and the ids show among the host's processes only once the init runs: two homes'
- * creates at one instant would take one range but for this lock, which the claim takes
- * and the Sandbox's init keeps for its life (LFS_INIT_HOLD_FD): it goes when the init
- * ends with the Sandbox, however that happens. */
-static int hold_range(int locks_fd, uint64_t base, int *ret_fd, lfs_error **err) {
+/* The lock of the range at base in the directory locks_fd (named dir), taken without
+ * waiting: 0 and *ret_fd, or 1 when another create or a running Sandbox (of any home)
+ * holds it. A home's records are its own, and what a range is used for shows among the
+ * host's processes or addresses only once the Sandbox is made: two homes' creates at one
+ * instant would take one range but for this lock, which the claim takes and keeps until
+ * the range's use shows (an id range's, by the Sandbox's init for its life,
+ * LFS_INIT_HOLD_FD; a /30's, by the create until the host's end has its address). */
+static int hold_range(int locks_fd, const char *dir, uint64_t base, int *ret_fd, lfs_error **err) {
         char name[32];
         snprintf(name, sizeof(name), "%" PRIu64, base);
         _cleanup_close_ int fd = openat(locks_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot open the id range's lock %s/%s: %s",
-                                ID_LOCKS, name, strerror(errno));
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open the range's lock %s/%s: %s", dir, name,
+                                strerror(errno));
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
                 if (errno == EWOULDBLOCK)
                         return 1;
-                return lfs_fail(err, LFS_FAILED, errno, "cannot lock %s/%s: %s", ID_LOCKS, name,
-                                strerror(errno));
+                return lfs_fail(err, LFS_FAILED, errno, "cannot lock %s/%s: %s", dir, name, strerror(errno));
         }
         *ret_fd = TAKE_FD(fd);
         return 0;
 }
 
-/* ID_LOCKS, made if missing: root's alone, or refused (a lock anyone could take or hold
- * would let them keep a range from every home, or give one to two). */
-static int open_id_locks(int *ret_fd, lfs_error **err) {
-        if ((mkdir("/run/layerfs", 0700) < 0 && errno != EEXIST) ||
-            (mkdir(ID_LOCKS, 0700) < 0 && errno != EEXIST))
-                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", ID_LOCKS, strerror(errno));
-        _cleanup_close_ int fd = open(ID_LOCKS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+/* The directory of range locks dir (RANGE_LOCKS/NAME), made if missing: root's alone, or
+ * refused (a lock anyone could take or hold would let them keep a range from every home,
+ * or give one to two). */
+static int open_range_locks(const char *dir, int *ret_fd, lfs_error **err) {
+        if ((mkdir(RANGE_LOCKS, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST))
+                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", dir, strerror(errno));
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", ID_LOCKS, strerror(errno));
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", dir, strerror(errno));
         if (st.st_uid != 0 || (st.st_mode & 0077))
                 return lfs_fail(err, LFS_FAILED, EPERM,
                                 "%s is not root's alone (owner %u, mode %04o); remove it, and a create "
                                 "makes it again",
-                                ID_LOCKS, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+                                dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         *ret_fd = TAKE_FD(fd);
         return 0;
 }
@@ -671,7 +674,7 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, int *ret_hold, lfs_error **err)
         _cleanup_free_ char *skipped = NULL;
         _cleanup_free_ bool *in_use = xcalloc(count / SANDBOX_IDS, sizeof(bool));
         _cleanup_close_ int locks_fd = -1;
-        if ((r = open_id_locks(&locks_fd, err)) < 0) {
+        if ((r = open_range_locks(ID_LOCKS, &locks_fd, err)) < 0) {
                 sqlite3_finalize(st);
                 return r;
         }
@@ -694,7 +697,7 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, int *ret_hold, lfs_error **err)
                                 free(overlap);
                         continue;
                 }
-                int held = hold_range(locks_fd, base, ret_hold, err);
+                int held = hold_range(locks_fd, ID_LOCKS, base, ret_hold, err);
                 if (held == 1)
                         continue;
                 r = held < 0 ? held : 0;
@@ -751,10 +754,10 @@ int lfs_net_range(uint32_t *ret_first, uint32_t *ret_count, lfs_error **err) {
                         text);
 }
 
-/* The lowest /30 of the home's LAYERFS_NET_RANGE that no record holds and that holds no
- * address of the host's (another home's Sandbox, a link of the host's own), inside the
- * claim's transaction. */
-static int claim_net(sqlite3 *db, uint32_t *ret, lfs_error **err) {
+/* The lowest /30 of the home's LAYERFS_NET_RANGE that no record holds, that holds no
+ * address of the host's (another home's Sandbox, a link of the host's own) and whose lock
+ * no other create holds, inside the claim's transaction; *ret_hold is that lock. */
+static int claim_net(sqlite3 *db, uint32_t *ret, int *ret_hold, lfs_error **err) {
         uint32_t first = 0, count = 0;
         int r = lfs_net_range(&first, &count, err);
         if (r < 0)
@@ -768,6 +771,9 @@ static int claim_net(sqlite3 *db, uint32_t *ret, lfs_error **err) {
         if (r < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot read the host's IPv4 addresses: %s",
                                 strerror(-r));
+        _cleanup_close_ int locks_fd = -1;
+        if ((r = open_range_locks(NET_LOCKS, &locks_fd, err)) < 0)
+                return r;
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(
                     db, "SELECT 1 FROM sandboxes WHERE typeof(net_base)='integer' AND net_base=? LIMIT 1",
@@ -788,18 +794,25 @@ static int claim_net(sqlite3 *db, uint32_t *ret, lfs_error **err) {
                         taken_by_host++;
                         continue;
                 }
-                *ret = (uint32_t)base;
-                r = 0;
+                int held = hold_range(locks_fd, NET_LOCKS, base, ret_hold, err);
+                if (held == 1)
+                        continue;
+                r = held < 0 ? held : 0;
+                if (r == 0)
+                        *ret = (uint32_t)base;
                 break;
         }
         sqlite3_finalize(st);
+        if (r < 0 && r != -ENOSPC)
+                return r;
         if (r < 0) {
                 char text[16];
                 return lfs_fail(
                         err, LFS_LIMIT_REACHED, ENOSPC,
                         "no /30 is free for a private network in this home's LAYERFS_NET_RANGE %s/%d "
                         "(%u of them; %u hold an address of the host's, the others are other "
-                        "Sandboxes'); close a Sandbox or give LAYERFS_NET_RANGE a wider range",
+                        "Sandboxes' or other creates'); close a Sandbox or give LAYERFS_NET_RANGE a "
+                        "wider range",
                         lfs_ipv4_text(first, text), 32 - __builtin_ctz(count), count / LFS_NETWORK_SIZE,
                         taken_by_host);
         }
@@ -846,7 +859,7 @@ int lfs_record_check_link(lfs_home *home, sqlite3 *db, const sandbox_record *rec
 
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
                      const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
-                     sandbox_record *ret, int *ret_id_hold, lfs_error **err) {
+                     sandbox_record *ret, int *ret_id_hold, int *ret_net_hold, lfs_error **err) {
         unsigned long long start = 0;
         if (lfs_process_start_time(getpid(), &start) < 0)
                 return lfs_fail(err, LFS_FAILED, ESRCH, "cannot read this process's start time");
@@ -881,14 +894,14 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                                .network = network,
                                .dir_fd = -1 };
         _cleanup_free_ char *socket = xasprintf("%s/control.sock", rec.dir);
-        _cleanup_close_ int id_hold = -1;
+        _cleanup_close_ int id_hold = -1, net_hold = -1;
         int r = 0;
         if (number > INT_MAX)
                 r = lfs_fail(err, LFS_LIMIT_REACHED, 0, "project '%s' has no free sandbox number", project);
         else if (!strcmp(runtime, "namespaces"))
                 r = claim_ids(db, &rec.id_base, &id_hold, err);
         if (r == 0 && network == LFS_NETWORK_PRIVATE)
-                r = claim_net(db, &rec.net_base, err);
+                r = claim_net(db, &rec.net_base, &net_hold, err);
         /* No two records name one link (lfs_record_check_link). */
         while (r == 0 && link_name_taken(db, rec.instance, project, rec.number, NULL)) {
                 free(rec.instance);
@@ -939,6 +952,7 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
         }
         *ret = rec;
         *ret_id_hold = TAKE_FD(id_hold);
+        *ret_net_hold = TAKE_FD(net_hold);
         return 0;
 }
 

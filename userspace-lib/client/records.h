@@ -63,10 +63,11 @@ bool lfs_record_alive(const sandbox_record *rec);
  * none is left. A private network gets its /30 there too: the lowest of LAYERFS_NET_RANGE
  * that no record holds and that holds none of the host's addresses; LimitReached when
  * none is left. *ret_id_hold: the host-wide lock of the id range (for the Sandbox's init to
- * keep), or -1 when the runtime has no range. */
+ * keep), or -1 when the runtime has no range; *ret_net_hold: the host-wide lock of the /30
+ * (for the create to keep until the host's end of the network has its address), or -1. */
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
                      const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
-                     sandbox_record *ret, int *ret_id_hold, lfs_error **err);
+                     sandbox_record *ret, int *ret_id_hold, int *ret_net_hold, lfs_error **err);
 /* A private network's record is acted on only if no other record names its link (the
  * first 12 digits of its instance; a create never writes two): else InvalidInput naming
  * both. */

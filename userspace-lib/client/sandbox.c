@@ -290,12 +290,15 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
         sandbox_record rec = { .dir_fd = -1 };
-        _cleanup_close_ int id_hold = -1;
+        /* net_hold is kept until the create is done: by then the host's end of a private
+         * network has its address, which keeps the /30 from every other home's create. */
+        _cleanup_close_ int id_hold = -1, net_hold = -1;
         if ((r = lfs_record_claim(home, db, name, place_root, rt->name, &limits, network, &rec, &id_hold,
-                                  err)) < 0) {
+                                  &net_hold, err)) < 0) {
                 sqlite3_close(db);
                 return r;
         }
+        lfs_fault_point("create-claimed");
         pid_t pid = -1;
         r = lfs_start_daemon(home, base, chosen, &rec, daemon, id_hold, &pid, err);
         if (r == 0 && lfs_fault_fails("record"))
