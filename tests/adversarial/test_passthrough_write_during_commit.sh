@@ -54,8 +54,11 @@ grep -q 'request_wait_answer\|fuse' "/proc/$writer/wchan" "/proc/$writer/stack" 
 rc=0
 timeout 20 "$LAYERFS" workspace commit "$N" main -m during >"$WORK/commit" 2>&1 || rc=$?
 # Then (the commit answered, or its client gave up) a new file in the Workspace.
+# (Not timeout(1): a request the daemon has read is waited for through any signal.)
+touch "$WS/new" &
+toucher=$!
 touch_rc=0
-timeout 10 touch "$WS/new" || touch_rc=$?
+wait_exit "$toucher" 10 || touch_rc=124
 kill -CONT "$dpid_b"
 [ "$rc" != 124 ] || fail "commit did not answer within 20 s while a passed-through write into f waits (a create in the Workspace then: rc $touch_rc)"
 [ "$touch_rc" = 0 ] || fail "a create in the Workspace did not answer within 10 s after that commit (rc $touch_rc)"
