@@ -10,12 +10,10 @@
 # Workspace behind, and a new mount of the branch reads the last commit intact.
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-export LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1
+source "$(dirname "$0")/passthrough_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
-[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
-        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
 start_sandbox ptabort
-grep -q "passthrough: on" <<<"$(lfs sandbox log "$N")" || skip "the mount does not pass through"
+require_passthrough "$N"
 TEARDOWN_EXTRA='for leaf in "$CGR"/*/cmd-*; do echo 1 >"$leaf/cgroup.kill"; done 2>/dev/null'
 in_ws "open('big', 'wb').write(b'k' * (2 << 20))"
 lfs workspace commit "$N" main -m big >/dev/null
@@ -58,10 +56,9 @@ read -r -t 60 _ <"$WS/ready" || fail "the writer did not start"
 conn=$(stat -c %d "$WS")
 conn=$((conn & 0xff | (conn >> 12 & ~0xff)))
 # The fifo's writer end is opened before the abort: once aborted, the mount is gone for
-# opens. fusectl is mounted in a mount namespace of its own (none here on the host).
+# opens.
 exec 7>"$WS/next"
-unshare -m sh -c "mount -t fusectl none /sys/fs/fuse/connections &&
-        echo 1 >/sys/fs/fuse/connections/$conn/abort" || fail "cannot abort FUSE connection $conn of $WS"
+abort_fuse_connections "$conn" || fail "cannot abort FUSE connection $conn of $WS"
 exec 7>&-
 timeout 60 "$LAYERFS" workspace status "$N" main >"$WORK/status" 2>&1
 rc=$?

@@ -12,12 +12,10 @@
 # as unchanged since its hash, recorded the 1s, and status then said clean.
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-export LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1
+source "$(dirname "$0")/passthrough_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
-[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
-        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
 start_sandbox ptmmap
-grep -q "passthrough: on" <<<"$(lfs sandbox log "$N")" || skip "the mount does not pass through"
+require_passthrough "$N"
 TEARDOWN_EXTRA='for leaf in "$CGR"/*/cmd-*; do echo 1 >"$leaf/cgroup.kill"; done 2>/dev/null'
 # mapped: 64 KiB of zeros; ones: 64 KiB of byte 1, so that the Store has that content.
 in_ws "open('mapped', 'wb').write(bytes(64 << 10)); open('ones', 'wb').write(b'\x01' * (64 << 10))"

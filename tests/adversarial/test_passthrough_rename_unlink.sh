@@ -8,12 +8,10 @@
 # mapping, which holds the kernel's own open of the upper file) is gone.
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-export LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1
+source "$(dirname "$0")/passthrough_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
-[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
-        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
 start_sandbox ptmove
-grep -q "passthrough: on" <<<"$(lfs sandbox log "$N")" || skip "the mount does not pass through"
+require_passthrough "$N"
 upper=$(records "SELECT dir FROM sandboxes WHERE number=$N")/upper/main
 uppers() { find "$upper" -type f | wc -l; }
 before=$(uppers)

@@ -9,14 +9,13 @@
 # and its write goes to the upper file without clearing S_ISUID, where a disk clears it
 # (and the daemon does for a write it serves, test_setid_write.sh).
 source "$(dirname "$0")/../e2e/lib.sh"
+source "$(dirname "$0")/passthrough_lib.sh"
 use_private_sandboxes
-export LAYERFS_PROJECT=ptsetid LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1
-[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
-        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
+export LAYERFS_PROJECT=ptsetid
 lfs project init ptsetid >/dev/null
 n=$(lfs sandbox create)
 ws=$(lfs workspace mount "$n" main)
-grep -q "passthrough: on" <<<"$(lfs sandbox log "$n")" || skip "the mount does not pass through"
+require_passthrough "$n"
 [ "$(in_main "$n" id -u)" != 0 ] || skip "commands run as root here: they have CAP_FSETID"
 # A program of 2 MiB in the upper directory: a read-only open of it passes through.
 in_main "$n" sh -c 'cp /bin/true prog && truncate -s 2M prog && chmod 755 prog'

@@ -8,14 +8,13 @@
 # a file's cached pages when its size changes, not when only its data does. What a
 # reader, status and commit see must be the bytes written, as on a disk.
 source "$(dirname "$0")/../e2e/lib.sh"
+source "$(dirname "$0")/passthrough_lib.sh"
 use_private_sandboxes
-export LAYERFS_PROJECT=ptcache LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1
-[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
-        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
+export LAYERFS_PROJECT=ptcache
 lfs project init ptcache >/dev/null
 n=$(lfs sandbox create)
 ws=$(lfs workspace mount "$n" main)
-grep -q "passthrough: on" <<<"$(lfs sandbox log "$n")" || skip "the mount does not pass through"
+require_passthrough "$n"
 
 # An upper file (written here) and a Store file (committed, then copied up by the write).
 in_main "$n" sh -c 'printf AAAAAAAA >upper && printf CCCCCCCC >stored'

@@ -11,10 +11,9 @@
 # test_passthrough_write_during_commit.sh holds the same write from the host, on either
 # runtime, and then checks the bytes recorded.
 source "$(dirname "$0")/../e2e/lib.sh"
+source "$(dirname "$0")/passthrough_lib.sh"
 use_private_sandboxes
-export LAYERFS_PROJECT=ptstall LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1 LAYERFS_RUNTIME=native
-[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
-        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
+export LAYERFS_PROJECT=ptstall LAYERFS_RUNTIME=native
 if ! why=$(unshare -Ur true 2>&1); then
         skip "this system makes no user namespace, which the command's FUSE server needs ($why)"
 fi
@@ -22,14 +21,12 @@ fuse_mode=$(stat -c %a /dev/fuse)
 # The stalled write's connection is aborted at the end whatever happens (as in
 # test_fuse_trap.sh): those whose /dev/fuse a process of this test's cgroups holds.
 release_stalls() {
-        local pids conns
+        local pids
         pids=$(find "$CGR" -name cgroup.procs -exec cat {} + 2>/dev/null || true)
         [ -n "$pids" ] || return 0
-        conns=$(for p in $pids; do cat /proc/"$p"/fdinfo/* 2>/dev/null; done | awk '/^fuse_connection:/ {print $2}' | sort -u)
-        [ -n "$conns" ] || return 0
-        # shellcheck disable=SC2016,SC2086
-        unshare -m sh -c 'mount -t fusectl fusectl /sys/fs/fuse/connections &&
-                for c in "$@"; do echo 1 > /sys/fs/fuse/connections/$c/abort; done' sh $conns || true
+        # shellcheck disable=SC2046
+        abort_fuse_connections $(for p in $pids; do cat /proc/"$p"/fdinfo/* 2>/dev/null; done |
+                awk '/^fuse_connection:/ {print $2}' | sort -u) || true
 }
 TEARDOWN_EXTRA="release_stalls; chmod $fuse_mode /dev/fuse"
 chmod 666 /dev/fuse
@@ -41,7 +38,7 @@ printf '%4096s' '' | tr ' ' o >"$WORK/src/f"
 lfs project init ptstall --from "$WORK/src" >/dev/null
 n=$(lfs sandbox create)
 ws=$(lfs workspace mount "$n" main)
-grep -q "passthrough: on" <<<"$(lfs sandbox log "$n")" || skip "the mount does not pass through"
+require_passthrough "$n"
 in_main "$n" sh -c 'echo x >>f && mkdir stall' # f: an upper file, passed through when opened
 lfs process start "$n" main -- unshare -Urm /usr/bin/python3 "$WORK/fuse_stall.py" stall f ready >/dev/null
 wait_created "$ws" ready 60

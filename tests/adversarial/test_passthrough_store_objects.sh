@@ -12,10 +12,9 @@
 # whose data another branch shares (same blob), and a fifo made in the Workspace (never
 # registered: not a regular file).
 source "$(dirname "$0")/../e2e/lib.sh"
+source "$(dirname "$0")/passthrough_lib.sh"
 use_private_sandboxes
-export LAYERFS_PROJECT=ptstore LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1
-[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
-        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
+export LAYERFS_PROJECT=ptstore
 mkdir "$WORK/src"
 head -c $((2 << 20)) /dev/urandom >"$WORK/src/big"
 cp "$WORK/src/big" "$WORK/src/same" # one blob, two names
@@ -24,7 +23,7 @@ lfs branch create other >/dev/null 2>&1 || lfs branch create other main >/dev/nu
 sum=$(sha256sum <"$WORK/src/big")
 n=$(lfs sandbox create)
 ws=$(lfs workspace mount "$n" main)
-grep -q "passthrough: on" <<<"$(lfs sandbox log "$n")" || skip "the mount does not pass through"
+require_passthrough "$n"
 
 # A reader holds big (a Store file) while a writer writes it, and a shared mapping.
 in_main "$n" python3 -c "

@@ -13,12 +13,10 @@
 # slow NFS file, a FUSE file of the command's own, userfaultfd).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/daemon_lib.sh"
-export LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1
+source "$(dirname "$0")/passthrough_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
-[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
-        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
 start_sandbox ptrace
-grep -q "passthrough: on" <<<"$(lfs sandbox log "$N")" || skip "the mount does not pass through"
+require_passthrough "$N"
 # f: 64 KiB of o; n: 64 KiB of n (the source, read in the second Sandbox).
 in_ws "open('f', 'wb').write(b'o' * 65536); open('n', 'wb').write(b'n' * 65536)"
 lfs workspace commit "$N" main -m base >/dev/null
