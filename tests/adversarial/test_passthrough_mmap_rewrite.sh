@@ -18,7 +18,8 @@ start_sandbox ptmmap
 require_passthrough "$N"
 TEARDOWN_EXTRA='for leaf in "$CGR"/*/cmd-*; do echo 1 >"$leaf/cgroup.kill"; done 2>/dev/null'
 # mapped: 64 KiB of zeros; ones: 64 KiB of byte 1, so that the Store has that content.
-in_ws "open('mapped', 'wb').write(bytes(64 << 10)); open('ones', 'wb').write(b'\x01' * (64 << 10))"
+in_ws "open('mapped', 'wb').write(bytes(64 << 10)); open('ones', 'wb').write(b'\x01' * (64 << 10))
+open('unmapped', 'wb').write(bytes(64 << 10)); open('threes', 'wb').write(b'\x03' * (64 << 10))"
 lfs workspace commit "$N" main -m base >/dev/null
 mkfifo -m 666 "$WS/ready" "$WS/next"
 # Round r writes byte r over the whole mapping, says so and waits, the mapping live.
@@ -43,6 +44,35 @@ lfs branch export main "$WORK/out" >/dev/null
 assert_eq "$(od -An -v -tu1 "$WORK/out/mapped" | tr -s ' \n' '\n' | sort -u | tr -d '\n')" 2 \
         "the bytes the commit recorded for mapped (the process wrote 2s over its 1s)"
 assert_eq "$(lfs workspace exec "$N" main -- od -An -tu1 -N1 mapped | tr -d ' ')" 2 "the first byte of mapped as read now"
+echo >"$WS/next"
+ok
+
+# The same with the file closed once mapped (its last RELEASE comes while the mapping
+# lives, the kernel mapping the upper file itself): writes 3s, then 4s over them.
+lfs process start "$N" main -- python3 -c "
+import ctypes, mmap, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open('unmapped', os.O_RDWR)
+p = libc.mmap(None, 64 << 10, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+os.close(fd)
+for r in (3, 4):
+    ctypes.memset(p, r, 64 << 10)
+    with open('ready', 'w') as w:
+        w.write('%d\\n' % r)
+    open('next').read()
+" >/dev/null
+read -r -t 60 said <"$WS/ready" || fail "the process did not say it wrote round 3"
+assert_eq "$(lfs workspace status "$N" main)" "M unmapped" "status after round 3's write through a mapping of a closed file"
+echo >"$WS/next"
+read -r -t 60 said <"$WS/ready" || fail "the process did not say it wrote round 4"
+assert_eq "$said" 4 "round"
+lfs workspace commit "$N" main -m "round 4" >/dev/null
+rm -rf "$WORK/out"
+lfs branch export main "$WORK/out" >/dev/null
+assert_eq "$(od -An -v -tu1 "$WORK/out/unmapped" | tr -s ' \n' '\n' | sort -u | tr -d '\n')" 4 \
+        "the bytes the commit recorded for unmapped (written 4s over its 3s after its close)"
 echo >"$WS/next"
 ok
 finish
