@@ -464,6 +464,12 @@ static int do_open(fuse_worker *w, const fuse_request *r) {
         int ret = ws_open_file(w->c->fs, r->hdr->nodeid, (int)in->flags, &fh, &backing);
         if (ret < 0)
                 return ret;
+        /* A write passed through clears no set-id bit (the kernel writes the upper file
+         * without us), and an inode that already passes through for a reader passes this
+         * writer through too: its open clears them, before any write, whoever the writer
+         * (we cannot tell who has CAP_FSETID); ws_setattr refuses them while it lasts. */
+        if (backing > 0 && (in->flags & O_ACCMODE) != O_RDONLY)
+                (void)kill_setid(w, r->hdr->nodeid);
         struct fuse_open_answer out = open_answer(fh, backing);
         return reply_buf(w, r, &out, sizeof(out));
 }

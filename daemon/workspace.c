@@ -629,6 +629,30 @@ static void passthrough_watch(ws_fs *fs, ws_inode *in) {
                 in->passed_seen = st.st_ctim;
 }
 
+/* A file open for writing with passthrough: a write() of the kernel's may be under way in
+ * it (ext4 moved the ctime when it began, and moves nothing when it ends), so no hash of
+ * it is kept until its last writer is released (ws_release). */
+static bool passed_writers(const ws_inode *in) {
+        return in->backing_id > 0 && in->writers > 0;
+}
+
+/* Before an upper file written with passthrough is read for a hash or a commit: its dirty
+ * pages are written back, which write-protects them in every shared mapping, so a write
+ * through one after the read faults again and moves the ctime (a page written again
+ * while still dirty would not: test_passthrough_mmap_rewrite.sh). Bounded by that file's
+ * dirty pages; neither writeback nor read waits for a write() in flight (its inode lock). */
+static void upper_writeback(int fd) {
+        (void)sync_file_range(
+                fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+}
+
+/* The same by the upper file's name (one that goes meanwhile needs none). */
+static void upper_writeback_at(ws_fs *fs, const char *name) {
+        _cleanup_close_ int fd = openat(fs->upper_fd, name, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+                upper_writeback(fd);
+}
+
 static void passthrough_refresh(ws_fs *fs, ws_inode *in) {
         struct stat st;
         if (!in->passed_written || upper_stat(fs, in, &st) < 0 || timespec_eq(st.st_ctim, in->passed_seen))
@@ -1201,7 +1225,8 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                 }
                 passthrough_refresh(fs, in);
                 /* A write passed through clears no set-id bit (the kernel writes the upper
-                 * file without us): a file open so for writing cannot become set-id. */
+                 * file without us): a file open so for writing cannot become set-id (and
+                 * the open of such a writer cleared them: do_open). */
                 if ((to_set & WS_SET_MODE) && setid_bits(attr->st_mode) && in->backing_id > 0 &&
                     in->writers > 0) {
                         r = -ETXTBSY;
@@ -1857,6 +1882,10 @@ int ws_release(ws_fs *fs, uint64_t fh) {
                 ws_inode *in = inode_get(fs, ino);
                 in->open_count--;
                 in->writers -= h->writable;
+                /* A write() through it ended before this RELEASE, maybe after the last look
+                 * (which then saw the ctime it moved when it began): looked at again. */
+                if (h->passed && h->writable && in->writers == 0)
+                        data_changed(fs, in);
                 if (h->passed && --in->passed_opens == 0) {
                         /* The kernel let go of the inode's backing file with its last open
                          * (before this RELEASE was sent); the id goes too. */
@@ -2200,6 +2229,8 @@ typedef struct walk_file {
         uint64_t size;
         bool hashed; /* id known when it was listed (commit: only its object may be missing) */
         bool have; /* id is the content of that data_gen */
+        bool passed; /* written with passthrough: written back before it is read */
+        bool snapshot; /* open for writing with passthrough: a copy of it is stored */
         lfs_id id;
 } walk_file;
 
@@ -2298,44 +2329,82 @@ static const walk_file *stored_file(const change_walk *cw, uint64_t ino) {
         return cw->n_stored ? bsearch(&key, cw->stored, cw->n_stored, sizeof(key), cmp_walk_file) : NULL;
 }
 
-/* Commit: stores an upper file now, under the lock (its data changed since it was
- * stored without the lock, or it is new since). */
-/* A file open for writing with passthrough changes under our lock (the kernel writes it
+/* Copies src (len bytes) to fd, new and empty, by read and write: a run of 1 MiB of zeros
+ * is left a hole. Not copy_extents: its lseek(SEEK_DATA) waits for the inode lock, which
+ * a write() in flight into src holds as long as its source stalls (a page fault on a
+ * FUSE file of the writer's own: test_passthrough_stalled_write.sh). 0 or -errno. */
+static int copy_by_read(const change_walk *cw, int src, int fd, uint64_t len) {
+        enum { CHUNK = 1 << 20 };
+        _cleanup_free_ char *buf = xmalloc_io(CHUNK);
+        static const char zeros[4096];
+        for (uint64_t pos = 0; pos < len;) {
+                if (walk_cancelled(cw))
+                        return -ECANCELED;
+                ssize_t k = pread(src, buf, CHUNK, (off_t)pos);
+                if (k < 0)
+                        return -errno;
+                if (k == 0)
+                        break; /* shorter now: the length set below keeps len */
+                bool zero = true;
+                for (ssize_t i = 0; i < k && zero; i += (ssize_t)sizeof(zeros))
+                        zero = memcmp(buf + i, zeros,
+                                      (size_t)(k - i) < sizeof(zeros) ? (size_t)(k - i) : sizeof(zeros)) ==
+                               0;
+                for (ssize_t done = 0; !zero && done < k;) {
+                        ssize_t w = pwrite(fd, buf + done, (size_t)(k - done), (off_t)pos + done);
+                        if (w < 0)
+                                return -errno;
+                        done += w;
+                }
+                pos += (uint64_t)k;
+        }
+        return ftruncate(fd, (off_t)len) < 0 ? -errno : 0;
+}
+
+/* A file open for writing with passthrough changes without our lock (the kernel writes it
  * without us), and the Store refuses a file that changes while it reads it: the commit
- * records a copy taken now instead, as "snap.<ino>" beside the upper files (names the
- * upper files never take). Its name in ret (removed by the caller), 0; or -errno. */
-static int snapshot_upper(ws_fs *fs, uint64_t ino, char ret[UPPER_NAME_MAX]) {
+ * records a copy instead, as "snap.<ino>" beside the upper files (names the upper files
+ * never take), taken without the lock (store_files) or, failing that, under it. Its name
+ * in ret (removed by the caller), 0; or -errno. With locked, room is made first. */
+static int snapshot_upper(const change_walk *cw, uint64_t ino, bool locked, char ret[UPPER_NAME_MAX]) {
+        ws_fs *fs = cw->fs;
         char name[UPPER_NAME_MAX];
         upper_name(ino, name);
         snprintf(ret, UPPER_NAME_MAX, "snap.%llu", (unsigned long long)ino);
         _cleanup_close_ int src = openat(fs->upper_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
-        if (src < 0 || fstat(src, &st) < 0)
+        if (src < 0)
                 return -errno;
-        int r = space_for(fs, (uint64_t)st.st_blocks * 512);
+        upper_writeback(src);
+        if (fstat(src, &st) < 0)
+                return -errno;
+        int r = locked ? space_for(fs, (uint64_t)st.st_blocks * 512) : 0;
         if (r < 0)
                 return r;
         _cleanup_close_ int fd =
                 openat(fs->upper_fd, ret, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
-        if (copy_extents(src, 0, fd, (uint64_t)st.st_size, true) != 0) {
-                r = errno ? -errno : -EIO;
+        if ((r = copy_by_read(cw, src, fd, (uint64_t)st.st_size)) < 0) {
                 unlinkat(fs->upper_fd, ret, 0);
                 return r;
         }
         return 0;
 }
 
+/* Commit: stores an upper file now, under the lock (its data changed since it was
+ * stored without the lock, or it is new since). */
 static int store_upper_now(change_walk *cw, uint64_t ino, lfs_id *ret, uint64_t *ret_size) {
         ws_fs *fs = cw->fs;
         const ws_inode *in = inode_get(fs, ino);
         char name[UPPER_NAME_MAX];
-        bool snapshot = in->backing_id > 0 && in->writers > 0;
+        bool snapshot = passed_writers(in);
         if (!snapshot) {
                 upper_name(ino, name);
+                if (in->passed_written)
+                        upper_writeback_at(fs, name);
         } else {
-                int r = snapshot_upper(fs, ino, name);
+                int r = snapshot_upper(cw, ino, true, name);
                 if (r < 0)
                         return lfs_fail(cw->err, LFS_FAILED, -r, "cannot copy %s, open for writing: %s",
                                         cw->path.s, strerror(-r));
@@ -2387,13 +2456,20 @@ static int leaf_id(change_walk *cw, uint64_t ino, uint32_t *ret_mode, lfs_id *re
                         lfs_sha256("", 0, ret_id);
                 return 0;
         }
+        const walk_file *f = stored_file(cw, ino);
         if (cw->purpose != WALK_COMMIT) {
-                *known = in->hashed;
-                *ret_id = in->upper_hash;
+                /* A hash of this look's (hash_needed) not kept: the file is open for writing
+                 * with passthrough. */
+                bool now = !in->hashed && f && f->have && f->data_gen == in->data_gen;
+                *known = in->hashed || now;
+                *ret_id = now ? f->id : in->upper_hash;
                 return 0;
         }
-        const walk_file *f = stored_file(cw, ino);
-        if (f && f->have && f->data_gen == in->data_gen) {
+        bool current = f && f->have && f->data_gen == in->data_gen;
+        if (current || (f && f->have && f->snapshot)) {
+                /* A copy taken during this commit of a file the kernel writes without us:
+                 * what it held then is recorded, even if it changed since (as a write
+                 * racing the commit would), but not kept as its hash. */
                 *ret_id = f->id;
                 *ret_size = f->size;
         } else {
@@ -2401,10 +2477,14 @@ static int leaf_id(change_walk *cw, uint64_t ino, uint32_t *ret_mode, lfs_id *re
                 if (r < 0)
                         return r;
                 in = inode_get(fs, ino);
+                current = true;
         }
-        /* Under the lock the data cannot change: the id is the file's until its next change. */
-        in->hashed = true;
-        in->upper_hash = *ret_id;
+        /* Under the lock the data cannot change but through the kernel: the id is the
+         * file's until its next change, unless a write passed through may be under way. */
+        if (current && !passed_writers(in)) {
+                in->hashed = true;
+                in->upper_hash = *ret_id;
+        }
         return 0;
 }
 
@@ -2484,7 +2564,9 @@ static int walk_entry(change_walk *cw, walk_level *top, const ws_dirent *d) {
                 /* Only a file as large as its base entry can be unchanged: hash it first. */
                 if (b && b->mode == mode && b->size == size && !cw->final) {
                         GROW(cw->need, cw->cap_need, cw->n_need + 1);
-                        cw->need[cw->n_need++] = (walk_file){ .ino = d->ino, .data_gen = child->data_gen };
+                        cw->need[cw->n_need++] = (walk_file){ .ino = d->ino,
+                                                              .data_gen = child->data_gen,
+                                                              .passed = child->passed_written };
                         return 0;
                 }
         } else if (b && b->mode == mode && lfs_id_eq(&b->id, &id)) {
@@ -2595,7 +2677,7 @@ static void walk_done(change_walk *cw) {
 
 /* The id of an upper file's contents, read without the lock (its file stays put: its
  * name is its inode's; -ENOENT when it went meanwhile). */
-static int hash_upper(change_walk *cw, uint64_t ino, lfs_id *ret) {
+static int hash_upper(change_walk *cw, uint64_t ino, bool passed, lfs_id *ret) {
         char name[UPPER_NAME_MAX];
         upper_name(ino, name);
         _cleanup_close_ int fd = openat(cw->fs->upper_fd, name, O_RDONLY | O_CLOEXEC);
@@ -2604,6 +2686,8 @@ static int hash_upper(change_walk *cw, uint64_t ino, lfs_id *ret) {
                                ? -ENOENT
                                : lfs_fail(cw->err, LFS_FAILED, errno,
                                           "cannot read the Workspace's copy of a file: %s", strerror(errno));
+        if (passed)
+                upper_writeback(fd);
         _cleanup_free_ char *buf = xmalloc_io(1u << 20);
         lfs_hasher *h = lfs_hasher_new();
         ssize_t k = 0;
@@ -2632,7 +2716,7 @@ static int hash_needed(change_walk *cw) {
         pthread_mutex_unlock(&fs->lock);
         int r = 0;
         for (size_t i = 0; i < n && r == 0; i++) {
-                r = hash_upper(cw, cw->need[i].ino, &cw->need[i].id);
+                r = hash_upper(cw, cw->need[i].ino, cw->need[i].passed, &cw->need[i].id);
                 cw->need[i].have = r == 0;
                 if (r == -ENOENT)
                         r = 0;
@@ -2640,11 +2724,15 @@ static int hash_needed(change_walk *cw) {
         pthread_mutex_lock(&fs->lock);
         for (size_t i = 0; i < n; i++) {
                 ws_inode *in = inode_get(fs, cw->need[i].ino);
-                if (cw->need[i].have && in && in->upper && in->data_gen == cw->need[i].data_gen) {
+                if (cw->need[i].have && in && in->upper && in->data_gen == cw->need[i].data_gen &&
+                    !passed_writers(in)) {
                         in->hashed = true;
                         in->upper_hash = cw->need[i].id;
                 }
         }
+        /* The final walk asks for none: it finds these (leaf_id), kept or not. */
+        cw->stored = cw->need;
+        cw->n_stored = n;
         cw->n_need = 0;
         return r;
 }
@@ -2747,11 +2835,14 @@ static walk_file *list_upper_files(ws_fs *fs, size_t *ret_n) {
                 ws_inode *in = fs->itab[i].in;
                 if (!fs->itab[i].ino || !S_ISREG(in->mode) || !in->upper || in->nlink == 0)
                         continue;
+                passthrough_refresh(fs, in);
                 GROW(files, cap, n + 1);
                 files[n++] = (walk_file){ .ino = in->ino,
                                           .data_gen = in->data_gen,
                                           .size = in->size,
                                           .hashed = in->hashed,
+                                          .passed = in->passed_written,
+                                          .snapshot = passed_writers(in),
                                           .id = in->upper_hash };
         }
         if (n > 1)
@@ -2769,14 +2860,27 @@ static int store_files(change_walk *cw, walk_file *files, size_t n) {
         _cleanup_free_ char(*names)[UPPER_NAME_MAX] = xcalloc(n, sizeof(*names));
         _cleanup_free_ walk_file **of = xcalloc(n, sizeof(*of));
         size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
+        int r = 0;
+        for (size_t i = 0; i < n && r == 0; i++) {
                 walk_file *f = &files[i];
                 if (f->hashed && lfs_object_exists(cw->store, &f->id)) {
                         f->have = true;
                         continue;
                 }
                 struct stat st;
-                upper_name(f->ino, names[k]);
+                if (f->snapshot) {
+                        r = snapshot_upper(cw, f->ino, false, names[k]);
+                        if (r == -ECANCELED)
+                                break;
+                        if (r < 0) { /* left for the walk */
+                                r = 0;
+                                continue;
+                        }
+                } else {
+                        upper_name(f->ino, names[k]);
+                        if (f->passed)
+                                upper_writeback_at(fs, names[k]);
+                }
                 if (fstatat(fs->upper_fd, names[k], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                         continue;
                 f->size = (uint64_t)st.st_size;
@@ -2786,9 +2890,16 @@ static int store_files(change_walk *cw, walk_file *files, size_t n) {
                 };
                 k++;
         }
-        int r = lfs_blob_writer_add_files_lenient(cw->w, src, k, cw->err);
-        for (size_t i = 0; i < k && r == 0; i++)
-                of[i]->have = src[i].result == 0;
+        if (r == 0)
+                r = lfs_blob_writer_add_files_lenient(cw->w, src, k, cw->err);
+        else
+                r = cancelled_error(cw->err);
+        for (size_t i = 0; i < k; i++) {
+                if (r == 0)
+                        of[i]->have = src[i].result == 0;
+                if (of[i]->snapshot)
+                        unlinkat(fs->upper_fd, names[i], 0);
+        }
         return r;
 }
 

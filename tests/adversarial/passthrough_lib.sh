@@ -1,0 +1,20 @@
+# Shared by the attacks on FUSE passthrough (test_passthrough_*.sh): each runs on the
+# daemon's own loop with passthrough asked. Sourced after tests/e2e/lib.sh.
+# shellcheck shell=bash
+export LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1
+[ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
+        skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
+
+# require_passthrough N: skips unless Sandbox N's Workspace passes data through.
+require_passthrough() {
+        grep -q "passthrough: on" <<<"$(lfs sandbox log "$1")" || skip "the mount does not pass through"
+}
+
+# abort_fuse_connections N...: aborts FUSE connections N... (/sys/fs/fuse/connections,
+# through a fusectl mounted in a mount namespace of its own: none is on this host).
+abort_fuse_connections() {
+        [ "$#" -gt 0 ] || return 0
+        # shellcheck disable=SC2016
+        unshare -m sh -c 'mount -t fusectl fusectl /sys/fs/fuse/connections &&
+                for c in "$@"; do echo 1 >/sys/fs/fuse/connections/$c/abort; done' sh "$@"
+}
