@@ -17,7 +17,9 @@ CAP=128
 start_sandbox conns
 lfs workspace exec "$N" main -- true # an event, so that every follower gets a first line
 mkfifo "$WORK/held" "$WORK/release"
-TEARDOWN_EXTRA='echo >"$WORK/release" & sleep 0'
+# The client is killed, not released: one that has died (the daemon closed under it) never
+# opens "release", and a write to it waited for a reader for ever past the test's end.
+TEARDOWN_EXTRA='[ -z "${CLIENT:-}" ] || kill "$CLIENT" 2>/dev/null'
 # client KIND COUNT: COUNT connections held open until a line comes on "release". idle
 # ones send nothing; follow ones ask for sandbox.events --follow and read their first
 # line; then one more connection asks for sandbox.ping. Once it has its answer, the
@@ -64,6 +66,13 @@ with open(work + "/held", "w") as f:
     f.write("%d %s\n" % (len(held), answer))
 open(work + "/release").read()
 PY
+        CLIENT=$!
+}
+# Lets the client go and waits for its end (its pid is not killed again by the teardown).
+release_client() {
+        echo >"$WORK/release"
+        wait "$CLIENT"
+        CLIENT=
 }
 client idle "$IDLE"
 read -r held answer <"$WORK/held"
@@ -83,8 +92,7 @@ case "$answer" in
 esac
 assert_eq "$(timeout 120 "$LAYERFS" --json sandbox list_workspaces "$N" | json_get 'len(j)')" 1 \
         "list_workspaces with $IDLE idle connections open"
-echo >"$WORK/release"
-wait
+release_client
 # Every place serving a follower: the connection past them is refused, saying why.
 client follow "$CAP"
 read -r held answer <"$WORK/held"
@@ -93,8 +101,7 @@ case "$answer" in
 *'"code":"Busy"'*"$CAP"*) ok ;;
 *) fail "the connection past $CAP followers got: $answer" ;;
 esac
-echo >"$WORK/release"
-wait
+release_client
 assert_eq "$(timeout 120 "$LAYERFS" --json sandbox list_workspaces "$N" | json_get 'len(j)')" 1 \
         "list_workspaces once the followers are gone"
 finish
