@@ -17,10 +17,15 @@ CAP=128
 start_sandbox conns
 lfs workspace exec "$N" main -- true # an event, so that every follower gets a first line
 mkfifo "$WORK/held" "$WORK/release"
-TEARDOWN_EXTRA='echo >"$WORK/release" & sleep 0'
+# The client is killed, not released: one that has died (the daemon closed under it) never
+# opens "release", and a write to it waited for a reader for ever past the test's end.
+TEARDOWN_EXTRA='[ -z "${CLIENT:-}" ] || kill "$CLIENT" 2>/dev/null'
 # client KIND COUNT: COUNT connections held open until a line comes on "release". idle
 # ones send nothing; follow ones ask for sandbox.events --follow and read their first
-# line; then one more connection asks for sandbox.ping, and its answer is printed.
+# line; then one more connection asks for sandbox.ping. Once it has its answer, the
+# number held and that answer come as one line on "held": the answer is read when it is
+# there. (Written to a file after "held", it was read before the pings were done, under
+# load: the idle phase's ok answer, or the file just emptied by open.)
 client() {
         python3 - "$LAYERFS_HOME/sandboxes/conns-$N" "$WORK" "$@" <<'PY' &
 import json, socket, sys
@@ -49,8 +54,6 @@ for i in range(count):
         if '"error"' in first:
             break
     held.append(s)
-with open(work + "/held", "w") as f:
-    f.write("%d\n" % len(held))
 # Connections of an earlier client may still be waiting to be seen closed: each takes
 # one ping's place at most, so ask until the answer is not ok (or for far too long).
 for attempt in range(1000):
@@ -59,13 +62,20 @@ for attempt in range(1000):
     answer = line(extra)
     if kind == "idle" or '"ok"' not in answer:
         break
-with open(work + "/answer", "w") as f:
-    f.write(answer + "\n")
+with open(work + "/held", "w") as f:
+    f.write("%d %s\n" % (len(held), answer))
 open(work + "/release").read()
 PY
+        CLIENT=$!
+}
+# Lets the client go and waits for its end (its pid is not killed again by the teardown).
+release_client() {
+        echo >"$WORK/release"
+        wait "$CLIENT"
+        CLIENT=
 }
 client idle "$IDLE"
-read -r held <"$WORK/held"
+read -r held answer <"$WORK/held"
 threads=$(daemon_threads)
 serving=$(daemon_connection_threads)
 echo "$held idle connections open: the daemon has $threads threads, $serving serving connections"
@@ -74,22 +84,24 @@ echo "$held idle connections open: the daemon has $threads threads, $serving ser
 [ "$serving" -le $((CAP + 16)) ] || fail "$held idle connections made $serving connection threads ($threads in all)"
 [ "$serving" -ge 1 ] || fail "no thread of the daemon is named lfs-connection: the count above cannot fail"
 ok
-# The daemon still answers: an idle connection gives its place.
+# The daemon still answers: an idle connection gives its place (to the client's ping,
+# then to the CLI's call).
+case "$answer" in
+*'"ok"'*) ok ;;
+*) fail "a ping past $IDLE idle connections got: $answer" ;;
+esac
 assert_eq "$(timeout 120 "$LAYERFS" --json sandbox list_workspaces "$N" | json_get 'len(j)')" 1 \
         "list_workspaces with $IDLE idle connections open"
-echo >"$WORK/release"
-wait
+release_client
 # Every place serving a follower: the connection past them is refused, saying why.
 client follow "$CAP"
-read -r held <"$WORK/held"
+read -r held answer <"$WORK/held"
 assert_eq "$held" "$CAP" "followers served"
-answer=$(cat "$WORK/answer")
 case "$answer" in
 *'"code":"Busy"'*"$CAP"*) ok ;;
 *) fail "the connection past $CAP followers got: $answer" ;;
 esac
-echo >"$WORK/release"
-wait
+release_client
 assert_eq "$(timeout 120 "$LAYERFS" --json sandbox list_workspaces "$N" | json_get 'len(j)')" 1 \
         "list_workspaces once the followers are gone"
 finish
