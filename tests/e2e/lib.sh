@@ -400,7 +400,7 @@ teardown_sandboxes() {
                 sleep 0.2
                 find "$CGR" -depth -type d -exec rmdir {} + 2>/dev/null || true
         fi
-        { grep -F "$WORK" /proc/mounts || true; } | awk '{print $2}' | while read -r m; do umount -l "$m"; done
+        { grep -F "$WORK" /proc/mounts || true; } | awk '{print $2}' | while read -r m; do umount -l "$m" 2>/dev/null || true; done # gone meanwhile: not a failure
         return 0
 }
 
