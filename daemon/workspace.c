@@ -59,7 +59,15 @@ typedef struct ws_inode {
         bool loaded;
         bool has_tree;
         lfs_id tree;
-        uint64_t parent;
+        /* Status and commit look only below touched directories (the rest is as its tree
+         * says): a directory is touched when a name in it or any directory below comes or
+         * goes, or a file named in it changes (mark_touched), so a touched directory's
+         * ancestors are all touched; a commit leaves untouched those whose tree it recorded
+         * (commit_clean). A sticky one (a name of a file that may change without us: one
+         * with several names, or one the kernel writes through passthrough) stays touched. */
+        bool touched, sticky;
+        bool named_twice; /* files: has had two names at once (ws_link), so no one parent */
+        uint64_t parent; /* the directory of its name (of a file's latest, see named_twice) */
         ws_dirent *ents;
         size_t n_ents, cap_ents, live_ents, subdirs;
         unsigned open_count; /* handles, of files and of directories being listed */
@@ -440,7 +448,22 @@ static uint64_t child_get(ws_fs *fs, uint64_t parent, const char *name, uint32_t
         return inode_get(fs, parent)->ents[fs->slots[i].index].ino;
 }
 
-static void child_add(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino) {
+/* The directory dir_ino and its ancestors differ (or may) from their trees now. Stops at
+ * the first one touched already: its ancestors are. */
+static void mark_touched(ws_fs *fs, uint64_t dir_ino) {
+        for (ws_inode *d = inode_get(fs, dir_ino); d && !d->touched;
+             d = d->parent == d->ino ? NULL : inode_get(fs, d->parent))
+                d->touched = true;
+}
+
+/* A file's data or mode changed, or may change without us from now on. */
+static void file_touched(ws_fs *fs, const ws_inode *in) {
+        if (!in->named_twice) /* else each directory of its names is sticky (child_insert) */
+                mark_touched(fs, in->parent);
+}
+
+/* A name in parent, loaded from its tree (load_dir) or new (child_add). */
+static void child_insert(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino) {
         ws_inode *dir = inode_get(fs, parent);
         GROW(dir->ents, dir->cap_ents, dir->n_ents + 1);
         dir->ents[dir->n_ents] = (ws_dirent){ .name = xstrdup(name), .ino = ino };
@@ -448,10 +471,23 @@ static void child_add(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino
         index_put(fs, parent, name, (uint32_t)dir->n_ents);
         dir->n_ents++;
         dir->live_ents++;
-        if (S_ISDIR(inode_get(fs, ino)->mode)) {
+        ws_inode *in = inode_get(fs, ino);
+        in->parent = parent;
+        if (S_ISDIR(in->mode))
                 dir->subdirs++;
-                inode_get(fs, ino)->parent = parent;
+        else if (in->nlink > 1 || in->named_twice)
+                in->named_twice = dir->sticky = true;
+}
+
+static void child_add(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino) {
+        ws_inode *in = inode_get(fs, ino);
+        /* Its second name: the first one's directory (parent, until now) is sticky too. */
+        if (!S_ISDIR(in->mode) && in->nlink > 1 && !in->named_twice && in->parent) {
+                inode_get(fs, in->parent)->sticky = true;
+                mark_touched(fs, in->parent);
         }
+        child_insert(fs, parent, name, ino);
+        mark_touched(fs, parent);
 }
 
 /* Removed entries keep their place so that the offsets of a listing in progress stay
@@ -487,6 +523,7 @@ static void child_remove(ws_fs *fs, uint64_t parent, const char *name) {
         ws_dirent *d = &dir->ents[fs->slots[i].index];
         if (S_ISDIR(inode_get(fs, d->ino)->mode))
                 dir->subdirs--;
+        mark_touched(fs, parent);
         meta_sub(fs, NAME_COST(strlen(d->name)));
         free(d->name);
         d->name = NULL;
@@ -533,7 +570,7 @@ static int load_dir(ws_fs *fs, uint64_t ino) {
         for (size_t i = 0; i < t.n; i++) {
                 uint64_t child = inode_new(fs, 0, fs->owner, fs->group);
                 fill_from_entry(fs, inode_get(fs, child), &t.entries[i]);
-                child_add(fs, ino, t.entries[i].name, child);
+                child_insert(fs, ino, t.entries[i].name, child);
         }
         lfs_tree_done(&t);
         return 0;
@@ -600,6 +637,7 @@ static void mark_top_directory(int dir_fd) {
 static void data_changed(ws_fs *fs, ws_inode *in) {
         in->hashed = false;
         in->data_gen = ++fs->data_gen;
+        file_touched(fs, in);
 }
 
 static bool timespec_eq(struct timespec a, struct timespec b) {
@@ -625,6 +663,7 @@ static void passthrough_watch(ws_fs *fs, ws_inode *in) {
         if (in->passed_written)
                 return;
         in->passed_written = true;
+        file_touched(fs, in); /* and kept touched: commit_clean */
         if (upper_stat(fs, in, &st) == 0) /* else the first look takes the file as changed */
                 in->passed_seen = st.st_ctim;
 }
@@ -1256,8 +1295,11 @@ int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, str
                 if ((to_set & WS_SET_KILL_SUIDGID) ||
                     ((to_set & (WS_SET_UID | WS_SET_GID)) && !(to_set & WS_SET_MODE)))
                         kill_setid(in);
-                if (to_set & WS_SET_MODE)
+                if (to_set & WS_SET_MODE) {
                         in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
+                        if (!S_ISDIR(in->mode))
+                                file_touched(fs, in);
+                }
                 if (to_set & WS_SET_UID)
                         in->uid = attr->st_uid;
                 if (to_set & WS_SET_GID)
@@ -2243,12 +2285,20 @@ typedef struct walk_level {
         size_t next; /* the next of its entries to look at */
         size_t path_len;
         size_t reported; /* status: changes reported before it */
+        size_t named_in_base; /* its names that its base tree has too: when all of them are, none left */
         bool entered; /* its entries loaded and its base tree read */
         const char *name; /* commit: its name in the parent */
         lfs_tree out; /* commit: its entries as they will be recorded */
         bool changed; /* commit: out differs from base */
         size_t matched; /* commit: base entries found unchanged */
+        bool keep; /* commit: stays touched after it (holds a sticky name, or such a directory) */
 } walk_level;
+
+/* Commit: a directory whose namespace is the tree id records, untouched once committed. */
+typedef struct walk_clean {
+        uint64_t ino;
+        lfs_id tree;
+} walk_clean;
 
 typedef struct change_walk {
         ws_fs *fs;
@@ -2266,6 +2316,8 @@ typedef struct change_walk {
         const walk_file *stored; /* by ino */
         size_t n_stored;
         lfs_id root; /* the tree recorded */
+        walk_clean *clean;
+        size_t n_clean, cap_clean;
         path_buf path;
         walk_level *stack;
         size_t depth, cap_stack;
@@ -2523,10 +2575,13 @@ static int walk_entry(change_walk *cw, walk_level *top, const ws_dirent *d) {
         ws_inode *child = inode_get(fs, d->ino);
         const lfs_entry *b = lfs_tree_find(&top->base, d->name);
         int r = 0;
+        if (b)
+                top->named_in_base++;
         if (S_ISDIR(child->mode)) {
                 if (b && lfs_mode_is_dir(b->mode)) {
-                        /* A directory never listed is as it was loaded: compare ids only. */
-                        if (!child->loaded && child->has_tree && lfs_id_eq(&child->tree, &b->id))
+                        /* A directory untouched (never listed, or nothing changed in it since it
+                         * was loaded or committed) is its tree: compare ids only. */
+                        if (!child->touched && child->has_tree && lfs_id_eq(&child->tree, &b->id))
                                 return cw->purpose == WALK_COMMIT
                                                ? record(cw, top, d->name, LFS_MODE_DIR, 0, &b->id, b)
                                                : 0;
@@ -2558,8 +2613,12 @@ static int walk_entry(change_walk *cw, walk_level *top, const ws_dirent *d) {
         bool known;
         if ((r = leaf_id(cw, d->ino, &mode, &id, &size, &known)) < 0)
                 return r;
-        if (cw->purpose == WALK_COMMIT)
+        if (cw->purpose == WALK_COMMIT) {
+                child = inode_get(fs, d->ino);
+                if (child->named_twice || child->passed_written || child->writers)
+                        top->keep = true;
                 return record(cw, top, d->name, mode, size, &id, b);
+        }
         if (!known) {
                 /* Only a file as large as its base entry can be unchanged: hash it first. */
                 if (b && b->mode == mode && b->size == size && !cw->final) {
@@ -2585,7 +2644,10 @@ static int leave_dir(change_walk *cw) {
         ws_fs *fs = cw->fs;
         walk_level *top = &cw->stack[cw->depth - 1];
         int r = 0;
-        for (size_t i = 0; i < top->base.n && r == 0 && !(cw->purpose == WALK_DIRTY && cw->dirty); i++)
+        /* Names of the base gone: none when every one of them was met (names are unique). */
+        for (size_t i = 0; top->named_in_base < top->base.n && i < top->base.n && r == 0 &&
+                           !(cw->purpose == WALK_DIRTY && cw->dirty);
+             i++)
                 if (!child_get(fs, top->ino, top->base.entries[i].name, NULL)) {
                         path_buf_cut(&cw->path, top->path_len);
                         path_buf_push(&cw->path, top->base.entries[i].name);
@@ -2606,6 +2668,11 @@ static int leave_dir(change_walk *cw) {
                 id = top->in_base ? top->in_base->id : fs->base_tree;
         else
                 lfs_tree_store(&top->out, &cw->rows, &id);
+        bool keep = top->keep || inode_get(fs, top->ino)->sticky;
+        if (!keep) {
+                GROW(cw->clean, cw->cap_clean, cw->n_clean + 1);
+                cw->clean[cw->n_clean++] = (walk_clean){ .ino = top->ino, .tree = id };
+        }
         const char *name = top->name;
         const lfs_entry *in_base = top->in_base;
         level_done(top);
@@ -2614,6 +2681,7 @@ static int leave_dir(change_walk *cw) {
                 return 0;
         }
         walk_level *parent = &cw->stack[cw->depth - 1];
+        parent->keep |= keep;
         path_buf_cut(&cw->path, parent->path_len);
         path_buf_push(&cw->path, name);
         r = record(cw, parent, name, LFS_MODE_DIR, 0, &id, in_base);
@@ -2635,6 +2703,11 @@ static int enter_dir(change_walk *cw, walk_level *top) {
 
 static int walk_changes(change_walk *cw) {
         ws_fs *fs = cw->fs;
+        const ws_inode *root = inode_get(fs, WS_ROOT_INO);
+        if (!root->touched && root->has_tree && lfs_id_eq(&root->tree, &fs->base_tree)) {
+                cw->root = fs->base_tree; /* nothing changed since the mount or the last commit */
+                return 0;
+        }
         path_buf_cut(&cw->path, 0);
         push_level(cw, WS_ROOT_INO, NULL, NULL);
         cw->stack[0].is_new = false;
@@ -2670,6 +2743,7 @@ static void walk_done(change_walk *cw) {
         lfs_change_list_free(cw->status.items, cw->status.n);
         cw->status = (lfs_change_list){ 0 };
         free(cw->need);
+        free(cw->clean);
         free(cw->stack);
         path_buf_done(&cw->path);
         lfs_tree_rows_done(&cw->rows);
@@ -2933,6 +3007,20 @@ static int take_commit(change_walk *cw, const lfs_id *commit, int merged) {
         return 0;
 }
 
+/* The commit recorded: the directories it walked whose trees it recorded are untouched
+ * again, so the next status and commit look only where something changes from now on.
+ * Before take_commit, whose view_take touches what a merge brought in. */
+static void commit_clean(change_walk *cw) {
+        for (size_t i = 0; i < cw->n_clean; i++) {
+                ws_inode *dir = inode_get(cw->fs, cw->clean[i].ino);
+                if (!dir)
+                        continue;
+                dir->touched = false;
+                dir->has_tree = true;
+                dir->tree = cw->clean[i].tree;
+        }
+}
+
 /* The Workspace's Branch was deleted (branch delete --force) after it was mounted: the
  * commit is refused, saying how to keep what the Workspace holds. */
 static int branch_gone(const ws_fs *fs, lfs_error **err) {
@@ -2997,6 +3085,8 @@ int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merge
                                           &commit, &merged, err);
         if (r < 0 && err && *err && (*err)->code == LFS_NO_SUCH_BRANCH)
                 r = branch_gone(fs, err);
+        if (r == 0)
+                commit_clean(&cw);
         /* Nothing to record: the view stays on its base, even if the Branch moved. */
         if (r == 0 && !lfs_id_eq(&cw.root, &fs->base_tree))
                 r = take_commit(&cw, &commit, merged);

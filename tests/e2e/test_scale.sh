@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# A generated project at a small scale (issue 18's scale item; bench/scale.sh runs the
+# same steps at 1,000,000 files beside git): SCALE_FILES files (default 20,000) in
+# directories of 100 imported, mounted, listed with find, 1,000 of them changed, then
+# status, commit, branch diff, export and gc give exactly what was done, and `project
+# verify` passes after each. Then the second and third rounds change directories the
+# first commit recorded, in the ways a commit cannot see by looking only where something
+# changed since (status and commit look only in touched directories): a file rewritten, made
+# executable, truncated, removed; a directory renamed; a file with a second name in
+# another directory, written through that name a commit later. Each round's status must be
+# exactly the branch diff its commit makes, and the export the tree the test keeps beside.
+source "$(dirname "$0")/lib.sh"
+use_private_sandboxes
+export LAYERFS_PROJECT=scale
+FILES=${SCALE_FILES:-20000}
+PER_DIR=100
+DIRS=$((FILES / PER_DIR))
+
+# The trees live in memory: making 20,000 files on ext4 here takes longer than the test.
+SHM=$(mktemp -d /dev/shm/layerfs-scale.XXXXXX)
+TEARDOWN_EXTRA="rm -rf '$SHM'"
+EXPECT=$SHM/expect
+
+python3 - "$EXPECT" "$DIRS" "$PER_DIR" <<'EOF'
+import os, sys
+root, dirs, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for d in range(dirs):
+    p = os.path.join(root, "d%05d" % d)
+    os.makedirs(p)
+    data = os.urandom(64 * per)
+    for f in range(per):
+        with open(os.path.join(p, "f%02d" % f), "wb") as fh:
+            fh.write(data[f * 64:(f + 1) * 64])
+EOF
+lfs project init scale --from "$EXPECT" >/dev/null
+head_of() { lfs --json branch log main --limit 1 | json_get 'j[0]["commit"]'; }
+verified() {
+        lfs project verify >/dev/null || fail "project verify after $1"
+        ok
+}
+verified import
+base=$(head_of)
+
+n=$(lfs sandbox create)
+ws=$(lfs workspace mount "$n" main)
+assert_eq "$(find "$ws" | wc -l)" $((FILES + DIRS + 1)) "find | wc -l in the Workspace"
+
+# change ROOT...: rewrites 1,000 files (5 in each of 200 directories spread over the tree)
+# with the same new contents in each ROOT, and prints their paths.
+change() {
+        python3 - "$DIRS" "$@" <<'EOF'
+import os, sys
+dirs, roots = int(sys.argv[1]), sys.argv[2:]
+step = max(dirs // 200, 1)
+paths = ["d%05d/f%02d" % ((i * step) % dirs, i // 200) for i in range(1000)]
+data = os.urandom(64 * len(paths))
+for root in roots:
+    for i, p in enumerate(paths):
+        with open(os.path.join(root, p), "r+b") as fh:
+            fh.write(data[i * 64:(i + 1) * 64])
+print("\n".join(paths))
+EOF
+}
+
+# round NAME: the Workspace's status is the expected change list; the commit's branch
+# diff is the same list; main exports as the expected tree; verify passes.
+round() {
+        local before status diff out=$SHM/export
+        before=$(head_of)
+        status=$(lfs workspace status "$n" main | sort)
+        [ -n "$status" ] || fail "$1: status lists nothing"
+        lfs workspace commit "$n" main -m "$1" >/dev/null
+        diff=$(lfs branch diff "$before" main | sort) # status sorts by path, diff in tree order
+        assert_eq "$status" "$diff" "$1: the status before the commit against the commit's branch diff"
+        assert_eq "$(lfs workspace status "$n" main)" "" "$1: status after its commit"
+        lfs branch export main "$out" >/dev/null
+        assert_eq "$(tree_manifest "$out")" "$(tree_manifest "$EXPECT")" "$1: main exported against the expected tree"
+        rm -rf "$out"
+        verified "$1"
+}
+
+# Round 1: the issue's 1,000 changed files.
+paths=$(change "$ws" "$EXPECT")
+status=$(lfs workspace status "$n" main)
+assert_eq "$status" "$(sed 's/^/M /' <<<"$paths" | sort)" "status after changing 1,000 files"
+round "1,000 changed"
+assert_eq "$(lfs branch diff "$base" main | wc -l)" 1000 "branch diff from the import"
+
+# Round 2: directories the last commit recorded (untouched since) changed again.
+both() { (cd "$ws" && "$@") && (cd "$EXPECT" && "$@"); }
+both sh -c 'printf new >d00000/f00'            # rewritten (changed in round 1 too)
+both chmod +x d00001/f01                         # only the executable bit
+both truncate -s 0 d00002/f02
+both rm d00003/f03
+both mv d00004 d00004-moved                      # an untouched directory renamed
+both ln d00005/f05 d00006/second-name            # a second name in another directory
+round "second round"
+
+# Round 3: the file with two names, written through the second one only: both names'
+# directories must be looked at, though only one of them saw a name change.
+both sh -c 'printf through-the-link >>d00006/second-name'
+assert_eq "$(lfs workspace status "$n" main)" "$(printf 'M d00005/f05\nM d00006/second-name')" \
+        "status of a file written through its second name"
+round "third round"
+
+# gc: a deleted branch's unique data goes, main keeps everything.
+mkdir -p "$SHM/scratch"
+head -c 100000 /dev/urandom >"$SHM/scratch/unique.bin"
+lfs branch create scratch >/dev/null
+lfs branch commit scratch --from "$SHM/scratch" -m scratch >/dev/null
+lfs branch delete scratch >/dev/null
+lfs workspace unmount "$n" main >/dev/null
+lfs sandbox close "$n" >/dev/null
+gc=$(lfs --json project gc)
+[ "$(json_get 'j["loose_objects"] + j["packed_blobs"]' <<<"$gc")" -ge 1 ] || fail "gc removed no blob: $gc"
+ok
+lfs branch export main "$SHM/export" >/dev/null
+assert_eq "$(tree_manifest "$SHM/export")" "$(tree_manifest "$EXPECT")" "main exported after gc"
+verified gc
+finish
