@@ -63,9 +63,9 @@ typedef struct ws_inode {
          * says): a directory is touched when a name in it or any directory below comes or
          * goes, or a file named in it changes (mark_touched), so a touched directory's
          * ancestors are all touched; a commit leaves untouched those whose tree it recorded
-         * (commit_clean). A sticky one (a name of a file that may change without us: one
-         * with several names, or one the kernel writes through passthrough) stays touched. */
-        bool touched, sticky;
+         * (commit_clean), but not one holding a name of a file that may change without
+         * telling it (sticky_file). */
+        bool touched;
         bool named_twice; /* files: has had two names at once (ws_link), so no one parent */
         uint64_t parent; /* the directory of its name (of a file's latest, see named_twice) */
         ws_dirent *ents;
@@ -458,8 +458,16 @@ static void mark_touched(ws_fs *fs, uint64_t dir_ino) {
 
 /* A file's data or mode changed, or may change without us from now on. */
 static void file_touched(ws_fs *fs, const ws_inode *in) {
-        if (!in->named_twice) /* else each directory of its names is sticky (child_insert) */
+        if (!in->named_twice) /* else each directory of its names stays touched: sticky_file */
                 mark_touched(fs, in->parent);
+}
+
+/* A file whose change would touch no directory of its names: one with two names (parent
+ * knows only the latest), one the kernel writes through passthrough (even after its last
+ * close, through a shared mapping), one open for writing. The directories of its names
+ * stay touched through commits. */
+static bool sticky_file(const ws_inode *in) {
+        return in->named_twice || in->passed_written || in->writers;
 }
 
 /* A name in parent, loaded from its tree (load_dir) or new (child_add). */
@@ -475,15 +483,14 @@ static void child_insert(ws_fs *fs, uint64_t parent, const char *name, uint64_t 
         in->parent = parent;
         if (S_ISDIR(in->mode))
                 dir->subdirs++;
-        else if (in->nlink > 1 || in->named_twice)
-                in->named_twice = dir->sticky = true;
 }
 
 static void child_add(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino) {
         ws_inode *in = inode_get(fs, ino);
-        /* Its second name: the first one's directory (parent, until now) is sticky too. */
-        if (!S_ISDIR(in->mode) && in->nlink > 1 && !in->named_twice && in->parent) {
-                inode_get(fs, in->parent)->sticky = true;
+        /* Its second name (ws_link counted it): from now on a change of it touches no
+         * directory, so the first name's (parent, until now) is touched here and stays so. */
+        if (!S_ISDIR(in->mode) && in->nlink > 1 && !in->named_twice) {
+                in->named_twice = true;
                 mark_touched(fs, in->parent);
         }
         child_insert(fs, parent, name, ino);
@@ -2291,7 +2298,7 @@ typedef struct walk_level {
         lfs_tree out; /* commit: its entries as they will be recorded */
         bool changed; /* commit: out differs from base */
         size_t matched; /* commit: base entries found unchanged */
-        bool keep; /* commit: stays touched after it (holds a sticky name, or such a directory) */
+        bool keep; /* commit: stays touched after it (names a sticky_file, or holds such a directory) */
 } walk_level;
 
 /* Commit: a directory whose namespace is the tree id records, untouched once committed. */
@@ -2614,8 +2621,7 @@ static int walk_entry(change_walk *cw, walk_level *top, const ws_dirent *d) {
         if ((r = leaf_id(cw, d->ino, &mode, &id, &size, &known)) < 0)
                 return r;
         if (cw->purpose == WALK_COMMIT) {
-                child = inode_get(fs, d->ino);
-                if (child->named_twice || child->passed_written || child->writers)
+                if (sticky_file(inode_get(fs, d->ino)))
                         top->keep = true;
                 return record(cw, top, d->name, mode, size, &id, b);
         }
@@ -2668,7 +2674,7 @@ static int leave_dir(change_walk *cw) {
                 id = top->in_base ? top->in_base->id : fs->base_tree;
         else
                 lfs_tree_store(&top->out, &cw->rows, &id);
-        bool keep = top->keep || inode_get(fs, top->ino)->sticky;
+        bool keep = top->keep;
         if (!keep) {
                 GROW(cw->clean, cw->cap_clean, cw->n_clean + 1);
                 cw->clean[cw->n_clean++] = (walk_clean){ .ino = top->ino, .tree = id };
