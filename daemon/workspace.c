@@ -135,6 +135,10 @@ struct ws_fs {
         struct timespec base_time;
         ws_ino_slot *itab;
         size_t cap_itab, n_live; /* n_live: records in itab */
+        /* The inodes copied up (or made) since the mount, some since freed: what a commit
+         * stores, found without a look at every record of a large namespace. */
+        uint64_t *uppers;
+        size_t n_uppers, cap_uppers;
         uint64_t last_ino;
         /* What the namespace's records take (meta_cost), against the budget meta_max:
          * past it, new names and xattrs get ENOSPC. Freed bytes are handed back to the
@@ -862,6 +866,7 @@ void ws_close(ws_fs *fs) {
         lfs_pin_free(fs->pin);
         lfs_store_close(fs->work_store);
         free(fs->itab);
+        free(fs->uppers);
         free(fs->slots);
         free(fs->handles);
         close(fs->upper_fd);
@@ -1046,6 +1051,8 @@ static int copy_up_once(ws_fs *fs, uint64_t ino, bool with_data) {
         }
         in->upper = true;
         in->upper_fd = fd;
+        GROW(fs->uppers, fs->cap_uppers, fs->n_uppers + 1);
+        fs->uppers[fs->n_uppers++] = in->ino;
         data_changed(fs, in);
         if (in->lower_owned) { /* reads go to the upper file from now on */
                 close(in->lower_fd);
@@ -2907,13 +2914,17 @@ static void view_take(ws_fs *fs, const char *path, const lfs_id *tree) {
 }
 
 /* The commit's first step, under the lock: every copied-up file with a name, in inode
- * order (each inode once, whatever its number of names), from the inode table. */
+ * order (each inode once, whatever its number of names), from the list of copied-up
+ * inodes (those freed since leave it here). */
 static walk_file *list_upper_files(ws_fs *fs, size_t *ret_n) {
         walk_file *files = NULL;
-        size_t n = 0, cap = 0;
-        for (size_t i = 0; i < fs->cap_itab; i++) {
-                ws_inode *in = fs->itab[i].in;
-                if (!fs->itab[i].ino || !S_ISREG(in->mode) || !in->upper || in->nlink == 0)
+        size_t n = 0, cap = 0, kept = 0;
+        for (size_t i = 0; i < fs->n_uppers; i++) {
+                ws_inode *in = inode_get(fs, fs->uppers[i]);
+                if (!in)
+                        continue;
+                fs->uppers[kept++] = fs->uppers[i];
+                if (!S_ISREG(in->mode) || in->nlink == 0)
                         continue;
                 passthrough_refresh(fs, in);
                 GROW(files, cap, n + 1);
@@ -2925,6 +2936,7 @@ static walk_file *list_upper_files(ws_fs *fs, size_t *ret_n) {
                                           .snapshot = passed_writers(in),
                                           .id = in->upper_hash };
         }
+        fs->n_uppers = kept;
         if (n > 1)
                 qsort(files, n, sizeof(*files), cmp_walk_file);
         *ret_n = n;
