@@ -96,7 +96,7 @@ UNITS := $(BUILD)/systemd/layerfs-reclaim.service $(BUILD)/systemd/layerfs-deleg
 INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs-daemon $(BUILD)/layerfs-init \
 	$(BUILD)/layerfs.pc $(MAN_PAGES) $(UNITS)
 
-.PHONY: all deps demo check unit e2e load adversarial packaging fresh-check sanitize lint format bench \
+.PHONY: all deps demo check unit e2e load adversarial packaging fresh-check sanitize lint format bench bench-scale \
 	install uninstall deb print-version clean help FORCE
 .DELETE_ON_ERROR:
 .SECONDARY:
@@ -119,7 +119,9 @@ help:
 	@echo "make sanitize  the tests again, built with ASan + UBSan"
 	@echo "make lint      the layer rule of the includes (tests/lint), clang-format (check), cppcheck, clang-tidy"
 	@echo "make bench     the Store against git, Workspaces against ext4, overlayfs, fuse-overlayfs,"
-	@echo "               and Sandbox teardown against the cgroup.kill floor"
+	@echo "               and Sandbox teardown against the cgroup.kill floor, then bench-scale"
+	@echo "make bench-scale  a generated project of SCALE_FILES (1000000) files beside git: import,"
+	@echo "               status, commit, diff, export, gc, with peak RSS (bench/scale.sh; about an hour)"
 	@echo "make install   everything under PREFIX (default /usr/local), DESTDIR prepended; uninstall"
 	@echo "make deb       build/deb/: layerfs, liblayerfs$(SOVERSION) and liblayerfs-dev .deb packages"
 
@@ -374,6 +376,12 @@ bench: deps all
 	BENCH_BIG_MIB=1024 BUILD=$(BUILD) bench/workspace_fs.sh
 	BUILD=$(BUILD) bench/runtime.sh
 	BUILD=$(BUILD) bench/lifecycle.sh
+	$(MAKE) bench-scale
+
+# The 1,000,000-file project of issue 18 (bench/README.md); SCALE_FILES=100000 for a quick look.
+SCALE_FILES ?= 1000000
+bench-scale: deps all
+	BUILD=$(BUILD) bench/scale.sh $(SCALE_FILES)
 
 # Every file with its directory made; the .so as liblayerfs.so.VERSION with the soname
 # link (.so.0, what programs load) and the link-time link (.so, in -dev packages).

@@ -20,10 +20,10 @@ PER_DIR=100
 FILE_SIZE=${BENCH_FILE_SIZE:-1024}
 CHANGED=1000
 DIRS=$((FILES / PER_DIR))
-[ "$FILES" -ge "$PER_DIR" ] && [ $((FILES % PER_DIR)) = 0 ] || {
+if ! [[ "$FILES" =~ ^[1-9][0-9]*$ ]] || [ $((FILES % PER_DIR)) != 0 ]; then
         echo "bench: FILES must be a multiple of $PER_DIR, got '$FILES'" >&2
         exit 1
-}
+fi
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_need_built layerfs layerfs-daemon
@@ -75,10 +75,12 @@ ROWS=()
 # Each row is printed as soon as it is measured (a long run shows its progress) and again
 # in the table at the end.
 ROW_FORMAT='%-34s %9s %9s %9s %9s %8s  %s'
+# shellcheck disable=SC2059 # one format for every row keeps the columns aligned
 row() {
         ROWS+=("$(printf "$ROW_FORMAT" "$1" "$2" "$3" "$4" "$5" "$(speedup "$4" "$2")" "${6:-}")")
         echo "${ROWS[-1]}"
 }
+# shellcheck disable=SC2059
 header() { printf "$ROW_FORMAT\n" operation "ours (s)" "ours MiB" "git (s)" "git MiB" "git/ours" "notes"; }
 speedup() {
         if [ "$1" = - ] || [ "$2" = - ]; then echo -; else awk -v g="$1" -v o="$2" 'BEGIN { printf "%.1f", g / (o > 0.005 ? o : 0.005) }'; fi

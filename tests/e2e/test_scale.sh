@@ -18,6 +18,7 @@ DIRS=$((FILES / PER_DIR))
 
 # The trees live in memory: making 20,000 files on ext4 here takes longer than the test.
 SHM=$(mktemp -d /dev/shm/layerfs-scale.XXXXXX)
+# shellcheck disable=SC2034 # lib.sh's teardown runs it
 TEARDOWN_EXTRA="rm -rf '$SHM'"
 EXPECT=$SHM/expect
 
@@ -82,6 +83,7 @@ round() {
 # Round 1: the issue's 1,000 changed files.
 paths=$(change "$ws" "$EXPECT")
 status=$(lfs workspace status "$n" main)
+# shellcheck disable=SC2001 # every line of the list
 assert_eq "$status" "$(sed 's/^/M /' <<<"$paths" | sort)" "status after changing 1,000 files"
 round "1,000 changed"
 assert_eq "$(lfs branch diff "$base" main | wc -l)" 1000 "branch diff from the import"
