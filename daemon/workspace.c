@@ -699,7 +699,8 @@ static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         st->st_nlink = S_ISDIR(in->mode) ? 2 + in->subdirs : in->nlink;
         st->st_size = (off_t)in->size;
         st->st_blksize = 4096;
-        st->st_blocks = S_ISREG(in->mode) && !in->upper ? lower_blocks(fs, in) : (blkcnt_t)((in->size + 511) / 512);
+        st->st_blocks =
+                S_ISREG(in->mode) && !in->upper ? lower_blocks(fs, in) : (blkcnt_t)((in->size + 511) / 512);
         st->st_atim = in->atime;
         st->st_mtim = in->mtime;
         st->st_ctim = in->ctime;
