@@ -36,6 +36,34 @@ bench_traps() {
         trap 'echo "bench: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 }
 
+# bench_stock_env: layerfs and git as they come, whatever the caller's environment and
+# configuration (~/.gitconfig, /etc/gitconfig, a repository from the environment: make may
+# run inside a git hook; the caller's home and project must not leak in); sort order and
+# decimal points in C.
+bench_stock_env() {
+        export LC_ALL=C
+        unset LAYERFS_NO_URING LAYERFS_HOME LAYERFS_PROJECT
+        export LAYERFS_AUTHOR="bench <bench@localhost>"
+        unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY
+        export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
+        export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
+        export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+}
+
+# bench_sandbox_traps: bench_traps with a cleanup that closes the Sandboxes and removes
+# the cgroup root LAYERFS_CGROUP_ROOT and WORK (bench_remove_sandboxes); fails the script
+# when anything is left.
+bench_sandbox_traps() {
+        cleanup() {
+                local rc=$?
+                set +e
+                trap - ERR
+                bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" || rc=1
+                exit "$rc"
+        }
+        bench_traps
+}
+
 # bench_remove_sandboxes CGROUP...: a cleanup's work for the scripts that make Sandboxes:
 # closes every Sandbox of $LAYERFS_HOME, ends and removes each cgroup tree given, and
 # removes $WORK unless a mount is left below it. Fails (1) when anything is left, saying

@@ -38,14 +38,7 @@ export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-bench-$$"
 unset LAYERFS_PROJECT LAYERFS_SANDBOX
 export LAYERFS_RUNTIME=native
 
-cleanup() {
-        local rc=$?
-        set +e
-        trap - ERR
-        bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" || rc=1
-        exit "$rc"
-}
-bench_traps
+bench_sandbox_traps
 
 "$LAYERFS" project init p >/dev/null
 echo "layerfs runtime: exec, watchers and namespaces, kernel $(uname -r), $(nproc) CPUs, cgroup2 at $CG_MOUNT"

@@ -29,13 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_need_built layerfs layerfs-daemon
 bench_need_root "FUSE Workspaces, cgroups"
 
-export LC_ALL=C
-unset LAYERFS_NO_URING LAYERFS_HOME LAYERFS_PROJECT
-export LAYERFS_AUTHOR="bench <bench@localhost>"
-unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY
-export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
-export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
-export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+bench_stock_env
 
 mkdir -p "$BUILD"
 WORK=$(mktemp -d "$BUILD/scale.XXXXXX")
@@ -48,14 +42,7 @@ GITDIR=$WORK/git
 # git works on the very tree layerfs imported (its index and objects beside it).
 GIT=(git -c gc.auto=0 -c maintenance.auto=false -c init.defaultBranch=main --git-dir="$GITDIR" --work-tree="$TREE")
 
-cleanup() {
-        local rc=$?
-        set +e
-        trap - ERR
-        bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" || rc=1
-        exit "$rc"
-}
-bench_traps
+bench_sandbox_traps
 
 lfs() { "$LAYERFS" "$@"; }
 

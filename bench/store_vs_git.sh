@@ -21,19 +21,8 @@ REF_GIT_CHANGE=1.4
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_need_built layerfs
 
-# Decimal points and sort order must not depend on the caller's locale.
-export LC_ALL=C
-
-# layerfs: io_uring unless a column asks otherwise; the caller's home/project must not leak in.
-unset LAYERFS_NO_URING LAYERFS_HOME LAYERFS_PROJECT
-export LAYERFS_AUTHOR="bench <bench@localhost>"
-
-# git: stock defaults, whatever the caller's ~/.gitconfig or /etc/gitconfig say, and no
-# repository from the environment (make may run inside a git hook).
-unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY
-export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
-export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
-export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+# layerfs with io_uring unless a column asks otherwise, git with its stock defaults.
+bench_stock_env
 # One departure from the defaults: 10,000 loose objects make 'git commit' start
 # 'git gc --auto' detached in the background, where it would compete with the next
 # measurement (and race the rm of its repository). Turning it off only helps git.

@@ -45,18 +45,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_need_built layerfs layerfs-daemon fuse-floor
 bench_need_root "mount, drop_caches, FUSE allow_other"
 
-export LC_ALL=C
-unset LAYERFS_NO_URING LAYERFS_HOME LAYERFS_PROJECT
-export LAYERFS_AUTHOR="bench <bench@localhost>"
-
-# git: stock defaults whatever the caller's configuration says. Files in a Workspace
-# appear owned by the command identity (501:20), not by root, so git's ownership check
-# would refuse the repository; safe.directory=* turns that check off (also on ext4,
-# where it costs nothing). gc.auto=0 as in store_vs_git.sh.
-unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY
-export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
-export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
-export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+bench_stock_env
+# git: files in a Workspace appear owned by the command identity (501:20), not by root, so
+# git's ownership check would refuse the repository; safe.directory=* turns that check off
+# (also on ext4, where it costs nothing). gc.auto=0 as in store_vs_git.sh.
 GIT=(git -c gc.auto=0 -c maintenance.auto=false -c init.defaultBranch=main -c 'safe.directory=*')
 
 # ---- the work dir and its cleanup --------------------------------------------------
