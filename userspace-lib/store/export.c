@@ -21,12 +21,20 @@ typedef struct export_file {
 typedef struct export_walk {
         lfs_store *s;
         int root_fd;
-        export_file *files;
+        export_file *files; /* listed, not written yet */
         size_t n, cap;
+        uint64_t written;
 } export_walk;
 
-/* Makes the directories and symlinks of the tree and lists its files, depth first with a
- * stack of the trees on the way down (no recursion) and one path buffer. */
+/* Files listed before they are written: a list of the whole tree took an export of
+ * 1,000,000 files to 97 MiB (19 at 100,000). Enough for the io_uring batches to stay full. */
+enum { FILES_AT_ONCE = 4096 };
+
+static int write_files(export_walk *ew, lfs_error **err);
+
+/* Makes the directories and symlinks of the tree and writes its files (FILES_AT_ONCE at a
+ * time, once their directories are made), depth first with a stack of the trees on the
+ * way down (no recursion) and one path buffer. */
 static int walk_tree(export_walk *ew, const lfs_id *root, lfs_error **err) {
         typedef struct {
                 lfs_tree t;
@@ -83,8 +91,12 @@ static int walk_tree(export_walk *ew, const lfs_id *root, lfs_error **err) {
                                 .size = e->size,
                                 .mode = e->mode == LFS_MODE_EXEC ? 0755 : 0644,
                         };
+                        if (ew->n == FILES_AT_ONCE)
+                                r = write_files(ew, err);
                 }
         }
+        if (r == 0)
+                r = write_files(ew, err);
         for (size_t i = 0; i < n; i++)
                 lfs_tree_done(&stack[i].t);
         free(stack);
@@ -109,15 +121,16 @@ static int copy_large(export_walk *ew, const export_file *f, lfs_error **err) {
         return 0;
 }
 
-/* Reads objects and writes files, LFS_IO_BATCH at a time, both through the io layer. */
+/* Reads objects and writes the files listed, LFS_IO_BATCH at a time, both through the io
+ * layer; then forgets them. */
 static int write_files(export_walk *ew, lfs_error **err) {
         lfs_home *home = ew->s->home;
-        for (size_t off = 0; off < ew->n;) {
+        int r = 0;
+        for (size_t off = 0; off < ew->n && r == 0;) {
                 lfs_object_read rd[LFS_IO_BATCH];
                 lfs_io_item wr[LFS_IO_BATCH];
                 export_file *batch[LFS_IO_BATCH];
                 size_t k = 0;
-                int r = 0;
                 for (; off < ew->n && k < LFS_IO_BATCH && r == 0; off++) {
                         export_file *f = &ew->files[off];
                         if (f->size > SMALL_EXPORT_MAX) {
@@ -142,12 +155,15 @@ static int write_files(export_walk *ew, lfs_error **err) {
                                      strerror(-rr));
                 for (size_t i = 0; i < k; i++)
                         free(rd[i].buf);
-                if (r < 0)
-                        return r;
-                if (home && home->progress)
-                        home->progress(home->progress_data, "writing files", off, ew->n);
+                /* The whole count is not known before the walk ends: what is written so far. */
+                if (r == 0 && home && home->progress)
+                        home->progress(home->progress_data, "writing files", ew->written + off, 0);
         }
-        return 0;
+        ew->written += ew->n;
+        for (size_t i = 0; i < ew->n; i++)
+                free(ew->files[i].path);
+        ew->n = 0;
+        return r;
 }
 
 /* dir must be missing or an empty directory, in an existing parent. */
@@ -206,8 +222,6 @@ int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error 
                 r = lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", tmp, strerror(errno));
         if (r == 0)
                 r = walk_tree(&ew, &c.tree, err);
-        if (r == 0)
-                r = write_files(&ew, err);
         if (r == 0 && rename(tmp, dir) < 0)
                 r = lfs_fail(err, LFS_FAILED, errno, "cannot move the export into place at '%s': %s", dir,
                              strerror(errno));
