@@ -35,7 +35,7 @@ mkdir -p "$BUILD"
 WORK=$(mktemp -d "$BUILD/scale.XXXXXX")
 chmod 711 "$WORK"
 export LAYERFS_HOME="$WORK/home" LAYERFS_PROJECT=scale
-CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
+bench_cgroup_mount
 export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-scale-$$"
 TREE=$WORK/tree
 GITDIR=$WORK/git
