@@ -8,7 +8,8 @@
 # first commit recorded, in the ways a commit cannot see by looking only where something
 # changed since (status and commit look only in touched directories): a file rewritten, made
 # executable, truncated, removed; a directory renamed; a file with a second name in
-# another directory, written through that name a commit later. Each round's status must be
+# another directory, written through that name a commit later; the file a merged commit
+# brought in, changed again. Each round's status must be
 # exactly the branch diff its commit makes, and the export the tree the test keeps beside.
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
@@ -114,6 +115,23 @@ both sh -c 'printf through-the-link >>d00006/second-name'
 assert_eq "$(lfs workspace status "$n" main)" "$(printf 'M d00005/f05\nM d00006/second-name')" \
         "status of a file written through its second name"
 round "third round"
+
+# Round 4: a commit that merges another Workspace's (the Branch moved meanwhile): the view
+# takes the other side's file, the status after it is clean, and a change of that file
+# afterwards is seen.
+n2=$(lfs sandbox create)
+ws2=$(lfs workspace mount "$n2" main)
+printf 'from the other side' >"$ws2/d00007/f07"
+printf 'from the other side' >"$EXPECT/d00007/f07"
+lfs workspace commit "$n2" main -m other >/dev/null
+lfs workspace unmount "$n2" main >/dev/null
+lfs sandbox close "$n2" >/dev/null
+both sh -c 'printf ours >d00008/f08'
+assert_eq "$(lfs --json workspace commit "$n" main -m ours | json_get 'j["merged"]')" True "the commit merged"
+assert_eq "$(lfs workspace status "$n" main)" "" "status after a merged commit"
+both sh -c 'printf again >>d00007/f07'
+assert_eq "$(lfs workspace status "$n" main)" "M d00007/f07" "status of the merged-in file changed again"
+round "after a merge"
 
 # gc: a deleted branch's unique data goes, main keeps everything.
 mkdir -p "$SHM/scratch"
