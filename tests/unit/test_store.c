@@ -996,6 +996,48 @@ static void run_io_layer(test_env *env, bool uring) {
                            items[i].result, want);
         }
 
+        /* Started reads: three batches in flight at once (the third waits for the first's
+         * half of the file table), waited for last batch first; each wait returns its own
+         * items' first failure only. */
+        memset(bufs, 0, sizeof(bufs));
+        for (int i = 0; i < N; i++)
+                items[i] = (lfs_io_item){ .dirfd = dirfd, .path = names[i], .buf = bufs[i], .len = lens[i] };
+        items[100].path = "missing";
+        assert_int_equal(lfs_io_start_files(io, items, 64, false), 0);
+        assert_int_equal(lfs_io_start_files(io, items + 64, 64, false), 0);
+        assert_int_equal(lfs_io_start_files(io, items + 128, N - 128, false), 0);
+        assert_int_equal(lfs_io_wait_files(io, items + 128, N - 128), 0);
+        assert_int_equal(lfs_io_wait_files(io, items + 64, 64), -ENOENT);
+        assert_int_equal(lfs_io_wait_files(io, items, 64), 0);
+        for (int i = 0; i < N; i++) {
+                assert_false(items[i].in_flight);
+                assert_int_equal(items[i].result, i == 100 ? -ENOENT : 0);
+                if (i != 100)
+                        assert_memory_equal(bufs[i], data[i], lens[i]);
+        }
+
+        /* A background vectored write lands whole, its pieces in order. */
+        int fd = openat(dirfd, "vectored", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        struct iovec iov[N];
+        size_t total = 0;
+        for (int i = 0; i < N; i++) {
+                iov[i] = (struct iovec){ .iov_base = data[i], .iov_len = lens[i] };
+                total += lens[i];
+        }
+        lfs_io_at at = { .fd = fd, .offset = 5, .len = total, .iov = iov, .iovcnt = N };
+        assert_int_equal(lfs_io_start_pwritev(io, &at), 0);
+        assert_int_equal(lfs_io_wait_background(io), 0);
+        assert_int_equal(at.result, 0);
+        close(fd);
+        size_t got_len = 0;
+        char *got = read_whole(env_path(env, "io/vectored"), &got_len);
+        assert_non_null(got);
+        assert_int_equal(got_len, 5 + total);
+        for (size_t i = 0, off = 5; i < N; off += lens[i], i++)
+                assert_memory_equal(got + off, data[i], lens[i]);
+        free(got);
+
         for (int i = 0; i < N; i++)
                 items[i] = (lfs_io_item){ .dirfd = dirfd, .path = names[i], .new_path = renamed[i] };
         assert_int_equal(lfs_io_rename_files(io, items, N), 0);
