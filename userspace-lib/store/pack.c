@@ -145,7 +145,9 @@ static int flush(lfs_pack_writer *pw, lfs_error **err) {
         size_t len = 0;
         for (size_t i = 0; i < b.n; i++)
                 len += b.iov[i].iov_len;
-        b.at = (lfs_io_at){ .fd = pw->fd, .offset = pw->size - len, .len = len, .iov = b.iov, .iovcnt = (int)b.n };
+        b.at = (lfs_io_at){
+                .fd = pw->fd, .offset = pw->size - len, .len = len, .iov = b.iov, .iovcnt = (int)b.n
+        };
         pw->flying = b;
         r = lfs_io_start_pwritev(pw->s->io, &pw->flying.at);
         if (r < 0 && !lfs_io_uses_uring(pw->s->io))
