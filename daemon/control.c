@@ -291,7 +291,7 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                                 idle_gc(d);
                                 pthread_mutex_lock(&d->lock);
                                 if (!d->closing && !mounted_any(d) && d->running_execs == 0)
-                                        close_sandbox(d, "idle", NULL);
+                                        close_sandbox(d, "idle", false, NULL);
                                 pthread_mutex_unlock(&d->lock);
                                 continue;
                         }

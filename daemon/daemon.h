@@ -195,7 +195,7 @@ void wait_ws_released(daemon_state *d, workspace *w);
 
 /* close.c: everything the Sandbox made goes, its record last (why: for the log);
  * *ret_why says what stayed when something did. */
-int close_sandbox(daemon_state *d, const char *why, char **ret_why);
+int close_sandbox(daemon_state *d, const char *why, bool leave_place, char **ret_why);
 /* Before the idle close, without d->lock: project gc when the project had
  * d->gc_after_deletes branches deleted since its last gc; logs what it did. A request
  * meanwhile waits for it (a mount pins under the gc's lock) and keeps the Sandbox open. */

@@ -454,8 +454,9 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
                         lfs_record_done(&rec);
                         return r;
                 }
-                /* The daemon tore the Sandbox down (or could not finish: then it left the
-                 * record to be taken over) and exits. */
+                /* The daemon tore the Sandbox down but for its own cgroup leaf and the
+                 * Sandbox's cgroup (or could not finish), left the record to be taken
+                 * over, and exits: finish_removal removes the rest. */
                 lfs_error_free(refusal);
         }
         if (!lfs_wait_owner_gone(&rec, CLOSE_WAIT_MS)) {
