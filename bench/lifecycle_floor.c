@@ -185,7 +185,8 @@ static int64_t move_once(const char *parent, int i, int n) {
         static pid_t pid;
         if (i == 0) {
                 for (int k = 0; k < 2; k++) {
-                        snprintf(paths[k], sizeof(paths[k]), "%s/floor-move-%d-%d", parent, (int)getpid(), k);
+                        snprintf(paths[k], sizeof(paths[k]), "%s/floor-move-%d-%d", parent, (int)getpid(),
+                                 k);
                         if (mkdir(paths[k], 0755) < 0)
                                 die(paths[k]);
                 }
@@ -215,7 +216,8 @@ static int64_t move_once(const char *parent, int i, int n) {
 
 int main(int argc, char **argv) {
         if (argc < 3 || atoi(argv[2]) < 1) {
-                fprintf(stderr, "usage: lifecycle-floor spawn N | clone3 N PARENT | move N PARENT | kill N PARENT PROCS\n");
+                fprintf(stderr,
+                        "usage: lifecycle-floor spawn N | clone3 N PARENT | move N PARENT | kill N PARENT PROCS\n");
                 return 2;
         }
         int n = atoi(argv[2]);

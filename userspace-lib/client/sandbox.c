@@ -384,8 +384,11 @@ static int finish_removal(lfs_home *home, const sandbox_record *seen, lfs_error 
         else if (r < 0 && err)
                 *err = TAKE_PTR(why);
         else if (r == 0 && same_instance(&now, seen)) {
-                if (lfs_record_alive(&now) ||
-                    (r = lfs_record_set_owner(db, &now, getpid(), "removing", err)) == -ESTALE)
+                /* Handed over to this process by the daemon as its last act (sandbox
+                 * close): its to finish, without a takeover. */
+                bool ours = now.pid == getpid() && lfs_record_alive(&now);
+                if (!ours && (lfs_record_alive(&now) ||
+                              (r = lfs_record_set_owner(db, &now, getpid(), "removing", err)) == -ESTALE))
                         r = lfs_fail(err, LFS_BUSY, EBUSY,
                                      "sandbox %d of project '%s' is being %s by process %d; try again in a "
                                      "moment",
@@ -453,8 +456,9 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
                         return r;
                 }
                 /* The daemon tore the Sandbox down but for its own cgroup leaf and the
-                 * Sandbox's cgroup (or could not finish), left the record to be taken
-                 * over, and exits: finish_removal removes the rest. */
+                 * Sandbox's cgroup, handed the record over to this process (or could not
+                 * finish: then it released the record), and exits: finish_removal removes
+                 * the rest. */
                 lfs_error_free(refusal);
         }
         if (!lfs_wait_owner_gone(&rec, CLOSE_WAIT_MS)) {
@@ -468,6 +472,10 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
                 lfs_record_done(&rec);
                 return r;
         }
+        /* The daemon is gone; its leaf, the Sandbox's cgroup and the record (handed over to
+         * this process) are still here after a sandbox close: a closer killed now leaves
+         * them to the next reclaim. */
+        lfs_fault_point("close-daemon-gone");
         r = finish_removal(home, &rec, err);
         lfs_record_done(&rec);
         return r;
