@@ -361,8 +361,34 @@ workspace_dev() {
 target_workspace-dev() { workspace_dev workspace-dev 0; }
 target_workspace-dev-pt() { workspace_dev workspace-dev-pt 1; }
 
+# The second design of issue 16, built far enough to measure it: the kernel's overlayfs
+# carries the writes in a native upper directory (ext4, beside the others), over a lower
+# that serves the Branch through FUSE. The lower here is a Workspace (our loop, with
+# passthrough) that nothing writes to; a lower made for the purpose would be read-only
+# with infinite entry and attribute timeouts, so this is that design's cost or more.
+# Every new name still costs a LOOKUP in the lower (a negative entry, then cached).
+target_workspace-ovl() {
+        local d="$WORK/ws-ovl-$1"
+        [ -d "$LAYERFS_HOME/projects/empty" ] || lfs project init empty >/dev/null
+        LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1 sandbox_open empty
+        ws_mount empty "$SB" main
+        mkdir -p "$d/upper" "$d/work" "$d/merged"
+        if ! mount -t overlay overlay -o "lowerdir=$WS,upperdir=$d/upper,workdir=$d/work" "$d/merged" \
+                2>"$WORK/ws-ovl.log"; then
+                SKIP[workspace-ovl]="mount -t overlay over a Workspace failed: $(tr '\n' ' ' <"$WORK/ws-ovl.log")"
+        else
+                MOUNTS+=("$d/merged")
+                run_workload workspace-ovl "$d/merged"
+                umount "$d/merged"
+                unset 'MOUNTS[-1]'
+        fi
+        ws_unmount empty "$SB" main --discard
+        sandbox_close empty "$SB"
+        rm -rf "$d"
+}
+
 # Every target once per trial; the order rotates so that none always runs first.
-TARGETS=(native overlayfs fuse-overlayfs fuse-floor workspace workspace-dev workspace-dev-pt)
+TARGETS=(native overlayfs fuse-overlayfs fuse-floor workspace workspace-dev workspace-dev-pt workspace-ovl)
 workload_section() {
         local n i t
         for ((n = 1; n <= TRIALS; n++)); do
@@ -376,12 +402,12 @@ workload_section() {
 
 # ---- the table ---------------------------------------------------------------------
 print_table() {
-        local fmt='%-22s %8s %10s %15s %11s %10s %9s %12s %12s %10s %13s  %s\n'
+        local fmt='%-22s %8s %10s %15s %11s %10s %9s %12s %9s %12s %10s %13s  %s\n'
         local row label key t nat fo fl ws rf rn rl verdict
         echo
         echo "10,000 files of 4 KiB ($DIRS dirs x $FILES_PER_DIR), then one file of $BIG_MIB MiB; ms, median of $TRIALS trials"
         # shellcheck disable=SC2059
-        printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs "fuse floor" workspace "ws (dev)" "ws (dev+pt)" "ws/fuse-ovl" \
+        printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs "fuse floor" workspace "ws (dev)" "ws (dev+pt)" "ws-ovl" "ws/fuse-ovl" \
                 "ws/native" "floor/native" "targets"
         for row in create stat read delete write bigread; do
                 case $row in
@@ -428,6 +454,8 @@ print_table() {
         echo "  LAYERFS_FUSE_PASSTHROUGH=0); ws (dev+pt): the same with passthrough (upper files' data between"
         echo "  the kernel and the file, not through the daemon); the ratios and targets are the default"
         echo "  (libfuse) Workspace's."
+        echo "ws-ovl: the overlayfs design measured (issue 16): kernel overlayfs, upper on this disk, over a"
+        echo "  Workspace (dev+pt) of the Branch as its FUSE lower (docs/workspace.md, \"Two designs\")."
         echo "fuse floor: an in-memory FUSE server that answers at once (bench/fuse_floor.c), same"
         echo "  transport and cache settings; floor/native > 2 means no FUSE server of this kind"
         echo "  can meet the 2x-native target on this machine: the kernel's requests alone cost more."
