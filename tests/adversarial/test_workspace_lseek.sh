@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Attack on the Workspace's SEEK_DATA/SEEK_HOLE (ws_lseek) by a command: every answer,
+# Attack on the Workspace's SEEK_DATA/SEEK_HOLE (ws_lseek) and st_blocks: every answer,
 # at negative, inner, end and huge offsets, must be ext4's for the same file written the
 # same way (a plain directory beside the Workspace): a file still in the Store (sparse,
 # packed, empty, all hole), one copied up, one written with passthrough without a stat
@@ -24,7 +24,8 @@ n=$(lfs sandbox create)
 ws=$(lfs workspace mount "$n" main)
 require_passthrough "$n"
 
-# seeks ROOT FILE...: for each file, SEEK_DATA and SEEK_HOLE at offsets around its data
+# seeks ROOT FILE...: for each file, its st_blocks (a file of holes alone took 1: 0 was
+# "not read yet"), SEEK_DATA and SEEK_HOLE at offsets around its data
 # and its end, asked through one fd; then what the writes below make of new files.
 cat >"$WORK/seeks.py" <<'PY'
 import errno, os, sys
@@ -45,7 +46,8 @@ def path(name):
     return os.path.join(root, name)
 for name in sys.argv[2:]:
     fd = os.open(path(name), os.O_RDONLY)
-    print(name, ask(fd, around(os.fstat(fd).st_size)))
+    st = os.fstat(fd)
+    print(name, "blocks=%d" % st.st_blocks, ask(fd, around(st.st_size)))
     os.close(fd)
 # Written (passthrough when the mount offers it) and asked on the same fd at once.
 fd = os.open(path("grown"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
