@@ -4,7 +4,10 @@
 # same way (a plain directory beside the Workspace): a file still in the Store (sparse,
 # packed, empty, all hole), one copied up, one written with passthrough without a stat
 # in between (the kernel lengthens the upper file behind the daemon: its answer was
-# ENXIO for data at 0), hard-linked, unlinked while open.
+# ENXIO for data at 0), hard-linked, unlinked while open; and each Store file's st_blocks
+# (a file of holes alone showed 1, a 100-byte packed one 1 where ext4 has 8).
+# Fixed by: ws_lseek asks an upper file itself, bounding only a Store file by its length;
+# lower_blocks counts whole 4 KiB blocks, and -1 (not 0) means "not read yet".
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/passthrough_lib.sh"
 use_private_sandboxes
