@@ -144,7 +144,9 @@ static void serve_one(client *c) {
  * (credentials, namespaces, signal mask: those change only in a command's child). */
 static client *next_client(daemon_state *d) {
         pthread_mutex_lock(&d->lock);
-        if (d->idle_servers >= MAX_IDLE_SERVERS) {
+        /* Not once the Sandbox closes: the daemon's end waits for connections, not for
+         * idle threads, and its state goes with main's return. */
+        if (d->closing || d->idle_servers >= MAX_IDLE_SERVERS) {
                 pthread_mutex_unlock(&d->lock);
                 return NULL;
         }
