@@ -110,6 +110,16 @@ static bool probe_fuse_passthrough(void) {
                errno != EOPNOTSUPP;
 }
 
+int lfs_probe_fuse_uring(void) {
+        char v = 0;
+        _cleanup_close_ int fd = open(LFS_FUSE_URING_SWITCH, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (read(fd, &v, 1) != 1)
+                return -EIO;
+        return v == 'Y' || v == '1';
+}
+
 static bool probe_io_uring(void) {
         struct io_uring ring;
         if (io_uring_queue_init(2, &ring, 0) < 0)
@@ -231,15 +241,9 @@ void lfs_probe_features(lfs_runtime_info *s) {
         add(s, "kernel:btf", btf, NULL);
         add(s, "kernel:fuse", probe_fuse(), NULL);
         add(s, "kernel:fuse-passthrough", probe_fuse_passthrough(), NULL);
-        bool uring_param = probe_file("/sys/module/fuse/parameters/enable_uring");
-        char enabled = 'N';
-        FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "re");
-        if (f) {
-                enabled = (char)fgetc(f);
-                fclose(f);
-        }
-        add(s, "kernel:fuse-io-uring", uring_param,
-            uring_param ? (enabled == 'Y' ? "enabled" : "built, off (fuse.enable_uring=N)") : NULL);
+        int uring = lfs_probe_fuse_uring();
+        add(s, "kernel:fuse-io-uring", uring >= 0,
+            uring > 0 ? "enabled" : uring == 0 ? "built, off (fuse.enable_uring=N)" : NULL);
         add(s, "kernel:io_uring", probe_io_uring(), NULL);
         add(s, "kernel:proc-connector", probe_proc_connector(), NULL);
         /* Whether this caller can make each namespace (root can where the kernel has it). */

@@ -21,6 +21,11 @@ int lfs_probe_namespaces(int flags);
 /* runtime.status's features: each kernel probe, the watcher a new Sandbox would use, and
  * the absent features in s->missing. */
 void lfs_probe_features(lfs_runtime_info *s);
+/* The kernel's switch for FUSE over io_uring, one for the whole host (Linux 6.14 with
+ * CONFIG_FUSE_IO_URING); it offers the rings to a FUSE server only while it is set. */
+#define LFS_FUSE_URING_SWITCH "/sys/module/fuse/parameters/enable_uring"
+/* 1 when set, 0 when not, -errno when this kernel has no such switch (-ENOENT). */
+int lfs_probe_fuse_uring(void);
 /* Adds name to s->missing unless it is there already. */
 void lfs_runtime_add_missing(lfs_runtime_info *s, const char *name);
 
