@@ -54,7 +54,8 @@ typedef struct fuse_worker fuse_worker;
 typedef int (*fuse_answer_fn)(fuse_worker *w, uint64_t unique, int32_t error, const struct iovec *body,
                               size_t n_body);
 
-/* One worker: its request and answer buffers (FUSE_DEV_BUFFER bytes each), the pipe its
+/* One worker: its request and answer buffers (FUSE_DEV_BUFFER bytes each; a ring's has
+ * no request buffer, its requests stay in the ring's entry), the pipe its
  * large reads go through (-1: none, they are copied) with its size, and where its
  * answers go (answer NULL: /dev/fuse). A ring's worker builds answers in the entry's
  * payload, where the kernel takes them: so does a handler filling w->out, which must

@@ -26,11 +26,12 @@ int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) 
         bool named = transport && *transport;
         transport = named ? transport : "libfuse";
         /* Rings where asked for and there (or the daemon may set the switch), else the
-         * dev loop they fall back to; the transport named uring is refused without them. */
+         * dev loop they fall back to; the transport named uring stays (sandbox create
+         * refuses it where the rings are not there). */
         int rings = lfs_probe_fuse_uring();
         bool may_set = uring && !strcmp(uring, "on");
         bool rings_asked = may_set || (uring && !strcmp(uring, "auto"));
-        if (!strcmp(transport, "uring") || (rings_asked && (!named || !strcmp(transport, "dev"))))
+        if (rings_asked && (!named || !strcmp(transport, "dev")))
                 transport = rings > 0 || (rings == 0 && may_set) ? "uring" : "dev";
         s->fuse_transport = xstrdup(transport);
         bool own_loop = strcmp(s->fuse_transport, "libfuse") != 0;
