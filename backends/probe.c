@@ -243,7 +243,9 @@ void lfs_probe_features(lfs_runtime_info *s) {
         add(s, "kernel:fuse-passthrough", probe_fuse_passthrough(), NULL);
         int uring = lfs_probe_fuse_uring();
         add(s, "kernel:fuse-io-uring", uring >= 0,
-            uring > 0 ? "enabled" : uring == 0 ? "built, off (fuse.enable_uring=N)" : NULL);
+            uring > 0    ? "enabled"
+            : uring == 0 ? "built, off (fuse.enable_uring=N)"
+                         : NULL);
         add(s, "kernel:io_uring", probe_io_uring(), NULL);
         add(s, "kernel:proc-connector", probe_proc_connector(), NULL);
         /* Whether this caller can make each namespace (root can where the kernel has it). */

@@ -51,17 +51,17 @@
 enum { RING_WAKE = 1, RING_ENTRY = 2 };
 
 typedef enum ring_order {
-        RINGS_WAIT,     /* until INIT is answered */
+        RINGS_WAIT, /* until INIT is answered */
         RINGS_REGISTER, /* INIT agreed to io_uring */
-        RINGS_STOP,     /* it did not, or the session ends */
+        RINGS_STOP, /* it did not, or the session ends */
 } ring_order;
 
 typedef enum queue_state {
         QUEUE_STARTING,
-        QUEUE_MADE,       /* its ring exists */
-        QUEUE_FAILED,     /* its ring could not be made (error) */
+        QUEUE_MADE, /* its ring exists */
+        QUEUE_FAILED, /* its ring could not be made (error) */
         QUEUE_REGISTERED, /* its entry waits for requests */
-        QUEUE_REFUSED,    /* the kernel refused the entry (error), or the ring stopped first */
+        QUEUE_REFUSED, /* the kernel refused the entry (error), or the ring stopped first */
 } queue_state;
 
 typedef struct fuse_uring_conn fuse_uring_conn;
@@ -93,7 +93,8 @@ struct fuse_uring_conn {
 
 /* The answer to the entry's request: the body into the payload (where w->out already
  * is, for the handlers that build it there), the header into in_out. */
-static int ring_answer(fuse_worker *w, uint64_t unique, int32_t error, const struct iovec *body, size_t n_body) {
+static int ring_answer(fuse_worker *w, uint64_t unique, int32_t error, const struct iovec *body,
+                       size_t n_body) {
         fuse_ring_queue *q = w->answer_data;
         size_t used = 0;
         for (size_t i = 0; i < n_body; i++) {
@@ -103,7 +104,9 @@ static int ring_answer(fuse_worker *w, uint64_t unique, int32_t error, const str
                         memmove(q->payload + used, body[i].iov_base, body[i].iov_len);
                 used += body[i].iov_len;
         }
-        struct fuse_out_hdr out = { .len = (uint32_t)(sizeof(out) + used), .error = error, .unique = unique };
+        struct fuse_out_hdr out = { .len = (uint32_t)(sizeof(out) + used),
+                                    .error = error,
+                                    .unique = unique };
         memcpy(q->head->in_out, &out, sizeof(out));
         q->head->ent.payload_sz = (uint32_t)used;
         q->answered = true;
@@ -138,7 +141,8 @@ static void serve_entry(fuse_ring_queue *q) {
                 log_line("fuse: a ring request says it has %zu bytes, more than its %d; refused", payload_sz,
                          FUSE_DEV_BUFFER);
         else
-                fuse_serve_request(&q->w, &hdr, q->head->op_in, sizeof(q->head->op_in), q->payload, payload_sz);
+                fuse_serve_request(&q->w, &hdr, q->head->op_in, sizeof(q->head->op_in), q->payload,
+                                   payload_sz);
         /* A request without an answer (none come on a ring) would still hold the entry. */
         if (!q->answered)
                 (void)ring_answer(&q->w, hdr.unique, -EIO, NULL, 0);
@@ -177,7 +181,8 @@ static bool register_entry(fuse_ring_queue *q) {
         queue_command(q, FUSE_URING_CMD_REGISTER, 0);
         int r = io_uring_submit(&q->ring);
         struct io_uring_cqe *cqe = NULL;
-        if (r >= 0 && io_uring_peek_cqe(&q->ring, &cqe) == 0 && cqe->user_data == RING_ENTRY && cqe->res < 0) {
+        if (r >= 0 && io_uring_peek_cqe(&q->ring, &cqe) == 0 && cqe->user_data == RING_ENTRY &&
+            cqe->res < 0) {
                 r = cqe->res;
                 io_uring_cqe_seen(&q->ring, cqe);
         }
@@ -255,9 +260,10 @@ static void rings_initialized(fuse_dev_conn *c) {
         pthread_cond_broadcast(&u->changed);
         pthread_mutex_unlock(&u->lock);
         if (!agreed)
-                log_line("fuse: the kernel did not take FUSE over io_uring at INIT (is %s still 1?); the dev "
-                         "loop serves %s",
-                         LFS_FUSE_URING_SWITCH, c->mountpoint);
+                log_line(
+                        "fuse: the kernel did not take FUSE over io_uring at INIT (is %s still 1?); the dev "
+                        "loop serves %s",
+                        LFS_FUSE_URING_SWITCH, c->mountpoint);
 }
 
 /* The number of CPUs the kernel may ever run (its queues, one per CPU id): the highest
