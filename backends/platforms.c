@@ -203,6 +203,15 @@ const lfs_runtime *lfs_platform_runtime(const lfs_platform *p, const char *name)
         return NULL;
 }
 
+const lfs_runtime *lfs_runtime_find(const char *name) {
+        for (size_t i = 0; name && i < lfs_n_platforms; i++) {
+                const lfs_runtime *rt = lfs_platform_runtime(&lfs_platforms[i], name);
+                if (rt)
+                        return rt;
+        }
+        return NULL;
+}
+
 void lfs_platform_missing(const lfs_platform *p, lfs_missing *missing) {
         if (p->probe)
                 p->probe(missing);

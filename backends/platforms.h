@@ -68,6 +68,8 @@ int lfs_platform_new_runtime(const lfs_platform *p, const lfs_runtime **ret,
 /* The runtime a record of platform p names: p's own or its preferred; NULL (p's own) for
  * records from before runtimes were recorded; NULL for any other name. */
 const lfs_runtime *lfs_platform_runtime(const lfs_platform *p, const char *name);
+/* The runtime of any platform named name (a record's runtime column); NULL if none. */
+const lfs_runtime *lfs_runtime_find(const char *name);
 
 /* runtime.status's platforms: each one's readiness on this host, and whether s's
  * placement allows it; what an allowed one lacks joins s->missing. And linux's runtimes:

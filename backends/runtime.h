@@ -160,6 +160,11 @@ typedef struct lfs_runtime {
          * without --network. */
         unsigned networks;
         lfs_network default_network;
+        /* Why it gives no other network, added to the refusal of one (NULL: nothing to add). */
+        const char *networks_why;
+        /* Whether each of its Sandboxes runs as a range of 65536 host ids of its own, claimed
+         * by the create (LAYERFS_ID_RANGE) and named by the record. */
+        bool owns_id_range;
         /* Readiness: adds to *missing what this host lacks for platform p on this runtime,
          * in runtime status's names (after what the platform's own probe added). */
         void (*probe)(const struct lfs_platform *p, struct lfs_missing *missing);

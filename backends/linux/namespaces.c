@@ -548,6 +548,7 @@ const lfs_runtime lfs_runtime_namespaces = {
         .networks = LFS_NETWORK_BIT(LFS_NETWORK_NONE) | LFS_NETWORK_BIT(LFS_NETWORK_HOST) |
                     LFS_NETWORK_BIT(LFS_NETWORK_PRIVATE),
         .default_network = LFS_NETWORK_NONE,
+        .owns_id_range = true,
         .probe = namespaces_probe,
         .prepare = namespaces_prepare,
         .check_limits = lfs_linux_check_limits,

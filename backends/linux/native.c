@@ -426,6 +426,7 @@ const lfs_runtime lfs_runtime_native = {
         /* Its commands are processes of the host: the host's network is theirs. */
         .networks = LFS_NETWORK_BIT(LFS_NETWORK_HOST),
         .default_network = LFS_NETWORK_HOST,
+        .networks_why = "its commands are processes of the host, in the host's network: --network host",
         .probe = lfs_linux_probe,
         .prepare = lfs_linux_prepare,
         .check_limits = lfs_linux_check_limits,

@@ -105,7 +105,7 @@ set -e
 case "$msg" in "InvalidInput: "*"cgroup"*"$CG_MOUNT"*) ok ;; *) fail "close of a record with a foreign cgroup said: $msg" ;; esac
 expect_error InvalidInput lfs sandbox close 5 --force
 expect_refusal InvalidInput "has memory 'lots'" lfs sandbox close 12 --force
-expect_refusal InvalidInput "has network 'private', but only a namespaces Sandbox has a network other than the host's" \
+expect_refusal InvalidInput "has network 'private', but that is not a network its runtime gives a Sandbox" \
         lfs sandbox close 13 --force
 expect_refusal InvalidInput "has net_base 3, but a private network's addresses are a /30" lfs sandbox close 14 --force
 expect_refusal InvalidInput "has net_base 2851356672, but only a private network has addresses" lfs sandbox close 15 --force

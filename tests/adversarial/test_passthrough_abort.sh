@@ -9,12 +9,10 @@
 # --discard and close --force within bounds, leaves no mount, no process and no fd of the
 # Workspace behind, and a new mount of the branch reads the last commit intact.
 source "$(dirname "$0")/../e2e/lib.sh"
-source "$(dirname "$0")/daemon_lib.sh"
 source "$(dirname "$0")/passthrough_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
-start_sandbox ptabort
-require_passthrough "$N"
-TEARDOWN_EXTRA='for leaf in "$CGR"/*/cmd-*; do echo 1 >"$leaf/cgroup.kill"; done 2>/dev/null'
+start_passthrough_sandbox ptabort
+kill_commands_at_teardown
 in_ws "open('big', 'wb').write(b'k' * (2 << 20))"
 lfs workspace commit "$N" main -m big >/dev/null
 fds_before=$(daemon_fds)

@@ -11,12 +11,10 @@
 # the 2s, as test_shared_mmap.sh asks of the daemon's own loop. The daemon took the file
 # as unchanged since its hash, recorded the 1s, and status then said clean.
 source "$(dirname "$0")/../e2e/lib.sh"
-source "$(dirname "$0")/daemon_lib.sh"
 source "$(dirname "$0")/passthrough_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
-start_sandbox ptmmap
-require_passthrough "$N"
-TEARDOWN_EXTRA='for leaf in "$CGR"/*/cmd-*; do echo 1 >"$leaf/cgroup.kill"; done 2>/dev/null'
+start_passthrough_sandbox ptmmap
+kill_commands_at_teardown
 # mapped: 64 KiB of zeros; ones: 64 KiB of byte 1, so that the Store has that content.
 in_ws "open('mapped', 'wb').write(bytes(64 << 10)); open('ones', 'wb').write(b'\x01' * (64 << 10))
 open('unmapped', 'wb').write(bytes(64 << 10)); open('threes', 'wb').write(b'\x03' * (64 << 10))"

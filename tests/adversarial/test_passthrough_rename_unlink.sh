@@ -7,11 +7,9 @@
 # committed under any name) and its upper file be removed once the last open (and the
 # mapping, which holds the kernel's own open of the upper file) is gone.
 source "$(dirname "$0")/../e2e/lib.sh"
-source "$(dirname "$0")/daemon_lib.sh"
 source "$(dirname "$0")/passthrough_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
-start_sandbox ptmove
-require_passthrough "$N"
+start_passthrough_sandbox ptmove
 upper=$(records "SELECT dir FROM sandboxes WHERE number=$N")/upper/main
 uppers() { find "$upper" -type f | wc -l; }
 before=$(uppers)

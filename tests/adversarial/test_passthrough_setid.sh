@@ -10,34 +10,29 @@
 # (and the daemon does for a write it serves, test_setid_write.sh).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/passthrough_lib.sh"
-use_private_sandboxes
-export LAYERFS_PROJECT=ptsetid
-lfs project init ptsetid >/dev/null
-n=$(lfs sandbox create)
-ws=$(lfs workspace mount "$n" main)
-require_passthrough "$n"
-[ "$(in_main "$n" id -u)" != 0 ] || skip "commands run as root here: they have CAP_FSETID"
+start_passthrough_sandbox ptsetid
+[ "$(in_main "$N" id -u)" != 0 ] || skip "commands run as root here: they have CAP_FSETID"
 # A program of 2 MiB in the upper directory: a read-only open of it passes through.
-in_main "$n" sh -c 'cp /bin/true prog && truncate -s 2M prog && chmod 755 prog'
+in_main "$N" sh -c 'cp /bin/true prog && truncate -s 2M prog && chmod 755 prog'
 
 # Through a reader's open: the reader holds the inode's backing file while the owner
 # makes it set-user-ID and a writer appends.
-got=$(in_main "$n" sh -c 'exec 3<prog; chmod 4755 prog 2>&1; echo x >>prog; exec 3<&-; echo done')
+got=$(in_main "$N" sh -c 'exec 3<prog; chmod 4755 prog 2>&1; echo x >>prog; exec 3<&-; echo done')
 assert_eq "$got" done "chmod and append with a reader open"
-assert_eq "$(stat -c %a "$ws/prog")" 755 "set-user-ID after a write by the command identity (a reader open)"
+assert_eq "$(stat -c %a "$WS/prog")" 755 "set-user-ID after a write by the command identity (a reader open)"
 # As the daemon sees it (no cached attribute of the kernel's in the way).
-in_main "$n" chmod 755 prog
+in_main "$N" chmod 755 prog
 ok
 
 # Same with the set-group-ID bit and group execute, and a truncate by the writer.
-got=$(in_main "$n" sh -c 'exec 3<prog; chmod 2755 prog; truncate -s 3M prog; exec 3<&-; echo done')
+got=$(in_main "$N" sh -c 'exec 3<prog; chmod 2755 prog; truncate -s 3M prog; exec 3<&-; echo done')
 assert_eq "$got" done "chmod and truncate with a reader open"
-assert_eq "$(stat -c %a "$ws/prog")" 755 "set-group-ID after a truncate by the command identity (a reader open)"
-in_main "$n" chmod 755 prog
+assert_eq "$(stat -c %a "$WS/prog")" 755 "set-group-ID after a truncate by the command identity (a reader open)"
+in_main "$N" chmod 755 prog
 ok
 
 # A writer's open held while a reader's open came first, then the bit set: refused or cleared.
-got=$(in_main "$n" sh -c 'exec 3<prog; exec 4>>prog; chmod 4755 prog 2>&1 | grep -q "Text file busy" && echo busy; echo y >&4; exec 3<&- 4>&-; stat -c %a prog')
+got=$(in_main "$N" sh -c 'exec 3<prog; exec 4>>prog; chmod 4755 prog 2>&1 | grep -q "Text file busy" && echo busy; echo y >&4; exec 3<&- 4>&-; stat -c %a prog')
 case "$got" in 755 | "busy"*755) ok ;; *) fail "set-user-ID set with a reader and a writer open, then a write: $got" ;; esac
-lfs sandbox close "$n" --force >/dev/null
+lfs sandbox close "$N" --force >/dev/null
 finish

@@ -13,20 +13,15 @@
 # registered: not a regular file).
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/passthrough_lib.sh"
-use_private_sandboxes
-export LAYERFS_PROJECT=ptstore
 mkdir "$WORK/src"
 head -c $((2 << 20)) /dev/urandom >"$WORK/src/big"
 cp "$WORK/src/big" "$WORK/src/same" # one blob, two names
-lfs project init ptstore --from "$WORK/src" >/dev/null
-lfs branch create other >/dev/null 2>&1 || lfs branch create other main >/dev/null
 sum=$(sha256sum <"$WORK/src/big")
-n=$(lfs sandbox create)
-ws=$(lfs workspace mount "$n" main)
-require_passthrough "$n"
+start_passthrough_sandbox ptstore
+lfs branch create other >/dev/null 2>&1 || lfs branch create other main >/dev/null
 
 # A reader holds big (a Store file) while a writer writes it, and a shared mapping.
-in_main "$n" python3 -c "
+in_main "$N" python3 -c "
 import mmap, os
 r = os.open('big', os.O_RDONLY)
 os.read(r, 4096)
@@ -38,13 +33,13 @@ m.flush(); m.close(); os.close(w)
 assert os.pread(r, 7, 0) == b'written', os.pread(r, 7, 0)
 os.close(r)"
 # Through a hard link made in the Workspace to the other Store file with the same blob.
-in_main "$n" sh -c 'ln same linked && exec 3<same && printf linked >>linked && exec 3<&-'
+in_main "$N" sh -c 'ln same linked && exec 3<same && printf linked >>linked && exec 3<&-'
 # A fifo: opened for both ends, data goes through, nothing registered.
-in_main "$n" sh -c 'mkfifo pipe && { echo through >pipe & } && read -r got <pipe && test "$got" = through' ||
+in_main "$N" sh -c 'mkfifo pipe && { echo through >pipe & } && read -r got <pipe && test "$got" = through' ||
         fail "a fifo in the Workspace does not carry data"
-assert_eq "$(lfs workspace status "$n" main | LC_ALL=C sort | tr '\n' ' ')" "A linked M big M same " \
+assert_eq "$(lfs workspace status "$N" main | LC_ALL=C sort | tr '\n' ' ')" "A linked M big M same " \
         "status after the writes"
-assert_eq "$(head -c 7 "$ws/big")" written "big as written"
+assert_eq "$(head -c 7 "$WS/big")" written "big as written"
 # The Store is as committed: verified, and read so by a second Sandbox on main and other.
 lfs project verify >"$WORK/verify" 2>&1 || fail "project verify after the writes: $(cat "$WORK/verify")"
 n2=$(lfs sandbox create)
@@ -55,6 +50,6 @@ assert_eq "$(lfs workspace exec "$n2" main -- sha256sum big same | cut -c1-64 | 
 assert_eq "$(lfs workspace exec "$n2" other -- sha256sum big | cut -c1-64)" "$(cut -c1-64 <<<"$sum")" \
         "big on other as committed"
 ok
-lfs sandbox close "$n" --force >/dev/null
+lfs sandbox close "$N" --force >/dev/null
 lfs sandbox close "$n2" --force >/dev/null
 finish

@@ -12,11 +12,9 @@
 # host writing through the mount (any writer with a stalled source does the same: a
 # slow NFS file, a FUSE file of the command's own, userfaultfd).
 source "$(dirname "$0")/../e2e/lib.sh"
-source "$(dirname "$0")/daemon_lib.sh"
 source "$(dirname "$0")/passthrough_lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root"
-start_sandbox ptrace
-require_passthrough "$N"
+start_passthrough_sandbox ptrace
 # f: 64 KiB of o; n: 64 KiB of n (the source, read in the second Sandbox).
 in_ws "open('f', 'wb').write(b'o' * 65536); open('n', 'wb').write(b'n' * 65536)"
 lfs workspace commit "$N" main -m base >/dev/null

@@ -204,6 +204,7 @@ class Slot:
         self.serial = 0
         self.stopped = False
         self.trace = collections.deque(maxlen=60)  # the last calls, shown with a failure
+        self.commands = 0  # commands run in this slot's Workspaces, in order (exec)
 
     # ---- calls --------------------------------------------------------------------
     def call(self, *args, stdin=None):
@@ -383,8 +384,19 @@ class Slot:
         return "%s-%d-%d" % (self.project, self.serial, self.rng.randrange(1 << 30))
 
     def exec(self, b, script, *args):
+        """A command in b's Workspace. A command outlives a killed CLI (docs/protocol.md), a
+        killed shell leaves its pipeline running, and a request whose CLI was killed may
+        still start its command after the retry: an attempt left behind would race the
+        next ones (its mv took the retry's .tmp). So every command of the Workspace takes
+        its lock in the Sandbox's private tmp ($0 names it; the processes of an attempt
+        hold it until the last has exited), and an attempt that finds a later command ran
+        already does nothing. The commands are idempotent, so a retry runs again."""
+        self.commands += 1
+        guard = ('exec 9>"$TMPDIR/lock-$0" && flock 9 && '
+                 'if [ "$(cat "$TMPDIR/ran-$0" 2>/dev/null || echo 0)" -gt %d ]; then exit 0; fi && '
+                 'echo %d >"$TMPDIR/ran-$0" && ' % (self.commands, self.commands))
         return self.op("exec", "workspace", "exec", str(self.number), b.name, "--", "sh", "-c",
-                       script, "sh", *args)
+                       guard + script, b.name, *args)
 
     def write(self, b, name=None):
         """A small file, or (one time in five) 1-3 MiB, so that commits take a while: kills

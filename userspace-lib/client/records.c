@@ -376,7 +376,6 @@ static char *cgroup_root_or_null(void) {
 static int record_check(lfs_home *home, sqlite3_stmt *st, const char *cgroup_root, sandbox_record *ret,
                         lfs_error **err) {
         static const char *const states[] = { "starting", "running", "removing", NULL };
-        static const char *const runtimes[] = { "native", "namespaces", "docker", "vm", NULL };
         const char *project = text_or_null(st, COL_PROJECT);
         if (!project || lfs_check_project_name(project, NULL) < 0)
                 return refuse(home, st, COL_PROJECT, "that is not a project name", err);
@@ -399,7 +398,9 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, const char *cgroup_roo
         if (owned ? !boot || !only_chars(boot, "0123456789abcdef-", 0, 64)
                   : sqlite3_column_type(st, COL_BOOT) != SQLITE_NULL)
                 return refuse(home, st, COL_BOOT, "it is the owner's boot id", err);
-        if (!one_of(text_or_null(st, COL_RUNTIME), runtimes))
+        const char *runtime = text_or_null(st, COL_RUNTIME);
+        const lfs_runtime *rt = lfs_runtime_find(runtime);
+        if (!rt)
                 return refuse(home, st, COL_RUNTIME, "the runtimes are native, namespaces, docker and vm",
                               err);
         const char *platform = text_or_null(st, COL_PLATFORM);
@@ -439,10 +440,9 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, const char *cgroup_roo
                         return refuse(home, st, COL_CGROUP, rule, err);
                 }
         }
-        /* Its ids: a namespaces Sandbox's range, 65536 ids from a multiple of 65536 above 0;
-         * the others have none. */
-        const char *runtime = text_or_null(st, COL_RUNTIME);
-        bool has_ids = !strcmp(runtime, "namespaces");
+        /* Its ids: the range of a runtime that gives each Sandbox one (namespaces), 65536 ids
+         * from a multiple of 65536 above 0; the others have none. */
+        bool has_ids = rt->owns_id_range;
         long long id_base = sqlite3_column_int64(st, COL_ID_BASE);
         if (has_ids ? sqlite3_column_type(st, COL_ID_BASE) != SQLITE_INTEGER || id_base < 65536 ||
                               id_base > (long long)UINT32_MAX - 65535 || id_base % 65536
@@ -481,13 +481,11 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, const char *cgroup_roo
         /* The network: its runtime's default (NULL, records from before networks: native's is
          * the host's, namespaces' none), or one it gives; a private one's /30 is where a
          * create puts it (lfs_net_base_valid), the others have none. */
-        lfs_network network = has_ids ? LFS_NETWORK_NONE : LFS_NETWORK_HOST;
+        lfs_network network = rt->default_network;
         if (sqlite3_column_type(st, COL_NETWORK) != SQLITE_NULL &&
             (!lfs_network_from_name(text_or_null(st, COL_NETWORK), &network) ||
-             (!has_ids && network != LFS_NETWORK_HOST)))
-                return refuse(home, st, COL_NETWORK,
-                              has_ids ? "a namespaces Sandbox's network is none, host or private"
-                                      : "only a namespaces Sandbox has a network other than the host's",
+             !(rt->networks & LFS_NETWORK_BIT(network))))
+                return refuse(home, st, COL_NETWORK, "that is not a network its runtime gives a Sandbox",
                               err);
         bool private_net = network == LFS_NETWORK_PRIVATE;
         long long net_base = sqlite3_column_int64(st, COL_NET_BASE);
@@ -926,7 +924,7 @@ int lfs_record_check_link(lfs_home *home, sqlite3 *db, const sandbox_record *rec
 }
 
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
-                     const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
+                     const lfs_runtime *rt, const lfs_sandbox_limits *limits, lfs_network network,
                      sandbox_record *ret, int *ret_id_hold, int *ret_net_hold, lfs_error **err) {
         unsigned long long start = 0;
         if (lfs_process_start_time(getpid(), &start) < 0)
@@ -956,7 +954,7 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
                                .cgroup = lfs_cgroup_sandbox_path(cgroup_root, home->path, project,
                                                                  (int)number),
                                .platform = xstrdup("linux"),
-                               .runtime = xstrdup(runtime),
+                               .runtime = xstrdup(rt->name),
                                .state = xstrdup("starting"),
                                .limits = *limits,
                                .network = network,
@@ -966,7 +964,7 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
         int r = 0;
         if (number > INT_MAX)
                 r = lfs_fail(err, LFS_LIMIT_REACHED, 0, "project '%s' has no free sandbox number", project);
-        else if (!strcmp(runtime, "namespaces"))
+        else if (rt->owns_id_range)
                 r = claim_ids(db, &rec.id_base, &id_hold, err);
         if (r == 0 && network == LFS_NETWORK_PRIVATE)
                 r = claim_net(db, &rec.net_base, &net_hold, err);
@@ -987,7 +985,7 @@ int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const cha
         else if (r == 0) {
                 sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
                 sqlite3_bind_int(st, 2, rec.number);
-                sqlite3_bind_text(st, 3, runtime, -1, SQLITE_STATIC);
+                sqlite3_bind_text(st, 3, rt->name, -1, SQLITE_STATIC);
                 sqlite3_bind_int(st, 4, (int)rec.pid);
                 sqlite3_bind_int64(st, 5, (sqlite3_int64)rec.start_time);
                 sqlite3_bind_text(st, 6, rec.boot_id, -1, SQLITE_STATIC);

@@ -69,7 +69,7 @@ bool lfs_record_alive(const sandbox_record *rec);
  * keep), or -1 when the runtime has no range; *ret_net_hold: the host-wide lock of the /30
  * (for the create to keep until the host's end of the network has its address), or -1. */
 int lfs_record_claim(lfs_home *home, sqlite3 *db, const char *project, const char *cgroup_root,
-                     const char *runtime, const lfs_sandbox_limits *limits, lfs_network network,
+                     const lfs_runtime *rt, const lfs_sandbox_limits *limits, lfs_network network,
                      sandbox_record *ret, int *ret_id_hold, int *ret_net_hold, lfs_error **err);
 /* A private network's record is acted on only if no other record names its link (the
  * first 12 digits of its instance; a create never writes two): else InvalidInput naming

@@ -239,12 +239,10 @@ static int choose_network(const char *name, const lfs_runtime *rt, lfs_network *
         if (!(rt->networks & LFS_NETWORK_BIT(n)))
                 return lfs_fail(
                         err, LFS_UNSUPPORTED, EOPNOTSUPP,
-                        "--network %s: the %s runtime cannot give a Sandbox that network%s; the "
+                        "--network %s: the %s runtime cannot give a Sandbox that network%s%s%s; the "
                         "namespaces runtime (LAYERFS_RUNTIME=namespaces) gives none, host and private",
-                        lfs_network_name(n), rt->name,
-                        !strcmp(rt->name, "native") ? " (its commands are processes of the host, in "
-                                                      "the host's network: --network host)"
-                                                    : "");
+                        lfs_network_name(n), rt->name, rt->networks_why ? " (" : "",
+                        rt->networks_why ? rt->networks_why : "", rt->networks_why ? ")" : "");
         *ret = n;
         return 0;
 }
@@ -334,7 +332,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         /* net_hold is kept until the create is done: by then the host's end of a private
          * network has its address, which keeps the /30 from every other home's create. */
         _cleanup_close_ int id_hold = -1, net_hold = -1;
-        if ((r = lfs_record_claim(home, db, name, place_root, rt->name, &limits, network, &rec, &id_hold,
+        if ((r = lfs_record_claim(home, db, name, place_root, rt, &limits, network, &rec, &id_hold,
                                   &net_hold, err)) < 0) {
                 lfs_records_close(db);
                 return r;

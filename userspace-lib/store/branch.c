@@ -62,26 +62,19 @@ int lfs_store_resolve(lfs_store *s, const char *ref, lfs_id *ret_commit, lfs_err
                         s->project, ref);
 }
 
-static int create_held(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
-                       lfs_error **err) {
+int lfs_branch_create(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
+                      lfs_error **err) {
+        /* Held: from may be a commit no branch reaches, which a gc would remove meanwhile. */
+        _cleanup_store_hold_ lfs_store *held = NULL;
         lfs_id commit;
-        int r = lfs_store_resolve(s, from ? from : "main", &commit, err);
-        if (r < 0 || (r = lfs_db_cas_branch(s, name, NULL, &commit, err)) < 0)
+        int r = lfs_check_branch_name(name, err);
+        if (r < 0 || (r = lfs_store_hold_scoped(s, &held, err)) < 0 ||
+            (r = lfs_store_resolve(s, from ? from : "main", &commit, err)) < 0 ||
+            (r = lfs_db_cas_branch(s, name, NULL, &commit, err)) < 0)
                 return r;
         if (ret_commit)
                 *ret_commit = commit;
         return 0;
-}
-
-int lfs_branch_create(lfs_store *s, const char *name, const char *from, lfs_id *ret_commit,
-                      lfs_error **err) {
-        /* Held: from may be a commit no branch reaches, which a gc would remove meanwhile. */
-        int r = lfs_check_branch_name(name, err);
-        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
-                return r;
-        r = create_held(s, name, from, ret_commit, err);
-        lfs_store_release(s);
-        return r;
 }
 
 void lfs_branch_list_free(lfs_branch_info *branches, size_t n) {
@@ -143,25 +136,17 @@ fail:
         return r;
 }
 
-static int move_held(lfs_store *s, const char *branch, const lfs_id *expected, const lfs_id *to,
-                     lfs_error **err) {
+int lfs_branch_move(lfs_store *s, const char *branch, const lfs_id *expected, const lfs_id *to,
+                    lfs_error **err) {
+        _cleanup_store_hold_ lfs_store *held = NULL; /* to may be a commit no branch reaches */
         lfs_id head;
         lfs_commit_info c;
-        int r = lfs_branch_head(s, branch, &head, err);
-        if (r < 0 || (r = lfs_db_get_commit(s, to, &c, err)) < 0)
+        int r = lfs_store_hold_scoped(s, &held, err);
+        if (r < 0 || (r = lfs_branch_head(s, branch, &head, err)) < 0 ||
+            (r = lfs_db_get_commit(s, to, &c, err)) < 0)
                 return r;
         lfs_commit_info_done(&c);
         return lfs_db_cas_branch(s, branch, expected, to, err);
-}
-
-int lfs_branch_move(lfs_store *s, const char *branch, const lfs_id *expected, const lfs_id *to,
-                    lfs_error **err) {
-        int r = lfs_store_hold(s, err); /* to may be a commit no branch reaches */
-        if (r < 0)
-                return r;
-        r = move_held(s, branch, expected, to, err);
-        lfs_store_release(s);
-        return r;
 }
 
 int lfs_branch_log(lfs_store *s, const char *name, size_t limit, lfs_commit_info **ret_commits,
@@ -279,10 +264,7 @@ out:
 
 int lfs_branch_merge(lfs_store *s, const char *from, const char *into, lfs_merge_result *ret,
                      lfs_error **err) {
-        int r = lfs_store_hold(s, err); /* from may be a commit no branch reaches */
-        if (r < 0)
-                return r;
-        r = merge_held(s, from, into, ret, err);
-        lfs_store_release(s);
-        return r;
+        _cleanup_store_hold_ lfs_store *held = NULL; /* from may be a commit no branch reaches */
+        int r = lfs_store_hold_scoped(s, &held, err);
+        return r < 0 ? r : merge_held(s, from, into, ret, err);
 }

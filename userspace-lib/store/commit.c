@@ -97,12 +97,11 @@ static int branch_commit_held(lfs_store *s, const char *branch, const char *from
 int lfs_branch_commit(lfs_store *s, const char *branch, const char *from_dir, const char *message,
                       lfs_id *ret_commit, lfs_error **err) {
         /* Held from the first look at what the Store has: gc.c. */
+        _cleanup_store_hold_ lfs_store *held = NULL;
         int r = lfs_check_commit_message(message, err);
-        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
+        if (r < 0 || (r = lfs_store_hold_scoped(s, &held, err)) < 0)
                 return r;
-        r = branch_commit_held(s, branch, from_dir, message, ret_commit, err);
-        lfs_store_release(s);
-        return r;
+        return branch_commit_held(s, branch, from_dir, message, ret_commit, err);
 }
 
 /* ---- a set of changed paths applied to a tree ---- */
@@ -440,10 +439,9 @@ int lfs_store_commit_changes(lfs_store *s, const char *branch, const lfs_id *bas
                              const lfs_path_change *changes, size_t n, const char *message,
                              lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
         /* Held from the first look at what the Store has: gc.c. */
+        _cleanup_store_hold_ lfs_store *held = NULL;
         int r = lfs_check_commit_message(message, err);
-        if (r < 0 || (r = lfs_store_hold(s, err)) < 0)
+        if (r < 0 || (r = lfs_store_hold_scoped(s, &held, err)) < 0)
                 return r;
-        r = commit_changes_held(s, branch, base, changes, n, message, ret_commit, ret_merged, err);
-        lfs_store_release(s);
-        return r;
+        return commit_changes_held(s, branch, base, changes, n, message, ret_commit, ret_merged, err);
 }

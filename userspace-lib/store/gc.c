@@ -68,6 +68,14 @@ void lfs_store_release(lfs_store *s) {
                 (void)flock(s->gc_lock_fd, LOCK_UN);
 }
 
+int lfs_store_hold_scoped(lfs_store *s, lfs_store **ret_held, lfs_error **err) {
+        int r = lfs_store_hold(s, err);
+        if (r < 0)
+                return r;
+        *ret_held = s;
+        return 0;
+}
+
 /* ---- branch deletions since the last gc ---- */
 
 #define DELETES_KEY "'deleted_branches'"

@@ -305,6 +305,14 @@ int lfs_record_commit(lfs_store *s, lfs_blob_writer *w, lfs_tree_rows *rows, con
  * object written, or counted on, by a commit whose rows are not committed yet. */
 int lfs_store_hold(lfs_store *s, lfs_error **err);
 void lfs_store_release(lfs_store *s);
+/* lfs_store_hold until the end of the caller's scope: on success *ret_held is s, which
+ * _cleanup_store_hold_ releases (NULL, after a failed hold, releases nothing). */
+int lfs_store_hold_scoped(lfs_store *s, lfs_store **ret_held, lfs_error **err);
+static inline void lfs_store_releasep(lfs_store **held) {
+        if (*held)
+                lfs_store_release(*held);
+}
+#define _cleanup_store_hold_ _cleanup_(lfs_store_releasep)
 /* Branch deletions since the last gc, for the idle close's gc (LAYERFS_GC_AFTER_DELETES):
  * counted in table gc_state, made by the first delete (older Stores lack it: 0). */
 int lfs_store_count_delete(lfs_store *s, lfs_error **err); /* inside the delete's transaction */
