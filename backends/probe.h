@@ -26,6 +26,12 @@ void lfs_probe_features(lfs_runtime_info *s);
 #define LFS_FUSE_URING_SWITCH "/sys/module/fuse/parameters/enable_uring"
 /* 1 when set, 0 when not, -errno when this kernel has no such switch (-ENOENT). */
 int lfs_probe_fuse_uring(void);
+/* LAYERFS_FUSE_URING against LAYERFS_FUSE_TRANSPORT, as sandbox create and the daemon's
+ * mount check them: rings only on our own loop (InvalidInput for libfuse with on or
+ * auto, and for uring with off), and the transport named uring only where the kernel
+ * offers them or LAYERFS_FUSE_URING=on lets the daemon turn them on (Unsupported,
+ * naming the switch and both fixes). 0 or -errno. */
+int lfs_check_fuse_uring(lfs_error **err);
 /* Adds name to s->missing unless it is there already. */
 void lfs_runtime_add_missing(lfs_runtime_info *s, const char *name);
 

@@ -6,6 +6,7 @@
 
 #include "fuse_transport.h"
 #include "log.h"
+#include "probe.h"
 #include "util.h"
 
 /* The first row is the default. */
@@ -44,17 +45,11 @@ ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsna
         bool named = name && *name;
         bool rings_wanted = uring && (!strcmp(uring, "on") || !strcmp(uring, "auto"));
         const fuse_transport *t = named ? fuse_transport_find(name) : transports[0];
-        if (t && rings_wanted && t == &fuse_transport_libfuse && named) {
-                /* sandbox create refuses these too */
-                log_line("LAYERFS_FUSE_URING=%s asks for io_uring, which libfuse's loop "
-                         "(LAYERFS_FUSE_TRANSPORT=libfuse) does not have; give LAYERFS_FUSE_TRANSPORT=dev "
-                         "or uring, or leave LAYERFS_FUSE_URING unset",
-                         uring);
-                return NULL;
-        }
-        if (t && t == &fuse_transport_uring && uring && !strcmp(uring, "off")) {
-                log_line("LAYERFS_FUSE_TRANSPORT=uring and LAYERFS_FUSE_URING=off contradict each other; "
-                         "give one of them");
+        lfs_error *err = NULL;
+        if (t && lfs_check_fuse_uring(&err) < 0) {
+                /* sandbox create refuses these too: this one came some other way */
+                log_line("cannot mount %s: %s", mountpoint, err ? err->message : "bad FUSE choices");
+                lfs_error_free(err);
                 return NULL;
         }
         /* Rings allowed: our own loop with them, the plain one when they are not there. */

@@ -132,44 +132,6 @@ static int check_env_choice(const char *var, const char *what, const char *const
         return lfs_fail(err, LFS_INVALID_INPUT, 0, "%s='%s' is not %s; give %s", var, v, what, choices);
 }
 
-/* LAYERFS_FUSE_URING against LAYERFS_FUSE_TRANSPORT: rings only on our own loop, and
- * the uring transport only where the kernel offers them (or the daemon may turn them
- * on: LAYERFS_FUSE_URING=on). */
-static int check_fuse_uring(lfs_error **err) {
-        const char *transport = getenv("LAYERFS_FUSE_TRANSPORT");
-        const char *uring = getenv("LAYERFS_FUSE_URING");
-        bool rings_asked = uring && (!strcmp(uring, "on") || !strcmp(uring, "auto"));
-        if (transport && !strcmp(transport, "libfuse") && rings_asked)
-                return lfs_fail(
-                        err, LFS_INVALID_INPUT, 0,
-                        "LAYERFS_FUSE_URING=%s asks for io_uring, which libfuse's loop "
-                        "(LAYERFS_FUSE_TRANSPORT=libfuse) does not have; give LAYERFS_FUSE_TRANSPORT=dev "
-                        "or uring, or leave LAYERFS_FUSE_URING unset",
-                        uring);
-        if (!transport || strcmp(transport, "uring"))
-                return 0;
-        if (uring && !strcmp(uring, "off"))
-                return lfs_fail(
-                        err, LFS_INVALID_INPUT, 0,
-                        "LAYERFS_FUSE_TRANSPORT=uring and LAYERFS_FUSE_URING=off contradict each other; "
-                        "give one of them");
-        int on = lfs_probe_fuse_uring();
-        if (on < 0)
-                return lfs_fail(
-                        err, LFS_UNSUPPORTED, -on,
-                        "LAYERFS_FUSE_TRANSPORT=uring: this kernel has no FUSE over io_uring (%s: %s); "
-                        "it needs Linux 6.14 with CONFIG_FUSE_IO_URING; give LAYERFS_FUSE_TRANSPORT=dev",
-                        LFS_FUSE_URING_SWITCH, strerror(-on));
-        if (on == 0 && !(uring && !strcmp(uring, "on")))
-                return lfs_fail(
-                        err, LFS_UNSUPPORTED, 0,
-                        "LAYERFS_FUSE_TRANSPORT=uring: FUSE over io_uring is off on this host (%s is "
-                        "N); turn it on with 'echo 1 > %s', or let the daemon do it with "
-                        "LAYERFS_FUSE_URING=on",
-                        LFS_FUSE_URING_SWITCH, LFS_FUSE_URING_SWITCH);
-        return 0;
-}
-
 /* LAYERFS_WATCHER: bpf, proc or cgroup (unset: bpf where it loads, else cgroup);
  * LAYERFS_FUSE_TRANSPORT: the FUSE loop of its Workspaces, libfuse (unset: the default),
  * dev (its own, over /dev/fuse) or uring (the same with io_uring rings);
@@ -190,7 +152,7 @@ static int check_daemon_choices(lfs_error **err) {
         if (r == 0)
                 r = check_env_choice("LAYERFS_FUSE_URING", "an io_uring choice", uring_modes, err);
         if (r == 0)
-                r = check_fuse_uring(err);
+                r = lfs_check_fuse_uring(err);
         return r;
 }
 
