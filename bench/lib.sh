@@ -62,6 +62,16 @@ bench_remove_sandboxes() {
 }
 
 # Microseconds since the epoch, as an integer so bash can subtract.
+# bench_cgroup_mount: CG_MOUNT, where cgroup2 is mounted (the unified directory of a
+# hybrid layout); exits when there is none.
+bench_cgroup_mount() {
+        CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
+        [ -n "$CG_MOUNT" ] || {
+                echo "bench: no cgroup2 mount" >&2
+                exit 1
+        }
+}
+
 now_us() { echo "${EPOCHREALTIME/./}"; }
 
 # median N...: the middle value.

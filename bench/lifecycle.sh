@@ -26,11 +26,7 @@ LIST_RUNS=${LIST_RUNS:-20}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_need_built layerfs layerfs-daemon lifecycle-floor
 bench_need_root "cgroups, FUSE"
-CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
-[ -n "$CG_MOUNT" ] || {
-        echo "bench: no cgroup2 mount" >&2
-        exit 1
-}
+bench_cgroup_mount
 FLOOR_BIN="$BUILD/lifecycle-floor"
 
 mkdir -p "$BUILD"

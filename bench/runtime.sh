@@ -24,11 +24,7 @@ EXEC_PAIRS=200  # execs in a Sandbox of each runtime, in turn
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_need_built layerfs layerfs-daemon
 bench_need_root "cgroups, FUSE"
-CG_MOUNT=$(findmnt -n -t cgroup2 -o TARGET /sys/fs/cgroup 2>/dev/null || findmnt -n -t cgroup2 -o TARGET | head -1)
-[ -n "$CG_MOUNT" ] || {
-        echo "bench: no cgroup2 mount" >&2
-        exit 1
-}
+bench_cgroup_mount
 
 mkdir -p "$BUILD"
 WORK=$(mktemp -d "$BUILD/rtbench.XXXXXX")

@@ -378,9 +378,35 @@ target_workspace-dev-pt() { workspace_own workspace-dev-pt dev 1; }
 target_workspace-uring() { workspace_own workspace-uring uring 0; }
 target_workspace-uring-pt() { workspace_own workspace-uring-pt uring 1; }
 
+# The second design of issue 16, built far enough to measure it: the kernel's overlayfs
+# carries the writes in a native upper directory (ext4, beside the others), over a lower
+# that serves the Branch through FUSE. The lower here is a Workspace (our loop, with
+# passthrough) that nothing writes to; a lower made for the purpose would be read-only
+# with infinite entry and attribute timeouts, so this is that design's cost or more.
+# Every new name still costs a LOOKUP in the lower (a negative entry, then cached).
+target_workspace-ovl() {
+        local d="$WORK/ws-ovl-$1"
+        [ -d "$LAYERFS_HOME/projects/empty" ] || lfs project init empty >/dev/null
+        LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1 sandbox_open empty
+        ws_mount empty "$SB" main
+        mkdir -p "$d/upper" "$d/work" "$d/merged"
+        if ! mount -t overlay overlay -o "lowerdir=$WS,upperdir=$d/upper,workdir=$d/work" "$d/merged" \
+                2>"$WORK/ws-ovl.log"; then
+                SKIP[workspace-ovl]="mount -t overlay over a Workspace failed: $(tr '\n' ' ' <"$WORK/ws-ovl.log")"
+        else
+                MOUNTS+=("$d/merged")
+                run_workload workspace-ovl "$d/merged"
+                umount "$d/merged"
+                unset 'MOUNTS[-1]'
+        fi
+        ws_unmount empty "$SB" main --discard
+        sandbox_close empty "$SB"
+        rm -rf "$d"
+}
+
 # Every target once per trial; the order rotates so that none always runs first.
 TARGETS=(native overlayfs fuse-overlayfs fuse-floor workspace workspace-dev workspace-dev-pt workspace-uring
-        workspace-uring-pt)
+        workspace-uring-pt workspace-ovl)
 # wanted TARGET: whether BENCH_TARGETS leaves TARGET in.
 wanted() {
         [ -z "${BENCH_TARGETS:-}" ] || [ "$1" = native ] || [[ " $BENCH_TARGETS " == *" $1 "* ]]
@@ -399,12 +425,12 @@ workload_section() {
 
 # ---- the table ---------------------------------------------------------------------
 print_table() {
-        local fmt='%-22s %8s %10s %15s %11s %10s %9s %12s %11s %14s %12s %10s %13s  %s\n'
+        local fmt='%-22s %8s %10s %15s %11s %10s %9s %12s %11s %14s %9s %12s %10s %13s  %s\n'
         local row label key t nat fo fl ws rf rn rl verdict
         echo
         echo "10,000 files of 4 KiB ($DIRS dirs x $FILES_PER_DIR), then one file of $BIG_MIB MiB; ms, median of $TRIALS trials"
         # shellcheck disable=SC2059
-        printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs "fuse floor" workspace "ws (dev)" "ws (dev+pt)" "ws (uring)" "ws (uring+pt)" "ws/fuse-ovl" \
+        printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs "fuse floor" workspace "ws (dev)" "ws (dev+pt)" "ws (uring)" "ws (uring+pt)" "ws-ovl" "ws/fuse-ovl" \
                 "ws/native" "floor/native" "targets"
         for row in create stat read delete write bigread; do
                 case $row in
@@ -452,6 +478,8 @@ print_table() {
         echo "  the kernel and the file, not through the daemon); the ratios and targets are the default"
         echo "  (libfuse) Workspace's. ws (uring), ws (uring+pt): the same over io_uring rings"
         echo "  (LAYERFS_FUSE_TRANSPORT=uring), without and with passthrough."
+        echo "ws-ovl: the overlayfs design measured (issue 16): kernel overlayfs, upper on this disk, over a"
+        echo "  Workspace (dev+pt) of the Branch as its FUSE lower (docs/workspace.md, \"Two designs\")."
         echo "fuse floor: an in-memory FUSE server that answers at once (bench/fuse_floor.c), same"
         echo "  transport and cache settings; floor/native > 2 means no FUSE server of this kind"
         echo "  can meet the 2x-native target on this machine: the kernel's requests alone cost more."

@@ -23,6 +23,7 @@ typedef struct client {
         bool waiting; /* for its request: may give its place to a newer connection */
         bool evicted; /* told to (its reading shut down) */
         struct client *prev, *next; /* d's list, in the order they came */
+        struct client *handoff_next; /* d->handoff's, while it waits for an idle thread */
 } client;
 
 static void client_unlink(daemon_state *d, client *c) {
@@ -89,8 +90,7 @@ static json_t *serve_request(daemon_state *d, int fd, lfs_frame_reader *reader, 
  * each connection has its own thread. Calls other than the unlocked ones run under
  * d->lock, which status, commit, list_workspaces, unmount and close release while they
  * read a Workspace (hold_ws). */
-static void *serve_client(void *arg) {
-        client *c = arg;
+static void serve_one(client *c) {
         daemon_state *d = c->d;
         lfs_frame_reader reader;
         lfs_frame_reader_init(&reader, c->fd, LFS_FRAME_MAX_REQUEST, LFS_CALL_MAX_FDS);
@@ -136,6 +136,35 @@ static void *serve_client(void *arg) {
         close(c->fd);
         free(c);
         wake_main_loop(d);
+}
+
+/* The next connection handed to this thread once it has served its own, or NULL: the
+ * thread ends (MAX_IDLE_SERVERS wait already). No handler leaves state in its thread
+ * (credentials, namespaces, signal mask: those change only in a command's child). */
+static client *next_client(daemon_state *d) {
+        pthread_mutex_lock(&d->lock);
+        if (d->idle_servers >= MAX_IDLE_SERVERS) {
+                pthread_mutex_unlock(&d->lock);
+                return NULL;
+        }
+        d->idle_servers++;
+        pthread_setname_np(pthread_self(), "lfs-idle");
+        while (!d->handoff)
+                pthread_cond_wait(&d->handoff_cond, &d->lock);
+        client *c = d->handoff;
+        d->handoff = c->handoff_next;
+        d->n_handoff--;
+        d->idle_servers--;
+        pthread_mutex_unlock(&d->lock);
+        pthread_setname_np(pthread_self(), "lfs-connection");
+        return c;
+}
+
+static void *serve_clients(void *arg) {
+        client *c = arg;
+        daemon_state *d = c->d;
+        for (; c; c = next_client(d))
+                serve_one(c); /* frees c */
         return NULL;
 }
 
@@ -202,8 +231,16 @@ static void admit_client(daemon_state *d, int fd) {
         *(d->last_client ? &d->last_client->next : &d->first_client) = c;
         d->last_client = c;
         d->clients++;
+        if (d->idle_servers > d->n_handoff) { /* a thread waits for it */
+                c->handoff_next = d->handoff;
+                d->handoff = c;
+                d->n_handoff++;
+                pthread_cond_signal(&d->handoff_cond);
+                pthread_mutex_unlock(&d->lock);
+                return;
+        }
         pthread_mutex_unlock(&d->lock);
-        if (start_detached("lfs-connection", serve_client, c) < 0) {
+        if (start_detached("lfs-connection", serve_clients, c) < 0) {
                 pthread_mutex_lock(&d->lock);
                 client_unlink(d, c);
                 d->clients--;

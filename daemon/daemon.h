@@ -20,6 +20,8 @@
 /* Connections told to give their place and not gone yet: past this many, the accept loop
  * waits for them before it takes more (threads stay below MAX_CLIENTS + MAX_EVICTING). */
 #define MAX_EVICTING 16
+/* Connection threads kept waiting for the next connection once theirs is served. */
+#define MAX_IDLE_SERVERS 2
 /* Each Workspace's metadata budget unless LAYERFS_WORKSPACE_MEMORY says otherwise. */
 #define DEFAULT_WORKSPACE_MEMORY (1ull << 30)
 
@@ -90,6 +92,12 @@ typedef struct daemon_state {
         unsigned clients; /* connections being served */
         struct client *first_client, *last_client; /* in the order they came */
         unsigned evicting; /* of clients: told to go (still waiting for a request), not gone yet */
+        /* Connection threads that served theirs and wait for the next (MAX_IDLE_SERVERS
+         * at most, named lfs-idle meanwhile), and the connections handed to them: a new
+         * thread per connection ran every open Sandbox's BPF watcher on its clone3. */
+        unsigned idle_servers, n_handoff;
+        struct client *handoff;
+        pthread_cond_t handoff_cond;
         uint64_t ws_memory; /* each Workspace's metadata budget (ws_set_limits) */
         /* Process starts and ends, the last EVENT_RING of them (events.c). */
         const char *watcher_kind; /* "bpf" or "cgroup" */

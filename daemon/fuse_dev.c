@@ -572,6 +572,16 @@ static int do_fallocate(fuse_worker *w, const fuse_request *r) {
                 w, r, ws_fallocate(w->c->fs, in->fh, (int)in->mode, (off_t)in->offset, (off_t)in->length));
 }
 
+static int do_lseek(fuse_worker *w, const fuse_request *r) {
+        const struct fuse_lseek_request *in = (const void *)r->arg;
+        off_t at;
+        int ret = ws_lseek(w->c->fs, in->fh, (off_t)in->offset, (int)in->whence, &at);
+        if (ret < 0)
+                return ret;
+        struct fuse_lseek_answer out = { .offset = (uint64_t)at };
+        return reply_buf(w, r, &out, sizeof(out));
+}
+
 static int do_opendir(fuse_worker *w, const fuse_request *r) {
         int ret = ws_opendir(w->c->fs, r->hdr->nodeid);
         if (ret < 0)
@@ -712,7 +722,7 @@ static int do_removexattr(fuse_worker *w, const fuse_request *r) {
 
 /* A request kind: its handler, the size of its fixed arguments and how many names
  * follow them, all checked before the handler runs. An opcode without a row (or a
- * handler) gets ENOSYS, which the kernel remembers for most of them (FSYNCDIR, LSEEK,
+ * handler) gets ENOSYS, which the kernel remembers for most of them (FSYNCDIR,
  * COPY_FILE_RANGE, STATX, POLL...) and stops sending. */
 typedef struct fuse_op {
         fuse_handler handler;
@@ -746,6 +756,7 @@ static const fuse_op fuse_ops_table[FUSE_OP_LIMIT] = {
         [FUSE_OP_RELEASE] = { do_release, sizeof(struct fuse_release_request), 0 },
         [FUSE_OP_FSYNC] = { do_fsync, sizeof(struct fuse_fsync_request), 0 },
         [FUSE_OP_FALLOCATE] = { do_fallocate, sizeof(struct fuse_fallocate_request), 0 },
+        [FUSE_OP_LSEEK] = { do_lseek, sizeof(struct fuse_lseek_request), 0 },
         [FUSE_OP_OPENDIR] = { do_opendir, sizeof(struct fuse_open_request), 0 },
         [FUSE_OP_READDIR] = { do_readdir, sizeof(struct fuse_read_request), 0 },
         [FUSE_OP_READDIRPLUS] = { do_readdirplus, sizeof(struct fuse_read_request), 0 },

@@ -256,6 +256,16 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
         fuse_reply_err(req, -ws_fsync(fs_of(req), fi->fh, datasync));
 }
 
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi) {
+        (void)ino;
+        off_t at;
+        int r = ws_lseek(fs_of(req), fi->fh, off, whence, &at);
+        if (r < 0)
+                fuse_reply_err(req, -r);
+        else
+                fuse_reply_lseek(req, at);
+}
+
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                          struct fuse_file_info *fi) {
         (void)ino;
@@ -379,6 +389,7 @@ static const struct fuse_lowlevel_ops ops = {
         .removexattr = op_removexattr,
         .create = op_create,
         .fallocate = op_fallocate,
+        .lseek = op_lseek,
 };
 
 /* The libfuse row: its connection is libfuse's session. */

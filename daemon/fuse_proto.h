@@ -313,6 +313,15 @@ struct fuse_fallocate_request {
         uint32_t mode, padding;
 };
 
+struct fuse_lseek_request {
+        uint64_t fh, offset;
+        uint32_t whence, padding;
+};
+
+struct fuse_lseek_answer {
+        uint64_t offset;
+};
+
 /* A READDIR answer is a run of these, each followed by its name and padded to 8. */
 struct fuse_dirent_wire {
         uint64_t ino, off;

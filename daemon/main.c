@@ -399,6 +399,7 @@ int main(int argc, char **argv) {
         pthread_condattr_init(&monotonic);
         pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
         pthread_cond_init(&d.gone_cond, &monotonic);
+        pthread_cond_init(&d.handoff_cond, NULL);
         pthread_condattr_destroy(&monotonic);
         if (start_watcher(&d) < 0)
                 return 1;

@@ -73,6 +73,9 @@ typedef struct ws_inode {
         int lower_fd;
         bool lower_owned;
         uint64_t lower_offset;
+        /* A loose object's st_blocks (its holes: the Store keeps them), read on the first
+         * stat; 0 until then. */
+        blkcnt_t lower_blocks;
         /* Inodes holding fds of ours (upper_fd, an owned lower_fd), most recently used
          * first: the fd cache (see fd_room). */
         struct ws_inode *lru_prev, *lru_next;
@@ -665,6 +668,22 @@ static void passthrough_refresh(ws_fs *fs, ws_inode *in) {
         data_changed(fs, in);
 }
 
+/* What a file still in the Store takes on disk: a loose object's own blocks (holes and
+ * all), else what its length takes (a packed blob's zeros are bytes in its pack). */
+static blkcnt_t lower_blocks(ws_fs *fs, ws_inode *in) {
+        blkcnt_t blocks = (blkcnt_t)((in->size + 511) / 512);
+        if (!in->has_blob || in->size <= LFS_PACK_MAX_BLOB)
+                return blocks;
+        if (in->lower_blocks == 0) {
+                struct stat obj;
+                _cleanup_close_ int fd = lfs_object_open(fs->store, &in->blob, NULL);
+                if (fd < 0 || fstat(fd, &obj) < 0)
+                        return blocks;
+                in->lower_blocks = obj.st_blocks > 0 ? obj.st_blocks : 1; /* 0: not read yet */
+        }
+        return in->lower_blocks;
+}
+
 static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         ws_inode *in = inode_get(fs, ino);
         passthrough_refresh(fs, in);
@@ -680,7 +699,8 @@ static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         st->st_nlink = S_ISDIR(in->mode) ? 2 + in->subdirs : in->nlink;
         st->st_size = (off_t)in->size;
         st->st_blksize = 4096;
-        st->st_blocks = (blkcnt_t)((in->size + 511) / 512);
+        st->st_blocks =
+                S_ISREG(in->mode) && !in->upper ? lower_blocks(fs, in) : (blkcnt_t)((in->size + 511) / 512);
         st->st_atim = in->atime;
         st->st_mtim = in->mtime;
         st->st_ctim = in->ctime;
@@ -1756,6 +1776,52 @@ int ws_read_extent(ws_fs *fs, uint64_t fh, size_t size, off_t off, ws_extent *re
                                     .length = size };
         } while (0);
         return r;
+}
+
+int ws_lseek(ws_fs *fs, uint64_t fh, off_t off, int whence, off_t *ret) {
+        if (whence != SEEK_DATA && whence != SEEK_HOLE)
+                return -EINVAL; /* the kernel answers the others itself */
+        /* The fd is duplicated under the lock and asked without it: ext4's SEEK_DATA waits
+         * for the file's inode lock, which a write stalled in the kernel holds (passthrough:
+         * test_passthrough_stalled_write.sh), and must not stall the Workspace with it. */
+        _cleanup_close_ int fd = -1;
+        uint64_t base = 0, size;
+        {
+                LOCK_GUARD(fs);
+                ws_handle *h;
+                int r = handle_of(fs, fh, &h);
+                if (r < 0)
+                        return r;
+                ws_inode *in = inode_get(fs, h->ino);
+                size = in->size;
+                if (off < 0 || (uint64_t)off >= size)
+                        return -ENXIO;
+                if (in->upper) {
+                        if ((r = copy_up(fs, h->ino)) < 0) /* reopened if the cache closed it */
+                                return r;
+                        fd = fcntl(in->upper_fd, F_DUPFD_CLOEXEC, 3);
+                } else if (in->has_blob) {
+                        if ((r = lower_source(fs, in)) < 0)
+                                return r;
+                        fd = fcntl(in->lower_fd, F_DUPFD_CLOEXEC, 3);
+                        base = in->lower_offset;
+                } else {
+                        *ret = whence == SEEK_DATA ? -1 : (off_t)size; /* no content: all hole */
+                        return whence == SEEK_DATA ? -ENXIO : 0;
+                }
+                if (fd < 0)
+                        return -errno;
+        }
+        /* A blob in a pack is bytes between others': no hole of its own, and the next one
+         * found past its end is its end. */
+        off_t at = lseek(fd, (off_t)base + off, whence);
+        if (at < 0)
+                return -errno;
+        uint64_t found = (uint64_t)at - base;
+        if (whence == SEEK_DATA && found >= size)
+                return -ENXIO;
+        *ret = (off_t)(found > size ? size : found);
+        return 0;
 }
 
 /* The inode behind handle fh, copied up so that it can be changed. */

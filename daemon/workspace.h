@@ -95,6 +95,9 @@ int ws_read_extent(ws_fs *fs, uint64_t fh, size_t size, off_t off, ws_extent *re
 ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off);
 int ws_fsync(ws_fs *fs, uint64_t fh, bool datasync);
 int ws_fallocate(ws_fs *fs, uint64_t fh, int mode, off_t off, off_t len);
+/* lseek's SEEK_DATA and SEEK_HOLE on handle fh: the holes of its upper file, or of its
+ * loose object while it is still the Store's. -ENXIO at or past the end, as lseek. */
+int ws_lseek(ws_fs *fs, uint64_t fh, off_t off, int whence, off_t *ret);
 int ws_release(ws_fs *fs, uint64_t fh);
 
 /* A listing of directory ino starts and ends: while one is open, the offsets that

@@ -14,6 +14,29 @@ blocks_mib() { du -s --block-size=1M "$@" | awk '{ s += $1 } END { print s }'; }
 at() { dd if="$1" iflag=skip_bytes,count_bytes skip="$2" count="$3" status=none; }
 # allocated PATH: bytes of blocks one file takes.
 allocated() { echo $(($(stat -c '%b * %B' "$1"))); }
+# extents PATH: the file's data extents as lseek(SEEK_DATA/SEEK_HOLE) finds them, in 4 KiB
+# blocks ("first-end ..."), then "end" or the errno that a seek at the length gives.
+extents() {
+        python3 - "$1" <<'PY'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+size, at, out = os.fstat(fd).st_size, 0, []
+while True:
+    try:
+        data = os.lseek(fd, at, os.SEEK_DATA)
+    except OSError as e:
+        assert e.errno == errno.ENXIO, e
+        break
+    at = os.lseek(fd, data, os.SEEK_HOLE)
+    out.append("%d-%d" % (data // 4096, (at + 4095) // 4096))
+try:
+    os.lseek(fd, size, os.SEEK_DATA)
+    out.append("data-at-end")
+except OSError as e:
+    out.append(errno.errorcode[e.errno])
+print(" ".join(out))
+PY
+}
 
 mkdir -p "$WORK/src"
 truncate -s $((5 * GiB)) "$WORK/src/disk.img"
@@ -63,11 +86,32 @@ if [ "$(id -u)" = 0 ]; then
                 assert_eq "$(at "$ws/disk.img" "$1" "$2")" "$3" "the Workspace reads $3 at $1"
         done
         assert_eq "$(at "$ws/disk.img" $((4 * GiB)) 8 | od -An -tx1 | tr -d ' ')" 0000000000000000 "a hole reads as zeros"
+        # The file still in the Store: its holes show (du, SEEK_DATA/SEEK_HOLE, so that a
+        # cp out of the Workspace stays sparse) as the export's own do; on each FUSE loop.
+        for transport in libfuse dev; do
+                other=$(LAYERFS_FUSE_TRANSPORT=$transport lfs sandbox create)
+                ows=$(lfs workspace mount "$other" main)
+                [ "$(allocated "$ows/disk.img")" -lt $((1 << 20)) ] ||
+                        fail "$transport: the Workspace reports $(allocated "$ows/disk.img") bytes of blocks for the Store's sparse file"
+                assert_eq "$(extents "$ows/disk.img")" "$(extents "$WORK/out2/disk.img")" "$transport: the Store file's extents"
+                [ "$(extents "$ows/disk.img" | wc -w)" -gt 2 ] || fail "$transport: the extents found no hole: $(extents "$ows/disk.img")"
+                assert_eq "$(extents "$ows/zeros.bin")" ENXIO "$transport: 8 MiB of zeros, stored as a hole"
+                cp --sparse=auto "$ows/disk.img" "$WORK/copied.img"
+                [ "$(allocated "$WORK/copied.img")" -lt $((1 << 20)) ] || fail "$transport: a cp out of the Workspace wrote the holes"
+                same_sparse "$WORK/out2/disk.img" "$WORK/copied.img" || fail "$transport: the copy out of the Workspace differs"
+                rm -f "$WORK/copied.img"
+                lfs workspace unmount "$other" main >/dev/null
+                lfs sandbox close "$other" >/dev/null
+        done
+        lfs workspace exec "$n" main -- sh -c 'printf 0123456789 >small'
+        assert_eq "$(extents "$ws/small")" "0-1 ENXIO" "a small file written in the Workspace: one extent"
         # A write copies the file up: the upper file keeps the holes, and so does the commit.
         lfs workspace exec "$n" main -- sh -c "printf workspace | dd of=disk.img bs=1 seek=$((4 * GiB)) conv=notrunc status=none"
         upper=$(blocks_mib "$(records "SELECT dir FROM sandboxes WHERE number=$n")/upper")
         [ "$upper" -lt 64 ] || fail "the copy-up took $upper MiB"
         [ "$(allocated "$ws/disk.img")" -lt $((1 << 20)) ] || fail "the Workspace's file takes $(allocated "$ws/disk.img") bytes"
+        assert_eq "$(extents "$ws/disk.img" | wc -w)" "$(($(extents "$WORK/out2/disk.img" | wc -w) + 1))" \
+                "the copied-up file's extents: one more, the write"
         assert_eq "$(at "$ws/disk.img" $((4 * GiB)) 9)" workspace "the write, read back"
         assert_eq "$(at "$ws/disk.img" $((2 * GiB + 12345)) 6)" middle "the rest after the copy-up"
         lfs workspace commit "$n" main -m "a write in a Workspace" >/dev/null
