@@ -17,6 +17,7 @@
 #include "fault.h"
 #include "numbers.h"
 #include "platforms.h"
+#include "probe.h"
 #include "rtnetlink.h"
 
 /* ---- the Sandbox's directory ---- */
@@ -132,19 +133,26 @@ static int check_env_choice(const char *var, const char *what, const char *const
 }
 
 /* LAYERFS_WATCHER: bpf, proc or cgroup (unset: bpf where it loads, else cgroup);
- * LAYERFS_FUSE_TRANSPORT: the FUSE loop of its Workspaces, libfuse (unset: the default)
- * or dev (its own, over /dev/fuse); LAYERFS_FUSE_PASSTHROUGH: 0 serves every file's data
- * itself, 1 passes upper files' data through (the dev loop, where the kernel offers it;
- * unset: the same). */
+ * LAYERFS_FUSE_TRANSPORT: the FUSE loop of its Workspaces, libfuse (unset: the default),
+ * dev (its own, over /dev/fuse) or uring (the same with io_uring rings);
+ * LAYERFS_FUSE_URING: off (unset: the same), auto (rings on our own loop where the host
+ * has them on) or on (the daemon turns them on for the whole host);
+ * LAYERFS_FUSE_PASSTHROUGH: 0 serves every file's data itself, 1 passes upper files'
+ * data through (our own loop, where the kernel offers it; unset: the same). */
 static int check_daemon_choices(lfs_error **err) {
         static const char *const watchers[] = { "bpf", "proc", "cgroup", NULL };
-        static const char *const transports[] = { "libfuse", "dev", NULL };
+        static const char *const transports[] = { "libfuse", "dev", "uring", NULL };
         static const char *const switches[] = { "0", "1", NULL };
+        static const char *const uring_modes[] = { "on", "off", "auto", NULL };
         int r = check_env_choice("LAYERFS_WATCHER", "a watcher", watchers, err);
         if (r == 0)
                 r = check_env_choice("LAYERFS_FUSE_TRANSPORT", "a FUSE transport", transports, err);
         if (r == 0)
                 r = check_env_choice("LAYERFS_FUSE_PASSTHROUGH", "0 or 1", switches, err);
+        if (r == 0)
+                r = check_env_choice("LAYERFS_FUSE_URING", "an io_uring choice", uring_modes, err);
+        if (r == 0)
+                r = lfs_check_fuse_uring(err);
         return r;
 }
 
