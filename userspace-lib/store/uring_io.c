@@ -88,10 +88,26 @@ static uint64_t tag(const void *item, unsigned op) {
         return (uint64_t)(uintptr_t)item | op;
 }
 
-/* Writes the iovecs at off, all of them, adjusting iov past what was written. */
-static int pwritev_all(int fd, struct iovec *iov, int iovcnt, uint64_t off) {
+/* Skips the first done bytes of the iovecs (what a short transfer moved already). */
+static void iov_skip(struct iovec **iov, int *iovcnt, size_t done) {
+        while (*iovcnt > 0 && done >= (*iov)->iov_len) {
+                done -= (*iov)->iov_len;
+                (*iov)++;
+                (*iovcnt)--;
+        }
+        if (*iovcnt > 0) {
+                (*iov)->iov_base = (char *)(*iov)->iov_base + done;
+                (*iov)->iov_len -= done;
+        }
+}
+
+/* Moves the iovecs' bytes at off, all of them (adjusting iov past what moved): the plain
+ * path's one loop for reads and writes, one buffer or several. */
+static int xferv_all(int fd, struct iovec *iov, int iovcnt, uint64_t off, bool write) {
+        iov_skip(&iov, &iovcnt, 0); /* empty iovecs first */
         while (iovcnt > 0) {
-                ssize_t k = pwritev(fd, iov, iovcnt, (off_t)off);
+                ssize_t k =
+                        write ? pwritev(fd, iov, iovcnt, (off_t)off) : preadv(fd, iov, iovcnt, (off_t)off);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k < 0)
@@ -99,54 +115,16 @@ static int pwritev_all(int fd, struct iovec *iov, int iovcnt, uint64_t off) {
                 if (k == 0)
                         return -EIO;
                 off += (uint64_t)k;
-                for (size_t left = (size_t)k; left;) {
-                        size_t step = left < iov->iov_len ? left : iov->iov_len;
-                        iov->iov_base = (char *)iov->iov_base + step;
-                        iov->iov_len -= step;
-                        left -= step;
-                        if (!iov->iov_len) {
-                                iov++;
-                                iovcnt--;
-                        }
-                }
-                while (iovcnt > 0 && !iov->iov_len) {
-                        iov++;
-                        iovcnt--;
-                }
+                iov_skip(&iov, &iovcnt, (size_t)k);
         }
         return 0;
 }
 
 static int xfer_at_plain(lfs_io_at *it, bool write) {
         if (it->iov)
-                return pwritev_all(it->fd, it->iov, it->iovcnt, it->offset);
-        for (size_t done = 0; done < it->len;) {
-                ssize_t k = write ? pwrite(it->fd, (char *)it->buf + done, it->len - done,
-                                           (off_t)(it->offset + done))
-                                  : pread(it->fd, (char *)it->buf + done, it->len - done,
-                                          (off_t)(it->offset + done));
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return -errno;
-                if (k == 0)
-                        return -EIO;
-                done += (size_t)k;
-        }
-        return 0;
-}
-
-/* Skips the first done bytes of a vectored write's iovecs (a short write's remainder). */
-static void iov_advance(lfs_io_at *it, size_t done) {
-        while (it->iovcnt > 0 && done >= it->iov->iov_len) {
-                done -= it->iov->iov_len;
-                it->iov++;
-                it->iovcnt--;
-        }
-        if (it->iovcnt > 0) {
-                it->iov->iov_base = (char *)it->iov->iov_base + done;
-                it->iov->iov_len -= done;
-        }
+                return xferv_all(it->fd, it->iov, it->iovcnt, it->offset, true);
+        struct iovec one = { .iov_base = it->buf, .iov_len = it->len };
+        return xferv_all(it->fd, &one, 1, it->offset, write);
 }
 
 /* An OP_AT or OP_BACKGROUND completion: a short transfer is finished the plain way (rare
@@ -154,8 +132,8 @@ static void iov_advance(lfs_io_at *it, size_t done) {
 static void complete_at(lfs_io_at *it, int res, bool write) {
         if (res >= 0 && (size_t)res != it->len) {
                 if (it->iov) {
-                        iov_advance(it, (size_t)res);
-                        res = pwritev_all(it->fd, it->iov, it->iovcnt, it->offset + (uint64_t)res);
+                        iov_skip(&it->iov, &it->iovcnt, (size_t)res);
+                        res = xferv_all(it->fd, it->iov, it->iovcnt, it->offset + (uint64_t)res, true);
                 } else {
                         res = xfer_at_plain(&(lfs_io_at){ .fd = it->fd,
                                                           .offset = it->offset + (uint64_t)res,
@@ -420,7 +398,7 @@ int lfs_io_start_pwritev(lfs_io *io, lfs_io_at *it) {
         it->write = true;
         it->result = 0;
         if (!io->uring)
-                return it->result = pwritev_all(it->fd, it->iov, it->iovcnt, it->offset);
+                return it->result = xferv_all(it->fd, it->iov, it->iovcnt, it->offset, true);
         struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
         prep_at(sqe, it);
         sqe->user_data = tag(it, OP_BACKGROUND);
