@@ -96,7 +96,7 @@ UNITS := $(BUILD)/systemd/layerfs-reclaim.service $(BUILD)/systemd/layerfs-deleg
 INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUILD)/layerfs-daemon $(BUILD)/layerfs-init \
 	$(BUILD)/layerfs.pc $(MAN_PAGES) $(UNITS)
 
-.PHONY: all deps demo check unit e2e load adversarial packaging fresh-check sanitize lint format bench bench-scale \
+.PHONY: all deps demo check unit e2e e2e-uring load adversarial packaging fresh-check sanitize lint format bench bench-scale \
 	install uninstall deb print-version clean help FORCE
 .DELETE_ON_ERROR:
 .SECONDARY:
@@ -277,6 +277,20 @@ NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test
 # on it without (FUSE_DEV_NO_PASSTHROUGH_E2E). test_workspace_passthrough.sh picks its own.
 FUSE_DEV_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh
 FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh
+# The same tests once more over io_uring rings (daemon/fuse_uring.c). The kernel offers
+# them only while its switch, one for the whole host, is on: the pass turns it on and
+# gives it back as it found it, whether the pass fails or is interrupted; a kernel
+# without the switch leaves the pass out. About 70 s here; URING_PASSES=no leaves it
+# out (the sanitizer build: test_workspace_uring.sh of the default pass runs the rings'
+# code there, and the pass would cost another minute and a half under ASan).
+FUSE_URING_E2E := $(FUSE_DEV_E2E)
+FUSE_URING_SWITCH := /sys/module/fuse/parameters/enable_uring
+URING_PASSES ?= yes
+uring_pass = @if [ "$(URING_PASSES)" != yes ]; then echo "the io_uring pass of $(firstword $(1)) left out (URING_PASSES=$(URING_PASSES))"; \
+	elif [ -w $(FUSE_URING_SWITCH) ]; then \
+	was=$$(cat $(FUSE_URING_SWITCH)); trap 'echo $$was >$(FUSE_URING_SWITCH)' EXIT; trap 'exit 130' INT TERM; \
+	echo 1 >$(FUSE_URING_SWITCH); $(call run_pass,LAYERFS_FUSE_TRANSPORT=uring,$(1)); \
+	else echo "the io_uring pass of $(firstword $(1)) left out: no $(FUSE_URING_SWITCH)"; fi
 FUSE_DEV_ADVERSARIAL := test_fuse_trap.sh test_shared_mmap.sh test_hard_links.sh test_disk_full.sh \
 	test_daemon_fds.sh test_deep_tree.sh test_commit_big_directory.sh test_long_commit.sh \
 	test_setid_write.sh
@@ -300,6 +314,13 @@ e2e: all
 	$(call native_pass,tests/e2e $(NATIVE_E2E))
 	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev,tests/e2e $(FUSE_DEV_E2E))
 	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=0,tests/e2e $(FUSE_DEV_NO_PASSTHROUGH_E2E))
+	$(call uring_pass,tests/e2e $(FUSE_URING_E2E))
+	$(end_passes)
+
+# The io_uring pass alone.
+e2e-uring: all
+	@rm -f $(FAILED_PASSES)
+	$(call uring_pass,tests/e2e $(FUSE_URING_E2E))
 	$(end_passes)
 
 # Sandboxes at once under faults: SIGKILLed daemons, commands and CLI calls, reclaim
@@ -350,7 +371,7 @@ sanitize: deps
 	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
 	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan TEST_WATCHERS=bpf \
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 NATIVE_PASSES=no LOAD_ROUNDS=2 \
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 NATIVE_PASSES=no URING_PASSES=no LOAD_ROUNDS=2 \
 		unit e2e load adversarial
 	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
 

@@ -110,6 +110,51 @@ static bool probe_fuse_passthrough(void) {
                errno != EOPNOTSUPP;
 }
 
+int lfs_probe_fuse_uring(void) {
+        char v = 0;
+        _cleanup_close_ int fd = open(LFS_FUSE_URING_SWITCH, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (read(fd, &v, 1) != 1)
+                return -EIO;
+        return v == 'Y' || v == '1';
+}
+
+int lfs_check_fuse_uring(lfs_error **err) {
+        const char *transport = getenv("LAYERFS_FUSE_TRANSPORT");
+        const char *uring = getenv("LAYERFS_FUSE_URING");
+        bool rings_asked = uring && (!strcmp(uring, "on") || !strcmp(uring, "auto"));
+        if (transport && !strcmp(transport, "libfuse") && rings_asked)
+                return lfs_fail(
+                        err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_FUSE_URING=%s asks for io_uring, which libfuse's loop "
+                        "(LAYERFS_FUSE_TRANSPORT=libfuse) does not have; give LAYERFS_FUSE_TRANSPORT=dev "
+                        "or uring, or leave LAYERFS_FUSE_URING unset",
+                        uring);
+        if (!transport || strcmp(transport, "uring"))
+                return 0;
+        if (uring && !strcmp(uring, "off"))
+                return lfs_fail(
+                        err, LFS_INVALID_INPUT, 0,
+                        "LAYERFS_FUSE_TRANSPORT=uring and LAYERFS_FUSE_URING=off contradict each other; "
+                        "give one of them");
+        int on = lfs_probe_fuse_uring();
+        if (on < 0)
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, -on,
+                        "LAYERFS_FUSE_TRANSPORT=uring: this kernel has no FUSE over io_uring (%s: %s); "
+                        "it needs Linux 6.14 with CONFIG_FUSE_IO_URING; give LAYERFS_FUSE_TRANSPORT=dev",
+                        LFS_FUSE_URING_SWITCH, strerror(-on));
+        if (on == 0 && !(uring && !strcmp(uring, "on")))
+                return lfs_fail(
+                        err, LFS_UNSUPPORTED, 0,
+                        "LAYERFS_FUSE_TRANSPORT=uring: FUSE over io_uring is off on this host (%s is "
+                        "N); turn it on with 'echo 1 > %s', or let the daemon do it with "
+                        "LAYERFS_FUSE_URING=on",
+                        LFS_FUSE_URING_SWITCH, LFS_FUSE_URING_SWITCH);
+        return 0;
+}
+
 static bool probe_io_uring(void) {
         struct io_uring ring;
         if (io_uring_queue_init(2, &ring, 0) < 0)
@@ -231,15 +276,11 @@ void lfs_probe_features(lfs_runtime_info *s) {
         add(s, "kernel:btf", btf, NULL);
         add(s, "kernel:fuse", probe_fuse(), NULL);
         add(s, "kernel:fuse-passthrough", probe_fuse_passthrough(), NULL);
-        bool uring_param = probe_file("/sys/module/fuse/parameters/enable_uring");
-        char enabled = 'N';
-        FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "re");
-        if (f) {
-                enabled = (char)fgetc(f);
-                fclose(f);
-        }
-        add(s, "kernel:fuse-io-uring", uring_param,
-            uring_param ? (enabled == 'Y' ? "enabled" : "built, off (fuse.enable_uring=N)") : NULL);
+        int uring = lfs_probe_fuse_uring();
+        add(s, "kernel:fuse-io-uring", uring >= 0,
+            uring > 0    ? "enabled"
+            : uring == 0 ? "built, off (fuse.enable_uring=N)"
+                         : NULL);
         add(s, "kernel:io_uring", probe_io_uring(), NULL);
         add(s, "kernel:proc-connector", probe_proc_connector(), NULL);
         /* Whether this caller can make each namespace (root can where the kernel has it). */

@@ -206,9 +206,13 @@ typedef struct lfs_runtime {
          * else 0 or the signal's negative errno. */
         int (*signal)(const lfs_sandbox_ref *sb, pid_t pid, int sig);
         /* The live Sandbox's end, by its own daemon: every process ends (the daemon leaves
-         * the Sandbox first), then hook, then its mounts, place and directory go. 0, or a
+         * the Sandbox first), then hook, then its mounts, place and directory go: 0. With
+         * leave_place (a caller waits for the daemon's exit: sandbox close), or where the
+         * daemon cannot leave, every process but the daemon's ends and the place stays with
+         * the daemon in it, for the caller's reclaim once the daemon exited: 1. Else a
          * negative errno and *ret_why saying what stayed. */
-        int (*teardown)(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata, char **ret_why);
+        int (*teardown)(const lfs_sandbox_ref *sb, bool leave_place, lfs_teardown_hook hook, void *userdata,
+                        char **ret_why);
         /* A Sandbox whose daemon is gone (or a create of the caller's that failed):
          * whatever it left, processes, mounts, place, directory. 0, or a negative errno and
          * *ret_why saying what stayed. */

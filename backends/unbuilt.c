@@ -85,16 +85,16 @@ static int unbuilt_signal(const lfs_sandbox_ref *sb, pid_t pid, int sig) {
         return -EOPNOTSUPP;
 }
 
-static int unbuilt_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata,
-                            char **ret_why) {
-        (void)hook, (void)userdata;
+static int unbuilt_teardown(const lfs_sandbox_ref *sb, bool leave_place, lfs_teardown_hook hook,
+                            void *userdata, char **ret_why) {
+        (void)leave_place, (void)hook, (void)userdata;
         if (ret_why)
                 *ret_why = xasprintf("the runtime of sandbox %d is not in this build", sb->number);
         return -EOPNOTSUPP;
 }
 
 static int unbuilt_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
-        return unbuilt_teardown(sb, NULL, NULL, ret_why);
+        return unbuilt_teardown(sb, false, NULL, NULL, ret_why);
 }
 
 #define UNBUILT_OPS                                                                                         \

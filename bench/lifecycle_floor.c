@@ -11,6 +11,11 @@
  *                                     uses) in a cgroup below PARENT, then cgroup.kill and a
  *                                     wait (inotify on cgroup.events) for "populated 0"; N
  *                                     times, the tree's making untimed
+ *   lifecycle-floor move N PARENT     a process moved between two cgroups below PARENT (a
+ *                                     write of its pid to cgroup.procs), N times: what a
+ *                                     daemon pays to step out of a Sandbox's cgroup, or a
+ *                                     pre-started daemon to step into one (cgroup2 refuses
+ *                                     to rename a cgroup: EPERM), 0.1 s apart
  *
  * Each prints one line: "median_us p99_us" over the N trials. Needs root for the cgroups.
  */
@@ -173,9 +178,46 @@ static int64_t kill_once(const char *parent, int i, int procs) {
         return took;
 }
 
+/* The process moved is made once (moves[0] is the first cgroup it is in) and ended by the
+ * last trial. */
+static int64_t move_once(const char *parent, int i, int n) {
+        static char paths[2][4096];
+        static pid_t pid;
+        if (i == 0) {
+                for (int k = 0; k < 2; k++) {
+                        snprintf(paths[k], sizeof(paths[k]), "%s/floor-move-%d-%d", parent, (int)getpid(),
+                                 k);
+                        if (mkdir(paths[k], 0755) < 0)
+                                die(paths[k]);
+                }
+                pid = run_in(paths[0], "/bin/sh", "exec sleep 1000");
+        }
+        char file[4200], value[32];
+        snprintf(file, sizeof(file), "%s/cgroup.procs", paths[(i + 1) % 2]);
+        int len = snprintf(value, sizeof(value), "%d", (int)pid);
+        /* Untimed: a move within a grace period of the last finds the kernel's rwsem still
+         * in its slow mode (rcu_sync) and does not wait; a daemon's one move does. */
+        usleep(100000);
+        int64_t start = now_us();
+        int fd = open(file, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, value, (size_t)len) != len)
+                die(file);
+        close(fd);
+        int64_t took = now_us() - start;
+        if (i == n - 1) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                for (int k = 0; k < 2; k++)
+                        if (rmdir(paths[k]) < 0)
+                                die(paths[k]);
+        }
+        return took;
+}
+
 int main(int argc, char **argv) {
         if (argc < 3 || atoi(argv[2]) < 1) {
-                fprintf(stderr, "usage: lifecycle-floor spawn N | clone3 N PARENT | kill N PARENT PROCS\n");
+                fprintf(stderr,
+                        "usage: lifecycle-floor spawn N | clone3 N PARENT | move N PARENT | kill N PARENT PROCS\n");
                 return 2;
         }
         int n = atoi(argv[2]);
@@ -187,6 +229,8 @@ int main(int argc, char **argv) {
                         samples[i] = spawn_once();
                 else if (!strcmp(argv[1], "clone3") && argc == 4)
                         samples[i] = clone3_once(argv[3], i);
+                else if (!strcmp(argv[1], "move") && argc == 4)
+                        samples[i] = move_once(argv[3], i, n);
                 else if (!strcmp(argv[1], "kill") && argc == 5 && atoi(argv[4]) > 1)
                         samples[i] = kill_once(argv[3], i, atoi(argv[4]));
                 else {

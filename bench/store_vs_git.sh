@@ -11,7 +11,7 @@ DIRS=100           # directories in the tree
 FILES_PER_DIR=100  # files in each: 10,000 in all
 FILE_SIZE=4096     # bytes per file
 CHANGED_PER_DIR=10 # files rewritten in each directory: 1,000 in all
-TRIALS=3           # odd, so the median is a measurement; 3 puts each tool once in each place
+TRIALS=${TRIALS:-3} # odd, so the median is a measurement; 3 puts each tool once in each place
 
 # Figures to beat, measured on the reference machine (DESIGN.md, "Store").
 REF_GIT_IMPORT=5.3
@@ -93,6 +93,10 @@ lfs() { "$LAYERFS" "$@"; }
 
 layerfs_import() { lfs --home "$1" project init bench --from "$BASE"; }
 layerfs_import_no_uring() { LAYERFS_NO_URING=1 lfs --home "$1" project init bench --from "$BASE"; }
+# The export of the import's commit into a new directory: the other direction of the
+# Store's file I/O (objects read, 10,000 files created and written).
+layerfs_export() { lfs --home "$1" --project bench branch export main "$2"; }
+layerfs_export_no_uring() { LAYERFS_NO_URING=1 lfs --home "$1" --project bench branch export main "$2"; }
 layerfs_change() { lfs --home "$1" --project bench branch commit main --from "$CHANGED" -m change; }
 
 # git works in place, so each trial gets its own cp -a of the tree: identical bytes,
@@ -109,6 +113,7 @@ git_change() {
 
 # ---- one trial --------------------------------------------------------------------
 IMPORT_LFS=() IMPORT_LFS_PLAIN=() IMPORT_GIT=() CHANGE_LFS=() CHANGE_GIT=()
+EXPORT_LFS=() EXPORT_LFS_PLAIN=()
 
 # Each trial starts from nothing: a fresh layerfs home and a fresh git repository are
 # imported (timed), and that state is what the change commit then builds on (timed).
@@ -146,6 +151,20 @@ run_trial() {
                 esac
         done
 
+        # Each home exports its own import (the same tree), in the same rotating order.
+        for tool in "${order[@]}"; do
+                case $tool in
+                layerfs)
+                        measure layerfs_export "$dir/home" "$dir/export"
+                        EXPORT_LFS+=("$ELAPSED_US")
+                        ;;
+                no-uring)
+                        measure layerfs_export_no_uring "$dir/home-plain" "$dir/export-plain"
+                        EXPORT_LFS_PLAIN+=("$ELAPSED_US")
+                        ;;
+                esac
+        done
+
         apply_delta "$dir/repo"
         for tool in "${order[@]}"; do
                 case $tool in
@@ -160,9 +179,10 @@ run_trial() {
                 esac
         done
 
-        printf 'trial %d/%d: import layerfs %s s, no io_uring %s s, git %s s; change layerfs %s s, git %s s\n' \
+        printf 'trial %d/%d: import layerfs %s s, no io_uring %s s, git %s s; export layerfs %s s, no io_uring %s s; change layerfs %s s, git %s s\n' \
                 "$n" "$TRIALS" "$(seconds "${IMPORT_LFS[-1]}")" "$(seconds "${IMPORT_LFS_PLAIN[-1]}")" \
-                "$(seconds "${IMPORT_GIT[-1]}")" "$(seconds "${CHANGE_LFS[-1]}")" "$(seconds "${CHANGE_GIT[-1]}")"
+                "$(seconds "${IMPORT_GIT[-1]}")" "$(seconds "${EXPORT_LFS[-1]}")" "$(seconds "${EXPORT_LFS_PLAIN[-1]}")" \
+                "$(seconds "${CHANGE_LFS[-1]}")" "$(seconds "${CHANGE_GIT[-1]}")"
 }
 
 # ---- io_uring: was it used? ---------------------------------------------------------
@@ -203,8 +223,10 @@ print_header() {
 }
 
 print_table() {
-        local il ip ig cl cg
+        local il ip ig el ep cl cg
         il=$(median "${IMPORT_LFS[@]}")
+        el=$(median "${EXPORT_LFS[@]}")
+        ep=$(median "${EXPORT_LFS_PLAIN[@]}")
         ip=$(median "${IMPORT_LFS_PLAIN[@]}")
         ig=$(median "${IMPORT_GIT[@]}")
         cl=$(median "${CHANGE_LFS[@]}")
@@ -217,11 +239,14 @@ print_table() {
         # shellcheck disable=SC2059
         printf "$fmt" "import 10,000 files" "$(seconds "$il")" "$(seconds "$ig")" "$(seconds "$ip")" "$(ratio "$ig" "$il")"
         # shellcheck disable=SC2059
+        printf "$fmt" "export 10,000 files" "$(seconds "$el")" "-" "$(seconds "$ep")" "-"
+        # shellcheck disable=SC2059
         printf "$fmt" "commit 1,000 changed" "$(seconds "$cl")" "$(seconds "$cg")" "-" "$(ratio "$cg" "$cl")"
         echo
         echo "git/layerfs > 1 means layerfs is faster."
         echo "target: faster than git on both (git took $REF_GIT_IMPORT s and $REF_GIT_CHANGE s on the reference machine)"
-        echo "io_uring batching on import: $(ratio "$ip" "$il")x (no io_uring / io_uring; > 1 means io_uring helps)"
+        echo "io_uring batching on import: $(ratio "$ip" "$il")x, on export: $(ratio "$ep" "$el")x" \
+                "(no io_uring / io_uring; > 1 means io_uring helps; target 1.3)"
         echo "io_uring: $(uring_status)"
 }
 

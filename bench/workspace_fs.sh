@@ -13,7 +13,10 @@
 # Usage: workspace_fs.sh [workload|mount|tools|commit]... (all four by default). For quick
 # looks while developing, BENCH_BIG_MIB=64 shrinks the sequential file (the table
 # still says "1 GiB"; `make bench` always runs the full size) and BENCH_COMMIT_FILES=2000
-# the commit rows.
+# the commit rows, and BENCH_TARGETS="workspace-dev workspace-uring" runs only the
+# workload's targets named (native always runs: the ratios need it).
+# The uring targets need FUSE over io_uring: they turn the kernel's switch (the whole
+# host's) on and the exit gives it back as it was.
 set -euo pipefail
 set -o errtrace # the ERR trap below also fires inside functions
 
@@ -65,6 +68,8 @@ export LAYERFS_HOME="$WORK/home"
 MOUNTS=()    # overlay and fuse-overlayfs mount points still mounted
 SANDBOXES=() # "project number" of Sandboxes still open
 WORKSPACES=() # "project number branch" of Workspaces still mounted
+URING_SWITCH=/sys/module/fuse/parameters/enable_uring
+URING_SWITCH_WAS= # what the switch said before a uring target turned it on
 
 cleanup() {
         local rc=$? entry p n b m left i
@@ -97,6 +102,7 @@ cleanup() {
                 echo "$left" >&2
                 rc=1
         fi
+        [ -z "$URING_SWITCH_WAS" ] || echo "$URING_SWITCH_WAS" >"$URING_SWITCH"
         chmod -R u+w "$WORK" 2>/dev/null
         rm -rf --one-file-system "$WORK"
         exit "$rc"
@@ -332,26 +338,37 @@ target_workspace() {
         sandbox_close empty "$SB"
 }
 
-# workspace_dev NAME PASSTHROUGH: the same Workspace served by our own FUSE loop
-# (daemon/fuse_dev.c) instead of libfuse's, with passthrough (1: where the kernel has it)
-# or without (0).
-workspace_dev() {
-        local name=$1 want=off
+# workspace_own NAME TRANSPORT PASSTHROUGH: the same Workspace served by our own FUSE
+# loop instead of libfuse's, over /dev/fuse (dev: daemon/fuse_dev.c) or io_uring rings
+# (uring: daemon/fuse_uring.c), with passthrough (1: where the kernel has it) or
+# without (0).
+workspace_own() {
+        local name=$1 transport=$2 want=off
         [ -d "$LAYERFS_HOME/projects/empty" ] || lfs project init empty >/dev/null
-        [ "$2" = 1 ] && [ "$(LAYERFS_FUSE_TRANSPORT=dev lfs --json runtime status |
+        if [ "$transport" = uring ] && [ -z "$URING_SWITCH_WAS" ]; then
+                if [ ! -w "$URING_SWITCH" ]; then
+                        SKIP[$name]="the kernel has no FUSE over io_uring ($URING_SWITCH)"
+                        return 0
+                fi
+                URING_SWITCH_WAS=$(cat "$URING_SWITCH")
+                echo 1 >"$URING_SWITCH"
+        fi
+        [ "$3" = 1 ] && [ "$(LAYERFS_FUSE_TRANSPORT=$transport lfs --json runtime status |
                 python3 -c 'import json, sys; print(json.load(sys.stdin)["fuse"]["passthrough"])')" = True ] && want=on
-        LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=$2 sandbox_open empty
+        LAYERFS_FUSE_TRANSPORT=$transport LAYERFS_FUSE_PASSTHROUGH=$3 sandbox_open empty
         ws_mount empty "$SB" main
-        grep -q "mounted main at $WS (FUSE loop: dev, passthrough: $want)" <<<"$(lfs --project empty sandbox log "$SB")" || {
-                echo "bench: the Workspace at $WS is not served by the /dev/fuse loop with passthrough $want" >&2
+        grep -q "mounted main at $WS (FUSE loop: $transport, passthrough: $want)" <<<"$(lfs --project empty sandbox log "$SB")" || {
+                echo "bench: the Workspace at $WS is not served by the $transport loop with passthrough $want" >&2
                 return 1
         }
         run_workload "$name" "$WS"
         ws_unmount empty "$SB" main --discard
         sandbox_close empty "$SB"
 }
-target_workspace-dev() { workspace_dev workspace-dev 0; }
-target_workspace-dev-pt() { workspace_dev workspace-dev-pt 1; }
+target_workspace-dev() { workspace_own workspace-dev dev 0; }
+target_workspace-dev-pt() { workspace_own workspace-dev-pt dev 1; }
+target_workspace-uring() { workspace_own workspace-uring uring 0; }
+target_workspace-uring-pt() { workspace_own workspace-uring-pt uring 1; }
 
 # The second design of issue 16, built far enough to measure it: the kernel's overlayfs
 # carries the writes in a native upper directory (ext4, beside the others), over a lower
@@ -380,13 +397,19 @@ target_workspace-ovl() {
 }
 
 # Every target once per trial; the order rotates so that none always runs first.
-TARGETS=(native overlayfs fuse-overlayfs fuse-floor workspace workspace-dev workspace-dev-pt workspace-ovl)
+TARGETS=(native overlayfs fuse-overlayfs fuse-floor workspace workspace-dev workspace-dev-pt workspace-uring
+        workspace-uring-pt workspace-ovl)
+# wanted TARGET: whether BENCH_TARGETS leaves TARGET in.
+wanted() {
+        [ -z "${BENCH_TARGETS:-}" ] || [ "$1" = native ] || [[ " $BENCH_TARGETS " == *" $1 "* ]]
+}
 workload_section() {
         local n i t
         for ((n = 1; n <= TRIALS; n++)); do
                 echo "trial $n/$TRIALS:"
                 for ((i = 0; i < ${#TARGETS[@]}; i++)); do
                         t=${TARGETS[(i + n - 1) % ${#TARGETS[@]}]}
+                        wanted "$t" || continue
                         [ -n "${SKIP[$t]:-}" ] || "target_$t" "$n"
                 done
         done
@@ -394,12 +417,12 @@ workload_section() {
 
 # ---- the table ---------------------------------------------------------------------
 print_table() {
-        local fmt='%-22s %8s %10s %15s %11s %10s %9s %12s %9s %12s %10s %13s  %s\n'
+        local fmt='%-22s %8s %10s %15s %11s %10s %9s %12s %11s %14s %9s %12s %10s %13s  %s\n'
         local row label key t nat fo fl ws rf rn rl verdict
         echo
         echo "10,000 files of 4 KiB ($DIRS dirs x $FILES_PER_DIR), then one file of $BIG_MIB MiB; ms, median of $TRIALS trials"
         # shellcheck disable=SC2059
-        printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs "fuse floor" workspace "ws (dev)" "ws (dev+pt)" "ws-ovl" "ws/fuse-ovl" \
+        printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs "fuse floor" workspace "ws (dev)" "ws (dev+pt)" "ws (uring)" "ws (uring+pt)" "ws-ovl" "ws/fuse-ovl" \
                 "ws/native" "floor/native" "targets"
         for row in create stat read delete write bigread; do
                 case $row in
@@ -445,7 +468,8 @@ print_table() {
         echo "ws (dev): the Workspace served by our own FUSE loop over /dev/fuse (LAYERFS_FUSE_TRANSPORT=dev,"
         echo "  LAYERFS_FUSE_PASSTHROUGH=0); ws (dev+pt): the same with passthrough (upper files' data between"
         echo "  the kernel and the file, not through the daemon); the ratios and targets are the default"
-        echo "  (libfuse) Workspace's."
+        echo "  (libfuse) Workspace's. ws (uring), ws (uring+pt): the same over io_uring rings"
+        echo "  (LAYERFS_FUSE_TRANSPORT=uring), without and with passthrough."
         echo "ws-ovl: the overlayfs design measured (issue 16): kernel overlayfs, upper on this disk, over a"
         echo "  Workspace (dev+pt) of the Branch as its FUSE lower (docs/workspace.md, \"Two designs\")."
         echo "fuse floor: an in-memory FUSE server that answers at once (bench/fuse_floor.c), same"

@@ -44,10 +44,14 @@ void idle_gc(daemon_state *d) {
 
 /* Everything the Sandbox made goes: processes, mounts, its place, directory; the record
  * after all that, as the daemon's last act (main); the same for `sandbox close` and for
- * the idle close. With d->lock held. When something stays, the record stays too, released
- * as the daemon's last act to whoever takes it over (the closing library, or the next
- * reclaim), and *ret_why says what stayed. */
-int close_sandbox(daemon_state *d, const char *why, char **ret_why) {
+ * the idle close. With a closer (the process of `sandbox close`, whose library waits for
+ * this daemon's exit and then reclaims what is left), the daemon stays in its leaf: the
+ * place with the daemon's leaf is the closer's to remove, and the record is handed over to
+ * it as the daemon's last act (owned by a live process, no concurrent reclaim takes it; a
+ * closer killed leaves it to the next reclaim). With d->lock held. When something stays, the record stays
+ * too, released the same way to whoever takes it over (the closing library, or the next reclaim), and
+ * *ret_why says what stayed. */
+int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
         wake_followers(d); /* followers of sandbox events end */
@@ -65,10 +69,16 @@ int close_sandbox(daemon_state *d, const char *why, char **ret_why) {
         _cleanup_free_ char *left = NULL;
         /* The runtime's teardown: every process ends (the daemon leaves the Sandbox
          * first), the Workspaces unmount (stop_mounts), the rest goes. */
-        int r = d->runtime->teardown(&d->sb, stop_mounts, d, &left);
+        int r = d->runtime->teardown(&d->sb, closer > 0, stop_mounts, d, &left);
         if (r == 0) {
                 /* The record goes last of all, once every caller had its answer (main). */
                 d->removed = true;
+        } else if (r > 0) {
+                /* The place stays for the closer's reclaim after this daemon's exit (with no
+                 * closer, at an idle close where the daemon could not step out: for the
+                 * next reclaim, the record naming this daemon, dead by then). */
+                d->closer = closer;
+                r = 0;
         } else {
                 log_line("sandbox %d could not be removed completely: %s; its record stays", d->number,
                          left ? left : strerror(-r));
@@ -85,7 +95,7 @@ int close_sandbox(daemon_state *d, const char *why, char **ret_why) {
 
 /* Called with d->lock held (dispatch); without --force, releases it for the dirty checks.
  * With --force it cancels whatever reads a Workspace (teardown). */
-json_t *call_close(daemon_state *d, bool force) {
+json_t *call_close(daemon_state *d, bool force, pid_t closer) {
         bool dirty[MAX_WORKSPACES];
         if (!force && !check_dirty(d, dirty))
                 return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
@@ -97,7 +107,7 @@ json_t *call_close(daemon_state *d, bool force) {
                                 "commit them, or close with --force to drop them",
                                 d->ws[i].branch, d->number);
         _cleanup_free_ char *left = NULL;
-        int r = close_sandbox(d, force ? "sandbox close --force" : "sandbox close", &left);
+        int r = close_sandbox(d, force ? "sandbox close --force" : "sandbox close", closer, &left);
         if (r < 0)
                 return lfs_proto_errorf(
                         LFS_FAILED,

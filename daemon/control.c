@@ -31,12 +31,13 @@ static void client_unlink(daemon_state *d, client *c) {
         *(c->next ? &c->next->prev : &d->last_client) = c->prev;
 }
 
-/* The peer's uid, as the kernel saw it connect; -1 if it cannot be read. */
-static long peer_uid(int fd) {
+/* The peer's uid and pid, as the kernel saw it connect; uid -1 if they cannot be read. */
+static long peer_uid(int fd, pid_t *ret_pid) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
                 return -1;
+        *ret_pid = cred.pid;
         return (long)cred.uid;
 }
 
@@ -50,7 +51,7 @@ static json_t *serve_request(daemon_state *d, int fd, lfs_frame_reader *reader, 
         /* Root's alone, whatever the socket's mode became or whoever was handed a
          * connection: a daemon that runs as root starts commands for no one else, with the
          * token or without. */
-        long uid = peer_uid(fd);
+        long uid = peer_uid(fd, &r.peer_pid);
         if (uid != 0)
                 return lfs_proto_errorf(LFS_PERMISSION_DENIED,
                                         "sandbox %d serves root only; this connection is uid %ld's; run "
@@ -143,7 +144,9 @@ static void serve_one(client *c) {
  * (credentials, namespaces, signal mask: those change only in a command's child). */
 static client *next_client(daemon_state *d) {
         pthread_mutex_lock(&d->lock);
-        if (d->idle_servers >= MAX_IDLE_SERVERS) {
+        /* Not once the Sandbox closes: the daemon's end waits for connections, not for
+         * idle threads, and its state goes with main's return. */
+        if (d->closing || d->idle_servers >= MAX_IDLE_SERVERS) {
                 pthread_mutex_unlock(&d->lock);
                 return NULL;
         }
@@ -328,7 +331,7 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                                 idle_gc(d);
                                 pthread_mutex_lock(&d->lock);
                                 if (!d->closing && !mounted_any(d) && d->running_execs == 0)
-                                        close_sandbox(d, "idle", NULL);
+                                        close_sandbox(d, "idle", 0, NULL);
                                 pthread_mutex_unlock(&d->lock);
                                 continue;
                         }

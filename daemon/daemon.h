@@ -115,6 +115,7 @@ typedef struct daemon_state {
         bool closed; /* teardown has finished */
         bool removed; /* ...and removed everything: the record goes as the daemon's last act */
         bool left_some; /* ...and something stayed: the record is released as its last act */
+        pid_t closer; /* ...or left the place to the closer: the record is handed over to it */
         /* Signalled as a connection, an exec or a reaper of started processes ends (clients,
          * running_execs, waiters): the daemon's end waits on it for them. */
         pthread_cond_t gone_cond;
@@ -172,6 +173,7 @@ typedef struct call_request {
         lfs_call call;
         json_t *args;
         int fd;
+        pid_t peer_pid; /* the process that connected, as the kernel saw it */
         int fds[LFS_CALL_MAX_FDS];
         size_t n_fds;
 } call_request;
@@ -203,12 +205,12 @@ void wait_ws_released(daemon_state *d, workspace *w);
 
 /* close.c: everything the Sandbox made goes, its record last (why: for the log);
  * *ret_why says what stayed when something did. */
-int close_sandbox(daemon_state *d, const char *why, char **ret_why);
+int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why);
 /* Before the idle close, without d->lock: project gc when the project had
  * d->gc_after_deletes branches deleted since its last gc; logs what it did. A request
  * meanwhile waits for it (a mount pins under the gc's lock) and keeps the Sandbox open. */
 void idle_gc(daemon_state *d);
-json_t *call_close(daemon_state *d, bool force);
+json_t *call_close(daemon_state *d, bool force, pid_t closer);
 
 /* workspace.exec: runs req's command in a new leaf of the Sandbox's cgroup with the
  * client's stdin, stdout and stderr (fds, passed with the request), or with tty on a

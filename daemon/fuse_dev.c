@@ -24,19 +24,15 @@
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "fuse_mount.h"
 #include "fuse_proto.h"
+#include "fuse_server.h"
 #include "fuse_transport.h"
 #include "log.h"
 #include "util.h"
-
-/* The largest WRITE we accept, and so the largest READ the kernel asks: 256 pages, as
- * libfuse negotiates. A worker's buffer holds one such request and its headers. */
-#define FUSE_DEV_MAX_WRITE (1024 * 1024)
-#define FUSE_DEV_HEADROOM 4096
-#define FUSE_DEV_BUFFER (FUSE_DEV_MAX_WRITE + FUSE_DEV_HEADROOM)
 
 /* What we ask of INIT when the kernel offers it: each is something the Workspace does
  * or the kernel can do for it (docs/workspace.md). Left out on purpose: POSIX and flock
@@ -56,44 +52,21 @@ static const uint64_t fuse_dev_wanted = FUSE_F_ASYNC_READ | FUSE_F_ATOMIC_O_TRUN
  * READDIRPLUS with AUTO: a listing answers the lookups `ls -l` and `find` would send
  * after it (ws_readdirplus counts them), and the kernel asks for it only when it pays
  * (the first batch, or after lookups in the directory).
- * Named for the next step, not asked yet: rings (OVER_IO_URING). */
-static const uint64_t fuse_dev_later _unused_ = FUSE_F_OVER_IO_URING;
+ * OVER_IO_URING only when rings wait to serve (fuse_uring.c): once agreed, the kernel
+ * holds every request until they are registered. */
 /* Backing files sit on the home's filesystem, not on another stacked one: one level of
  * stacking, which leaves room for an overlay mounted over the Workspace. */
 #define FUSE_DEV_STACK_DEPTH 1
 
-/* The dev row's fuse_conn. */
-typedef struct fuse_dev_conn {
-        ws_fs *fs;
-        int fd;
-        char *mountpoint;
-        atomic_bool exited;
-        atomic_bool initialized;
-        uint32_t minor; /* the protocol minor both sides speak, once initialized */
-        uint64_t flags; /* what INIT agreed */
-        bool debug;
-        /* LAYERFS_FUSE_PASSTHROUGH: 0 off, 1 asked for (said in the log when the kernel
-         * does not offer it), unset: on when offered. */
-        int passthrough_asked;
-        atomic_bool backing_failed; /* a BACKING_OPEN failed: said once in the log */
-} fuse_dev_conn;
-
-/* One worker: its request and answer buffers, and the pipe its large reads go through
- * (-1: none, they are copied) with its size. */
-typedef struct fuse_worker {
-        fuse_dev_conn *c;
-        char *in, *out;
-        int pipe[2];
-        size_t pipe_size;
-} fuse_worker;
-
-/* A request as the handlers see it: the header, then arg_len bytes of arguments: the
- * opcode's fixed struct, then (for some) NUL-terminated names, then (for some) data at
- * tail. */
+/* A request as the handlers see it: the header, arg_len bytes of arguments starting with
+ * the opcode's fixed struct, then at rest (for some) NUL-terminated names, then (for
+ * some) data at tail. */
 typedef struct fuse_request {
         const struct fuse_in_hdr *hdr;
         const char *arg;
         size_t arg_len;
+        const char *rest;
+        size_t rest_len;
         const char *name, *name2;
         const char *tail;
         size_t tail_len;
@@ -116,13 +89,21 @@ static int send_message(fuse_dev_conn *c, uint64_t unique, int32_t error, const 
         return k == (ssize_t)out.len ? 0 : -EIO;
 }
 
+/* A request's answer, where the worker sends them. */
+static int answer(fuse_worker *w, const fuse_request *r, int32_t error, const struct iovec *body,
+                  size_t n_body) {
+        if (w->answer)
+                return w->answer(w, r->hdr->unique, error, body, n_body);
+        return send_message(w->c, r->hdr->unique, error, body, n_body);
+}
+
 static int reply_buf(fuse_worker *w, const fuse_request *r, const void *buf, size_t len) {
         struct iovec body = { .iov_base = (void *)buf, .iov_len = len };
-        return send_message(w->c, r->hdr->unique, 0, &body, len ? 1 : 0);
+        return answer(w, r, 0, &body, len ? 1 : 0);
 }
 
 static void reply_error(fuse_worker *w, const fuse_request *r, int negative_errno) {
-        (void)send_message(w->c, r->hdr->unique, negative_errno, NULL, 0);
+        (void)answer(w, r, negative_errno, NULL, 0);
 }
 
 static void attr_of(struct fuse_attr_wire *a, const struct stat *st) {
@@ -179,18 +160,18 @@ static int reply_status(fuse_worker *w, const fuse_request *r, int result) {
 
 /* The n names after the fixed arguments, each ending with its NUL inside the request,
  * and what follows them; false when one does not. */
-static bool take_names(fuse_request *r, size_t fixed, unsigned n) {
-        size_t pos = fixed;
+static bool take_names(fuse_request *r, unsigned n) {
+        size_t pos = 0;
         const char **names[] = { &r->name, &r->name2 };
         for (unsigned i = 0; i < n && i < ELEMENTSOF(names); i++) {
-                const char *nul = pos < r->arg_len ? memchr(r->arg + pos, 0, r->arg_len - pos) : NULL;
+                const char *nul = pos < r->rest_len ? memchr(r->rest + pos, 0, r->rest_len - pos) : NULL;
                 if (!nul)
                         return false;
-                *names[i] = r->arg + pos;
-                pos = (size_t)(nul - r->arg) + 1;
+                *names[i] = r->rest + pos;
+                pos = (size_t)(nul - r->rest) + 1;
         }
-        r->tail = r->arg + pos;
-        r->tail_len = r->arg_len - pos;
+        r->tail = r->rest + pos;
+        r->tail_len = r->rest_len - pos;
         return true;
 }
 
@@ -277,7 +258,8 @@ static int do_init(fuse_worker *w, const fuse_request *r) {
         uint64_t offered = in.flags;
         if ((in.flags & FUSE_F_INIT_EXT) && r->arg_len >= offsetof(struct fuse_init_request, unused))
                 offered |= (uint64_t)in.flags2 << 32;
-        uint64_t wanted = fuse_dev_wanted | (c->passthrough_asked != 0 ? FUSE_F_PASSTHROUGH : 0);
+        uint64_t wanted = fuse_dev_wanted | (c->passthrough_asked != 0 ? FUSE_F_PASSTHROUGH : 0) |
+                          (c->rings_ready ? FUSE_F_OVER_IO_URING : 0);
         uint64_t agreed = offered & wanted;
         c->minor = in.minor < FUSE_PROTO_MINOR ? in.minor : FUSE_PROTO_MINOR;
         out.max_readahead = in.max_readahead;
@@ -304,6 +286,8 @@ static int do_init(fuse_worker *w, const fuse_request *r) {
         if (c->debug)
                 log_line("fuse: INIT %u.%u offered %#llx, agreed %#llx", in.major, in.minor,
                          (unsigned long long)offered, (unsigned long long)agreed);
+        if (c->initialized_hook)
+                c->initialized_hook(c);
         return ret;
 }
 
@@ -332,11 +316,11 @@ static int do_forget(fuse_worker *w, const fuse_request *r) {
 
 static int do_batch_forget(fuse_worker *w, const fuse_request *r) {
         const struct fuse_batch_forget_request *in = (const void *)r->arg;
-        size_t room = (r->arg_len - sizeof(*in)) / sizeof(struct fuse_forget_one);
+        size_t room = r->rest_len / sizeof(struct fuse_forget_one);
         size_t n = in->count < room ? in->count : room;
         for (size_t i = 0; i < n; i++) {
                 struct fuse_forget_one one;
-                memcpy(&one, r->arg + sizeof(*in) + i * sizeof(one), sizeof(one));
+                memcpy(&one, r->rest + i * sizeof(one), sizeof(one));
                 ws_forget(w->c->fs, one.nodeid, one.nlookup);
         }
         return 0;
@@ -488,7 +472,7 @@ static int do_create(fuse_worker *w, const fuse_request *r) {
         entry_of(&e, &st);
         struct fuse_open_answer open = open_answer(fh, backing);
         struct iovec body[] = { { &e, sizeof(e) }, { &open, sizeof(open) } };
-        return send_message(w->c, r->hdr->unique, 0, body, ELEMENTSOF(body));
+        return answer(w, r, 0, body, ELEMENTSOF(body));
 }
 
 /* Below this a read is copied through the answer buffer: splicing costs more calls than
@@ -713,10 +697,16 @@ static int reply_xattr(fuse_worker *w, const fuse_request *r, ssize_t k, size_t 
         return reply_buf(w, r, w->out, (size_t)k);
 }
 
+/* The name is copied out first: a ring's w->out, where the value goes, holds it. */
 static int do_getxattr(fuse_worker *w, const fuse_request *r) {
         const struct fuse_getxattr_request *in = (const void *)r->arg;
         size_t size = in->size < FUSE_DEV_BUFFER ? in->size : FUSE_DEV_BUFFER;
-        return reply_xattr(w, r, ws_getxattr(w->c->fs, r->hdr->nodeid, r->name, size ? w->out : NULL, size),
+        char name[XATTR_NAME_MAX + 1];
+        size_t len = strnlen(r->name, sizeof(name));
+        if (len == sizeof(name))
+                return -ERANGE;
+        memcpy(name, r->name, len + 1);
+        return reply_xattr(w, r, ws_getxattr(w->c->fs, r->hdr->nodeid, name, size ? w->out : NULL, size),
                            size);
 }
 
@@ -779,7 +769,7 @@ static const fuse_op fuse_ops_table[FUSE_OP_LIMIT] = {
         [FUSE_OP_REMOVEXATTR] = { do_removexattr, 0, 1 },
 };
 
-static const char *opcode_name(uint32_t opcode) {
+static const char *fuse_opcode_name(uint32_t opcode) {
         switch (opcode) {
 #define FUSE_OPCODE_NAME(name, number)                                                                      \
         case number:                                                                                        \
@@ -796,23 +786,27 @@ static bool has_no_answer(uint32_t opcode) {
         return opcode == FUSE_OP_FORGET || opcode == FUSE_OP_BATCH_FORGET || opcode == FUSE_OP_INTERRUPT;
 }
 
-static void handle_request(fuse_worker *w, size_t len) {
+void fuse_serve_request(fuse_worker *w, const struct fuse_in_hdr *hdr, const char *arg, size_t arg_len,
+                        const char *rest, size_t rest_len) {
         fuse_dev_conn *c = w->c;
-        const struct fuse_in_hdr *hdr = (const void *)w->in;
-        if (len < sizeof(*hdr) || hdr->len != len) {
-                log_line("fuse: a request of %zu bytes says it has %u; dropped", len,
-                         len >= sizeof(*hdr) ? hdr->len : 0);
-                return;
+        fuse_request r = { .hdr = hdr, .arg = arg, .arg_len = arg_len, .rest = rest, .rest_len = rest_len };
+        if (c->debug) {
+                char via[32] = "/dev/fuse";
+                if (w->ring >= 0)
+                        snprintf(via, sizeof(via), "ring %d", w->ring);
+                log_line("fuse: %s unique %llu node %llu, %zu bytes, on %s", fuse_opcode_name(hdr->opcode),
+                         (unsigned long long)hdr->unique, (unsigned long long)hdr->nodeid,
+                         rest ? arg_len + rest_len : arg_len, via);
         }
-        fuse_request r = { .hdr = hdr, .arg = w->in + sizeof(*hdr), .arg_len = len - sizeof(*hdr) };
-        if (c->debug)
-                log_line("fuse: %s unique %llu node %llu, %zu bytes", opcode_name(hdr->opcode),
-                         (unsigned long long)hdr->unique, (unsigned long long)hdr->nodeid, r.arg_len);
         const fuse_op *op = hdr->opcode < FUSE_OP_LIMIT ? &fuse_ops_table[hdr->opcode] : NULL;
         int ret;
+        if (op && op->handler && !rest && arg_len >= op->arg_size) {
+                r.rest = arg + op->arg_size;
+                r.rest_len = arg_len - op->arg_size;
+        }
         if (!op || !op->handler)
                 ret = -ENOSYS;
-        else if (r.arg_len < op->arg_size || !take_names(&r, op->arg_size, op->names))
+        else if (r.arg_len < op->arg_size || !take_names(&r, op->names))
                 ret = -EINVAL;
         else if (!atomic_load(&c->initialized) && hdr->opcode != FUSE_OP_INIT)
                 ret = -EIO; /* the kernel sends nothing before INIT is answered */
@@ -843,7 +837,9 @@ static void open_pipe(fuse_worker *w) {
 
 static void fuse_dev_serve(fuse_conn *conn) {
         fuse_dev_conn *c = (fuse_dev_conn *)conn;
-        fuse_worker w = { .c = c, .in = xmalloc_io(FUSE_DEV_BUFFER), .out = xmalloc_io(FUSE_DEV_BUFFER) };
+        fuse_worker w = {
+                .c = c, .in = xmalloc_io(FUSE_DEV_BUFFER), .out = xmalloc_io(FUSE_DEV_BUFFER), .ring = -1
+        };
         open_pipe(&w);
         while (!atomic_load(&c->exited)) {
                 ssize_t k = read(c->fd, w.in, FUSE_DEV_BUFFER);
@@ -857,7 +853,13 @@ static void fuse_dev_serve(fuse_conn *conn) {
                                         strerror(errno), c->mountpoint);
                         break;
                 }
-                handle_request(&w, (size_t)k);
+                const struct fuse_in_hdr *hdr = (const void *)w.in;
+                if ((size_t)k < sizeof(*hdr) || hdr->len != (size_t)k) {
+                        log_line("fuse: a request of %zd bytes says it has %u; dropped", k,
+                                 (size_t)k >= sizeof(*hdr) ? hdr->len : 0);
+                        continue;
+                }
+                fuse_serve_request(&w, hdr, w.in + sizeof(*hdr), (size_t)k - sizeof(*hdr), NULL, 0);
         }
         if (w.pipe[0] >= 0) {
                 close(w.pipe[0]);
@@ -867,11 +869,10 @@ static void fuse_dev_serve(fuse_conn *conn) {
         free(w.out);
 }
 
-static int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
+int fuse_dev_conn_open(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_dev_conn *c) {
         int fd = lfs_fuse_mount_fd(mountpoint, fsname);
         if (fd < 0)
                 return fd;
-        fuse_dev_conn *c = xcalloc(1, sizeof(*c));
         c->fs = fs;
         c->fd = fd;
         c->mountpoint = xstrdup(mountpoint);
@@ -879,6 +880,16 @@ static int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname,
         c->debug = debug && *debug == '1';
         const char *passthrough = getenv("LAYERFS_FUSE_PASSTHROUGH");
         c->passthrough_asked = !passthrough || !*passthrough ? -1 : !strcmp(passthrough, "0") ? 0 : 1;
+        return 0;
+}
+
+static int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
+        fuse_dev_conn *c = xcalloc(1, sizeof(*c));
+        int r = fuse_dev_conn_open(fs, mountpoint, fsname, c);
+        if (r < 0) {
+                free(c);
+                return r;
+        }
         *ret = (fuse_conn *)c;
         return 0;
 }

@@ -354,6 +354,42 @@ struct fuse_backing_map_wire {
 #define FUSE_DEV_IOC_BACKING_OPEN_CMD _IOW(FUSE_DEV_IOCTL_MAGIC, 1, struct fuse_backing_map_wire)
 #define FUSE_DEV_IOC_BACKING_CLOSE_CMD _IOW(FUSE_DEV_IOCTL_MAGIC, 2, uint32_t)
 
+/* FUSE over io_uring (7.42): each ring entry is a header buffer and a payload buffer,
+ * registered with an IORING_OP_URING_CMD on /dev/fuse whose SQE128 command area holds
+ * fuse_uring_cmd_wire. The kernel writes a request's fuse_in_hdr into in_out, its
+ * opcode's fixed struct into op_in and its names and data into the payload
+ * (payload_sz bytes), and completes the command; the answer goes back the same way
+ * (fuse_out_hdr in in_out, the body in the payload) with a COMMIT_AND_FETCH naming the
+ * request's unique as commit_id, which also waits for the next request. */
+#define FUSE_URING_HEADER_AREA 128
+enum {
+        FUSE_URING_CMD_REGISTER = 1,
+        FUSE_URING_CMD_COMMIT_AND_FETCH = 2,
+};
+
+struct fuse_uring_ent_wire {
+        uint64_t flags;
+        uint64_t commit_id;
+        uint32_t payload_sz;
+        uint32_t padding;
+        uint64_t reserved;
+};
+
+struct fuse_uring_header_wire {
+        char in_out[FUSE_URING_HEADER_AREA];
+        char op_in[FUSE_URING_HEADER_AREA];
+        struct fuse_uring_ent_wire ent;
+};
+
+struct fuse_uring_cmd_wire {
+        uint64_t flags;
+        uint64_t commit_id;
+        uint16_t qid;
+        uint8_t padding[6];
+};
+
+_Static_assert(sizeof(struct fuse_uring_header_wire) == 288, "fuse_uring_req_header is 288 bytes");
+_Static_assert(sizeof(struct fuse_uring_cmd_wire) == 24, "fuse_uring_cmd_req is 24 bytes");
 _Static_assert(sizeof(struct fuse_in_hdr) == 40, "fuse_in_header is 40 bytes");
 _Static_assert(sizeof(struct fuse_out_hdr) == 16, "fuse_out_header is 16 bytes");
 _Static_assert(sizeof(struct fuse_attr_wire) == 88, "fuse_attr is 88 bytes");

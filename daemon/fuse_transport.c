@@ -6,12 +6,14 @@
 
 #include "fuse_transport.h"
 #include "log.h"
+#include "probe.h"
 #include "util.h"
 
 /* The first row is the default. */
 static const fuse_transport *const transports[] = {
         &fuse_transport_libfuse,
         &fuse_transport_dev,
+        &fuse_transport_uring,
 };
 
 const fuse_transport *fuse_transport_find(const char *name) {
@@ -39,7 +41,20 @@ static void transport_names(char *buf, size_t size) {
 
 ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
         const char *name = getenv("LAYERFS_FUSE_TRANSPORT");
-        const fuse_transport *t = name && *name ? fuse_transport_find(name) : transports[0];
+        const char *uring = getenv("LAYERFS_FUSE_URING");
+        bool named = name && *name;
+        bool rings_wanted = uring && (!strcmp(uring, "on") || !strcmp(uring, "auto"));
+        const fuse_transport *t = named ? fuse_transport_find(name) : transports[0];
+        lfs_error *err = NULL;
+        if (t && lfs_check_fuse_uring(&err) < 0) {
+                /* sandbox create refuses these too: this one came some other way */
+                log_line("cannot mount %s: %s", mountpoint, err ? err->message : "bad FUSE choices");
+                lfs_error_free(err);
+                return NULL;
+        }
+        /* Rings allowed: our own loop with them, the plain one when they are not there. */
+        if (t && rings_wanted && t != &fuse_transport_uring)
+                t = &fuse_transport_uring;
         if (!t) {
                 /* sandbox create refuses such a value: this one came some other way. */
                 char names[128];
@@ -49,7 +64,13 @@ ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsna
         }
         fuse_conn *c = NULL;
         int r = t->mount(fs, mountpoint, fsname, &c);
-        if (r < 0 && t != transports[0]) {
+        if (r < 0 && t == &fuse_transport_uring && !(named && !strcmp(name, "uring"))) {
+                log_line("cannot serve %s over io_uring: %s; falling back to the dev loop", mountpoint,
+                         strerror(-r));
+                t = &fuse_transport_dev;
+                r = t->mount(fs, mountpoint, fsname, &c);
+        }
+        if (r < 0 && t != transports[0] && t != &fuse_transport_uring) {
                 log_line("cannot mount %s over the %s transport: %s; falling back to %s", mountpoint,
                          t->name, strerror(-r), transports[0]->name);
                 t = transports[0];
@@ -64,7 +85,7 @@ ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsna
 }
 
 const char *ws_session_transport(const ws_session *s) {
-        return s->t->name;
+        return s->t->serving ? s->t->serving(s->c) : s->t->name;
 }
 
 bool ws_session_passthrough(const ws_session *s) {

@@ -3,8 +3,8 @@
  * The FUSE transports: ways of serving a Workspace's mount, each a row of operations
  * (fuse_transport) over the one filesystem interface, workspace.h. A mount picks its row
  * by name from LAYERFS_FUSE_TRANSPORT (fuse_transport.c's table); libfuse's loop
- * (fuse_libfuse.c) is the default, our own over /dev/fuse (fuse_dev.c) is "dev", and a
- * later io_uring loop is one more row.
+ * (fuse_libfuse.c) is the default, our own over /dev/fuse (fuse_dev.c) is "dev", and
+ * the same loop with io_uring rings carrying the requests (fuse_uring.c) is "uring".
  */
 #ifndef LFS_FUSE_TRANSPORT_H
 #define LFS_FUSE_TRANSPORT_H
@@ -35,10 +35,14 @@ typedef struct fuse_transport {
         /* Whether regular files' data goes between the kernel and their backing files
          * without the daemon (FUSE passthrough); NULL: never. Known once INIT is done. */
         bool (*passthrough)(const fuse_conn *c);
+        /* Which loop serves c once it answered, when it can differ from the row's name
+         * (the rings refused: "dev"); NULL: the row's name. */
+        const char *(*serving)(const fuse_conn *c);
 } fuse_transport;
 
 extern const fuse_transport fuse_transport_libfuse;
 extern const fuse_transport fuse_transport_dev;
+extern const fuse_transport fuse_transport_uring;
 
 /* The transport called name, or NULL. */
 const fuse_transport *fuse_transport_find(const char *name);
@@ -47,10 +51,11 @@ const fuse_transport *fuse_transport_find(const char *name);
 typedef struct ws_session ws_session;
 
 /* fs mounted at mountpoint by the transport LAYERFS_FUSE_TRANSPORT names (unset:
- * libfuse), falling back to libfuse (and saying so in the log) when another cannot
- * mount; NULL on failure, an unknown name included (the log says why). */
+ * libfuse, or uring when LAYERFS_FUSE_URING is on or auto), falling back (and saying so
+ * in the log) when another cannot mount: uring to dev unless named, dev to libfuse;
+ * NULL on failure, an unknown name or a contradiction included (the log says why). */
 ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsname);
-/* The transport's name: "libfuse", "dev". */
+/* The loop that serves s: "libfuse", "dev", "uring". */
 const char *ws_session_transport(const ws_session *s);
 bool ws_session_passthrough(const ws_session *s);
 void ws_session_serve(ws_session *s);

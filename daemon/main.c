@@ -437,6 +437,8 @@ int main(int argc, char **argv) {
                                  d.number, strerror(-r));
         } else if (d.left_some) {
                 lfs_sandbox_record_release(d.home, d.project, d.number, d.instance);
+        } else if (d.closer > 0) {
+                lfs_sandbox_record_hand_over(d.home, d.project, d.number, d.instance, d.closer);
         }
         /* A caller's thread still running (one that never sent its request, a follower
          * whose client stopped reading) uses d, which lives in this frame: the process

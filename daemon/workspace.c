@@ -82,7 +82,7 @@ typedef struct ws_inode {
         bool lower_owned;
         uint64_t lower_offset;
         /* A loose object's st_blocks (its holes: the Store keeps them), read on the first
-         * stat; 0 until then. */
+         * stat; -1 until then (0 is a file of holes alone). */
         blkcnt_t lower_blocks;
         /* Inodes holding fds of ours (upper_fd, an owned lower_fd), most recently used
          * first: the fd cache (see fd_room). */
@@ -565,6 +565,7 @@ static void fill_from_entry(ws_fs *fs, ws_inode *in, const lfs_entry *e) {
                                                       : S_IFREG | 0644;
                 in->has_blob = true;
                 in->blob = e->id;
+                in->lower_blocks = -1; /* read on the first stat (lower_blocks) */
         }
 }
 
@@ -719,17 +720,18 @@ static void passthrough_refresh(ws_fs *fs, ws_inode *in) {
 }
 
 /* What a file still in the Store takes on disk: a loose object's own blocks (holes and
- * all), else what its length takes (a packed blob's zeros are bytes in its pack). */
+ * all), else what its length takes in ext4's whole 4 KiB blocks, as its copy up would (a
+ * packed blob's zeros are bytes in its pack). */
 static blkcnt_t lower_blocks(ws_fs *fs, ws_inode *in) {
-        blkcnt_t blocks = (blkcnt_t)((in->size + 511) / 512);
+        blkcnt_t blocks = (blkcnt_t)((in->size + 4095) / 4096 * 8);
         if (!in->has_blob || in->size <= LFS_PACK_MAX_BLOB)
                 return blocks;
-        if (in->lower_blocks == 0) {
+        if (in->lower_blocks < 0) {
                 struct stat obj;
                 _cleanup_close_ int fd = lfs_object_open(fs->store, &in->blob, NULL);
                 if (fd < 0 || fstat(fd, &obj) < 0)
                         return blocks;
-                in->lower_blocks = obj.st_blocks > 0 ? obj.st_blocks : 1; /* 0: not read yet */
+                in->lower_blocks = obj.st_blocks;
         }
         return in->lower_blocks;
 }
@@ -1841,29 +1843,34 @@ int ws_lseek(ws_fs *fs, uint64_t fh, off_t off, int whence, off_t *ret) {
          * for the file's inode lock, which a write stalled in the kernel holds (passthrough:
          * test_passthrough_stalled_write.sh), and must not stall the Workspace with it. */
         _cleanup_close_ int fd = -1;
-        uint64_t base = 0, size;
+        uint64_t base = 0, size = UINT64_MAX; /* an upper file: its own length bounds it */
         {
                 LOCK_GUARD(fs);
                 ws_handle *h;
                 int r = handle_of(fs, fh, &h);
                 if (r < 0)
                         return r;
-                ws_inode *in = inode_get(fs, h->ino);
-                size = in->size;
-                if (off < 0 || (uint64_t)off >= size)
+                if (off < 0)
                         return -ENXIO;
+                ws_inode *in = inode_get(fs, h->ino);
+                /* An upper file is asked itself, not bounded by in->size: a write with
+                 * passthrough lengthens it behind us (test_workspace_lseek.sh). */
                 if (in->upper) {
                         if ((r = copy_up(fs, h->ino)) < 0) /* reopened if the cache closed it */
                                 return r;
                         fd = fcntl(in->upper_fd, F_DUPFD_CLOEXEC, 3);
+                } else if ((size = in->size) <= (uint64_t)off) {
+                        return -ENXIO;
                 } else if (in->has_blob) {
                         if ((r = lower_source(fs, in)) < 0)
                                 return r;
                         fd = fcntl(in->lower_fd, F_DUPFD_CLOEXEC, 3);
                         base = in->lower_offset;
+                } else if (whence == SEEK_DATA) {
+                        return -ENXIO; /* no content: all hole */
                 } else {
-                        *ret = whence == SEEK_DATA ? -1 : (off_t)size; /* no content: all hole */
-                        return whence == SEEK_DATA ? -ENXIO : 0;
+                        *ret = off;
+                        return 0;
                 }
                 if (fd < 0)
                         return -errno;

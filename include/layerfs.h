@@ -456,8 +456,10 @@ typedef struct lfs_runtime_info {
         /* Why default_runtime is not linux's preferred one (NULL when it is, or when the
          * home names its runtime): "namespaces is not ready here: kernel:userns". */
         char *default_why;
-        /* The FUSE loop a new Sandbox's Workspaces get (LAYERFS_FUSE_TRANSPORT, else
-         * libfuse) and whether their upper files' data passes through (the dev loop on a
+        /* The FUSE loop a new Sandbox's Workspaces get ("libfuse", "dev", "uring":
+         * LAYERFS_FUSE_TRANSPORT, else libfuse; with LAYERFS_FUSE_URING=auto or on, uring
+         * where the host has FUSE over io_uring on or the daemon may turn it on, else
+         * dev) and whether their upper files' data passes through (our own loop on a
          * kernel with passthrough, unless LAYERFS_FUSE_PASSTHROUGH=0). */
         char *fuse_transport;
         int fuse_passthrough; /* 1 or 0 */

@@ -51,7 +51,8 @@ int lfs_linux_end_command(const lfs_sandbox_ref *sb, const char *name, int timeo
 void lfs_linux_command_done(const lfs_sandbox_ref *sb, const char *name);
 void lfs_linux_list(const lfs_sandbox_ref *sb, lfs_process_fn fn, void *userdata);
 int lfs_linux_signal(const lfs_sandbox_ref *sb, pid_t pid, int sig);
-int lfs_linux_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata, char **ret_why);
+int lfs_linux_teardown(const lfs_sandbox_ref *sb, bool leave_place, lfs_teardown_hook hook, void *userdata,
+                       char **ret_why);
 int lfs_linux_reclaim(const lfs_sandbox_ref *sb, char **ret_why);
 
 #endif

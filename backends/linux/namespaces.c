@@ -530,11 +530,11 @@ static int namespaces_open_terminal(const lfs_sandbox_ref *sb) {
 /* Native's, and then the host's end of a private network: the Sandbox's net namespace
  * ended with its init, and with it the pair, unless something still holds the namespace
  * (a socket of it passed out): its end on the host goes regardless. */
-static int namespaces_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata,
-                               char **ret_why) {
-        int r = lfs_linux_teardown(sb, hook, userdata, ret_why);
+static int namespaces_teardown(const lfs_sandbox_ref *sb, bool leave_place, lfs_teardown_hook hook,
+                               void *userdata, char **ret_why) {
+        int r = lfs_linux_teardown(sb, leave_place, hook, userdata, ret_why);
         int k = lfs_network_remove(sb, r < 0 ? NULL : ret_why);
-        return r < 0 ? r : k;
+        return r < 0 ? r : k < 0 ? k : r;
 }
 
 static int namespaces_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {

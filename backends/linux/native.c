@@ -371,42 +371,74 @@ int lfs_linux_signal(const lfs_sandbox_ref *sb, pid_t pid, int sig) {
 
 /* ---- the end ---- */
 
-/* Ends every process the Sandbox started, however it detached, also those that a FUSE
- * server of the Sandbox's own holds: the daemon steps out of the Sandbox's cgroup into
- * LayerFS's root and kills the Sandbox's whole subtree. Where it cannot step out (a
- * delegated root with controllers), each command leaf is killed instead and the library
- * removes the rest after the daemon exits. */
-static int end_commands(const lfs_sandbox_ref *sb, char **ret_why) {
-        _cleanup_free_ char *root = xstrdup(sb->place);
-        int r = lfs_cgroup_enter(dirname(root), 0);
-        if (r == 0)
-                return lfs_sandbox_end_processes(sb->place, END_TIMEOUT_MS, ret_why);
-        fprintf(stderr, "cannot leave %s (%s): ending each command's cgroup instead\n", sb->place,
-                strerror(-r));
+/* Ends the processes of every cgroup of the Sandbox but its daemon's own leaf, however they
+ * detached, also those that a FUSE server of the Sandbox's own holds: each is sent
+ * cgroup.kill first, then each is waited for, so they die together. The daemon's leaf and
+ * the place stay. */
+static int end_all_but_daemon(const lfs_sandbox_ref *sb, char **ret_why) {
         DIR *dir = opendir(sb->place);
+        if (!dir) {
+                if (ret_why)
+                        *ret_why = xasprintf("cannot list %s: %s", sb->place, strerror(errno));
+                return -errno;
+        }
+        char **leaves = NULL;
+        size_t n = 0, cap = 0;
         struct dirent *de;
-        r = 0;
-        while (dir && (de = readdir(dir)))
-                if (!strncmp(de->d_name, "cmd-", 4)) {
-                        _cleanup_free_ char *leaf = command_leaf(sb, de->d_name), *why = NULL;
-                        int k = lfs_sandbox_end_processes(leaf, END_TIMEOUT_MS, &why);
-                        if (k < 0 && r == 0) {
-                                r = k;
-                                *ret_why = TAKE_PTR(why);
-                        }
+        while ((de = readdir(dir)))
+                if (de->d_type == DT_DIR && strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+                    strcmp(de->d_name, "daemon")) {
+                        GROW(leaves, cap, n + 1);
+                        leaves[n++] = command_leaf(sb, de->d_name);
                 }
-        if (dir)
-                closedir(dir);
+        closedir(dir);
+        for (size_t i = 0; i < n; i++)
+                (void)lfs_cgroup_write(leaves[i], "cgroup.kill", "1");
+        int r = 0;
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *why = NULL;
+                int k = lfs_sandbox_end_processes(leaves[i], END_TIMEOUT_MS, &why);
+                if (k < 0 && r == 0) {
+                        r = k;
+                        if (ret_why)
+                                *ret_why = TAKE_PTR(why);
+                }
+                free(leaves[i]);
+        }
+        free(leaves);
         return r;
 }
 
-int lfs_linux_teardown(const lfs_sandbox_ref *sb, lfs_teardown_hook hook, void *userdata, char **ret_why) {
-        int r = end_commands(sb, ret_why);
+/* Ends every process the Sandbox started. Leaving the place to the caller, the daemon
+ * stays in its leaf and ends every other cgroup of it: stepping out is a write to
+ * cgroup.procs, which waits for an RCU grace period (cgroup_threadgroup_rwsem), the most
+ * of an idle close's time. Otherwise the daemon steps out of the Sandbox's cgroup into
+ * LayerFS's root and kills the Sandbox's whole subtree; where it cannot step out (a
+ * delegated root with controllers), it leaves the place after all (*leave_place). */
+static int end_processes(const lfs_sandbox_ref *sb, bool *leave_place, char **ret_why) {
+        if (!*leave_place) {
+                _cleanup_free_ char *root = xstrdup(sb->place);
+                int r = lfs_cgroup_enter(dirname(root), 0);
+                if (r == 0)
+                        return lfs_sandbox_end_processes(sb->place, END_TIMEOUT_MS, ret_why);
+                fprintf(stderr,
+                        "cannot leave %s (%s): ending each of its cgroups but the daemon's instead; the "
+                        "library removes the rest after the daemon exits\n",
+                        sb->place, strerror(-r));
+                *leave_place = true;
+        }
+        return end_all_but_daemon(sb, ret_why);
+}
+
+int lfs_linux_teardown(const lfs_sandbox_ref *sb, bool leave_place, lfs_teardown_hook hook, void *userdata,
+                       char **ret_why) {
+        int r = end_processes(sb, &leave_place, ret_why);
         if (r < 0)
                 return r;
         if (hook)
                 hook(userdata);
-        return lfs_sandbox_remove(sb->place, sb->dir, ret_why);
+        r = lfs_sandbox_remove(leave_place ? NULL : sb->place, sb->dir, ret_why);
+        return r < 0 ? r : leave_place;
 }
 
 int lfs_linux_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {

@@ -1,8 +1,10 @@
 # Shared by the attacks on FUSE passthrough (test_passthrough_*.sh): each runs on the
-# daemon's own loop with passthrough asked. Sourced after tests/e2e/lib.sh.
+# daemon's own loop with passthrough asked: the dev loop, or its rings when
+# LAYERFS_FUSE_TRANSPORT=uring says so. Sourced after tests/e2e/lib.sh.
 # shellcheck shell=bash
 source "$(dirname "${BASH_SOURCE[0]}")/daemon_lib.sh"
-export LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=1
+[ "${LAYERFS_FUSE_TRANSPORT:-}" = uring ] || export LAYERFS_FUSE_TRANSPORT=dev
+export LAYERFS_FUSE_PASSTHROUGH=1
 [ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:fuse-passthrough"]')" = True ] ||
         skip "the kernel has no FUSE passthrough (CONFIG_FUSE_PASSTHROUGH, Linux 6.9)"
 

@@ -7,7 +7,8 @@
 # with passthrough. The write waits for a READ its own server never answers, inside
 # ext4's write of the upper file: that file's inode lock stays taken. A write served by
 # the daemon would have copied the data in before the daemon saw it, holding nothing of
-# ours. What must hold: a commit and the other commands' requests answer meanwhile.
+# ours. What must hold: a commit and the other commands' requests answer meanwhile, and
+# while a SEEK_DATA on that file waits for the write (FUSE LSEEK, ws_lseek).
 # test_passthrough_write_during_commit.sh holds the same write from the host, on either
 # runtime, and then checks the bytes recorded.
 source "$(dirname "$0")/../e2e/lib.sh"
@@ -62,6 +63,22 @@ wait_exit "$toucher" 10 || touch_rc=124
 [ "$rc" != 124 ] || fail "commit did not answer within 20 s while a command's write into f stalls (a create in the Workspace then: rc $touch_rc)"
 [ "$touch_rc" = 0 ] || fail "a create in the Workspace did not answer within 10 s after that commit (rc $touch_rc)"
 ok
+# A SEEK_DATA on f waits for the write (the kernel holds f's inode lock for both); the
+# Workspace does not: another create answers meanwhile.
+python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.lseek(fd, 0, os.SEEK_DATA)' "$ws/f" 2>/dev/null &
+seeker=$!
+for _ in $(seq 600); do
+        grep -q llseek "/proc/$seeker/stack" 2>/dev/null && break
+        sleep 0.05
+done
+grep -q llseek "/proc/$seeker/stack" || fail "the SEEK_DATA did not wait: $(cat "/proc/$seeker/stack" 2>&1)"
+touch "$ws/new2" &
+toucher=$!
+touch_rc=0
+wait_exit "$toucher" 10 || touch_rc=124
+[ "$touch_rc" = 0 ] || fail "a create in the Workspace did not answer within 10 s while a SEEK_DATA on f waits (rc $touch_rc)"
+ok
 timeout 60 "$LAYERFS" sandbox close "$n" --force >/dev/null || fail "close --force did not answer within 60 s"
+wait "$seeker" || true # its file went with the close, which ended the writer
 assert_no_sandbox_left "close after a stalled write"
 finish

@@ -204,7 +204,7 @@ class Slot:
         self.serial = 0
         self.stopped = False
         self.trace = collections.deque(maxlen=60)  # the last calls, shown with a failure
-        self.commands = 0  # commands run in this slot's Workspaces, in order (exec)
+        self.commands = 0  # attempts of commands in this slot's Workspaces, in order (exec)
 
     # ---- calls --------------------------------------------------------------------
     def call(self, *args, stdin=None):
@@ -247,11 +247,15 @@ class Slot:
         retried (the operations are idempotent), and a refusal in ok_after_fault is its
         success after a fault since the call began (or since the epoch since: a killed
         call, or a killed process, had landed already); a failure that no fault explains
-        is one; a killed daemon ends the Sandbox (Gone)."""
+        is one; a killed daemon ends the Sandbox (Gone). args may be one function that
+        gives each attempt's arguments."""
         first = self.now() if since is None else since
+        fixed = args
+        attempt = args[0] if len(args) == 1 and callable(args[0]) else lambda: fixed
         for _ in range(RETRIES):
             with self.lock:
                 epoch = self.epoch
+            args = attempt()
             r = self.call(*args)
             if r.status == 0 or (r.code in ok_after_fault and self.faults_since(first)):
                 STATS.op(name)
@@ -390,13 +394,18 @@ class Slot:
         next ones (its mv took the retry's .tmp). So every command of the Workspace takes
         its lock in the Sandbox's private tmp ($0 names it; the processes of an attempt
         hold it until the last has exited), and an attempt that finds a later command ran
-        already does nothing. The commands are idempotent, so a retry runs again."""
-        self.commands += 1
-        guard = ('exec 9>"$TMPDIR/lock-$0" && flock 9 && '
-                 'if [ "$(cat "$TMPDIR/ran-$0" 2>/dev/null || echo 0)" -gt %d ]; then exit 0; fi && '
-                 'echo %d >"$TMPDIR/ran-$0" && ' % (self.commands, self.commands))
-        return self.op("exec", "workspace", "exec", str(self.number), b.name, "--", "sh", "-c",
-                       guard + script, b.name, *args)
+        already does nothing. The commands are idempotent, so a retry runs again. Each
+        attempt has a number of its own, the retry's above its first attempt's: with one
+        number for both, an attempt that started after its retry ran again, racing the
+        commit or unmount that came next (exec_guard_check.py)."""
+        def attempt():
+            self.commands += 1
+            guard = ('exec 9>"$TMPDIR/lock-$0" && flock 9 && '
+                     'if [ "$(cat "$TMPDIR/ran-$0" 2>/dev/null || echo 0)" -gt %d ]; then exit 0; fi && '
+                     'echo %d >"$TMPDIR/ran-$0" && ' % (self.commands, self.commands))
+            return ("workspace", "exec", str(self.number), b.name, "--", "sh", "-c", guard + script,
+                    b.name) + args
+        return self.op("exec", attempt)
 
     def write(self, b, name=None):
         """A small file, or (one time in five) 1-3 MiB, so that commits take a while: kills

@@ -16,6 +16,9 @@ for v in SANDBOXES WORKSPACES ROUNDS; do
         [[ ${!v} =~ ^[1-9][0-9]*$ ]] || fail "LOAD_$v must be a positive number, got '${!v}'"
 done
 [ "$WORKSPACES" -le 16 ] || fail "LOAD_WORKSPACES must be at most 16 (a Sandbox's limit), got $WORKSPACES"
+# The driver's guard on a Workspace's commands, alone first (no Sandbox: cheap).
+LAYERFS=$LAYERFS WORK=$WORK python3 "$(dirname "$0")/exec_guard_check.py" || fail "driver.py's exec guard"
+ok
 echo "   seed $SEED (LOAD_SEED=$SEED replays the same choices; the timing of faults differs)"
 
 LAYERFS=$LAYERFS WORK=$WORK python3 "$(dirname "$0")/driver.py" "$SANDBOXES" "$WORKSPACES" "$ROUNDS" "$SEED" ||

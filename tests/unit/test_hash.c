@@ -59,6 +59,25 @@ static void test_hasher_streaming_equals_one_shot(void **state) {
         assert_memory_equal(streamed.bytes, one_shot.bytes, LFS_ID_LEN);
 }
 
+/* lfs_sha256 hashes short inputs itself and long ones through libcrypto, as the streaming
+ * hasher always does: every length across the padding's edges (55, 56, 63, 64 bytes...)
+ * and across the switch between the two gives the hasher's id. */
+static void test_sha256_short_inputs_equal_libcrypto(void **state) {
+        (void)state;
+        uint8_t data[400];
+        for (size_t i = 0; i < sizeof(data); i++)
+                data[i] = (uint8_t)(i * 131 + 7);
+        for (size_t len = 0; len <= sizeof(data); len++) {
+                lfs_id one_shot, streamed;
+                lfs_sha256(data, len, &one_shot);
+                lfs_hasher *h = lfs_hasher_new();
+                lfs_hasher_update(h, data, len);
+                lfs_hasher_finish(h, &streamed);
+                if (memcmp(one_shot.bytes, streamed.bytes, LFS_ID_LEN))
+                        fail_msg("the SHA-256 of %zu bytes differs from libcrypto's", len);
+        }
+}
+
 static void test_hasher_with_no_input_is_empty_id(void **state) {
         (void)state;
         lfs_id id;
@@ -208,6 +227,7 @@ int main(void) {
                 cmocka_unit_test(test_sha256_known_vectors),
                 cmocka_unit_test(test_sha256_reads_only_len_bytes),
                 cmocka_unit_test(test_hasher_streaming_equals_one_shot),
+                cmocka_unit_test(test_sha256_short_inputs_equal_libcrypto),
                 cmocka_unit_test(test_hasher_with_no_input_is_empty_id),
                 cmocka_unit_test(test_hex_round_trip),
                 cmocka_unit_test(test_hex_every_byte_value),

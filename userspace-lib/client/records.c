@@ -1082,9 +1082,10 @@ int lfs_record_delete(sqlite3 *db, const sandbox_record *rec, lfs_error **err) {
         return step_done(db, st, err);
 }
 
-/* The daemon's end of its record (store.h): deleted once its teardown finished, or
- * left to whoever takes it over. */
-static int daemon_record(lfs_home *home, const char *project, int number, const char *instance, bool done) {
+/* The daemon's end of its record (records.h): deleted once its teardown finished (done),
+ * or left to owner (0: whoever takes it over). */
+static int daemon_record(lfs_home *home, const char *project, int number, const char *instance, bool done,
+                         pid_t owner) {
         sqlite3 *db = NULL;
         if (lfs_records_open(home, &db, NULL) < 0)
                 return -EIO;
@@ -1097,7 +1098,7 @@ static int daemon_record(lfs_home *home, const char *project, int number, const 
         int r = lfs_process_start_time(rec.pid, &rec.start_time);
         if (r == 0)
                 r = done ? lfs_record_delete(db, &rec, NULL)
-                         : lfs_record_set_owner(db, &rec, 0, "removing", NULL);
+                         : lfs_record_set_owner(db, &rec, owner, "removing", NULL);
         lfs_record_done(&rec);
         /* No checkpoint of its own: the daemon's exit, which its closer waits for, came
          * after three fdatasyncs. Lost to a power loss, the change leaves the record naming
@@ -1107,9 +1108,14 @@ static int daemon_record(lfs_home *home, const char *project, int number, const 
 }
 
 int lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, const char *instance) {
-        return daemon_record(home, project, number, instance, true);
+        return daemon_record(home, project, number, instance, true, 0);
 }
 
 int lfs_sandbox_record_release(lfs_home *home, const char *project, int number, const char *instance) {
-        return daemon_record(home, project, number, instance, false);
+        return daemon_record(home, project, number, instance, false, 0);
+}
+
+int lfs_sandbox_record_hand_over(lfs_home *home, const char *project, int number, const char *instance,
+                                 pid_t closer) {
+        return daemon_record(home, project, number, instance, false, closer);
 }

@@ -109,5 +109,9 @@ int lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, c
 /* Its teardown could not finish: the record (owned by the calling daemon) is left to
  * whoever takes it over next (state removing, no owner). */
 int lfs_sandbox_record_release(lfs_home *home, const char *project, int number, const char *instance);
+/* Its teardown left the place to its closer (process closer, alive): the record is the
+ * closer's (state removing), which removes the rest once the daemon exited. */
+int lfs_sandbox_record_hand_over(lfs_home *home, const char *project, int number, const char *instance,
+                                 pid_t closer);
 
 #endif

@@ -22,10 +22,22 @@ int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) 
         lfs_platforms_status(s);
         const char *transport = getenv("LAYERFS_FUSE_TRANSPORT");
         const char *passthrough = getenv("LAYERFS_FUSE_PASSTHROUGH");
-        s->fuse_transport = xstrdup(transport && *transport ? transport : "libfuse");
+        const char *uring = getenv("LAYERFS_FUSE_URING");
+        bool named = transport && *transport;
+        transport = named ? transport : "libfuse";
+        /* Rings where asked for and there (or the daemon may set the switch), else the
+         * dev loop they fall back to; the transport named uring stays (sandbox create
+         * refuses it where the rings are not there). */
+        int rings = lfs_probe_fuse_uring();
+        bool may_set = uring && !strcmp(uring, "on");
+        bool rings_asked = may_set || (uring && !strcmp(uring, "auto"));
+        if (rings_asked && (!named || !strcmp(transport, "dev")))
+                transport = rings > 0 || (rings == 0 && may_set) ? "uring" : "dev";
+        s->fuse_transport = xstrdup(transport);
+        bool own_loop = strcmp(s->fuse_transport, "libfuse") != 0;
         for (size_t i = 0; i < s->n_features; i++)
                 if (!strcmp(s->features[i].name, "kernel:fuse-passthrough"))
-                        s->fuse_passthrough = s->features[i].present && !strcmp(s->fuse_transport, "dev") &&
+                        s->fuse_passthrough = s->features[i].present && own_loop &&
                                               !(passthrough && !strcmp(passthrough, "0"));
         *ret = s;
         return 0;

@@ -17,6 +17,7 @@
 #include "fault.h"
 #include "numbers.h"
 #include "platforms.h"
+#include "probe.h"
 #include "rtnetlink.h"
 
 /* ---- the Sandbox's directory ---- */
@@ -132,19 +133,26 @@ static int check_env_choice(const char *var, const char *what, const char *const
 }
 
 /* LAYERFS_WATCHER: bpf, proc or cgroup (unset: bpf where it loads, else cgroup);
- * LAYERFS_FUSE_TRANSPORT: the FUSE loop of its Workspaces, libfuse (unset: the default)
- * or dev (its own, over /dev/fuse); LAYERFS_FUSE_PASSTHROUGH: 0 serves every file's data
- * itself, 1 passes upper files' data through (the dev loop, where the kernel offers it;
- * unset: the same). */
+ * LAYERFS_FUSE_TRANSPORT: the FUSE loop of its Workspaces, libfuse (unset: the default),
+ * dev (its own, over /dev/fuse) or uring (the same with io_uring rings);
+ * LAYERFS_FUSE_URING: off (unset: the same), auto (rings on our own loop where the host
+ * has them on) or on (the daemon turns them on for the whole host);
+ * LAYERFS_FUSE_PASSTHROUGH: 0 serves every file's data itself, 1 passes upper files'
+ * data through (our own loop, where the kernel offers it; unset: the same). */
 static int check_daemon_choices(lfs_error **err) {
         static const char *const watchers[] = { "bpf", "proc", "cgroup", NULL };
-        static const char *const transports[] = { "libfuse", "dev", NULL };
+        static const char *const transports[] = { "libfuse", "dev", "uring", NULL };
         static const char *const switches[] = { "0", "1", NULL };
+        static const char *const uring_modes[] = { "on", "off", "auto", NULL };
         int r = check_env_choice("LAYERFS_WATCHER", "a watcher", watchers, err);
         if (r == 0)
                 r = check_env_choice("LAYERFS_FUSE_TRANSPORT", "a FUSE transport", transports, err);
         if (r == 0)
                 r = check_env_choice("LAYERFS_FUSE_PASSTHROUGH", "0 or 1", switches, err);
+        if (r == 0)
+                r = check_env_choice("LAYERFS_FUSE_URING", "an io_uring choice", uring_modes, err);
+        if (r == 0)
+                r = lfs_check_fuse_uring(err);
         return r;
 }
 
@@ -384,8 +392,11 @@ static int finish_removal(lfs_home *home, const sandbox_record *seen, lfs_error 
         else if (r < 0 && err)
                 *err = TAKE_PTR(why);
         else if (r == 0 && same_instance(&now, seen)) {
-                if (lfs_record_alive(&now) ||
-                    (r = lfs_record_set_owner(db, &now, getpid(), "removing", err)) == -ESTALE)
+                /* Handed over to this process by the daemon as its last act (sandbox
+                 * close): its to finish, without a takeover. */
+                bool ours = now.pid == getpid() && lfs_record_alive(&now);
+                if (!ours && (lfs_record_alive(&now) ||
+                              (r = lfs_record_set_owner(db, &now, getpid(), "removing", err)) == -ESTALE))
                         r = lfs_fail(err, LFS_BUSY, EBUSY,
                                      "sandbox %d of project '%s' is being %s by process %d; try again in a "
                                      "moment",
@@ -452,8 +463,10 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
                         lfs_record_done(&rec);
                         return r;
                 }
-                /* The daemon tore the Sandbox down (or could not finish: then it left the
-                 * record to be taken over) and exits. */
+                /* The daemon tore the Sandbox down but for its own cgroup leaf and the
+                 * Sandbox's cgroup, handed the record over to this process (or could not
+                 * finish: then it released the record), and exits: finish_removal removes
+                 * the rest. */
                 lfs_error_free(refusal);
         }
         if (!lfs_wait_owner_gone(&rec, CLOSE_WAIT_MS)) {
@@ -467,6 +480,10 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
                 lfs_record_done(&rec);
                 return r;
         }
+        /* The daemon is gone; its leaf, the Sandbox's cgroup and the record (handed over to
+         * this process) are still here after a sandbox close: a closer killed now leaves
+         * them to the next reclaim. */
+        lfs_fault_point("close-daemon-gone");
         r = finish_removal(home, &rec, err);
         lfs_record_done(&rec);
         return r;

@@ -121,44 +121,74 @@ static int copy_large(export_walk *ew, const export_file *f, lfs_error **err) {
         return 0;
 }
 
-/* Reads objects and writes the files listed, LFS_IO_BATCH at a time, both through the io
- * layer; then forgets them. */
+typedef struct write_batch {
+        lfs_object_read rd[LFS_IO_BATCH];
+        lfs_io_item wr[LFS_IO_BATCH];
+        size_t k;
+        bool started;
+} write_batch;
+
+static int export_write_failed(int r, lfs_error **err) {
+        return lfs_fail(err, LFS_FAILED, r, "cannot write the exported files: %s", strerror(-r));
+}
+
+/* Waits for a batch's files (when started) and frees its buffers; reports a failure only
+ * with ok true. */
+static int finish_batch(export_walk *ew, write_batch *b, bool ok, lfs_error **err) {
+        int r = b->started ? lfs_io_wait_files(ew->s->io, b->wr, b->k) : 0;
+        for (size_t i = 0; i < b->k; i++)
+                free(b->rd[i].buf);
+        b->k = 0;
+        b->started = false;
+        return ok && r < 0 ? export_write_failed(r, err) : 0;
+}
+
+/* Reads objects and writes files, LFS_IO_BATCH at a time, both through the io layer: one
+ * batch's objects are read and checked while the ring writes the batch before. */
 static int write_files(export_walk *ew, lfs_error **err) {
         lfs_home *home = ew->s->home;
+        write_batch batches[2] = { 0 };
+        write_batch *filling = &batches[0], *writing = &batches[1];
         int r = 0;
         for (size_t off = 0; off < ew->n && r == 0;) {
-                lfs_object_read rd[LFS_IO_BATCH];
-                lfs_io_item wr[LFS_IO_BATCH];
-                export_file *batch[LFS_IO_BATCH];
-                size_t k = 0;
-                for (; off < ew->n && k < LFS_IO_BATCH && r == 0; off++) {
+                for (; off < ew->n && filling->k < LFS_IO_BATCH && r == 0; off++) {
                         export_file *f = &ew->files[off];
                         if (f->size > SMALL_EXPORT_MAX) {
                                 r = copy_large(ew, f, err);
                                 continue;
                         }
-                        batch[k] = f;
-                        rd[k++] = (lfs_object_read){ .id = f->id, .size = f->size };
+                        size_t i = filling->k++;
+                        filling->rd[i] = (lfs_object_read){ .id = f->id, .size = f->size };
+                        filling->wr[i] = (lfs_io_item){ .dirfd = ew->root_fd,
+                                                        .path = f->path,
+                                                        .open_flags = O_WRONLY | O_CREAT | O_EXCL,
+                                                        .mode = f->mode };
                 }
                 if (r == 0)
-                        r = lfs_object_read_batch(ew->s, rd, k, err);
-                for (size_t i = 0; i < k && r == 0; i++)
-                        wr[i] = (lfs_io_item){ .dirfd = ew->root_fd,
-                                               .path = batch[i]->path,
-                                               .open_flags = O_WRONLY | O_CREAT | O_EXCL,
-                                               .mode = batch[i]->mode,
-                                               .buf = rd[i].buf,
-                                               .len = rd[i].size };
+                        r = lfs_object_read_batch(ew->s, filling->rd, filling->k, err);
+                for (size_t i = 0; i < filling->k && r == 0; i++) {
+                        filling->wr[i].buf = filling->rd[i].buf;
+                        filling->wr[i].len = filling->rd[i].size;
+                }
                 int rr;
-                if (r == 0 && k && (rr = lfs_io_write_files(ew->s->io, wr, k)) < 0)
-                        r = lfs_fail(err, LFS_FAILED, rr, "cannot write the exported files: %s",
-                                     strerror(-rr));
-                for (size_t i = 0; i < k; i++)
-                        free(rd[i].buf);
+                if (r == 0 && filling->k) {
+                        filling->started = true;
+                        if ((rr = lfs_io_start_files(ew->s->io, filling->wr, filling->k, true)) < 0)
+                                r = export_write_failed(rr, err);
+                }
+                if (r == 0)
+                        r = finish_batch(ew, writing, true, err);
+                write_batch *t = writing;
+                writing = filling;
+                filling = t;
                 /* The whole count is not known before the walk ends: what is written so far. */
                 if (r == 0 && home && home->progress)
                         home->progress(home->progress_data, "writing files", ew->written + off, 0);
         }
+        if (r == 0)
+                r = finish_batch(ew, writing, true, err);
+        (void)finish_batch(ew, writing, false, NULL);
+        (void)finish_batch(ew, filling, false, NULL);
         ew->written += ew->n;
         for (size_t i = 0; i < ew->n; i++)
                 free(ew->files[i].path);

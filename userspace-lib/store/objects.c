@@ -334,60 +334,96 @@ static void report_progress(lfs_blob_writer *w) {
                 home->progress(home->progress_data, "reading files", w->files_done, w->files_total);
 }
 
-/* Reads a batch of small files in one submission, hashes them, queues missing blobs. */
-static int add_small_files(lfs_blob_writer *w, lfs_blob_source **batch, size_t k, lfs_error **err) {
+/* A batch of small files being read: LFS_IO_BATCH at most. */
+typedef struct read_batch {
+        lfs_blob_source *src[LFS_IO_BATCH];
         lfs_io_item items[LFS_IO_BATCH];
-        for (size_t j = 0; j < k; j++)
-                items[j] = (lfs_io_item){ .dirfd = batch[j]->dirfd,
-                                          .path = batch[j]->path,
-                                          .buf = xmalloc(batch[j]->size + 1),
-                                          .len = batch[j]->size };
-        int r = lfs_io_read_files(w->s->io, items, k);
-        if (r < 0) {
+        size_t k;
+        bool started;
+} read_batch;
+
+/* Starts reading the batch in one submission; a failure is the ring's own. */
+static int start_small_files(lfs_blob_writer *w, read_batch *b, lfs_error **err) {
+        for (size_t j = 0; j < b->k; j++)
+                b->items[j] = (lfs_io_item){ .dirfd = b->src[j]->dirfd,
+                                             .path = b->src[j]->path,
+                                             .buf = xmalloc(b->src[j]->size + 1),
+                                             .len = b->src[j]->size };
+        b->started = true;
+        int r = lfs_io_start_files(w->s->io, b->items, b->k, false);
+        return r < 0 ? lfs_fail(err, LFS_FAILED, r, "io_uring failed: %s", strerror(-r)) : 0;
+}
+
+/* Waits for the batch's reads, then hashes the files and queues missing blobs; with
+ * ok false (an earlier failure) only waits and frees. */
+static int finish_small_files(lfs_blob_writer *w, read_batch *b, bool ok, lfs_error **err) {
+        if (!b->started)
+                return 0;
+        size_t k = b->k;
+        int r = lfs_io_wait_files(w->s->io, b->items, k);
+        if (!ok) {
+                r = 0;
+        } else if (r < 0) {
                 size_t bad = 0;
-                while (bad < k && items[bad].result == 0)
+                while (bad < k && b->items[bad].result == 0)
                         bad++;
                 r = bad == k ? lfs_fail(err, LFS_FAILED, r, "io_uring failed: %s", strerror(-r)) : 0;
                 for (size_t j = bad; j < k && r == 0; j++)
-                        if (items[j].result < 0)
-                                r = source_skipped(w, batch[j], items[j].result, err);
+                        if (b->items[j].result < 0)
+                                r = source_skipped(w, b->src[j], b->items[j].result, err);
         }
         for (size_t j = 0; j < k; j++) {
                 lfs_id id;
-                if (r == 0 && items[j].result == 0) {
-                        lfs_sha256(items[j].buf, items[j].len, &id);
-                        *batch[j]->ret_id = id;
-                        if (needs_write(w, &id, batch[j]))
-                                r = queue_write(w, &id, TAKE_PTR(items[j].buf), items[j].len, err);
+                if (ok && r == 0 && b->items[j].result == 0) {
+                        lfs_sha256(b->items[j].buf, b->items[j].len, &id);
+                        *b->src[j]->ret_id = id;
+                        if (needs_write(w, &id, b->src[j]))
+                                r = queue_write(w, &id, TAKE_PTR(b->items[j].buf), b->items[j].len, err);
                 }
-                free(items[j].buf);
+                free(b->items[j].buf);
         }
+        b->k = 0;
+        b->started = false;
         return r;
 }
 
+/* Small files are read a batch ahead: while one batch is hashed (and its blobs written
+ * in the background), the ring reads the next. */
 int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n, lfs_error **err) {
-        lfs_blob_source *batch[LFS_IO_BATCH];
-        size_t k = 0;
+        read_batch batches[2];
+        read_batch *filling = &batches[0], *reading = &batches[1];
+        filling->k = reading->k = 0;
+        filling->started = reading->started = false;
+        int r = 0;
         w->files_total += n;
-        for (size_t i = 0; i < n; i++) {
-                int r = is_cancelled(w) ? source_failed(&src[i], -ECANCELED, err) : 0;
+        for (size_t i = 0; i < n && r == 0; i++) {
+                r = is_cancelled(w) ? source_failed(&src[i], -ECANCELED, err) : 0;
                 src[i].result = 0;
                 if (r < 0)
-                        return r;
+                        break;
                 if (src[i].size > SMALL_FILE_MAX)
                         r = add_large_file(w, &src[i], err);
                 else
-                        batch[k++] = &src[i];
-                if (r == 0 && (k == LFS_IO_BATCH || (i + 1 == n && k))) {
-                        r = add_small_files(w, batch, k, err);
-                        k = 0;
+                        filling->src[filling->k++] = &src[i];
+                if (r == 0 && (filling->k == LFS_IO_BATCH || (i + 1 == n && filling->k))) {
+                        r = start_small_files(w, filling, err);
+                        if (r == 0)
+                                r = finish_small_files(w, reading, true, err);
+                        read_batch *t = reading;
+                        reading = filling;
+                        filling = t;
                 }
                 if (r < 0)
-                        return r;
+                        break;
                 w->files_done++;
                 report_progress(w);
         }
-        return 0;
+        if (r == 0)
+                r = finish_small_files(w, reading, true, err);
+        /* After a failure, nothing may still be read into buffers about to be freed. */
+        (void)finish_small_files(w, reading, false, NULL);
+        (void)finish_small_files(w, filling, false, NULL);
+        return r;
 }
 
 int lfs_blob_writer_add_files_lenient(lfs_blob_writer *w, lfs_blob_source *src, size_t n, lfs_error **err) {

@@ -18,6 +18,25 @@ typedef struct packed_blob {
         uint64_t offset, size;
 } packed_blob;
 
+typedef struct pack_batch {
+        struct iovec *iov; /* the write may advance these: bufs keeps what to free */
+        char **bufs;
+        size_t n, cap_iov, cap_bufs;
+        lfs_io_at at;
+} pack_batch;
+
+static void pack_batch_clear(pack_batch *b) {
+        for (size_t i = 0; i < b->n; i++)
+                free(b->bufs[i]);
+        b->n = 0;
+}
+
+static void pack_batch_done(pack_batch *b) {
+        pack_batch_clear(b);
+        free(b->iov);
+        free(b->bufs);
+}
+
 struct lfs_pack_writer {
         lfs_store *s;
         int fd;
@@ -25,8 +44,9 @@ struct lfs_pack_writer {
         uint64_t size;
         packed_blob *blobs;
         size_t n_blobs, cap_blobs;
-        lfs_io_at *queue; /* writes not yet submitted; buffers owned */
-        size_t n_queue, cap_queue;
+        /* Blobs not yet submitted, in pack order (buffers owned), and the batch before
+         * them, being written in the background: one vectored write each. */
+        pack_batch queue, flying;
         bool synced, committed;
 };
 
@@ -40,15 +60,17 @@ lfs_pack_writer *lfs_pack_writer_new(lfs_store *s) {
 void lfs_pack_writer_free(lfs_pack_writer *pw) {
         if (!pw)
                 return;
-        for (size_t i = 0; i < pw->n_queue; i++)
-                free(pw->queue[i].buf);
+        /* The kernel may still be reading the buffers in flight. */
+        if (pw->flying.n)
+                (void)lfs_io_wait_background(pw->s->io);
+        pack_batch_done(&pw->queue);
+        pack_batch_done(&pw->flying);
         if (pw->fd >= 0)
                 close(pw->fd);
         if (pw->name && !pw->committed)
                 unlinkat(pw->s->packs_fd, pw->name, 0);
         free(pw->name);
         free(pw->blobs);
-        free(pw->queue);
         free(pw);
 }
 
@@ -101,11 +123,35 @@ static int open_pack(lfs_pack_writer *pw, lfs_error **err) {
         return 0;
 }
 
+/* Waits for the batch in flight, if any, and frees its buffers. */
+static int land(lfs_pack_writer *pw, lfs_error **err) {
+        if (!pw->flying.n)
+                return 0;
+        int r = lfs_io_wait_background(pw->s->io);
+        if (r == 0)
+                r = pw->flying.at.result;
+        pack_batch_clear(&pw->flying);
+        return r < 0 ? pack_failed(pw, r, err) : 0;
+}
+
+/* Starts the queued blobs' write, in the background where io_uring runs: the caller reads
+ * and hashes the next files meanwhile. */
 static int flush(lfs_pack_writer *pw, lfs_error **err) {
-        int r = lfs_io_pwrite_batch(pw->s->io, pw->queue, pw->n_queue);
-        for (size_t i = 0; i < pw->n_queue; i++)
-                free(pw->queue[i].buf);
-        pw->n_queue = 0;
+        int r = land(pw, err);
+        if (r < 0 || !pw->queue.n)
+                return r;
+        pack_batch b = pw->queue;
+        pw->queue = pw->flying;
+        size_t len = 0;
+        for (size_t i = 0; i < b.n; i++)
+                len += b.iov[i].iov_len;
+        b.at = (lfs_io_at){
+                .fd = pw->fd, .offset = pw->size - len, .len = len, .iov = b.iov, .iovcnt = (int)b.n
+        };
+        pw->flying = b;
+        r = lfs_io_start_pwritev(pw->s->io, &pw->flying.at);
+        if (r < 0 && !lfs_io_uses_uring(pw->s->io))
+                pack_batch_clear(&pw->flying); /* the plain write failed: nothing in flight */
         return r < 0 ? pack_failed(pw, r, err) : 0;
 }
 
@@ -117,11 +163,14 @@ int lfs_pack_writer_add(lfs_pack_writer *pw, const lfs_id *id, char *buf, size_t
         }
         GROW(pw->blobs, pw->cap_blobs, pw->n_blobs + 1);
         pw->blobs[pw->n_blobs++] = (packed_blob){ .id = *id, .offset = pw->size, .size = len };
-        GROW(pw->queue, pw->cap_queue, pw->n_queue + 1);
-        pw->queue[pw->n_queue++] = (lfs_io_at){ .fd = pw->fd, .offset = pw->size, .buf = buf, .len = len };
+        pack_batch *q = &pw->queue;
+        GROW(q->iov, q->cap_iov, q->n + 1);
+        GROW(q->bufs, q->cap_bufs, q->n + 1);
+        q->iov[q->n] = (struct iovec){ .iov_base = buf, .iov_len = len };
+        q->bufs[q->n++] = buf;
         pw->size += len;
         pw->synced = false;
-        if (pw->n_queue >= LFS_IO_BATCH)
+        if (q->n >= LFS_IO_BATCH)
                 r = flush(pw, err);
         return r;
 }
@@ -130,7 +179,7 @@ int lfs_pack_writer_sync(lfs_pack_writer *pw, lfs_error **err) {
         if (pw->fd < 0 || pw->synced)
                 return 0;
         int r = flush(pw, err);
-        if (r < 0)
+        if (r < 0 || (r = land(pw, err)) < 0)
                 return r;
         /* The data, then the directory entry that names the new file. */
         if (fdatasync(pw->fd) < 0 || fsync(pw->s->packs_fd) < 0)

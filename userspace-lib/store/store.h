@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "hash.h"
 #include "names.h"
@@ -62,11 +63,13 @@ typedef struct lfs_io_item {
         void *buf;
         size_t len;
         int result; /* 0, or a negative errno; -EIO for a short transfer */
+        bool in_flight; /* started and not yet reaped */
 } lfs_io_item;
 
 /* Falls back to plain syscalls when io_uring is unavailable or LAYERFS_NO_URING=1.
  * Not thread-safe: one thread at a time uses an lfs_io (and its lfs_store). */
 lfs_io *lfs_io_new(void);
+/* Waits for whatever is still in flight first. */
 void lfs_io_free(lfs_io *io);
 bool lfs_io_uses_uring(const lfs_io *io);
 /* Open, read exactly len bytes (a file of another size is -EIO), close; for each item.
@@ -74,16 +77,30 @@ bool lfs_io_uses_uring(const lfs_io *io);
 int lfs_io_read_files(lfs_io *io, lfs_io_item *items, size_t n);
 /* Open with open_flags/mode, write len bytes, close; for each item. */
 int lfs_io_write_files(lfs_io *io, lfs_io_item *items, size_t n);
-/* Reads or writes at an offset of an open file: many per submission. */
+/* lfs_io_read_files (write false) or lfs_io_write_files in two halves, so that the caller
+ * can work while the ring does: start returns once the files are on their way (io_uring)
+ * or done (plain); the items and their buffers stay untouched until lfs_io_wait_files,
+ * which waits for these items (others started may still be in flight) and returns the
+ * first failure among them. Start returns a failure of the ring itself only. */
+int lfs_io_start_files(lfs_io *io, lfs_io_item *items, size_t n, bool write);
+int lfs_io_wait_files(lfs_io *io, lfs_io_item *items, size_t n);
+/* Reads at an offset of an open file: many per submission. */
 typedef struct lfs_io_at {
         int fd;
         uint64_t offset;
         void *buf;
-        size_t len;
+        size_t len; /* for iov: the sum of its lengths */
+        struct iovec *iov; /* lfs_io_start_pwritev: the buffers, instead of buf */
+        int iovcnt;
+        bool write; /* set by the call */
         int result; /* 0, or a negative errno; -EIO for a short transfer */
 } lfs_io_at;
 int lfs_io_pread_batch(lfs_io *io, lfs_io_at *items, size_t n);
-int lfs_io_pwrite_batch(lfs_io *io, lfs_io_at *items, size_t n);
+/* Writes it->iov at it->offset in the background (io_uring) or now (plain): it, its iov
+ * and buffers stay untouched until lfs_io_wait_background, after which it->result tells.
+ * Returns a failure of the ring itself, or (plain) the write's. */
+int lfs_io_start_pwritev(lfs_io *io, lfs_io_at *it);
+int lfs_io_wait_background(lfs_io *io);
 /* renameat(dirfd, path, dirfd, new_path) for each item. */
 int lfs_io_rename_files(lfs_io *io, lfs_io_item *items, size_t n);
 #define LFS_IO_BATCH 64
