@@ -50,6 +50,18 @@ bench_stock_env() {
         export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
 }
 
+# bench_work_home NAME: WORK, a new directory beside the build (never a tmpfs /tmp) that
+# the command identity passes through to the Workspaces, with a home of its own in it
+# and, as LAYERFS_CGROUP_ROOT, a cgroup root of this run's (bench_cgroup_mount first).
+bench_work_home() {
+        mkdir -p "$BUILD"
+        WORK=$(mktemp -d "$BUILD/$1.XXXXXX")
+        chmod 711 "$WORK"
+        export LAYERFS_HOME="$WORK/home" LAYERFS_AUTHOR="bench <bench@localhost>"
+        export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-$1-$$"
+        unset LAYERFS_PROJECT LAYERFS_SANDBOX
+}
+
 # bench_sandbox_traps: bench_traps with a cleanup that closes the Sandboxes and removes
 # the cgroup root LAYERFS_CGROUP_ROOT and WORK (bench_remove_sandboxes); fails the script
 # when anything is left.

@@ -32,12 +32,7 @@ bench_need_root "cgroups, FUSE"
 bench_cgroup_mount
 FLOOR_BIN="$BUILD/lifecycle-floor"
 
-mkdir -p "$BUILD"
-WORK=$(mktemp -d "$BUILD/lifecycle.XXXXXX")
-chmod 711 "$WORK" # the command identity passes through to the Workspaces
-export LAYERFS_HOME="$WORK/home" LAYERFS_AUTHOR="bench <bench@localhost>"
-export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-lifecycle-$$"
-unset LAYERFS_PROJECT LAYERFS_SANDBOX
+bench_work_home lifecycle
 FLOOR="$CG_MOUNT/layerfs-lifecycle-floor-$$"
 
 cleanup() {

@@ -26,12 +26,7 @@ bench_need_built layerfs layerfs-daemon
 bench_need_root "cgroups, FUSE"
 bench_cgroup_mount
 
-mkdir -p "$BUILD"
-WORK=$(mktemp -d "$BUILD/rtbench.XXXXXX")
-chmod 711 "$WORK" # the command identity passes through to the Workspaces
-export LAYERFS_HOME="$WORK/home" LAYERFS_AUTHOR="bench <bench@localhost>"
-export LAYERFS_CGROUP_ROOT="$CG_MOUNT/layerfs-bench-$$"
-unset LAYERFS_PROJECT LAYERFS_SANDBOX
+bench_work_home bench
 export LAYERFS_RUNTIME=native
 
 bench_sandbox_traps
