@@ -252,11 +252,6 @@ int lfs_cgroup_populated(const char *path) {
         return fd < 0 ? fd : populated_at(fd);
 }
 
-static void sleep_ms(long ms) {
-        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
-        nanosleep(&ts, NULL);
-}
-
 /* Waits until deadline (ms of CLOCK_MONOTONIC) for "populated 0", woken by the kernel's
  * notice on cgroup.events itself (kernfs wakes a poll for POLLPRI at each change there), so
  * no polling loop. Not inotify: closing an inotify descriptor waits for an SRCU grace
@@ -352,6 +347,10 @@ static int kill_by_procs(int cgroup_fd) {
  * about 0.5 ms of kernel work; this is only how soon the rescue starts. */
 #define FUSE_RESCUE_MS 1000
 
+/* Without cgroup.kill, how long a pass of SIGKILLs gets before the next one looks for
+ * processes forked meanwhile. */
+#define KILL_PASS_MS 5
+
 int lfs_cgroup_kill_wait(const char *path, int timeout_ms) {
         _cleanup_close_ int fd = lfs_cgroup_open(path);
         if (fd == -ENOENT)
@@ -361,8 +360,12 @@ int lfs_cgroup_kill_wait(const char *path, int timeout_ms) {
         long long deadline = lfs_now_ms() + timeout_ms;
         int r = write_at(fd, "cgroup.kill", "1");
         if (r == -ENOENT) {
-                while (kill_by_procs(fd) > 0 && lfs_now_ms() < deadline)
-                        sleep_ms(5);
+                /* No event says that a process listed was killed or that one forked
+                 * meanwhile: a pass every KILL_PASS_MS, cut short when the tree empties. */
+                while (kill_by_procs(fd) > 0 && lfs_now_ms() < deadline) {
+                        long long pass = lfs_now_ms() + KILL_PASS_MS;
+                        wait_empty(fd, pass < deadline ? pass : deadline);
+                }
         } else if (r < 0) {
                 return r;
         }
@@ -382,16 +385,14 @@ int lfs_cgroup_kill_wait(const char *path, int timeout_ms) {
 
 /* Removes the empty cgroup name below parent_fd and its children, leaves first. */
 static int remove_tree_at(int parent_fd, const char *name, long long deadline) {
-        int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return errno == ENOENT ? 0 : -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        struct dirent *de;
         int r = 0;
+        DIR *d = lfs_opendir_at_fd(fd);
+        if (!d)
+                return -errno;
+        struct dirent *de;
         while ((de = readdir(d)))
                 if (de->d_type == DT_DIR && strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
                         int k = remove_tree_at(dirfd(d), de->d_name, deadline);
@@ -399,14 +400,18 @@ static int remove_tree_at(int parent_fd, const char *name, long long deadline) {
                                 r = k;
                 }
         closedir(d);
-        /* A cgroup whose last process just died may still be busy while the kernel
-         * finishes the exit: retry for a while. */
+        /* The kernel refuses (EBUSY) a cgroup that still holds a process: one whose last
+         * process is still ending goes once cgroup.events says "populated 0"; one whose
+         * processes live on past the deadline stays. */
         while (unlinkat(parent_fd, name, AT_REMOVEDIR) < 0) {
                 if (errno == ENOENT)
                         break;
                 if (errno != EBUSY || lfs_now_ms() >= deadline)
                         return r ? r : -errno;
-                sleep_ms(2);
+                if (populated_at(fd) == 0)
+                        return r ? r : -EBUSY; /* busy for a reason no event ends */
+                if (wait_empty(fd, deadline) < 0)
+                        return r ? r : -EBUSY;
         }
         return r;
 }
