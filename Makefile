@@ -274,9 +274,11 @@ NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test
 	test_caller_state.sh test_cwd_escape.sh
 # The Workspace's tests run on our own FUSE loop (daemon/fuse_dev.c) as well as libfuse's,
 # with passthrough (its default where the kernel offers it); test_workspace.sh once more
-# on it without (FUSE_DEV_NO_PASSTHROUGH_E2E). test_workspace_passthrough.sh picks its own.
+# on it without (FUSE_DEV_NO_PASSTHROUGH_E2E: without passthrough only READ and WRITE are
+# served differently, which the crash test does not look at). test_workspace_passthrough.sh
+# picks its own.
 FUSE_DEV_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh
-FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh
+FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh test_workspace_posix.sh
 # The same tests once more over io_uring rings (daemon/fuse_uring.c). The kernel offers
 # them only while its switch, one for the whole host, is on: the pass turns it on and
 # gives it back as it found it, whether the pass fails or is interrupted; a kernel
@@ -284,12 +286,14 @@ FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh
 # out (the sanitizer build: test_workspace_uring.sh of the default pass runs the rings'
 # code there, and the pass would cost another minute and a half under ASan).
 FUSE_URING_E2E := $(FUSE_DEV_E2E)
+FUSE_URING_NO_PASSTHROUGH_E2E := $(FUSE_DEV_NO_PASSTHROUGH_E2E)
 FUSE_URING_SWITCH := /sys/module/fuse/parameters/enable_uring
 URING_PASSES ?= yes
+# $(call uring_pass,TESTS[,MORE ENVIRONMENT])
 uring_pass = @if [ "$(URING_PASSES)" != yes ]; then echo "the io_uring pass of $(firstword $(1)) left out (URING_PASSES=$(URING_PASSES))"; \
 	elif [ -w $(FUSE_URING_SWITCH) ]; then \
 	was=$$(cat $(FUSE_URING_SWITCH)); trap 'echo $$was >$(FUSE_URING_SWITCH)' EXIT; trap 'exit 130' INT TERM; \
-	echo 1 >$(FUSE_URING_SWITCH); $(call run_pass,LAYERFS_FUSE_TRANSPORT=uring,$(1)); \
+	echo 1 >$(FUSE_URING_SWITCH); $(call run_pass,LAYERFS_FUSE_TRANSPORT=uring $(2),$(1)); \
 	else echo "the io_uring pass of $(firstword $(1)) left out: no $(FUSE_URING_SWITCH)"; fi
 FUSE_DEV_ADVERSARIAL := test_fuse_trap.sh test_shared_mmap.sh test_hard_links.sh test_disk_full.sh \
 	test_daemon_fds.sh test_deep_tree.sh test_commit_big_directory.sh test_long_commit.sh \
@@ -315,12 +319,14 @@ e2e: all
 	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev,tests/e2e $(FUSE_DEV_E2E))
 	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=0,tests/e2e $(FUSE_DEV_NO_PASSTHROUGH_E2E))
 	$(call uring_pass,tests/e2e $(FUSE_URING_E2E))
+	$(call uring_pass,tests/e2e $(FUSE_URING_NO_PASSTHROUGH_E2E),LAYERFS_FUSE_PASSTHROUGH=0)
 	$(end_passes)
 
-# The io_uring pass alone.
+# The io_uring passes alone.
 e2e-uring: all
 	@rm -f $(FAILED_PASSES)
 	$(call uring_pass,tests/e2e $(FUSE_URING_E2E))
+	$(call uring_pass,tests/e2e $(FUSE_URING_NO_PASSTHROUGH_E2E),LAYERFS_FUSE_PASSTHROUGH=0)
 	$(end_passes)
 
 # Sandboxes at once under faults: SIGKILLed daemons, commands and CLI calls, reclaim
