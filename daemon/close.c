@@ -125,8 +125,8 @@ json_t *call_close(daemon_state *d, bool force, pid_t closer, const char *why) {
 
 void close_on_signal(daemon_state *d, const struct signalfd_siginfo *si) {
         const char *name = sigabbrev_np((int)si->ssi_signo);
-        _cleanup_free_ char *why = xasprintf("SIG%s from pid %u, uid %u", name ? name : "?", si->ssi_pid,
-                                             si->ssi_uid);
+        _cleanup_free_ char *why =
+                xasprintf("SIG%s from pid %u, uid %u", name ? name : "?", si->ssi_pid, si->ssi_uid);
         pthread_mutex_lock(&d->lock);
         if (d->closing) {
                 /* Nothing to add: the close under way goes on to its end. */

@@ -65,16 +65,16 @@ static int directory_identity(const char *path, home_identity *id) {
 }
 
 int lfs_linux_label_place(const lfs_sandbox_ref *sb, lfs_error **err) {
-        home_identity id;
+        home_identity id = { 0 };
         int r = directory_identity(sb->home, &id);
         if (r < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot read what the home %s is: %s", sb->home,
                                 strerror(-r));
         _cleanup_free_ char *label = xasprintf(
                 "1 %s %s %llu %llu %llu %llu %llu %lld %u %s", sb->instance, lfs_network_name(sb->network),
-                (unsigned long long)id.mnt_ns, (unsigned long long)id.root_dev, (unsigned long long)id.root_ino,
-                (unsigned long long)id.dev, (unsigned long long)id.ino, (long long)id.born_sec, id.born_nsec,
-                sb->home);
+                (unsigned long long)id.mnt_ns, (unsigned long long)id.root_dev,
+                (unsigned long long)id.root_ino, (unsigned long long)id.dev, (unsigned long long)id.ino,
+                (long long)id.born_sec, id.born_nsec, sb->home);
         _cleanup_close_ int fd = lfs_cgroup_open(sb->place);
         if (fd < 0 || fsetxattr(fd, HOME_LABEL, label, strlen(label), 0) < 0)
                 return lfs_fail(err, LFS_FAILED, fd < 0 ? -fd : errno,
@@ -131,31 +131,28 @@ static bool sandbox_name(const char *name, const char *home, char **ret_project,
         if (!dash)
                 return false;
         *dash = 0;
-        if (lfs_check_project_name(project, NULL) < 0 || lfs_parse_whole("sandbox", dash + 1, 1, INT32_MAX, &n, NULL) < 0)
+        if (lfs_check_project_name(project, NULL) < 0 ||
+            lfs_parse_whole("sandbox", dash + 1, 1, INT32_MAX, &n, NULL) < 0)
                 return false;
         *ret_project = TAKE_PTR(project);
         *ret_number = (int)n;
         return true;
 }
 
-/* Whether the home of the label is where it was, as it was: the same directory, still
- * holding its records. A home whose records (home.db) are gone is gone for its
- * Sandboxes even while its directory stays (rm -rf stops at a Sandbox's mounts). */
-static bool home_there(const labelled *l) {
-        home_identity now;
-        if (directory_identity(l->home, &now) < 0 || now.dev != l->id.dev || now.ino != l->id.ino ||
-            now.born_sec != l->id.born_sec || now.born_nsec != l->id.born_nsec)
-                return false;
-        _cleanup_free_ char *db = xasprintf("%s/home.db", l->home);
-        return access(db, F_OK) == 0 || errno != ENOENT;
-}
-
-/* The same directory as at create, its records gone: what the Sandbox left in it (its
- * mounts and directory) is still there to remove. */
+/* The label's home directory is still at its path, the same one (device, inode, birth
+ * time): what the Sandbox left in it (its mounts and directory) is there to remove. */
 static bool home_directory_stays(const labelled *l) {
-        home_identity now;
+        home_identity now = { 0 };
         return directory_identity(l->home, &now) == 0 && now.dev == l->id.dev && now.ino == l->id.ino &&
                now.born_sec == l->id.born_sec && now.born_nsec == l->id.born_nsec;
+}
+
+/* Whether the label's home is there: its directory, still holding its records. A home
+ * whose records (home.db) are gone is gone for its Sandboxes even while its directory
+ * stays (rm -rf stops at a Sandbox's mounts). */
+static bool home_there(const labelled *l) {
+        _cleanup_free_ char *db = xasprintf("%s/home.db", l->home);
+        return home_directory_stays(l) && (access(db, F_OK) == 0 || errno != ENOENT);
 }
 
 /* Ends and removes the Sandbox of place, whose home is gone. */
@@ -186,7 +183,7 @@ int lfs_linux_reclaim_orphans(lfs_orphan_fn fn, void *userdata) {
                 lfs_error_free(e); /* no cgroups of ours here, or none this caller can read */
                 return 0;
         }
-        home_identity view;
+        home_identity view = { 0 };
         int r = own_view(&view);
         if (r < 0)
                 return r;
@@ -205,14 +202,15 @@ int lfs_linux_reclaim_orphans(lfs_orphan_fn fn, void *userdata) {
                 int number = 0;
                 if (k == 0)
                         continue; /* not a labelled Sandbox's: never ours to judge */
-                if (k < 0 || !sandbox_name(de->d_name, l.home, &project, &number)) {
+                if (k < 0 || !l.home || !sandbox_name(de->d_name, l.home, &project, &number)) {
                         _cleanup_free_ char *why = xasprintf(
                                 "the cgroup %s: its label (%s) does not name its home as a create writes it",
                                 place, HOME_LABEL);
                         fn(userdata, home ? home : "", de->d_name, 0, place, why);
                         continue;
                 }
-                if (l.id.mnt_ns != view.mnt_ns || l.id.root_dev != view.root_dev || l.id.root_ino != view.root_ino) {
+                if (l.id.mnt_ns != view.mnt_ns || l.id.root_dev != view.root_dev ||
+                    l.id.root_ino != view.root_ino) {
                         /* Its home's path means something only there: it may well exist. */
                         if (!home_there(&l)) {
                                 _cleanup_free_ char *why = xasprintf(
@@ -220,7 +218,8 @@ int lfs_linux_reclaim_orphans(lfs_orphan_fn fn, void *userdata) {
                                         "directory than this reclaim's, where its home %s may still be; run "
                                         "the reclaim there",
                                         place, l.home);
-                                _cleanup_free_ char *dir = xasprintf("%s/sandboxes/%s-%d", l.home, project, number);
+                                _cleanup_free_ char *dir =
+                                        xasprintf("%s/sandboxes/%s-%d", l.home, project, number);
                                 fn(userdata, l.home, project, number, dir, why);
                         }
                         continue;
