@@ -153,6 +153,11 @@ typedef void (*lfs_process_fn)(void *userdata, pid_t pid, const char *command);
  * go of its own mounts there. */
 typedef void (*lfs_teardown_hook)(void *userdata);
 
+/* A Sandbox whose home is gone, found by reclaim_orphans: its home's path, project and
+ * number, its directory; left_alone NULL when it was removed, else why not. */
+typedef void (*lfs_orphan_fn)(void *userdata, const char *home, const char *project, int number,
+                              const char *dir, const char *left_alone);
+
 typedef struct lfs_runtime {
         /* What a record of it names as its runtime: "native", "namespaces", "docker", "vm". */
         const char *name;
@@ -217,6 +222,10 @@ typedef struct lfs_runtime {
          * whatever it left, processes, mounts, place, directory. 0, or a negative errno and
          * *ret_why saying what stayed. */
         int (*reclaim)(const lfs_sandbox_ref *sb, char **ret_why);
+        /* The places of Sandboxes of any home whose home is gone (deleted, or made again),
+         * which no record names any more: each is ended and removed, and fn told. Never one
+         * whose home is there, nor one it cannot tell (fn is told why). NULL: none. */
+        int (*reclaim_orphans)(lfs_orphan_fn fn, void *userdata);
 } lfs_runtime;
 
 /* The native runtime (linux/native.c): every command in a cgroup of its own. */

@@ -24,7 +24,7 @@ static json_t *handle_SANDBOX_CLOSE(daemon_state *d, const call_request *r) {
         bool force;
         if (lfs_proto_arg_bool(r->args, r->call, "force", false, &force, &e) < 0)
                 return lfs_proto_error(e);
-        return call_close(d, force, r->peer_pid);
+        return call_close(d, force, r->peer_pid, force ? "sandbox close --force" : "sandbox close");
 }
 
 static json_t *handle_SANDBOX_EVENTS(daemon_state *d, const call_request *r) {

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The Sandbox's end, from inside: sandbox.close and the idle close. */
+#include <signal.h>
+#include <sys/signalfd.h>
+
 #include "daemon.h"
+#include "fault.h"
 #include "log.h"
 #include "codec.h"
 
@@ -54,6 +58,7 @@ void idle_gc(daemon_state *d) {
 int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
+        lfs_fault_point("close-begun"); /* logged, refusing calls, nothing ended yet */
         wake_followers(d); /* followers of sandbox events end */
         /* Whatever reads a Workspace stops now; then nothing holds them. */
         for (int i = 0; i < MAX_WORKSPACES; i++)
@@ -93,9 +98,10 @@ int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why
         return r;
 }
 
-/* Called with d->lock held (dispatch); without --force, releases it for the dirty checks.
- * With --force it cancels whatever reads a Workspace (teardown). */
-json_t *call_close(daemon_state *d, bool force, pid_t closer) {
+/* Called with d->lock held (dispatch, close_on_signal); without --force, releases it for
+ * the dirty checks. With --force it cancels whatever reads a Workspace (teardown). why says
+ * who asked, for the log. */
+json_t *call_close(daemon_state *d, bool force, pid_t closer, const char *why) {
         bool dirty[MAX_WORKSPACES];
         if (!force && !check_dirty(d, dirty))
                 return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
@@ -107,7 +113,7 @@ json_t *call_close(daemon_state *d, bool force, pid_t closer) {
                                 "commit them, or close with --force to drop them",
                                 d->ws[i].branch, d->number);
         _cleanup_free_ char *left = NULL;
-        int r = close_sandbox(d, force ? "sandbox close --force" : "sandbox close", closer, &left);
+        int r = close_sandbox(d, why, closer, &left);
         if (r < 0)
                 return lfs_proto_errorf(
                         LFS_FAILED,
@@ -115,4 +121,25 @@ json_t *call_close(daemon_state *d, bool force, pid_t closer) {
                         "'layerfs runtime reclaim' can finish once that is fixed",
                         d->number, left ? left : strerror(-r));
         return lfs_proto_done();
+}
+
+void close_on_signal(daemon_state *d, const struct signalfd_siginfo *si) {
+        const char *name = sigabbrev_np((int)si->ssi_signo);
+        _cleanup_free_ char *why =
+                xasprintf("SIG%s from pid %u, uid %u", name ? name : "?", si->ssi_pid, si->ssi_uid);
+        pthread_mutex_lock(&d->lock);
+        if (d->closing) {
+                /* Nothing to add: the close under way goes on to its end. */
+                log_line("%s while sandbox %d closes: the close goes on", why, d->number);
+        } else {
+                /* No closer waits to reclaim the place: the daemon steps out of it and removes
+                 * it all itself, as the idle close does. */
+                json_t *answer = call_close(d, false, 0, why);
+                _cleanup_error_ lfs_error *refused = NULL;
+                if (lfs_proto_parse_answer(answer, NULL, &refused) < 0)
+                        log_line("%s: sandbox %d stays open: %s: %s", why, d->number,
+                                 lfs_code_name(refused->code), refused->message);
+                json_decref(answer);
+        }
+        pthread_mutex_unlock(&d->lock);
 }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -304,10 +305,14 @@ static bool mounted_any(daemon_state *d) {
         return false;
 }
 
+/* The accept loop's fds before the refused connections: the socket, wake_fd, the two
+ * watchers' and signal_fd. */
+#define FIXED_POLLED 5
+
 /* Accepts clients until the Sandbox closes. With no Workspace mounted, no command
  * running and no request (one with the token: see last_activity_ms) for idle_ms, the
- * daemon closes the Sandbox itself. The only timer is that one deadline: an idle daemon
- * sleeps in poll. */
+ * daemon closes the Sandbox itself; SIGTERM, SIGINT and SIGHUP close it too
+ * (close_on_signal). The only timer is that one deadline: an idle daemon sleeps in poll. */
 void control_serve(daemon_state *d, int lfd, long long idle_ms) {
         spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         bool paused = false;
@@ -337,19 +342,20 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                         }
                         timeout = (int)(left > INT32_MAX ? INT32_MAX : left);
                 }
-                struct pollfd p[4 + MAX_REFUSED] = {
+                struct pollfd p[FIXED_POLLED + MAX_REFUSED] = {
                         { .fd = lfd, .events = paused || evictions_pending ? 0 : POLLIN },
                         { .fd = d->wake_fd, .events = POLLIN },
                         { .fd = d->watcher ? lfs_watcher_fd(d->watcher) : -1, .events = POLLIN },
-                        { .fd = d->proc ? proc_watch_fd(d->proc) : -1, .events = POLLIN }
+                        { .fd = d->proc ? proc_watch_fd(d->proc) : -1, .events = POLLIN },
+                        { .fd = d->signal_fd, .events = POLLIN },
                 };
                 size_t n_polled = n_refused;
                 for (size_t i = 0; i < n_polled; i++)
-                        p[4 + i] = (struct pollfd){ .fd = refused[i], .events = POLLIN };
-                if (poll(p, 4 + n_polled, timeout) < 0 && errno != EINTR)
+                        p[FIXED_POLLED + i] = (struct pollfd){ .fd = refused[i], .events = POLLIN };
+                if (poll(p, FIXED_POLLED + n_polled, timeout) < 0 && errno != EINTR)
                         return;
                 for (size_t i = n_polled; i-- > 0;)
-                        if (p[4 + i].revents) { /* its request (or its end) came: read, let go */
+                        if (p[FIXED_POLLED + i].revents) { /* its request (or its end) came: read, let go */
                                 char sink[4096];
                                 while (recv(refused[i], sink, sizeof(sink), MSG_DONTWAIT) > 0)
                                         ;
@@ -359,6 +365,11 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                         lfs_watcher_consume(d->watcher);
                 if (p[3].revents & POLLIN)
                         proc_watch_consume(d->proc);
+                struct signalfd_siginfo si;
+                if ((p[4].revents & POLLIN) && read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                        close_on_signal(d, &si);
+                        continue; /* closed, or still open (a dirty Workspace): looked at again */
+                }
                 if (p[1].revents & POLLIN) {
                         uint64_t n;
                         (void)!read(d->wake_fd, &n, sizeof(n));

@@ -121,6 +121,10 @@ typedef struct daemon_state {
         pthread_cond_t gone_cond;
         pthread_cond_t ws_released; /* a Workspace's last holder let go */
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
+        /* signalfd of SIGTERM, SIGINT and SIGHUP, blocked in every thread of the daemon
+         * (main blocks them before the first thread starts): the accept loop reads them
+         * and closes the Sandbox (close_on_signal). */
+        int signal_fd;
         /* CLOCK_MONOTONIC ms of the last request that passed its checks (token, version)
          * or the last command's end: the idle close counts from it. A connection that
          * brings no valid request does not keep a Sandbox open. */
@@ -210,7 +214,14 @@ int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why
  * d->gc_after_deletes branches deleted since its last gc; logs what it did. A request
  * meanwhile waits for it (a mount pins under the gc's lock) and keeps the Sandbox open. */
 void idle_gc(daemon_state *d);
-json_t *call_close(daemon_state *d, bool force, pid_t closer);
+/* sandbox.close: Dirty unless force, else close_sandbox (why: who asked, for the log). */
+json_t *call_close(daemon_state *d, bool force, pid_t closer, const char *why);
+/* SIGTERM, SIGINT or SIGHUP, read from d->signal_fd by the accept loop: the close of
+ * sandbox.close without --force (a dirty Workspace keeps the Sandbox open, and the log
+ * says so), its log naming the signal and its sender; during a close, only logged.
+ * Without d->lock held. */
+struct signalfd_siginfo;
+void close_on_signal(daemon_state *d, const struct signalfd_siginfo *si);
 
 /* workspace.exec: runs req's command in a new leaf of the Sandbox's cgroup with the
  * client's stdin, stdout and stderr (fds, passed with the request), or with tty on a

@@ -22,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <linux/keyctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -343,6 +344,22 @@ int main(int argc, char **argv) {
         d.host_gid = lfs_host_id(&d.sb, d.gid);
         if (leave_session_keyring() < 0) {
                 fprintf(stderr, "cannot join a session keyring of its own: %s\n", strerror(errno));
+                return 1;
+        }
+        /* SIGTERM, SIGINT and SIGHUP (kill, systemctl stop, a hang-up) close the Sandbox as
+         * sandbox.close does: blocked here, before the first thread, so in every thread,
+         * and read from a signalfd by the accept loop, which runs the close; no handler
+         * does any work. A second one during the close waits, blocked, and ends nothing.
+         * Commands start with an empty mask (cgroup/spawn.c). */
+        sigset_t closing_signals;
+        sigemptyset(&closing_signals);
+        sigaddset(&closing_signals, SIGTERM);
+        sigaddset(&closing_signals, SIGINT);
+        sigaddset(&closing_signals, SIGHUP);
+        if (pthread_sigmask(SIG_BLOCK, &closing_signals, NULL) != 0 ||
+            (d.signal_fd = signalfd(-1, &closing_signals, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+                fprintf(stderr, "cannot take SIGTERM, SIGINT and SIGHUP through a signalfd: %s\n",
+                        strerror(errno));
                 return 1;
         }
         signal(SIGPIPE, SIG_IGN);

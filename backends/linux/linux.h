@@ -54,5 +54,9 @@ int lfs_linux_signal(const lfs_sandbox_ref *sb, pid_t pid, int sig);
 int lfs_linux_teardown(const lfs_sandbox_ref *sb, bool leave_place, lfs_teardown_hook hook, void *userdata,
                        char **ret_why);
 int lfs_linux_reclaim(const lfs_sandbox_ref *sb, char **ret_why);
+/* orphans.c: labels sb's cgroup with its home (create, before the daemon starts), and the
+ * runtimes' reclaim_orphans over the labelled cgroups of the cgroup root. */
+int lfs_linux_label_place(const lfs_sandbox_ref *sb, lfs_error **err);
+int lfs_linux_reclaim_orphans(lfs_orphan_fn fn, void *userdata);
 
 #endif

@@ -562,4 +562,5 @@ const lfs_runtime lfs_runtime_namespaces = {
         .signal = lfs_linux_signal,
         .teardown = namespaces_teardown,
         .reclaim = namespaces_reclaim,
+        .reclaim_orphans = lfs_linux_reclaim_orphans,
 };

@@ -215,6 +215,9 @@ int lfs_linux_start_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *st
         if ((r = lfs_cgroup_make(dirname(root))) < 0 || (r = lfs_cgroup_make(sb->place)) < 0 ||
             (r = lfs_cgroup_make(leaf)) < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "cannot make the cgroup %s: %s", leaf, strerror(-r));
+        /* Before anything runs there: a reclaim finds it once its home is gone. */
+        if ((r = lfs_linux_label_place(sb, err)) < 0)
+                return r;
         /* Before the daemon starts: nothing of the Sandbox ever runs unlimited. */
         if (start->limits && (r = lfs_linux_apply_limits(sb->place, start->limits, err)) < 0)
                 return r;
@@ -472,4 +475,5 @@ const lfs_runtime lfs_runtime_native = {
         .signal = lfs_linux_signal,
         .teardown = lfs_linux_teardown,
         .reclaim = lfs_linux_reclaim,
+        .reclaim_orphans = lfs_linux_reclaim_orphans,
 };

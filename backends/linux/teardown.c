@@ -128,9 +128,9 @@ int lfs_unmount_beneath(const char *dir, char **ret_left) {
 }
 
 int lfs_sandbox_remove(const char *cgroup, const char *dir, char **ret_why) {
-        _cleanup_free_ char *left = NULL, *failed = NULL, *parent = xstrdup(dir);
+        _cleanup_free_ char *left = NULL, *failed = NULL, *parent = dir ? xstrdup(dir) : NULL;
         char *why = NULL;
-        int r = lfs_unmount_beneath(dir, &left);
+        int r = dir ? lfs_unmount_beneath(dir, &left) : 0;
         if (r < 0)
                 why = xasprintf("still mounted: %s", left);
         int k = cgroup ? lfs_cgroup_remove_tree(cgroup, 5000) : 0;
@@ -140,7 +140,7 @@ int lfs_sandbox_remove(const char *cgroup, const char *dir, char **ret_why) {
                 r = k;
         /* The directory last, beneath its parent: never through a symlink, never into
          * a mount that stayed. */
-        char *slash = strrchr(parent, '/');
+        char *slash = parent ? strrchr(parent, '/') : NULL;
         if (slash && slash != parent) {
                 *slash = 0;
                 _cleanup_close_ int parent_fd =

@@ -21,9 +21,10 @@ int lfs_sandbox_end_processes(const char *cgroup, int timeout_ms, char **ret_why
  * *ret_left naming the mounts that stayed. */
 int lfs_unmount_beneath(const char *dir, char **ret_left);
 
-/* After the processes ended: the mounts below dir, the cgroup subtree (may be NULL)
- * and dir itself, never following a symlink or crossing into a mount. 0 when none of
- * it is left; else a negative errno and *ret_why saying what stayed. */
+/* After the processes ended: the mounts below dir, the cgroup subtree and dir itself
+ * (either may be NULL: a Sandbox whose home is gone has no directory of its own left), never following a
+ * symlink or crossing into a mount. 0 when none of it is left; else a negative errno and *ret_why saying
+ * what stayed. */
 int lfs_sandbox_remove(const char *cgroup, const char *dir, char **ret_why);
 
 #endif

@@ -140,10 +140,34 @@ int lfs_reclaim_with(lfs_home *home, sqlite3 *db, lfs_reclaimed **ret, size_t *r
         return 0;
 }
 
-int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err) {
+static void orphan_found(void *userdata, const char *home, const char *project, int number, const char *dir,
+                         const char *left_alone) {
+        (void)home; /* dir names it */
+        reclaimed_add(userdata, project, number, dir, left_alone);
+}
+
+/* The Sandboxes of every home that is gone, through each runtime that keeps places on
+ * this host (linux's two share one cgroup root: swept once). */
+static void reclaim_orphans(reclaim_state *s) {
+        int (*swept[4])(lfs_orphan_fn, void *) = { NULL };
+        size_t n_swept = 0;
+        for (size_t i = 0; i < lfs_n_platforms; i++) {
+                const lfs_runtime *rts[] = { lfs_platforms[i].runtime, lfs_platforms[i].preferred };
+                for (size_t k = 0; k < ELEMENTSOF(rts); k++) {
+                        bool done = !rts[k] || !rts[k]->reclaim_orphans;
+                        for (size_t j = 0; j < n_swept && !done; j++)
+                                done = swept[j] == rts[k]->reclaim_orphans;
+                        if (done || n_swept == ELEMENTSOF(swept))
+                                continue;
+                        swept[n_swept++] = rts[k]->reclaim_orphans;
+                        (void)rts[k]->reclaim_orphans(orphan_found, s);
+                }
+        }
+}
+
+/* The Sandboxes of this home whose daemon is gone. */
+static int reclaim_home(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err) {
         _cleanup_free_ char *path = xasprintf("%s/home.db", home->path);
-        *ret = NULL;
-        *ret_n = 0;
         if (access(path, F_OK) < 0)
                 return 0;
         /* A 'sandboxes' that is not the home's own: nothing below it is touched. */
@@ -157,4 +181,18 @@ int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_
         r = lfs_reclaim_with(home, db, ret, ret_n, err);
         lfs_records_close(db);
         return r;
+}
+
+int lfs_runtime_reclaim(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err) {
+        *ret = NULL;
+        *ret_n = 0;
+        int r = reclaim_home(home, ret, ret_n, err);
+        if (r < 0)
+                return r;
+        /* Then those of the homes that are gone, which no home's records name. */
+        reclaim_state s = { .home = home, .out = *ret, .n = *ret_n, .cap = *ret_n };
+        reclaim_orphans(&s);
+        *ret = s.out;
+        *ret_n = s.n;
+        return 0;
 }
