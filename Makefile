@@ -397,6 +397,7 @@ bench: deps all
 	BUILD=$(BUILD) bench/store_vs_git.sh
 	BENCH_BIG_MIB=1024 BUILD=$(BUILD) bench/workspace_fs.sh
 	BUILD=$(BUILD) bench/runtime.sh
+	BUILD=$(BUILD) bench/watcher.sh
 	BUILD=$(BUILD) bench/lifecycle.sh
 	$(MAKE) bench-scale
 
