@@ -266,7 +266,8 @@ int main(int argc, char **argv) {
         int n = atoi(argv[2]);
         /* fork's BPF programs: their counts before the trials, and the kernel counting. */
         int progs = !strcmp(argv[1], "fork") ? argc - 3 : 0, stats = -1;
-        uint64_t *ns = calloc((size_t)progs + 1, sizeof(*ns)), *runs = calloc((size_t)progs + 1, sizeof(*runs));
+        uint64_t *ns = calloc((size_t)progs + 1, sizeof(*ns)),
+                 *runs = calloc((size_t)progs + 1, sizeof(*runs));
         if (progs) {
                 union bpf_attr attr = { .enable_stats = { .type = BPF_STATS_RUN_TIME } };
                 if ((stats = bpf_call(BPF_ENABLE_STATS, &attr)) < 0)

@@ -154,7 +154,8 @@ static int cgroup_id(const char *path, uint64_t *ret) {
 /* The daemon's own leaf is left out: the programs report every task of the Sandbox. */
 static int on_event(void *ctx, void *data, size_t size) {
         lfs_watcher *w = ctx;
-        if (size >= sizeof(struct watch_event) && ((const struct watch_event *)data)->cgroup_id != w->daemon_id)
+        if (size >= sizeof(struct watch_event) &&
+            ((const struct watch_event *)data)->cgroup_id != w->daemon_id)
                 w->fn(w->userdata, data);
         return 0;
 }
@@ -227,8 +228,8 @@ int lfs_watcher_open(const char *sandbox_cgroup, const char *daemon_leaf, lfs_wa
                 return -ENOMEM;
         *w = (lfs_watcher){ .set = WATCHER_SET_NONE, .ring = -1, .fn = fn, .userdata = userdata };
         int r;
-        if ((r = cgroup_id(sandbox_cgroup, &w->sandbox_id)) < 0 || (r = cgroup_id(daemon_leaf, &w->daemon_id)) < 0 ||
-            (r = join_root(w, sandbox_cgroup)) < 0) {
+        if ((r = cgroup_id(sandbox_cgroup, &w->sandbox_id)) < 0 ||
+            (r = cgroup_id(daemon_leaf, &w->daemon_id)) < 0 || (r = join_root(w, sandbox_cgroup)) < 0) {
                 lfs_watcher_close(w);
                 return r;
         }

@@ -40,7 +40,8 @@ static int bpf_call(int cmd, union bpf_attr *attr) {
 }
 
 static int info_of(int fd, void *info, uint32_t len) {
-        union bpf_attr attr = { .info = { .bpf_fd = (uint32_t)fd, .info_len = len, .info = (uintptr_t)info } };
+        union bpf_attr attr = { .info = {
+                                        .bpf_fd = (uint32_t)fd, .info_len = len, .info = (uintptr_t)info } };
         return bpf_call(BPF_OBJ_GET_INFO_BY_FD, &attr);
 }
 
@@ -157,7 +158,7 @@ int lfs_watcher_forget(const char *root, uint64_t sandbox) {
         _cleanup_close_ int root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root_fd < 0)
                 return errno == ENOENT ? 0 : -errno;
-        watcher_set set;
+        watcher_set set = WATCHER_SET_NONE;
         int r = lfs_watcher_set_find(root_fd, &set);
         if (r < 0)
                 return r == -ENOENT ? 0 : r;
