@@ -47,7 +47,7 @@ CGROUP_INC := $(BASE_INC) -Icgroup
 # codec; the library, the daemon and later the VM agent speak through it.
 PROTO_INC := $(BASE_INC) -Iproto -I$(BUILD)
 BPF_INC := $(CGROUP_INC) -Ibpf -I$(BUILD)/bpf
-BACKENDS_INC := $(CGROUP_INC) -Ibackends
+BACKENDS_INC := $(CGROUP_INC) -Ibpf -Ibackends
 CLIENT_INC := $(STORE_INC) -Icgroup -Ibackends -Iproto -Iuserspace-lib/client -I$(BUILD)
 DAEMON_INC := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Idaemon
 CLI_INC := $(BASE_INC) -Icli -I$(BUILD)
@@ -72,7 +72,8 @@ ALL_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -fvisibility=hidden $(LAYER_
 LIBS := $(PKG_LIBS)
 LDFLAGS += $(EXTRA_LDFLAGS)
 
-LIB_SRC := $(wildcard userspace-lib/base/*.c userspace-lib/store/*.c cgroup/*.c backends/*.c backends/*/*.c userspace-lib/client/*.c proto/*.c)
+LIB_SRC := $(wildcard userspace-lib/base/*.c userspace-lib/store/*.c cgroup/*.c backends/*.c backends/*/*.c userspace-lib/client/*.c proto/*.c) \
+	bpf/watcher_set.c
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -171,7 +172,7 @@ $(BUILD)/dirs: FORCE
 	@printf '%s\n' '$(VERSION)' '$(BINDIR)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(DAEMON_PATH)' >$@.tmp
 	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 
-HEADERS := $(wildcard include/*.h userspace-lib/*/*.h cgroup/*.h backends/*.h backends/*/*.h proto/*.h cli/*.h tests/unit/*.h)
+HEADERS := $(wildcard include/*.h userspace-lib/*/*.h cgroup/*.h bpf/*.h backends/*.h backends/*/*.h proto/*.h cli/*.h tests/unit/*.h)
 # Each folder's include paths (the layers above).
 $(BUILD)/userspace-lib/base/%.o: LAYER_INC = $(BASE_INC)
 $(BUILD)/userspace-lib/store/%.o: LAYER_INC = $(STORE_INC)
@@ -252,7 +253,7 @@ $(BUILD)/bpf/watcher.bpf.o: bpf/watcher.bpf.c bpf/watcher.h
 $(BUILD)/bpf/watcher.skel.h: $(BUILD)/bpf/watcher.bpf.o
 	bpftool gen skeleton $< name watcher_bpf > $@
 
-$(BUILD)/bpf/watcher.o: bpf/watcher.c bpf/watcher.h bpf/bpf_watcher.h $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
+$(BUILD)/bpf/watcher.o: bpf/watcher.c $(HEADERS) $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(BUILD)/liblayerfs.a
@@ -392,7 +393,7 @@ lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	bash tests/lint/test_layers.sh
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck -j $(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c cli daemon init tests bench
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c bpf/watcher_set.c cli daemon init tests bench
 	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c bench/lifecycle_floor.c | \
 		xargs -P $(LINT_JOBS) -n 16 sh -c 'clang-tidy --quiet "$$@" -- $(TIDY_FLAGS)' clang-tidy
 
@@ -403,6 +404,7 @@ bench: deps all
 	BUILD=$(BUILD) bench/store_vs_git.sh
 	BENCH_BIG_MIB=1024 BUILD=$(BUILD) bench/workspace_fs.sh
 	BUILD=$(BUILD) bench/runtime.sh
+	BUILD=$(BUILD) bench/watcher.sh
 	BUILD=$(BUILD) bench/lifecycle.sh
 	$(MAKE) bench-scale
 

@@ -4,6 +4,14 @@
  * measured here with no LayerFS code in the way:
  *
  *   lifecycle-floor spawn N           posix_spawn of /bin/true and its wait, N times
+ *   lifecycle-floor fork N [PROG...]  fork of a child that exits at once, and its wait, N
+ *                                     times: a process's start and end on the host, where
+ *                                     every attached sched_process_fork and _exit program
+ *                                     runs (bench/watcher.sh). With the ids of BPF programs,
+ *                                     a third figure: the sum of their mean run times (ns),
+ *                                     from the kernel's own count (BPF_ENABLE_STATS, on
+ *                                     while this runs), i.e. what they add to each process
+ *                                     of the host whatever else keeps the machine busy
  *   lifecycle-floor clone3 N PARENT   mkdir of a cgroup below PARENT, clone3(CLONE_INTO_CGROUP)
  *                                     of /bin/true into it, its wait, rmdir; N times
  *   lifecycle-floor kill N PARENT P   a tree of P processes (half plain children of a shell,
@@ -17,10 +25,12 @@
  *                                     pre-started daemon to step into one (cgroup2 refuses
  *                                     to rename a cgroup: EPERM), 0.1 s apart
  *
- * Each prints one line: "median_us p99_us" over the N trials. Needs root for the cgroups.
+ * Each prints one line: "median_us p99_us" over the N trials (fork with programs: and their
+ * sum). Needs root for the cgroups.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/bpf.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -53,11 +63,12 @@ static int by_value(const void *a, const void *b) {
         return (x > y) - (x < y);
 }
 
-/* The median and the 99th percentile (nearest rank) of n samples. */
+/* The median and the 99th percentile (nearest rank) of n samples (the line's end is the
+ * caller's). */
 static void report(int64_t *samples, int n) {
         qsort(samples, (size_t)n, sizeof(*samples), by_value);
         int p99 = (99 * n + 99) / 100 - 1;
-        printf("%lld %lld\n", (long long)samples[(n - 1) / 2], (long long)samples[p99 < n ? p99 : n - 1]);
+        printf("%lld %lld", (long long)samples[(n - 1) / 2], (long long)samples[p99 < n ? p99 : n - 1]);
 }
 
 static void wait_child(pid_t pid) {
@@ -103,6 +114,38 @@ static int64_t spawn_once(void) {
                 die("posix_spawn /bin/true");
         wait_child(pid);
         return now_us() - start;
+}
+
+static int64_t fork_once(void) {
+        int64_t start = now_us();
+        pid_t pid = fork();
+        if (pid == 0)
+                _exit(0);
+        if (pid < 0)
+                die("fork");
+        wait_child(pid);
+        return now_us() - start;
+}
+
+static int bpf_call(int cmd, union bpf_attr *attr) {
+        return (int)syscall(SYS_bpf, cmd, attr, sizeof(*attr));
+}
+
+/* The run time and count the kernel has summed for BPF program id so far. */
+static void prog_runs(uint32_t id, uint64_t *ret_ns, uint64_t *ret_count) {
+        union bpf_attr attr = { .prog_id = id };
+        int fd = bpf_call(BPF_PROG_GET_FD_BY_ID, &attr);
+        if (fd < 0)
+                die("BPF_PROG_GET_FD_BY_ID");
+        struct bpf_prog_info info = { 0 };
+        attr = (union bpf_attr){ .info = { .bpf_fd = (uint32_t)fd,
+                                           .info_len = sizeof(info),
+                                           .info = (uint64_t)(uintptr_t)&info } };
+        if (bpf_call(BPF_OBJ_GET_INFO_BY_FD, &attr) < 0)
+                die("BPF_OBJ_GET_INFO_BY_FD");
+        close(fd);
+        *ret_ns = info.run_time_ns;
+        *ret_count = info.run_cnt;
 }
 
 static int64_t clone3_once(const char *parent, int i) {
@@ -217,16 +260,29 @@ static int64_t move_once(const char *parent, int i, int n) {
 int main(int argc, char **argv) {
         if (argc < 3 || atoi(argv[2]) < 1) {
                 fprintf(stderr,
-                        "usage: lifecycle-floor spawn N | clone3 N PARENT | move N PARENT | kill N PARENT PROCS\n");
+                        "usage: lifecycle-floor spawn N | fork N | clone3 N PARENT | move N PARENT | kill N PARENT PROCS\n");
                 return 2;
         }
         int n = atoi(argv[2]);
+        /* fork's BPF programs: their counts before the trials, and the kernel counting. */
+        int progs = !strcmp(argv[1], "fork") ? argc - 3 : 0, stats = -1;
+        uint64_t *ns = calloc((size_t)progs + 1, sizeof(*ns)),
+                 *runs = calloc((size_t)progs + 1, sizeof(*runs));
+        if (progs) {
+                union bpf_attr attr = { .enable_stats = { .type = BPF_STATS_RUN_TIME } };
+                if ((stats = bpf_call(BPF_ENABLE_STATS, &attr)) < 0)
+                        die("BPF_ENABLE_STATS");
+        }
+        for (int p = 0; p < progs; p++)
+                prog_runs((uint32_t)atoi(argv[3 + p]), &ns[p], &runs[p]);
         int64_t *samples = calloc((size_t)n, sizeof(*samples));
         if (!samples)
                 die("calloc");
         for (int i = 0; i < n; i++) {
                 if (!strcmp(argv[1], "spawn"))
                         samples[i] = spawn_once();
+                else if (!strcmp(argv[1], "fork"))
+                        samples[i] = fork_once();
                 else if (!strcmp(argv[1], "clone3") && argc == 4)
                         samples[i] = clone3_once(argv[3], i);
                 else if (!strcmp(argv[1], "move") && argc == 4)
@@ -239,6 +295,19 @@ int main(int argc, char **argv) {
                 }
         }
         report(samples, n);
+        if (progs) {
+                double sum = 0;
+                for (int p = 0; p < progs; p++) {
+                        uint64_t t, k;
+                        prog_runs((uint32_t)atoi(argv[3 + p]), &t, &k);
+                        sum += k > runs[p] ? (double)(t - ns[p]) / (double)(k - runs[p]) : 0;
+                }
+                close(stats);
+                printf(" %.0f", sum);
+        }
+        printf("\n");
+        free(ns);
+        free(runs);
         free(samples);
         return 0;
 }

@@ -3,18 +3,26 @@
 #ifndef LFS_BPF_WATCHER_H
 #define LFS_BPF_WATCHER_H
 
+#include <stdbool.h>
+
 #include "watcher.h"
 
 typedef struct lfs_watcher lfs_watcher;
 typedef void (*lfs_watch_fn)(void *userdata, const struct watch_event *e);
 
-/* Loads and attaches the program for the Sandbox whose cgroup is sandbox_cgroup, leaving
- * out the daemon's own leaf; fn gets each event when lfs_watcher_consume runs. */
+/* Watches the Sandbox whose cgroup is sandbox_cgroup (a child of its cgroup root), leaving
+ * out the daemon's own leaf: joins the programs its root's daemons share, or loads them;
+ * fn gets each event when lfs_watcher_consume runs. */
 int lfs_watcher_open(const char *sandbox_cgroup, const char *daemon_leaf, lfs_watch_fn fn, void *userdata,
                      lfs_watcher **ret);
+/* Whether this daemon loaded its root's programs (else it joined those another loaded). */
+bool lfs_watcher_loaded(lfs_watcher *w);
 /* Readable when events wait: for the daemon's poll loop. */
 int lfs_watcher_fd(lfs_watcher *w);
 int lfs_watcher_consume(lfs_watcher *w);
+/* Takes the Sandbox's ring out of the root's map: the programs route it nothing more. */
+void lfs_watcher_leave(lfs_watcher *w);
+/* Leaves, and lets go of the root's programs (the last daemon to let go ends them). */
 void lfs_watcher_close(lfs_watcher *w);
 /* The kernel struct offsets the program needs (cached per boot in /run/layerfs). */
 int lfs_watch_offsets(struct watch_offsets *ret);

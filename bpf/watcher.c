@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Loads watcher.bpf.c for one Sandbox: finds its cgroup's id and level, gives the program
- * the offsets of the kernel structs it reads, attaches it and hands its events to a
- * callback from the daemon's poll loop (the ring buffer's epoll fd: no polling timer).
+ * The daemon's watcher: joins the programs of its Sandbox's cgroup root (watcher_set.c),
+ * or loads and attaches them when the root has none (watcher.bpf.c, given the root's id
+ * and level and the offsets of the kernel structs it reads), puts a ring of its own in
+ * their map under its Sandbox's cgroup id, and hands the ring's events to a callback from
+ * the daemon's poll loop (the ring buffer's epoll fd: no polling timer).
  *
  * The offsets come from the kernel's BTF (/sys/kernel/btf/vmlinux). Parsing it costs
  * ~15 ms, so the first Sandbox after a boot writes them to /run/layerfs/bpf-offsets
@@ -13,6 +15,7 @@
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +25,18 @@
 
 #include "bpf_watcher.h"
 #include "cgroup.h"
+#include "util.h"
 #include "watcher.skel.h"
+#include "watcher_set.h"
 
 #define OFFSETS_DIR "/run/layerfs"
 #define OFFSETS_FILE OFFSETS_DIR "/bpf-offsets"
 
 struct lfs_watcher {
-        struct watcher_bpf *skel;
+        watcher_set set; /* held: the root's programs stay attached while a daemon holds them */
+        uint64_t sandbox_id, daemon_id;
+        int ring; /* this Sandbox's ring, in set.rings under sandbox_id */
+        bool loaded; /* this daemon loaded the set (else it joined one) */
         struct ring_buffer *rb;
         lfs_watch_fn fn;
         void *userdata;
@@ -135,17 +143,19 @@ static int cgroup_level(const char *path, __u32 *ret) {
 }
 
 /* A cgroup2 directory's inode number is its cgroup id. */
-static int cgroup_id(const char *path, __u64 *ret) {
+static int cgroup_id(const char *path, uint64_t *ret) {
         struct stat st;
         if (stat(path, &st) < 0)
                 return -errno;
-        *ret = (__u64)st.st_ino;
+        *ret = (uint64_t)st.st_ino;
         return 0;
 }
 
+/* The daemon's own leaf is left out: the programs report every task of the Sandbox. */
 static int on_event(void *ctx, void *data, size_t size) {
         lfs_watcher *w = ctx;
-        if (size >= sizeof(struct watch_event))
+        if (size >= sizeof(struct watch_event) &&
+            ((const struct watch_event *)data)->cgroup_id != w->daemon_id)
                 w->fn(w->userdata, data);
         return 0;
 }
@@ -157,36 +167,73 @@ static int silent(enum libbpf_print_level level, const char *fmt, va_list ap) {
         return 0;
 }
 
-int lfs_watcher_open(const char *sandbox_cgroup, const char *daemon_leaf, lfs_watch_fn fn, void *userdata,
-                     lfs_watcher **ret) {
+/* Loads and attaches the programs for the cgroup root at path: their links' and map's fds
+ * in ret, which outlive the skeleton. */
+static int load_set(const char *root, watcher_set *ret) {
         struct watch_offsets o = { 0 };
-        __u64 sandbox_id = 0, daemon_id = 0;
+        uint64_t root_id = 0;
         __u32 level = 0;
         int r;
-        if ((r = lfs_watch_offsets(&o)) < 0 || (r = cgroup_id(sandbox_cgroup, &sandbox_id)) < 0 ||
-            (r = cgroup_id(daemon_leaf, &daemon_id)) < 0 || (r = cgroup_level(sandbox_cgroup, &level)) < 0)
+        if ((r = lfs_watch_offsets(&o)) < 0 || (r = cgroup_id(root, &root_id)) < 0 ||
+            (r = cgroup_level(root, &level)) < 0)
                 return r;
         libbpf_set_print(getenv("LAYERFS_BPF_DEBUG") ? NULL : silent);
+        struct watcher_bpf *skel = watcher_bpf__open();
+        if (!skel)
+                return errno ? -errno : -EINVAL;
+        skel->rodata->root_cgroup_id = root_id;
+        skel->rodata->root_level = level;
+        skel->rodata->off = o;
+        if ((r = watcher_bpf__load(skel)) < 0 || (r = watcher_bpf__attach(skel)) < 0) {
+                watcher_bpf__destroy(skel);
+                return r;
+        }
+        watcher_set set = { .fork_link = bpf_link__fd(skel->links.watch_fork),
+                            .exit_link = bpf_link__fd(skel->links.watch_exit),
+                            .rings = fcntl(bpf_map__fd(skel->maps.rings), F_DUPFD_CLOEXEC, 0) };
+        /* The links' fds are ours now: destroying the skeleton closes neither. */
+        bpf_link__disconnect(skel->links.watch_fork);
+        bpf_link__disconnect(skel->links.watch_exit);
+        watcher_bpf__destroy(skel);
+        if (set.rings < 0) {
+                r = -errno;
+                lfs_watcher_set_close(&set);
+                return r;
+        }
+        *ret = set;
+        return 0;
+}
+
+/* Under the root's lock: the root's set, joined or loaded, and this Sandbox's ring in it. */
+static int join_root(lfs_watcher *w, const char *sandbox_cgroup) {
+        _cleanup_free_ char *root = xstrdup(sandbox_cgroup);
+        dirname(root);
+        _cleanup_close_ int root_fd = lfs_watcher_root_lock(root);
+        if (root_fd < 0)
+                return root_fd;
+        int r = lfs_watcher_set_find(root_fd, &w->set);
+        if (r == -ENOENT) {
+                if ((r = load_set(root, &w->set)) < 0)
+                        return r;
+                w->loaded = true;
+                r = lfs_watcher_set_publish(root_fd, &w->set);
+        }
+        return r < 0 ? r : lfs_watcher_set_add(&w->set, w->sandbox_id, &w->ring);
+}
+
+int lfs_watcher_open(const char *sandbox_cgroup, const char *daemon_leaf, lfs_watch_fn fn, void *userdata,
+                     lfs_watcher **ret) {
         lfs_watcher *w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
-        w->fn = fn;
-        w->userdata = userdata;
-        w->skel = watcher_bpf__open();
-        if (!w->skel) {
-                r = errno ? -errno : -EINVAL;
-                free(w);
-                return r;
-        }
-        w->skel->rodata->sandbox_cgroup_id = sandbox_id;
-        w->skel->rodata->sandbox_level = level;
-        w->skel->rodata->daemon_cgroup_id = daemon_id;
-        w->skel->rodata->off = o;
-        if ((r = watcher_bpf__load(w->skel)) < 0 || (r = watcher_bpf__attach(w->skel)) < 0) {
+        *w = (lfs_watcher){ .set = WATCHER_SET_NONE, .ring = -1, .fn = fn, .userdata = userdata };
+        int r;
+        if ((r = cgroup_id(sandbox_cgroup, &w->sandbox_id)) < 0 ||
+            (r = cgroup_id(daemon_leaf, &w->daemon_id)) < 0 || (r = join_root(w, sandbox_cgroup)) < 0) {
                 lfs_watcher_close(w);
                 return r;
         }
-        w->rb = ring_buffer__new(bpf_map__fd(w->skel->maps.events), on_event, w, NULL);
+        w->rb = ring_buffer__new(w->ring, on_event, w, NULL);
         if (!w->rb) {
                 r = errno ? -errno : -ENOMEM;
                 lfs_watcher_close(w);
@@ -194,6 +241,10 @@ int lfs_watcher_open(const char *sandbox_cgroup, const char *daemon_leaf, lfs_wa
         }
         *ret = w;
         return 0;
+}
+
+bool lfs_watcher_loaded(lfs_watcher *w) {
+        return w->loaded;
 }
 
 int lfs_watcher_fd(lfs_watcher *w) {
@@ -204,10 +255,18 @@ int lfs_watcher_consume(lfs_watcher *w) {
         return ring_buffer__consume(w->rb);
 }
 
+void lfs_watcher_leave(lfs_watcher *w) {
+        if (w && w->ring >= 0 && w->set.rings >= 0)
+                lfs_watcher_set_remove(&w->set, w->sandbox_id);
+}
+
 void lfs_watcher_close(lfs_watcher *w) {
         if (!w)
                 return;
+        lfs_watcher_leave(w);
         ring_buffer__free(w->rb);
-        watcher_bpf__destroy(w->skel);
+        if (w->ring >= 0)
+                close(w->ring);
+        lfs_watcher_set_close(&w->set);
         free(w);
 }

@@ -9,6 +9,11 @@
 
 enum { WATCH_FORK = 1, WATCH_EXIT = 2 };
 
+/* One program pair per cgroup root serves every Sandbox below it: each Sandbox's daemon
+ * puts a ring of its own in the root's map, keyed by its Sandbox's cgroup id. */
+#define WATCH_RING_BYTES (256 * 1024) /* a power of 2 pages, as a ring buffer must be */
+#define WATCH_MAX_SANDBOXES 65536 /* per cgroup root; the map is not preallocated */
+
 /* Offsets in the running kernel's structs, read from its BTF by the loader and given to
  * the program as constants: the program itself has no CO-RE relocations, so loading it
  * never makes libbpf parse the kernel's BTF. */
@@ -17,7 +22,7 @@ struct watch_offsets {
 };
 
 struct watch_event {
-        __u64 cgroup_id; /* the process's own cgroup (its command's leaf) */
+        __u64 cgroup_id; /* the current task's own cgroup (for a fork, the parent's) */
         __u64 time_ns; /* CLOCK_MONOTONIC */
         __u32 kind; /* WATCH_FORK or WATCH_EXIT */
         __u32 pid; /* the process (thread group) */

@@ -157,8 +157,10 @@ int start_watcher(daemon_state *d) {
                 return want ? r : 0;
         }
         d->watcher_kind = "bpf";
-        log_line("BPF watcher loaded in %.2f ms",
-                 (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+        log_line("BPF watcher loaded in %.2f ms (%s)",
+                 (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6,
+                 lfs_watcher_loaded(d->watcher) ? "loaded the programs of its cgroup root"
+                                                : "joined the programs of its cgroup root");
         return 0;
 }
 

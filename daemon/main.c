@@ -436,6 +436,8 @@ int main(int argc, char **argv) {
          * END_WAIT_MS. */
         unsigned running = wait_callers_gone(&d);
         log_line("sandbox %d closed", d.number);
+        /* Out of the root's map in any case: the exit would close the ring, not take it out. */
+        lfs_watcher_leave(d.watcher);
         if (!running) { /* else a thread may still be reading them: the exit frees them */
                 lfs_watcher_close(d.watcher);
                 proc_watch_close(d.proc);

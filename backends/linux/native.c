@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -24,6 +25,7 @@
 #include "runtime.h"
 #include "teardown.h"
 #include "util.h"
+#include "watcher_set.h"
 
 /* Where the daemon-to-be moves what it keeps before it takes its final fd numbers (0-3). */
 #define HIGH_FD 10
@@ -445,8 +447,18 @@ int lfs_linux_teardown(const lfs_sandbox_ref *sb, bool leave_place, lfs_teardown
 }
 
 int lfs_linux_reclaim(const lfs_sandbox_ref *sb, char **ret_why) {
+        /* A daemon that was killed left its ring in the map its root's daemons share, under
+         * its Sandbox's cgroup id (the cgroup's inode number, read before it goes). */
+        struct stat st;
+        bool place = sb->place && stat(sb->place, &st) == 0;
         int r = sb->place ? lfs_sandbox_end_processes(sb->place, END_TIMEOUT_MS, ret_why) : 0;
-        return r < 0 ? r : lfs_sandbox_remove(sb->place, sb->dir, ret_why);
+        if (r < 0 || (r = lfs_sandbox_remove(sb->place, sb->dir, ret_why)) < 0 || !place)
+                return r;
+        /* Not a failure of the reclaim if it stays: it receives nothing more (its cgroup is
+         * gone), and it goes with the root's last daemon. */
+        _cleanup_free_ char *root = xstrdup(sb->place);
+        (void)lfs_watcher_forget(dirname(root), (uint64_t)st.st_ino);
+        return r;
 }
 
 /* The host's devpts: the command's view is the host's. */
