@@ -107,8 +107,8 @@ static _Noreturn void daemon_child(const daemon_starter *s, bool in_leaf) {
         if (!in_leaf && write(s->procs_fd, "0", 1) != 1)
                 _exit(126);
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        int out = openat(s->start->dir_fd, "daemon.log", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
-                         0600);
+        int out = openat(s->start->dir_fd, "daemon.log",
+                         O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
         lfs_linux_exec_child(s->start->exe, s->argv, null, out, s->ready_fd, -1);
 }
 
@@ -171,12 +171,12 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
                              .pid = -ECHILD,
                              .pidfd = -1 };
         int r = lfs_run_in_shared_child(daemon_starter_main, &s, CLONE_FILES);
-        if (r != 0 || s.pid < 0)
-                return lfs_fail(err, LFS_FAILED, r < 0 ? -r : s.pid < 0 ? -s.pid : ECHILD, "could not start %s: %s",
-                                start->exe, strerror(r < 0 ? -r : s.pid < 0 ? -s.pid : ECHILD));
+        int why = r < 0 ? -r : r > 0 ? ECHILD : s.pid < 0 ? -s.pid : 0;
+        if (why)
+                return lfs_fail(err, LFS_FAILED, why, "could not start %s: %s", start->exe, strerror(why));
         if (s.pidfd < 0)
-                return lfs_fail(err, LFS_FAILED, s.pidfd_errno, "pidfd_open(%d) of the daemon: %s", (int)s.pid,
-                                strerror(s.pidfd_errno));
+                return lfs_fail(err, LFS_FAILED, s.pidfd_errno, "pidfd_open(%d) of the daemon: %s",
+                                (int)s.pid, strerror(s.pidfd_errno));
         *ret = (lfs_daemon_handle){ .pid = s.pid, .pidfd = s.pidfd };
         return 0;
 }
