@@ -11,8 +11,11 @@ BUILD_PACKAGES := build-essential pkg-config clang bpftool libsqlite3-dev liburi
 CHECK_PACKAGES := clang-format clang-tidy cppcheck sqlite3 procps python3 fuse-overlayfs git rsync \
 	lintian systemd man-db debootstrap linux-perf
 DEBIAN_PACKAGES := $(BUILD_PACKAGES) $(CHECK_PACKAGES)
-# Build-time libraries, through pkg-config.
+# Build-time libraries, through pkg-config. libcrypto's header only: it is not linked but
+# loaded when a long input is first hashed (userspace-lib/base/hash.c), so that no process
+# pays for loading it at its start.
 PKGS := sqlite3 liburing libcrypto jansson libmnl
+LINK_PKGS := $(filter-out libcrypto,$(PKGS))
 
 BUILD ?= build
 CC ?= cc
@@ -151,7 +154,7 @@ deps:
 $(BUILD)/config.mk: Makefile
 	@$(call install_packages,$(BUILD_PACKAGES))
 	@mkdir -p $(@D)
-	@set -e; pkg=$$(pkg-config --cflags $(PKGS)); libs=$$(pkg-config --libs $(PKGS)); \
+	@set -e; pkg=$$(pkg-config --cflags $(PKGS)); libs=$$(pkg-config --libs $(LINK_PKGS)); \
 	fuse=$$(pkg-config --cflags fuse3); fuse_libs=$$(pkg-config --libs fuse3); \
 	triplet=$$($(CC) -dumpmachine); \
 	pkg=$$(echo $$pkg); libs=$$(echo $$libs); fuse=$$(echo $$fuse); fuse_libs=$$(echo $$fuse_libs); \

@@ -135,6 +135,8 @@ typedef struct init_start {
         int hold_fd; /* the id range's lock, kept by the init (LFS_INIT_HOLD_FD), or -1 */
         char map[64]; /* "0 <base> 65536\n" for uid_map and gid_map */
         size_t map_len;
+        pid_t pid; /* what the starter leaves: the init's pid, or a negative errno */
+        int pidfd; /* in the caller's fd table, or -1 */
 } init_start;
 
 /* The init, before it execs: waits for its maps, becomes root of its user namespace (so
@@ -153,26 +155,23 @@ static _Noreturn void init_child(const init_start *s, int sync_fd) {
         lfs_linux_exec_child(s->exe, s->argv, s->null_fd, s->log_fd, s->ready_fd, s->hold_fd);
 }
 
-/* The intermediate child could not make the init: the parent reads -errnum as its pid. */
-static _Noreturn void init_parent_fail(int pid_fd, int errnum) {
-        pid_t failed = -errnum;
-        (void)!write(pid_fd, &failed, sizeof(failed));
-        _exit(1);
-}
-
-/* The intermediate child: clones the init into its leaf with the Sandbox's namespaces,
- * writes its maps, lets it go, tells the parent its pid and waits until the parent has a
- * pidfd of it (until then the init is its child: its pid cannot have been reused).
- * Async-signal-safe calls only: the caller may have threads. */
-static _Noreturn void init_parent(const init_start *s, int pid_fd, int go_fd, int go_write) {
+/* The init's starter runs in a child that shares the caller's memory and fd table
+ * (lfs_run_in_shared_child): a session of its own, the init cloned from it into its leaf
+ * with the Sandbox's namespaces and a pidfd (CLONE_PIDFD, into the table it shares with the
+ * caller: a pid never looked up again cannot have been reused), its maps written, the
+ * init let go, and the starter's exit, so that the init is not the caller's child.
+ * Async-signal-safe calls only; the clone is a raw system call. */
+static int init_starter_main(void *arg) {
+        init_start *s = arg;
         setsid();
-        /* Until the parent has its pidfd: it closes its end of the go pipe, ours goes here. */
-        close(go_write);
         int sync[2];
-        if (pipe2(sync, O_CLOEXEC) < 0)
-                init_parent_fail(pid_fd, errno);
+        if (pipe2(sync, O_CLOEXEC) < 0) {
+                s->pid = -errno;
+                return 0;
+        }
         struct clone_args args = {
-                .flags = (uint64_t)s->namespaces | CLONE_INTO_CGROUP,
+                .flags = (uint64_t)s->namespaces | CLONE_INTO_CGROUP | CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&s->pidfd,
                 .exit_signal = SIGCHLD,
                 .cgroup = (uint64_t)s->cgroup_fd,
         };
@@ -181,53 +180,20 @@ static _Noreturn void init_parent(const init_start *s, int pid_fd, int go_fd, in
                 close(sync[1]);
                 init_child(s, sync[0]);
         }
+        int r = pid < 0 ? -errno : 0;
         close(sync[0]);
-        if (pid < 0)
-                init_parent_fail(pid_fd, errno);
         /* setgroups stays allowed: the maps are written by root of the parent namespace. */
-        int r = write_proc_file(pid, "uid_map", s->map, s->map_len);
+        if (r == 0)
+                r = write_proc_file(pid, "uid_map", s->map, s->map_len);
         if (r == 0)
                 r = write_proc_file(pid, "gid_map", s->map, s->map_len);
         if (r == 0 && write(sync[1], "1", 1) != 1)
                 r = -errno;
-        if (r < 0) {
-                kill(pid, SIGKILL);
-                init_parent_fail(pid_fd, -r);
-        }
         close(sync[1]);
-        (void)!write(pid_fd, &pid, sizeof(pid));
-        char go;
-        while (read(go_fd, &go, 1) < 0 && errno == EINTR)
-                ;
-        _exit(0);
-}
-
-/* An init on its way: the intermediate child (child) clones it and writes its pid to
- * pid_read, then waits until go_write closes (until then the init is its child: its pid
- * cannot have been reused); ready_read gives the init's ready byte. */
-typedef struct init_launch {
-        pid_t child;
-        int pid_read, go_write, ready_read;
-} init_launch;
-
-#define INIT_LAUNCH_NONE                                                                                    \
-        { .child = -1, .pid_read = -1, .go_write = -1, .ready_read = -1 }
-
-static void close_once(int *fd) {
-        closep(fd);
-        *fd = -1;
-}
-
-/* Lets the intermediate child go and reaps it; closes what is left of the launch. Once is
- * enough: again, it does nothing. */
-static void init_launch_done(init_launch *l) {
-        close_once(&l->go_write);
-        close_once(&l->pid_read);
-        close_once(&l->ready_read);
-        int status;
-        while (l->child > 0 && waitpid(l->child, &status, 0) < 0 && errno == EINTR)
-                ;
-        l->child = -1;
+        if (r < 0 && pid > 0)
+                kill(pid, SIGKILL); /* it waits for its maps, which it did not get */
+        s->pid = r < 0 ? r : pid;
+        return 0;
 }
 
 /* The Sandbox init, layerfs-init, is installed beside the daemon (make install, the deb;
@@ -248,10 +214,10 @@ static int find_init_program(const lfs_sandbox_ref *sb, const lfs_daemon_start *
 }
 
 /* Starts the Sandbox's init (the program init_exe), detached, in the leaf <place>/init,
- * without waiting for anything of it: claim_init takes it over once the caller has waited
- * for the daemon. */
+ * without waiting for it to be ready: *ret_pidfd is a pidfd of it, *ret_ready_fd where its
+ * ready byte comes. */
 static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, const char *init_exe,
-                      init_launch *ret, lfs_error **err) {
+                      int *ret_pidfd, int *ret_ready_fd, lfs_error **err) {
         _cleanup_free_ char *leaf = xasprintf("%s/init", sb->place);
         int r = lfs_cgroup_make(leaf);
         if (r < 0)
@@ -277,16 +243,10 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
         if (null_fd < 0 || log_fd < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot open /dev/null or %s/daemon.log: %s",
                                 sb->dir, strerror(errno));
-        int ready[2], pid_pipe[2], go_pipe[2];
+        int ready[2];
         if (pipe2(ready, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
         _cleanup_close_ int ready_read = ready[0], ready_write = ready[1];
-        if (pipe2(pid_pipe, O_CLOEXEC) < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
-        _cleanup_close_ int pid_read = pid_pipe[0], pid_write = pid_pipe[1];
-        if (pipe2(go_pipe, O_CLOEXEC) < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
-        _cleanup_close_ int go_read = go_pipe[0], go_write = go_pipe[1];
         init_start s = { .exe = init_exe,
                          .argv = argv,
                          .cgroup_fd = cgroup_fd,
@@ -294,49 +254,21 @@ static int start_init(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, 
                          .ready_fd = ready_write,
                          .null_fd = null_fd,
                          .log_fd = log_fd,
-                         .hold_fd = start->init_holds_fd };
+                         .hold_fd = start->init_holds_fd,
+                         .pid = -ECHILD,
+                         .pidfd = -1 };
         int len = snprintf(s.map, sizeof(s.map), "0 %u %u\n", (unsigned)sb->id_base, SANDBOX_IDS);
         s.map_len = (size_t)len;
-        pid_t child = fork();
-        if (child < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "fork: %s", strerror(errno));
-        if (child == 0)
-                init_parent(&s, pid_write, go_read, go_write);
-        close(TAKE_FD(pid_write));
-        close(TAKE_FD(go_read));
-        close(TAKE_FD(ready_write)); /* the init's is the only write end now */
-        *ret = (init_launch){ .child = child,
-                              .pid_read = TAKE_FD(pid_read),
-                              .go_write = TAKE_FD(go_write),
-                              .ready_read = TAKE_FD(ready_read) };
-        return 0;
-}
-
-/* Takes over the init start_init launched: its pid from the intermediate child, a pidfd of
- * it, then the intermediate is let go and reaped; *ret_pidfd and *ret_ready_fd. */
-static int claim_init(const lfs_sandbox_ref *sb, init_launch *l, int *ret_pidfd, int *ret_ready_fd,
-                      lfs_error **err) {
-        pid_t pid = -1;
-        ssize_t k;
-        while ((k = read(l->pid_read, &pid, sizeof(pid))) < 0 && errno == EINTR)
-                ;
-        _cleanup_close_ int pidfd = k == sizeof(pid) && pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
-        int e = errno;
-        int ready_read = TAKE_FD(l->ready_read);
-        init_launch_done(l);
-        _cleanup_close_ int ready_fd = ready_read;
-        if (k != sizeof(pid) || pid <= 0) {
-                int why = k == sizeof(pid) && pid < 0 ? (int)-pid : ECHILD;
+        r = lfs_run_in_shared_child(init_starter_main, &s, CLONE_FILES);
+        _cleanup_close_ int pidfd = s.pidfd;
+        int why = r < 0 ? -r : r > 0 ? ECHILD : s.pid < 0 ? -s.pid : 0;
+        if (why)
                 return lfs_fail(err, LFS_FAILED, why,
                                 "could not start sandbox %d's init with its namespaces (user, pid, mount, "
                                 "ipc, uts, cgroup, net) and its ids from %u: %s",
                                 sb->number, (unsigned)sb->id_base, strerror(why));
-        }
-        if (pidfd < 0)
-                return lfs_fail(err, LFS_FAILED, e, "pidfd_open(%d) of sandbox %d's init: %s", (int)pid,
-                                sb->number, strerror(e));
         *ret_pidfd = TAKE_FD(pidfd);
-        *ret_ready_fd = TAKE_FD(ready_fd);
+        *ret_ready_fd = TAKE_FD(ready_read);
         return 0;
 }
 
@@ -394,13 +326,9 @@ static int namespaces_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *
                 r = lfs_linux_start_daemon(sb, start, &h, &daemon_ready, err);
         if (r < 0)
                 return r;
-        /* The init's clone and maps happen while the daemon starts: only then is it
-         * claimed (claim_init waits for its pid). */
-        init_launch launch = INIT_LAUNCH_NONE;
-        if ((r = start_init(sb, start, init_exe, &launch, err)) < 0 ||
-            (r = lfs_linux_await_daemon(sb, &h, daemon_ready, err)) < 0 ||
-            (r = claim_init(sb, &launch, &init_process, &init_ready, err)) < 0) {
-                init_launch_done(&launch);
+        /* The init's namespaces, exec and view are made while the daemon starts. */
+        if ((r = start_init(sb, start, init_exe, &init_process, &init_ready, err)) < 0 ||
+            (r = lfs_linux_await_daemon(sb, &h, daemon_ready, err)) < 0) {
                 close(h.pidfd);
                 return r;
         }

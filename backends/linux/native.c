@@ -91,10 +91,62 @@ _Noreturn void lfs_linux_exec_child(const char *exe, const char *const *argv, in
         _exit(127);
 }
 
+/* What the daemon's starter needs (made before it runs: it makes async-signal-safe calls
+ * only), and what it leaves for the caller in the memory they share. */
+typedef struct daemon_starter {
+        const lfs_daemon_start *start;
+        const char *const *argv;
+        int leaf_fd, procs_fd, ready_fd;
+        bool try_clone3;
+        pid_t pid; /* the daemon's, or a negative errno */
+        int pidfd; /* in the caller's fd table, or -1 */
+        int pidfd_errno;
+} daemon_starter;
+
+/* The daemon, until its exec: into the Sandbox's cgroup before anything else (the fork of
+ * the fallback joins it here), so that ending the cgroup always ends the daemon too. */
+static _Noreturn void daemon_child(const daemon_starter *s, bool in_leaf) {
+        if (!in_leaf && write(s->procs_fd, "0", 1) != 1)
+                _exit(126);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int out = openat(s->start->dir_fd, "daemon.log",
+                         O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        lfs_linux_exec_child(s->start->exe, s->argv, null, out, s->ready_fd, -1);
+}
+
+/* The starter runs in a child that shares the caller's memory and fd table
+ * (lfs_run_in_shared_child): a session of its own, the daemon cloned from it, then its
+ * exit, so that the daemon is not the caller's child. The daemon's pidfd comes from its
+ * clone (CLONE_PIDFD), into the table it shares with the caller: a pid that is never
+ * looked up again cannot have been reused. The daemon is cloned straight into its leaf: a
+ * write to cgroup.procs moves a running process, and the kernel's move waits for an RCU
+ * grace period (several ms here, the largest single cost of a create before). The write
+ * stays as the fallback where clone3 or CLONE_INTO_CGROUP is refused, or
+ * LAYERFS_NO_CLONE3=1 asks: then the starter's own pidfd_open, while the daemon is still
+ * its child. Its clones are raw system calls: glibc's fork would run the caller's fork
+ * handlers on the memory it shares with the caller. */
+static int daemon_starter_main(void *arg) {
+        daemon_starter *s = arg;
+        setsid();
+        struct clone_args args = { .flags = CLONE_INTO_CGROUP | CLONE_PIDFD,
+                                   .pidfd = (uint64_t)(uintptr_t)&s->pidfd,
+                                   .exit_signal = SIGCHLD,
+                                   .cgroup = (uint64_t)s->leaf_fd };
+        pid_t pid = s->try_clone3 ? (pid_t)syscall(SYS_clone3, &args, sizeof(args)) : -1;
+        bool in_leaf = pid >= 0;
+        if (pid < 0 && (!s->try_clone3 || lfs_clone3_refused(errno))) {
+                pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+                if (pid > 0 && (s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+                        s->pidfd_errno = errno;
+        }
+        if (pid == 0)
+                daemon_child(s, in_leaf);
+        s->pid = pid < 0 ? -errno : pid;
+        return 0;
+}
+
 /* Starts the daemon detached (its own session, not our child) in the leaf
- * <place>/daemon, with ready_fd as its fd LFS_DAEMON_READY_FD; returns its pid and a pidfd. The
- * intermediate child is reaped here, and only after the pidfd is open: until then the
- * daemon is its child, so its pid cannot have been reused. */
+ * <place>/daemon, with ready_fd as its fd LFS_DAEMON_READY_FD; returns its pid and a pidfd. */
 static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, int ready_fd,
                         lfs_daemon_handle *ret, lfs_error **err) {
         _cleanup_free_ char *leaf = xasprintf("%s/daemon", sb->place);
@@ -108,84 +160,26 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
         size_t n_args = 0;
         while (start->args[n_args])
                 n_args++;
-        /* Made before the fork: the child only makes async-signal-safe calls. */
         _cleanup_free_ const char **argv = xcalloc(n_args + 2, sizeof(char *));
         argv[0] = "layerfs-daemon";
         memcpy(argv + 1, start->args, n_args * sizeof(char *));
-        /* The daemon is cloned straight into its leaf: a write to cgroup.procs moves a
-         * running process, and the kernel's move waits for an RCU grace period (several
-         * ms here, the largest single cost of a create before). The fork and write stay as
-         * the fallback where clone3 or CLONE_INTO_CGROUP is refused, or
-         * LAYERFS_NO_CLONE3=1 asks (read here: the child only makes async-signal-safe
-         * calls). */
         const char *no_clone3 = getenv("LAYERFS_NO_CLONE3");
-        bool try_clone3 = !(no_clone3 && !strcmp(no_clone3, "1"));
-        int pid_pipe[2], go_pipe[2];
-        if (pipe2(pid_pipe, O_CLOEXEC) < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "pipe: %s", strerror(errno));
-        if (pipe2(go_pipe, O_CLOEXEC) < 0) {
-                int e = errno;
-                close(pid_pipe[0]);
-                close(pid_pipe[1]);
-                return lfs_fail(err, LFS_FAILED, e, "pipe: %s", strerror(e));
-        }
-        pid_t child = fork();
-        if (child < 0) {
-                int e = errno;
-                close(pid_pipe[0]);
-                close(pid_pipe[1]);
-                close(go_pipe[0]);
-                close(go_pipe[1]);
-                return lfs_fail(err, LFS_FAILED, e, "fork: %s", strerror(e));
-        }
-        if (child == 0) {
-                /* Only async-signal-safe calls: the caller may have threads. */
-                setsid();
-                struct clone_args args = { .flags = CLONE_INTO_CGROUP,
-                                           .exit_signal = SIGCHLD,
-                                           .cgroup = (uint64_t)leaf_fd };
-                pid_t grandchild = try_clone3 ? (pid_t)syscall(SYS_clone3, &args, sizeof(args)) : -1;
-                bool in_leaf = grandchild >= 0;
-                if (grandchild < 0 && (!try_clone3 || lfs_clone3_refused(errno)))
-                        grandchild = fork();
-                if (grandchild != 0) {
-                        (void)!write(pid_pipe[1], &grandchild, sizeof(grandchild));
-                        /* Until the parent has its pidfd (it closes its end of go_pipe). */
-                        char go;
-                        close(go_pipe[1]);
-                        while (read(go_pipe[0], &go, 1) < 0 && errno == EINTR)
-                                ;
-                        _exit(grandchild > 0 ? 0 : 1);
-                }
-                /* Into the Sandbox's cgroup before anything else, so that ending the
-                 * cgroup always ends the daemon too. */
-                if (!in_leaf && write(procs_fd, "0", 1) != 1)
-                        _exit(126);
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                int out = openat(start->dir_fd, "daemon.log",
-                                 O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-                lfs_linux_exec_child(start->exe, argv, null, out, ready_fd, -1);
-        }
-        close(pid_pipe[1]);
-        close(go_pipe[0]);
-        pid_t pid = -1;
-        ssize_t k;
-        /* The caller's signal handlers may not restart calls (no SA_RESTART). */
-        while ((k = read(pid_pipe[0], &pid, sizeof(pid))) < 0 && errno == EINTR)
-                ;
-        close(pid_pipe[0]);
-        int pidfd = k == sizeof(pid) && pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
-        int e = errno;
-        close(go_pipe[1]);
-        int status;
-        while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-                ;
-        if (k != sizeof(pid) || pid <= 0)
-                return lfs_fail(err, LFS_FAILED, ECHILD, "could not start %s", start->exe);
-        if (pidfd < 0)
-                return lfs_fail(err, LFS_FAILED, e, "pidfd_open(%d) of the daemon: %s", (int)pid,
-                                strerror(e));
-        *ret = (lfs_daemon_handle){ .pid = pid, .pidfd = pidfd };
+        daemon_starter s = { .start = start,
+                             .argv = argv,
+                             .leaf_fd = leaf_fd,
+                             .procs_fd = procs_fd,
+                             .ready_fd = ready_fd,
+                             .try_clone3 = !(no_clone3 && !strcmp(no_clone3, "1")),
+                             .pid = -ECHILD,
+                             .pidfd = -1 };
+        int r = lfs_run_in_shared_child(daemon_starter_main, &s, CLONE_FILES);
+        int why = r < 0 ? -r : r > 0 ? ECHILD : s.pid < 0 ? -s.pid : 0;
+        if (why)
+                return lfs_fail(err, LFS_FAILED, why, "could not start %s: %s", start->exe, strerror(why));
+        if (s.pidfd < 0)
+                return lfs_fail(err, LFS_FAILED, s.pidfd_errno, "pidfd_open(%d) of the daemon: %s",
+                                (int)s.pid, strerror(s.pidfd_errno));
+        *ret = (lfs_daemon_handle){ .pid = s.pid, .pidfd = s.pidfd };
         return 0;
 }
 

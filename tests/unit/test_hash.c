@@ -3,6 +3,11 @@
 #include "helpers.h"
 #include "store.h"
 
+#include <sys/wait.h>
+
+/* hash.c hashes inputs up to this many bytes itself. */
+#define SHORT_INPUT_MAX 256
+
 /* FIPS 180-2 test vectors, so the ids agree with every other SHA-256. */
 #define SHA256_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define SHA256_ABC "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
@@ -13,6 +18,86 @@ static void assert_hex(const lfs_id *id, const char *expected) {
         char hex[LFS_HEX_LEN + 1];
         lfs_id_to_hex(id, hex);
         assert_string_equal(hex, expected);
+}
+
+/* Whether libcrypto is mapped into this process. */
+static bool libcrypto_loaded(void) {
+        FILE *f = fopen("/proc/self/maps", "re");
+        assert_non_null(f);
+        char line[1024];
+        bool found = false;
+        while (!found && fgets(line, sizeof(line), f))
+                found = strstr(line, "/libcrypto.so") != NULL;
+        fclose(f);
+        return found;
+}
+
+/* Runs first: short inputs (a home's path for the cgroup's name, a branch's) are hashed
+ * without loading libcrypto, which no CLI call that hashes nothing long pays for. */
+static void test_short_inputs_load_no_libcrypto(void **state) {
+        (void)state;
+        lfs_id id;
+        assert_false(libcrypto_loaded());
+        lfs_sha256("abc", 3, &id);
+        assert_hex(&id, SHA256_ABC);
+        assert_false(libcrypto_loaded());
+}
+
+/* The same ids without libcrypto (LAYERFS_NO_LIBCRYPTO=1, as where it cannot be loaded):
+ * in a child, before this process loads it, long inputs one-shot and streamed in uneven
+ * pieces, and every length across the blocks' edges against the known vectors and
+ * against each other. */
+static void test_ids_without_libcrypto(void **state) {
+        (void)state;
+        enum { LEN = 1000000 };
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                setenv("LAYERFS_NO_LIBCRYPTO", "1", 1);
+                char *data = malloc(LEN);
+                lfs_id one_shot, streamed;
+                char hex[LFS_HEX_LEN + 1];
+                if (!data)
+                        _exit(2);
+                memset(data, 'a', LEN);
+                lfs_sha256(data, LEN, &one_shot);
+                lfs_id_to_hex(&one_shot, hex);
+                if (strcmp(hex, SHA256_MILLION_A))
+                        _exit(3);
+                lfs_hasher *h = lfs_hasher_new();
+                for (size_t off = 0, piece = 1; off < LEN; piece = piece * 3 % 1021 + 1) {
+                        size_t n = piece < LEN - off ? piece : LEN - off;
+                        lfs_hasher_update(h, data + off, n);
+                        off += n;
+                }
+                lfs_hasher_finish(h, &streamed);
+                if (!lfs_id_eq(&one_shot, &streamed))
+                        _exit(4);
+                for (size_t len = 0; len <= 400; len++) {
+                        h = lfs_hasher_new();
+                        for (size_t i = 0; i < len; i++)
+                                lfs_hasher_update(h, data + i, 1);
+                        lfs_hasher_finish(h, &streamed);
+                        lfs_sha256(data, len, &one_shot);
+                        if (!lfs_id_eq(&one_shot, &streamed))
+                                _exit(5);
+                }
+                free(data);
+                _exit(libcrypto_loaded() ? 6 : 0);
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        if (WEXITSTATUS(status))
+                fail_msg("without libcrypto, check %d failed (3: the million a's, 4: streamed, 5: a short "
+                         "length, 6: libcrypto was loaded anyway)",
+                         WEXITSTATUS(status));
+        /* Here, the first long input loads it. */
+        lfs_id id;
+        char data[SHORT_INPUT_MAX + 1];
+        memset(data, 'x', sizeof(data));
+        lfs_sha256(data, sizeof(data), &id);
+        assert_true(libcrypto_loaded());
 }
 
 static void test_sha256_known_vectors(void **state) {
@@ -224,6 +309,9 @@ static void test_idset_ids_sharing_a_slot(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                /* These two first: before anything loads libcrypto. */
+                cmocka_unit_test(test_short_inputs_load_no_libcrypto),
+                cmocka_unit_test(test_ids_without_libcrypto),
                 cmocka_unit_test(test_sha256_known_vectors),
                 cmocka_unit_test(test_sha256_reads_only_len_bytes),
                 cmocka_unit_test(test_hasher_streaming_equals_one_shot),

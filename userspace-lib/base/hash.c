@@ -1,17 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* SHA-256 ids through OpenSSL's libcrypto, which uses the CPU's SHA extensions; short
- * inputs through a plain implementation of FIPS 180-4 here (see lfs_sha256). */
+/* SHA-256 ids: long inputs through OpenSSL's libcrypto, which uses the CPU's SHA
+ * extensions, loaded with dlopen on the first long input; short ones, and every input
+ * where libcrypto cannot be loaded, through a plain implementation of FIPS 180-4 here. */
+#include <dlfcn.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 
 #include "hash.h"
 #include "util.h"
-
-static const EVP_MD *sha256_md(void) {
-        static const EVP_MD *md;
-        if (!md)
-                md = EVP_sha256();
-        return md;
-}
 
 /* Inputs up to this many bytes are hashed here, never by libcrypto: the first digest of
  * a process initializes OpenSSL (its configuration file, its providers), 1.7 ms of CPU
@@ -19,6 +15,8 @@ static const EVP_MD *sha256_md(void) {
  * home's path for the cgroup's name. At this size the speed of the CPU's SHA extensions
  * does not matter. */
 #define SHORT_INPUT 256
+
+/* ---- the plain implementation ---- */
 
 static const uint32_t sha256_k[64] = {
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -60,57 +58,139 @@ static void sha256_block(uint32_t h[8], const uint8_t b[64]) {
                 h[i] += v[i];
 }
 
-/* SHA-256 of len (at most SHORT_INPUT) bytes: the message, 0x80, zeros, its length in
- * bits, big-endian, in whole 64-byte blocks. */
-static void sha256_short(const uint8_t *data, size_t len, lfs_id *ret) {
-        uint32_t h[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                          0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
-        uint8_t msg[SHORT_INPUT + 72] = { 0 };
-        memcpy(msg, data, len);
-        msg[len] = 0x80;
-        size_t total = (len + 8) / 64 * 64 + 64;
-        uint64_t bits = (uint64_t)len * 8;
-        for (int i = 0; i < 8; i++)
-                msg[total - 1 - i] = (uint8_t)(bits >> (8 * i));
-        for (size_t off = 0; off < total; off += 64)
-                sha256_block(h, msg + off);
-        for (int i = 0; i < 8; i++)
-                for (int k = 0; k < 4; k++)
-                        ret->bytes[4 * i + k] = (uint8_t)(h[i] >> (24 - 8 * k));
+/* A digest in progress: the state, the bytes of a block not yet full, the length. */
+typedef struct sha256_plain {
+        uint32_t h[8];
+        uint8_t block[64];
+        size_t used;
+        uint64_t len;
+} sha256_plain;
+
+static void plain_init(sha256_plain *s) {
+        *s = (sha256_plain){ .h = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c,
+                                    0x1f83d9ab, 0x5be0cd19 } };
 }
 
+static void plain_update(sha256_plain *s, const void *data, size_t len) {
+        const uint8_t *p = data;
+        s->len += len;
+        while (len) {
+                size_t k = sizeof(s->block) - s->used < len ? sizeof(s->block) - s->used : len;
+                memcpy(s->block + s->used, p, k);
+                s->used += k;
+                p += k;
+                len -= k;
+                if (s->used == sizeof(s->block)) {
+                        sha256_block(s->h, s->block);
+                        s->used = 0;
+                }
+        }
+}
+
+/* The message, 0x80, zeros, its length in bits, big-endian, in whole 64-byte blocks. */
+static void plain_final(sha256_plain *s, lfs_id *ret) {
+        uint64_t bits = s->len * 8;
+        uint8_t pad[72] = { 0x80 };
+        size_t zeros = (s->used < 56 ? 56 : 120) - s->used;
+        for (int i = 0; i < 8; i++)
+                pad[zeros + 7 - i] = (uint8_t)(bits >> (8 * i));
+        plain_update(s, pad, zeros + 8);
+        for (int i = 0; i < 8; i++)
+                for (int k = 0; k < 4; k++)
+                        ret->bytes[4 * i + k] = (uint8_t)(s->h[i] >> (24 - 8 * k));
+}
+
+/* ---- libcrypto, loaded when a long input first needs it ---- */
+
+/* Not linked: loading libcrypto (4.7 MB, its relocations) cost every process its start,
+ * 0.7 ms of CPU here, though the CLI's creates, execs, mounts and closes hash nothing
+ * long, and neither does a daemon until its first commit. Where it cannot be loaded
+ * (or LAYERFS_NO_LIBCRYPTO=1 asks), everything goes through the plain implementation:
+ * slower, the same ids. */
+#define LIBCRYPTO_STR(v) #v
+#define LIBCRYPTO_SONAME(v) "libcrypto.so." LIBCRYPTO_STR(v)
+
+static struct {
+        const EVP_MD *md; /* NULL: not loaded */
+        __typeof__(&EVP_Digest) digest;
+        __typeof__(&EVP_MD_CTX_new) ctx_new;
+        __typeof__(&EVP_DigestInit_ex) init;
+        __typeof__(&EVP_DigestUpdate) update;
+        __typeof__(&EVP_DigestFinal_ex) final;
+        __typeof__(&EVP_MD_CTX_free) ctx_free;
+} crypto;
+static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;
+
+static void crypto_load(void) {
+        /* For the tests: the plain implementation for every input. */
+        const char *off = getenv("LAYERFS_NO_LIBCRYPTO");
+        if (off && !strcmp(off, "1"))
+                return;
+        void *lib = dlopen(LIBCRYPTO_SONAME(OPENSSL_SHLIB_VERSION), RTLD_NOW | RTLD_LOCAL);
+        if (!lib)
+                return;
+        __typeof__(&EVP_sha256) sha256 = (__typeof__(&EVP_sha256))dlsym(lib, "EVP_sha256");
+        crypto.digest = (__typeof__(crypto.digest))dlsym(lib, "EVP_Digest");
+        crypto.ctx_new = (__typeof__(crypto.ctx_new))dlsym(lib, "EVP_MD_CTX_new");
+        crypto.init = (__typeof__(crypto.init))dlsym(lib, "EVP_DigestInit_ex");
+        crypto.update = (__typeof__(crypto.update))dlsym(lib, "EVP_DigestUpdate");
+        crypto.final = (__typeof__(crypto.final))dlsym(lib, "EVP_DigestFinal_ex");
+        crypto.ctx_free = (__typeof__(crypto.ctx_free))dlsym(lib, "EVP_MD_CTX_free");
+        if (sha256 && crypto.digest && crypto.ctx_new && crypto.init && crypto.update && crypto.final &&
+            crypto.ctx_free)
+                crypto.md = sha256();
+}
+
+static bool crypto_loaded(void) {
+        pthread_once(&crypto_once, crypto_load);
+        return crypto.md != NULL;
+}
+
+/* ---- ids ---- */
+
 void lfs_sha256(const void *data, size_t len, lfs_id *ret) {
-        if (len <= SHORT_INPUT) {
-                sha256_short(data, len, ret);
+        unsigned int n = 0;
+        if (len > SHORT_INPUT && crypto_loaded()) {
+                if (!crypto.digest(data, len, ret->bytes, &n, crypto.md, NULL) || n != LFS_ID_LEN)
+                        abort(); /* only on allocation failure inside libcrypto */
                 return;
         }
-        unsigned int n = 0;
-        if (!EVP_Digest(data, len, ret->bytes, &n, sha256_md(), NULL) || n != LFS_ID_LEN)
-                abort(); /* only on allocation failure inside libcrypto */
+        sha256_plain s;
+        plain_init(&s);
+        plain_update(&s, data, len);
+        plain_final(&s, ret);
 }
 
 struct lfs_hasher {
-        EVP_MD_CTX *ctx;
+        EVP_MD_CTX *ctx; /* NULL: plain */
+        sha256_plain plain;
 };
 
 lfs_hasher *lfs_hasher_new(void) {
         lfs_hasher *h = xmalloc(sizeof(*h));
-        h->ctx = EVP_MD_CTX_new();
-        if (!h->ctx || !EVP_DigestInit_ex(h->ctx, sha256_md(), NULL))
+        h->ctx = NULL;
+        plain_init(&h->plain);
+        if (crypto_loaded() && (!(h->ctx = crypto.ctx_new()) || !crypto.init(h->ctx, crypto.md, NULL)))
                 abort();
         return h;
 }
 
 void lfs_hasher_update(lfs_hasher *h, const void *data, size_t len) {
-        if (!EVP_DigestUpdate(h->ctx, data, len))
+        if (!h->ctx)
+                plain_update(&h->plain, data, len);
+        else if (!crypto.update(h->ctx, data, len))
                 abort();
 }
 
 void lfs_hasher_finish(lfs_hasher *h, lfs_id *ret) {
         unsigned int n = 0;
-        if (!EVP_DigestFinal_ex(h->ctx, ret->bytes, &n) || n != LFS_ID_LEN)
-                abort();
-        EVP_MD_CTX_free(h->ctx);
+        if (!h->ctx) {
+                plain_final(&h->plain, ret);
+        } else {
+                if (!crypto.final(h->ctx, ret->bytes, &n) || n != LFS_ID_LEN)
+                        abort();
+                crypto.ctx_free(h->ctx);
+        }
         free(h);
 }
 

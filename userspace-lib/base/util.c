@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 
 static void out_of_memory(void) {
@@ -393,4 +395,39 @@ ssize_t lfs_pwrite_full(int fd, const void *buf, size_t len, off_t offset) {
                 done += (size_t)k;
         }
         return (ssize_t)done;
+}
+
+/* What the child of lfs_run_in_shared_child runs, and what it returned. */
+typedef struct shared_child {
+        int (*fn)(void *arg);
+        void *arg;
+        int result;
+} shared_child;
+
+static int shared_child_main(void *arg) {
+        shared_child *c = arg;
+        c->result = c->fn(c->arg);
+        _exit(0);
+}
+
+int lfs_run_in_shared_child(int (*fn)(void *arg), void *arg, int flags) {
+        /* The child runs on this frame's stack while the caller's thread waits for it. */
+        _Alignas(16) char stack[64 * 1024];
+        /* What the caller reads if the child ended before it returned. */
+        shared_child c = { .fn = fn, .arg = arg, .result = -EINTR };
+        /* No handler of the caller's runs in the child, on memory it shares. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        /* No exit signal: the caller's SIGCHLD (a handler, or SIG_IGN, which would reap
+         * the child before our wait) is none of this child's business. */
+        pid_t pid = clone(shared_child_main, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | flags, &c);
+        int e = errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (pid < 0)
+                return -e;
+        /* It has exited (CLONE_VFORK): this only reaps it. */
+        while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+                ;
+        return c.result;
 }

@@ -325,9 +325,10 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
 
 /* ---- opening, closing, reclaiming ---- */
 
-/* Opens the checked record of project's Sandbox number, and its directory if it is
- * there (rec->dir_fd, else -1). */
-int lfs_sandbox_open(lfs_home *home, const char *project, int number, sandbox_record *ret, lfs_error **err) {
+/* Opens the checked record of project's Sandbox number from the records db, and its
+ * directory if it is there (rec->dir_fd, else -1). */
+static int sandbox_open_in(lfs_home *home, sqlite3 *db, const char *project, int number, sandbox_record *ret,
+                           lfs_error **err) {
         _cleanup_free_ char *name = NULL;
         int r = lfs_project_name(home, project, &name, err);
         if (r < 0)
@@ -335,15 +336,20 @@ int lfs_sandbox_open(lfs_home *home, const char *project, int number, sandbox_re
         if (number <= 0)
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "sandbox number %d is not valid: give 1 or more",
                                 number);
-        sqlite3 *db = NULL;
-        if ((r = lfs_records_open(home, &db, err)) < 0)
-                return r;
         r = lfs_record_read(home, db, name, number, ret, err);
-        lfs_records_close(db);
         if (r == 0 && (r = open_sandbox_dir(home, ret, &ret->dir_fd, err)) == -ENOENT)
                 r = 0;
         if (r < 0 && ret->project)
                 lfs_record_done(ret);
+        return r;
+}
+
+int lfs_sandbox_open(lfs_home *home, const char *project, int number, sandbox_record *ret, lfs_error **err) {
+        sqlite3 *db = NULL;
+        int r = lfs_records_open(home, &db, err);
+        if (r == 0)
+                r = sandbox_open_in(home, db, project, number, ret, err);
+        lfs_records_close(db);
         return r;
 }
 
@@ -379,14 +385,10 @@ static bool same_instance(const sandbox_record *a, const sandbox_record *b) {
 /* Once the owner the caller saw is gone: whatever that instance of the Sandbox left is
  * removed, by the caller unless someone else already took it over. A record that is gone,
  * or names a later instance with the same number, means there is nothing left to do. */
-static int finish_removal(lfs_home *home, const sandbox_record *seen, lfs_error **err) {
-        sqlite3 *db = NULL;
-        int r = lfs_records_open(home, &db, err);
-        if (r < 0)
-                return r;
+static int finish_removal(lfs_home *home, sqlite3 *db, const sandbox_record *seen, lfs_error **err) {
         sandbox_record now = { .dir_fd = -1 };
         lfs_error *why = NULL;
-        r = lfs_record_read(home, db, seen->project, seen->number, &now, &why);
+        int r = lfs_record_read(home, db, seen->project, seen->number, &now, &why);
         if (r < 0 && why && why->code == LFS_NO_SUCH_SANDBOX)
                 r = 0; /* removed: by its daemon, or by whoever took it over */
         else if (r < 0 && err)
@@ -407,7 +409,6 @@ static int finish_removal(lfs_home *home, const sandbox_record *seen, lfs_error 
         }
         lfs_error_free(why);
         lfs_record_done(&now);
-        lfs_records_close(db);
         return r;
 }
 
@@ -417,9 +418,14 @@ static int finish_removal(lfs_home *home, const sandbox_record *seen, lfs_error 
  * longer than a daemon's own end (END_WAIT_MS, 2 s, in daemon/main.c). */
 #define OTHER_VERSION_WAIT_MS 5000
 
-int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force, lfs_error **err) {
+/* The close, on one connection to the records: the record is read once before the daemon is
+ * asked and once after it is gone, and a connection held meanwhile keeps home.db's WAL index
+ * in shared memory for the daemon's hand-over, which would otherwise rebuild it from the
+ * WAL, as would the second read. */
+static int sandbox_close_in(lfs_home *home, sqlite3 *db, const char *project, int sandbox, int force,
+                            lfs_error **err) {
         sandbox_record rec = { .dir_fd = -1 };
-        int r = lfs_sandbox_open(home, project, sandbox, &rec, err);
+        int r = sandbox_open_in(home, db, project, sandbox, &rec, err);
         if (r < 0)
                 return r;
         lfs_sandbox_ref sb;
@@ -484,8 +490,17 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
          * this process) are still here after a sandbox close: a closer killed now leaves
          * them to the next reclaim. */
         lfs_fault_point("close-daemon-gone");
-        r = finish_removal(home, &rec, err);
+        r = finish_removal(home, db, &rec, err);
         lfs_record_done(&rec);
+        return r;
+}
+
+int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int force, lfs_error **err) {
+        sqlite3 *db = NULL;
+        int r = lfs_records_open(home, &db, err);
+        if (r == 0)
+                r = sandbox_close_in(home, db, project, sandbox, force, err);
+        lfs_records_close(db);
         return r;
 }
 
