@@ -71,7 +71,9 @@ typedef struct ws_backing_ops {
  * passed through: it is one READ at most (then kept in the page cache across opens),
  * where passing it through costs each open a registration, the kernel's own open of the
  * backing file and an unregistration (docs/workspace.md, "Passthrough", the figures). */
+#ifndef WS_PASSTHROUGH_READ_MIN /* a build may set it, to measure another */
 #define WS_PASSTHROUGH_READ_MIN (1 << 20)
+#endif
 
 /* The operations, one row each; what each does is workspace.h's ws_<name>. File handles
  * are opaque numbers for the transport. open and create's ret_backing (NULL: the
