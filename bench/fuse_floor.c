@@ -15,8 +15,8 @@
  *
  * File data lives in memory (a memfd, tmpfs): the first DATA_MAX bytes of a file are
  * kept; past that the size grows and reads return zeros (a hole), so that the 1 GiB rows
- * measure the transport and not memory. With passthrough each file has a memfd of its
- * own, registered as its backing file by the same rule as the Workspace's upper files
+ * measure the transport and not memory. Nothing is freed before the floor ends. With passthrough each file
+ * has a memfd of its own, registered as its backing file by the same rule as the Workspace's upper files
  * (writers pass through, readers of files under WS_PASSTHROUGH_READ_MIN are served), and
  * the kernel writes it whole. */
 #include <errno.h>
@@ -65,6 +65,10 @@ struct ws_fs {
         int data; /* the shared memfd */
         const ws_backing_ops *backing; /* passthrough agreed at INIT */
         void *backing_data;
+        /* The memfds of files gone, closed when the floor ends: an UNLINK frees nothing,
+         * as the Workspace's leaves its upper file to a reaper thread. */
+        int *gone;
+        size_t n_gone, cap_gone;
 };
 
 static void unlockp(pthread_mutex_t **m) {
@@ -117,15 +121,15 @@ static int node_new(ws_fs *fs, mode_t mode, uid_t uid, gid_t gid, uint64_t *ret)
         return 0;
 }
 
-/* Gone once it has no name and no open. */
+/* Gone once it has no name and no open. Its data stays where it is until the floor ends
+ * (at most DATA_MAX a file in the shared memfd, or its own memfd kept open). */
 static void node_drop_if_gone(ws_fs *fs, node *n) {
         if (n->st.st_nlink || n->opens)
                 return;
-        if (n->fd >= 0)
-                close(n->fd);
-        else if (n->data_size)
-                (void)fallocate(fs->data, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                (off_t)n->st.st_ino * FILE_SPAN, DATA_MAX);
+        if (n->fd >= 0) {
+                GROW(fs->gone, fs->cap_gone, fs->n_gone + 1);
+                fs->gone[fs->n_gone++] = n->fd;
+        }
         free(n->children);
         *n = (node){ .fd = -1 };
 }
@@ -150,13 +154,12 @@ static int floor_getattr(ws_fs *fs, uint64_t ino, struct stat *ret) {
         return n ? attr_of(n, ret) : -ENOENT;
 }
 
-static void truncate_node(ws_fs *fs, node *n, off_t size) {
+static void truncate_node(node *n, off_t size) {
         if (n->fd >= 0)
                 (void)!ftruncate(n->fd, size);
         n->st.st_size = size;
         if ((size_t)size < n->data_size)
                 n->data_size = (size_t)size;
-        (void)fs;
 }
 
 static int floor_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, struct stat *ret) {
@@ -167,7 +170,7 @@ static int floor_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int t
         if (to_set & WS_SET_MODE)
                 n->st.st_mode = (n->st.st_mode & S_IFMT) | (attr->st_mode & 07777);
         if (to_set & WS_SET_SIZE)
-                truncate_node(fs, n, attr->st_size);
+                truncate_node(n, attr->st_size);
         return attr_of(n, ret);
 }
 
@@ -244,7 +247,7 @@ static int open_node(ws_fs *fs, node *n, int flags, uint64_t *ret_fh, int *ret_b
         if (S_ISDIR(n->st.st_mode))
                 return -EISDIR;
         if (flags & O_TRUNC)
-                truncate_node(fs, n, 0);
+                truncate_node(n, 0);
         int backing = ret_backing ? backing_for(fs, n, (flags & O_ACCMODE) != O_RDONLY) : 0;
         n->opens++;
         *ret_fh = n->st.st_ino;
@@ -465,5 +468,7 @@ int main(int argc, char **argv) {
         }
         pthread_join(server, NULL);
         ws_session_destroy(s);
+        for (size_t i = 0; i < fs.n_gone; i++)
+                close(fs.gone[i]);
         return r < 0 ? 1 : 0;
 }

@@ -373,8 +373,8 @@ target_workspace() {
 }
 
 # workspace_own NAME TRANSPORT PASSTHROUGH: the same Workspace served by our own FUSE
-# loop instead of libfuse's, over /dev/fuse (dev: daemon/fuse_dev.c) or io_uring rings
-# (uring: daemon/fuse_uring.c), with passthrough (1: where the kernel has it) or
+# loop instead of libfuse's, over /dev/fuse (dev: fuse/fuse_dev.c) or io_uring rings
+# (uring: fuse/fuse_uring.c), with passthrough (1: where the kernel has it) or
 # without (0).
 workspace_own() {
         local name=$1 transport=$2 want
