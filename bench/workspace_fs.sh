@@ -546,7 +546,7 @@ print_floor_table() {
         done
         echo "floor (X): the floor served as the Workspace column X is: libfuse (ws), our loop over"
         echo "  /dev/fuse (dev) or io_uring (uring), +pt with passthrough by the Workspace's rule (writers,"
-        echo "  and readers of files of 1 MiB or more); its files live in memory (tmpfs memfds)."
+        echo "  and readers of files of 64 KiB or more); its files live in memory (tmpfs memfds)."
 }
 
 # ---- mount time against Branch size ---------------------------------------------------
