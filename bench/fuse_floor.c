@@ -182,7 +182,7 @@ static int make_node(ws_fs *fs, const ws_caller *who, uint64_t parent, const cha
                 return -ENOENT;
         if (child_find(dir, name))
                 return -EEXIST;
-        uint64_t ino;
+        uint64_t ino = 0;
         int r = node_new(fs, mode, who->uid, who->gid, &ino);
         if (r < 0)
                 return r;
@@ -336,8 +336,7 @@ static int floor_opendir(ws_fs *fs, uint64_t ino) {
 
 /* Entries are numbered by their place in the directory (no listing runs while the bench
  * deletes); readdirplus gives each with its attributes. */
-static int list_dir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, ws_fill_plus_fn fill_plus,
-                    void *userdata) {
+static int list_dir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_plus_fn fill, void *userdata) {
         LOCK_GUARD(fs);
         node *dir = node_of(fs, ino);
         if (!dir || !S_ISDIR(dir->st.st_mode))
@@ -346,19 +345,32 @@ static int list_dir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, ws_f
                 struct stat st;
                 (void)attr_of(&fs->nodes[dir->children[i].ino], &st);
                 const char *name = dir->children[i].name;
-                if (fill_plus ? !fill_plus(userdata, name, &st, (off_t)i + 1, true)
-                              : !fill(userdata, name, &st, (off_t)i + 1))
+                if (!fill(userdata, name, &st, (off_t)i + 1, true))
                         break;
         }
         return 0;
 }
 
+/* READDIR's fill, called as READDIRPLUS's is. */
+typedef struct plain_fill {
+        ws_fill_fn fill;
+        void *userdata;
+} plain_fill;
+
+static bool fill_plain(void *userdata, const char *name, const struct stat *st, off_t next,
+                       bool with_entry) {
+        const plain_fill *p = userdata;
+        (void)with_entry;
+        return p->fill(p->userdata, name, st, next);
+}
+
 static int floor_readdir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, void *userdata) {
-        return list_dir(fs, ino, offset, fill, NULL, userdata);
+        plain_fill p = { fill, userdata };
+        return list_dir(fs, ino, offset, fill_plain, &p);
 }
 
 static int floor_readdirplus(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_plus_fn fill, void *userdata) {
-        return list_dir(fs, ino, offset, NULL, fill, userdata);
+        return list_dir(fs, ino, offset, fill, userdata);
 }
 
 /* As a Workspace file without xattrs answers (the libfuse loop's kernel asks
@@ -431,11 +443,12 @@ int main(int argc, char **argv) {
                 lim.rlim_cur = lim.rlim_max;
                 (void)setrlimit(RLIMIT_NOFILE, &lim);
         }
-        static ws_fs fs = { .lock = PTHREAD_MUTEX_INITIALIZER };
-        uint64_t root;
-        fs.data = memfd_create("fuse-floor", MFD_CLOEXEC);
-        if (fs.data < 0 || ftruncate(fs.data, DATA_SIZE) < 0 || node_new(&fs, 0, 0, 0, &root) < 0 ||
-            node_new(&fs, S_IFDIR | 0755, getuid(), getgid(), &root) < 0 || root != WS_ROOT_INO) {
+        ws_fs *fs = xcalloc(1, sizeof(*fs)); /* lives as long as the process */
+        pthread_mutex_init(&fs->lock, NULL);
+        uint64_t root = 0;
+        fs->data = memfd_create("fuse-floor", MFD_CLOEXEC);
+        if (fs->data < 0 || ftruncate(fs->data, DATA_SIZE) < 0 || node_new(fs, 0, 0, 0, &root) < 0 ||
+            node_new(fs, S_IFDIR | 0755, getuid(), getgid(), &root) < 0 || root != WS_ROOT_INO) {
                 perror("fuse-floor: memfd");
                 return 1;
         }
@@ -445,7 +458,7 @@ int main(int argc, char **argv) {
         sigaddset(&set, SIGINT);
         sigaddset(&set, SIGTERM);
         pthread_sigmask(SIG_BLOCK, &set, NULL);
-        ws_session *s = ws_session_mount((fuse_fs){ &floor_ops, &fs }, mountpoint, "fuse-floor");
+        ws_session *s = ws_session_mount((fuse_fs){ &floor_ops, fs }, mountpoint, "fuse-floor");
         if (!s)
                 return 1; /* the transport said why on stderr */
         pthread_t server, waiter;
@@ -468,7 +481,7 @@ int main(int argc, char **argv) {
         }
         pthread_join(server, NULL);
         ws_session_destroy(s);
-        for (size_t i = 0; i < fs.n_gone; i++)
-                close(fs.gone[i]);
+        for (size_t i = 0; i < fs->n_gone; i++)
+                close(fs->gone[i]);
         return r < 0 ? 1 : 0;
 }
