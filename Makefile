@@ -52,13 +52,17 @@ PROTO_INC := $(BASE_INC) -Iproto -I$(BUILD)
 BPF_INC := $(CGROUP_INC) -Ibpf -I$(BUILD)/bpf
 BACKENDS_INC := $(CGROUP_INC) -Ibpf -Ibackends
 CLIENT_INC := $(STORE_INC) -Icgroup -Ibackends -Iproto -Iuserspace-lib/client -I$(BUILD)
-DAEMON_INC := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Idaemon
+# The FUSE transports (fuse/): mount setup, our own loops and libfuse's, over a table of a
+# filesystem's operations; the daemon serves its Workspaces through them, the bench's
+# floor (bench/fuse_floor.c) its in-memory files.
+FUSE_INC := $(BACKENDS_INC) -Ifuse
+DAEMON_INC := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Ifuse -Idaemon
 CLI_INC := $(BASE_INC) -Icli -I$(BUILD)
 # layerfs-init, the namespaces runtime's Sandbox init: base, the kernel layer's seccomp
 # filter and the backends' rtnetlink, nothing of the Store, the client or the daemon.
 INIT_INC := $(BACKENDS_INC) -Iinit
 # The unit tests and the linters see every layer.
-INCLUDES := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Idaemon -Icli -Iinit
+INCLUDES := $(CLIENT_INC) -Ibpf -I$(BUILD)/bpf -Ifuse -Idaemon -Icli -Iinit
 
 # The libraries' flags come from pkg-config, and pkg-config knows them only once their
 # -dev packages are installed. Reading them when this file is read (as `LIBS :=
@@ -80,6 +84,8 @@ LIB_SRC := $(wildcard userspace-lib/base/*.c userspace-lib/store/*.c cgroup/*.c 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(wildcard cli/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+FUSE_SRC := $(wildcard fuse/*.c)
+FUSE_OBJ := $(FUSE_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC := $(wildcard daemon/*.c)
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/bpf/watcher.o
 INIT_SRC := $(wildcard init/*.c)
@@ -175,7 +181,7 @@ $(BUILD)/dirs: FORCE
 	@printf '%s\n' '$(VERSION)' '$(BINDIR)' '$(LIBDIR)' '$(INCLUDEDIR)' '$(DAEMON_PATH)' >$@.tmp
 	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
 
-HEADERS := $(wildcard include/*.h userspace-lib/*/*.h cgroup/*.h bpf/*.h backends/*.h backends/*/*.h proto/*.h cli/*.h tests/unit/*.h)
+HEADERS := $(wildcard include/*.h userspace-lib/*/*.h cgroup/*.h bpf/*.h backends/*.h backends/*/*.h proto/*.h fuse/*.h cli/*.h tests/unit/*.h)
 # Each folder's include paths (the layers above).
 $(BUILD)/userspace-lib/base/%.o: LAYER_INC = $(BASE_INC)
 $(BUILD)/userspace-lib/store/%.o: LAYER_INC = $(STORE_INC)
@@ -184,11 +190,12 @@ $(BUILD)/bpf/%.o: LAYER_INC = $(BPF_INC)
 $(BUILD)/backends/%.o: LAYER_INC = $(BACKENDS_INC)
 $(BUILD)/proto/%.o: LAYER_INC = $(PROTO_INC)
 $(BUILD)/userspace-lib/client/%.o: LAYER_INC = $(CLIENT_INC)
+$(BUILD)/fuse/%.o: LAYER_INC = $(FUSE_INC)
 $(BUILD)/daemon/%.o: LAYER_INC = $(DAEMON_INC)
 $(BUILD)/cli/%.o: LAYER_INC = $(CLI_INC)
 $(BUILD)/init/%.o: LAYER_INC = $(INIT_INC)
 $(BUILD)/tests/%.o: LAYER_INC = $(INCLUDES)
-$(BUILD)/fuse-floor: LAYER_INC = $(BASE_INC)
+$(BUILD)/bench/fuse_floor.o: LAYER_INC = $(FUSE_INC)
 $(BUILD)/lifecycle-floor: LAYER_INC = $(BASE_INC)
 $(BUILD)/%.o: %.c $(HEADERS) $(BUILD)/config.h
 	@mkdir -p $(dir $@)
@@ -219,7 +226,11 @@ $(BUILD)/daemon/%.o: daemon/%.c $(HEADERS) $(wildcard daemon/*.h) $(BUILD)/confi
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
 
-$(BUILD)/layerfs-daemon: $(DAEMON_OBJ) $(BUILD)/liblayerfs.a
+$(BUILD)/fuse/%.o: fuse/%.c $(HEADERS) $(BUILD)/config.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
+
+$(BUILD)/layerfs-daemon: $(DAEMON_OBJ) $(FUSE_OBJ) $(BUILD)/liblayerfs.a
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) $(BPF_LIBS) -lpthread
 
 # Of liblayerfs.a it takes only the objects it calls (base, seccomp, rtnetlink), and of
@@ -241,9 +252,13 @@ $(BUILD)/systemd/%: packaging/systemd/%.in $(BUILD)/dirs
 	@mkdir -p $(@D)
 	sed -e 's|@BINDIR@|$(BINDIR)|g' $< >$@
 
-# The FUSE floor of bench/workspace_fs.sh: the same transport as the daemon, no work.
-$(BUILD)/fuse-floor: bench/fuse_floor.c
-	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -o $@ $< $(LDFLAGS) $(FUSE_LIBS)
+# The FUSE floor of bench/workspace_fs.sh: the daemon's transports (fuse/), mount setup
+# and dispatch, serving an in-memory filesystem that does no work.
+$(BUILD)/bench/fuse_floor.o: bench/fuse_floor.c $(HEADERS) $(BUILD)/config.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
+$(BUILD)/fuse-floor: $(BUILD)/bench/fuse_floor.o $(FUSE_OBJ) $(BUILD)/liblayerfs.a
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) -lpthread
 
 # The kernel's floors of bench/lifecycle.sh: posix_spawn, clone3 into a cgroup, cgroup.kill.
 $(BUILD)/lifecycle-floor: bench/lifecycle_floor.c
@@ -276,14 +291,14 @@ NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limit
 NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test_text_output.sh \
 	test_private_files.sh test_command_mounts.sh test_hidden_process.sh test_teardown_truth.sh \
 	test_caller_state.sh test_cwd_escape.sh
-# The Workspace's tests run on our own FUSE loop (daemon/fuse_dev.c) as well as libfuse's,
+# The Workspace's tests run on our own FUSE loop (fuse/fuse_dev.c) as well as libfuse's,
 # with passthrough (its default where the kernel offers it); test_workspace.sh once more
 # on it without (FUSE_DEV_NO_PASSTHROUGH_E2E: without passthrough only READ and WRITE are
 # served differently, which the crash test does not look at). test_workspace_passthrough.sh
 # picks its own.
 FUSE_DEV_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh
 FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh test_workspace_posix.sh
-# The same tests once more over io_uring rings (daemon/fuse_uring.c). The kernel offers
+# The same tests once more over io_uring rings (fuse/fuse_uring.c). The kernel offers
 # them only while its switch, one for the whole host, is on: the pass turns it on and
 # gives it back as it found it, whether the pass fails or is interrupted; a kernel
 # without the switch leaves the pass out. About 70 s here; URING_PASSES=no leaves it
@@ -390,14 +405,14 @@ LINT_JOBS ?= $(shell nproc)
 TIDY_FLAGS = -std=gnu11 -D_GNU_SOURCE $(INCLUDES) $(PKG_CFLAGS) $(FUSE_CFLAGS)
 # A checkout without git (a `git archive` of it) lints the same files.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
-	find include userspace-lib proto cli daemon init cgroup backends bpf tests bench -name '*.[ch]' | sort)
+	find include userspace-lib proto fuse cli daemon init cgroup backends bpf tests bench -name '*.[ch]' | sort)
 lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	bash tests/lint/layers.sh
 	bash tests/lint/test_layers.sh
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck -j $(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c bpf/watcher_set.c cli daemon init tests bench
-	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c bench/lifecycle_floor.c | \
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c bpf/watcher_set.c fuse cli daemon init tests bench
+	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(FUSE_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c bench/lifecycle_floor.c | \
 		xargs -P $(LINT_JOBS) -n 16 sh -c 'clang-tidy --quiet "$$@" -- $(TIDY_FLAGS)' clang-tidy
 
 format:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The FUSE Workspace against native ext4, kernel overlayfs, fuse-overlayfs and the FUSE
-# floor (build/fuse-floor, an in-memory FUSE server that does no work) on the
+# floor (build/fuse-floor, an in-memory FUSE server that does no work, served by the
+# daemon's own transports: one floor per transport and passthrough) on the
 # workload of DESIGN.md ("FUSE Workspace"): 10,000 files of 4 KiB created, stat'ed,
 # read and deleted, then 1 GiB written and read sequentially, then 4 KiB read and written
 # at random places of it. Then the time to mount a
@@ -14,7 +15,7 @@
 # Usage: workspace_fs.sh [workload|mount|tools|commit]... (all four by default). For quick
 # looks while developing, BENCH_BIG_MIB=64 shrinks the sequential file (the table
 # still says "1 GiB"; `make bench` always runs the full size) and BENCH_COMMIT_FILES=2000
-# the commit rows, and BENCH_TARGETS="workspace-dev workspace-uring" runs only the
+# the commit rows, and BENCH_TARGETS="workspace-dev fuse-floor-dev" runs only the
 # workload's targets named (native always runs: the ratios need it).
 # The uring targets need FUSE over io_uring: they turn the kernel's switch (the whole
 # host's) on and the exit gives it back as it was.
@@ -245,7 +246,7 @@ run_workload() {
         R_bigread[$name]+=" ${t[bigread]}"
         R_randread[$name]+=" ${t[randread]}"
         R_randwrite[$name]+=" ${t[randwrite]}"
-        printf '  %-15s create %6s  stat %6s  read %6s  delete %6s  write 1 GiB %6s  read 1 GiB %6s  4 KiB random read %6s  write %6s ms\n' \
+        printf '  %-19s create %6s  stat %6s  read %6s  delete %6s  write 1 GiB %6s  read 1 GiB %6s  4 KiB random read %6s  write %6s ms\n' \
                 "$name" "${t[create]}" "${t[stat]}" "${t[read]}" "${t[delete]}" "${t[write]}" "${t[bigread]}" \
                 "${t[randread]}" "${t[randwrite]}"
 }
@@ -309,32 +310,65 @@ target_fuse-overlayfs() {
         rm -rf "$d"
 }
 
-# The FUSE floor: bench/fuse_floor.c answers every request from memory over the same
-# transport, mount options and cache settings as layerfs-daemon, so its figures are
-# what the kernel's FUSE requests cost by themselves, the least any such server takes.
-target_fuse-floor() {
-        local d="$WORK/fuse-floor-$1" pid i
+# uring_switch_on NAME TRANSPORT: for the uring transport, FUSE over io_uring turned on
+# (the whole host's switch; the exit gives it back as it was); false, with NAME skipped,
+# when the kernel has none.
+uring_switch_on() {
+        [ "$2" = uring ] && [ -z "$URING_SWITCH_WAS" ] || return 0
+        if [ ! -w "$URING_SWITCH" ]; then
+                SKIP[$1]="the kernel has no FUSE over io_uring ($URING_SWITCH)"
+                return 1
+        fi
+        URING_SWITCH_WAS=$(cat "$URING_SWITCH")
+        echo 1 >"$URING_SWITCH"
+}
+
+# passthrough_said TRANSPORT PASSTHROUGH: what a mount's log line says of passthrough:
+# on when asked (1) and the kernel offers it to that transport (runtime status).
+passthrough_said() {
+        [ "$2" = 1 ] && [ "$(LAYERFS_FUSE_TRANSPORT=$1 lfs --json runtime status |
+                python3 -c 'import json, sys; print(json.load(sys.stdin)["fuse"]["passthrough"])')" = True ] &&
+                echo on || echo off
+}
+
+# The FUSE floor: bench/fuse_floor.c answers every request from memory, served by the
+# daemon's own transports (fuse/: the same mount setup, read-ahead, INIT and dispatch),
+# so its figures are what the kernel's FUSE requests cost by themselves over each, the
+# least any server on that transport takes. floor_on NAME TRANSPORT PASSTHROUGH TRIAL:
+# the workload on a floor served as the Workspace NAME's counterpart is.
+floor_on() {
+        local name=$1 transport=$2 want d="$WORK/$1-$4" pid line=""
+        uring_switch_on "$name" "$transport" || return 0
+        want=$(passthrough_said "$transport" "$3")
         mkdir -p "$d"
-        "$BUILD/fuse-floor" "$d" 2>"$WORK/fuse-floor.log" &
+        rm -f "$WORK/floor.ready"
+        mkfifo "$WORK/floor.ready"
+        LAYERFS_FUSE_TRANSPORT=$transport LAYERFS_FUSE_PASSTHROUGH=$3 \
+                "$BUILD/fuse-floor" "$d" >"$WORK/floor.ready" 2>"$WORK/$name.log" &
         pid=$!
-        for ((i = 0; i < 500; i++)); do
-                grep -q " $d fuse.floor " /proc/mounts && break
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.01
-        done
-        if ! grep -q " $d fuse.floor " /proc/mounts; then
-                kill "$pid" 2>/dev/null || true
+        # One line once the mount answers; none (EOF) when the floor ends first.
+        read -r line <"$WORK/floor.ready" || true
+        if [ -z "$line" ]; then
                 wait "$pid" || true
-                SKIP[fuse-floor]="the mount failed: $(tr '\n' ' ' <"$WORK/fuse-floor.log")"
+                SKIP[$name]="the mount failed: $(tr '\n' ' ' <"$WORK/$name.log")"
                 return 0
         fi
         MOUNTS+=("$d")
-        run_workload fuse-floor "$d"
+        [ "$line" = "ready (FUSE loop: $transport, passthrough: $want)" ] || {
+                echo "bench: the floor at $d says '$line', not the $transport loop with passthrough $want" >&2
+                return 1
+        }
+        run_workload "$name" "$d"
         umount "$d"
         unset 'MOUNTS[-1]'
         wait "$pid"
         rmdir "$d"
 }
+target_fuse-floor() { floor_on fuse-floor libfuse 0 "$1"; }
+target_fuse-floor-dev() { floor_on fuse-floor-dev dev 0 "$1"; }
+target_fuse-floor-dev-pt() { floor_on fuse-floor-dev-pt dev 1 "$1"; }
+target_fuse-floor-uring() { floor_on fuse-floor-uring uring 0 "$1"; }
+target_fuse-floor-uring-pt() { floor_on fuse-floor-uring-pt uring 1 "$1"; }
 
 # ---- layerfs Sandboxes and Workspaces --------------------------------------------------
 lfs() { "$LAYERFS" "$@"; }
@@ -375,22 +409,14 @@ target_workspace() {
 }
 
 # workspace_own NAME TRANSPORT PASSTHROUGH: the same Workspace served by our own FUSE
-# loop instead of libfuse's, over /dev/fuse (dev: daemon/fuse_dev.c) or io_uring rings
-# (uring: daemon/fuse_uring.c), with passthrough (1: where the kernel has it) or
+# loop instead of libfuse's, over /dev/fuse (dev: fuse/fuse_dev.c) or io_uring rings
+# (uring: fuse/fuse_uring.c), with passthrough (1: where the kernel has it) or
 # without (0).
 workspace_own() {
-        local name=$1 transport=$2 want=off
+        local name=$1 transport=$2 want
         [ -d "$LAYERFS_HOME/projects/empty" ] || lfs project init empty >/dev/null
-        if [ "$transport" = uring ] && [ -z "$URING_SWITCH_WAS" ]; then
-                if [ ! -w "$URING_SWITCH" ]; then
-                        SKIP[$name]="the kernel has no FUSE over io_uring ($URING_SWITCH)"
-                        return 0
-                fi
-                URING_SWITCH_WAS=$(cat "$URING_SWITCH")
-                echo 1 >"$URING_SWITCH"
-        fi
-        [ "$3" = 1 ] && [ "$(LAYERFS_FUSE_TRANSPORT=$transport lfs --json runtime status |
-                python3 -c 'import json, sys; print(json.load(sys.stdin)["fuse"]["passthrough"])')" = True ] && want=on
+        uring_switch_on "$name" "$transport" || return 0
+        want=$(passthrough_said "$transport" "$3")
         LAYERFS_FUSE_TRANSPORT=$transport LAYERFS_FUSE_PASSTHROUGH=$3 sandbox_open empty
         ws_mount empty "$SB" main
         grep -q "mounted main at $WS (FUSE loop: $transport, passthrough: $want)" <<<"$(lfs --project empty sandbox log "$SB")" || {
@@ -434,7 +460,10 @@ target_workspace-ovl() {
 
 # Every target once per trial; the order rotates so that none always runs first.
 TARGETS=(native overlayfs fuse-overlayfs fuse-floor workspace workspace-dev workspace-dev-pt workspace-uring
-        workspace-uring-pt workspace-ovl)
+        workspace-uring-pt workspace-ovl fuse-floor-dev fuse-floor-dev-pt fuse-floor-uring fuse-floor-uring-pt)
+# Each Workspace of our own loop beside its floor, for the second table.
+PAIRS=(workspace:fuse-floor workspace-dev:fuse-floor-dev workspace-dev-pt:fuse-floor-dev-pt
+        workspace-uring:fuse-floor-uring workspace-uring-pt:fuse-floor-uring-pt)
 # wanted TARGET: whether BENCH_TARGETS leaves TARGET in.
 wanted() {
         [ -z "${BENCH_TARGETS:-}" ] || [ "$1" = native ] || [[ " $BENCH_TARGETS " == *" $1 "* ]]
@@ -451,32 +480,34 @@ workload_section() {
         done
 }
 
-# ---- the table ---------------------------------------------------------------------
+# ---- the tables --------------------------------------------------------------------
+# The first table's columns; the floors of our own loops are in the second (PAIRS).
+MAIN_COLUMNS=(native overlayfs fuse-overlayfs fuse-floor workspace workspace-dev workspace-dev-pt workspace-uring
+        workspace-uring-pt workspace-ovl)
+ROWS=(create stat read delete write bigread randread randwrite)
+declare -A ROW_LABEL=([create]="create 10,000" [stat]="stat 10,000" [read]="read 10,000" [delete]="delete 10,000"
+        [write]="write 1 GiB (fsync)" [bigread]="read 1 GiB" [randread]="4 KiB random reads"
+        [randwrite]="4 KiB random writes")
+
+# med ROW TARGET: the median of TARGET's trials on ROW, or "-".
+med() {
+        local key="R_$1[$2]"
+        # shellcheck disable=SC2086 # the trials, one word each
+        if [ -n "${!key:-}" ]; then median ${!key}; else echo -; fi
+}
+
 print_table() {
         local fmt='%-22s %8s %10s %15s %11s %10s %9s %12s %11s %14s %9s %12s %10s %13s  %s\n'
-        local row label key t nat fo fl ws rf rn rl verdict
+        local row label t nat fo fl ws rf rn rl verdict
         echo
         echo "10,000 files of 4 KiB ($DIRS dirs x $FILES_PER_DIR), then one file of $BIG_MIB MiB; ms, median of $TRIALS trials"
         # shellcheck disable=SC2059
         printf "$fmt" "operation (ms)" native overlayfs fuse-overlayfs "fuse floor" workspace "ws (dev)" "ws (dev+pt)" "ws (uring)" "ws (uring+pt)" "ws-ovl" "ws/fuse-ovl" \
                 "ws/native" "floor/native" "targets"
-        for row in create stat read delete write bigread randread randwrite; do
-                case $row in
-                create) label="create 10,000" ;;
-                stat) label="stat 10,000" ;;
-                read) label="read 10,000" ;;
-                delete) label="delete 10,000" ;;
-                write) label="write 1 GiB (fsync)" ;;
-                bigread) label="read 1 GiB" ;;
-                randread) label="4 KiB random reads" ;;
-                randwrite) label="4 KiB random writes" ;;
-                esac
+        for row in "${ROWS[@]}"; do
+                label=${ROW_LABEL[$row]}
                 local vals=()
-                for t in "${TARGETS[@]}"; do
-                        key="R_${row}[$t]"
-                        # shellcheck disable=SC2086 # the trials, one word each
-                        if [ -n "${!key:-}" ]; then vals+=("$(median ${!key})"); else vals+=(-); fi
-                done
+                for t in "${MAIN_COLUMNS[@]}"; do vals+=("$(med "$row" "$t")"); done
                 nat=${vals[0]} fo=${vals[2]} fl=${vals[3]} ws=${vals[4]}
                 rf=$(ratio "$ws" "$fo")
                 rn=$(ratio "$ws" "$nat")
@@ -491,10 +522,8 @@ print_table() {
                         # The issue's data target: the best combination with passthrough.
                         local best=- pt_t pt_v
                         for pt_t in workspace-dev-pt workspace-uring-pt; do
-                                key="R_${row}[$pt_t]"
-                                [ -n "${!key:-}" ] || continue
-                                # shellcheck disable=SC2086 # the trials, one word each
-                                pt_v=$(median ${!key})
+                                pt_v=$(med "$row" "$pt_t")
+                                [ "$pt_v" != - ] || continue
                                 if [ "$best" = - ] || [ "$pt_v" -lt "$best" ]; then best=$pt_v; fi
                         done
                         verdict+=$(awk -v r="$(ratio "$best" "$nat")" 'BEGIN {
@@ -529,13 +558,49 @@ print_table() {
         echo "  (LAYERFS_FUSE_TRANSPORT=uring), without and with passthrough."
         echo "ws-ovl: the overlayfs design measured (issue 16): kernel overlayfs, upper on this disk, over a"
         echo "  Workspace (dev+pt) of the Branch as its FUSE lower (docs/workspace.md, \"Two designs\")."
-        echo "fuse floor: an in-memory FUSE server that answers at once (bench/fuse_floor.c), same"
-        echo "  transport and cache settings; floor/native > 2 means no FUSE server of this kind"
+        echo "fuse floor: an in-memory FUSE server that answers at once (bench/fuse_floor.c), served by"
+        echo "  libfuse as the default Workspace is; floor/native > 2 means no FUSE server of this kind"
         echo "  can meet the 2x-native target on this machine: the kernel's requests alone cost more."
         echo "reference machine (DESIGN.md), create/stat/read/delete, write/read:"
         echo "  native $REF_NATIVE; overlayfs $REF_OVERLAY; fuse-overlayfs $REF_FUSE_OVL"
         local n
         for n in "${!SKIP[@]}"; do echo "note: $n skipped: ${SKIP[$n]}"; done
+        print_floor_table
+}
+
+# The Workspace beside its floor, transport by transport: the floor is the same mount
+# setup, transport, INIT and dispatch serving files from memory, so ws/floor is what the
+# Workspace's own work costs on that transport; below 1 the floor is not a floor.
+print_floor_table() {
+        local fmt='%-22s' row pair t ws fl r not line
+        for pair in "${PAIRS[@]}"; do fmt+=' %16s %9s'; done
+        fmt+='  %s\n'
+        echo
+        echo "The Workspace against its FUSE floor per transport (bench/fuse_floor.c served by the same"
+        echo "transport, mount setup and dispatch); ms, median of $TRIALS trials, and ws/floor"
+        local head=("operation (ms)")
+        for pair in "${PAIRS[@]}"; do
+                t=${pair%%:*} t=${t#workspace} t=${t#-} t=${t/-pt/+pt}
+                head+=("floor (${t:-libfuse})" "ws/floor")
+        done
+        # shellcheck disable=SC2059
+        printf "$fmt" "${head[@]}" "floor below the Workspace"
+        for row in "${ROWS[@]}"; do
+                line=("${ROW_LABEL[$row]}")
+                not=()
+                for pair in "${PAIRS[@]}"; do
+                        ws=$(med "$row" "${pair%%:*}")
+                        fl=$(med "$row" "${pair#*:}")
+                        r=$(ratio "$ws" "$fl")
+                        line+=("$fl" "$r")
+                        if [ "$r" != - ] && awk -v r="$r" 'BEGIN { exit !(r < 1) }'; then not+=("${pair%%:*}"); fi
+                done
+                # shellcheck disable=SC2059
+                printf "$fmt" "${line[@]}" "$([ ${#not[@]} -eq 0 ] && echo yes || echo "NO: ${not[*]}")"
+        done
+        echo "floor (X): the floor served as the Workspace column X is: libfuse (ws), our loop over"
+        echo "  /dev/fuse (dev) or io_uring (uring), +pt with passthrough by the Workspace's rule (writers,"
+        echo "  and readers of files of 64 KiB or more); its files live in memory (tmpfs memfds)."
 }
 
 # ---- mount time against Branch size ---------------------------------------------------

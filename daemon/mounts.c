@@ -112,7 +112,7 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                 return lfs_proto_error_take(err);
         }
         _cleanup_free_ char *fsname = xasprintf("layerfs:%s/%s", d->project, branch);
-        w->session = ws_session_mount(w->fs, w->mountpoint, fsname);
+        w->session = ws_session_mount((fuse_fs){ &ws_workspace_ops, w->fs }, w->mountpoint, fsname);
         if (!w->session) {
                 ws_release_slot(w);
                 return lfs_proto_errorf(LFS_FAILED,
@@ -126,13 +126,11 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                 return lfs_proto_errorf(LFS_FAILED, "cannot start the Workspace's thread");
         }
         /* Waits for the mount to answer (INIT), then knows its device. */
-        if (stat(w->mountpoint, &st) < 0) {
+        if (lfs_fuse_mount_answered(w->mountpoint, &w->dev) < 0) {
                 stop_mount(w, true);
                 return lfs_proto_errorf(LFS_FAILED, "the Workspace of '%s' does not answer at %s", branch,
                                         w->mountpoint);
         }
-        w->dev = st.st_dev;
-        lfs_fuse_widen_readahead(w->dev);
         w->active = true;
         log_line("mounted %s at %s (FUSE loop: %s, passthrough: %s)", branch, w->mountpoint,
                  ws_session_transport(w->session), ws_session_passthrough(w->session) ? "on" : "off");

@@ -14,17 +14,6 @@
 #include "store.h"
 #include "workspace.h"
 
-/* FUSE_SET_ATTR_* values, kept here so that this file does not depend on libfuse. */
-#define WS_SET_MODE (1 << 0)
-#define WS_SET_UID (1 << 1)
-#define WS_SET_GID (1 << 2)
-#define WS_SET_SIZE (1 << 3)
-#define WS_SET_ATIME (1 << 4)
-#define WS_SET_MTIME (1 << 5)
-#define WS_SET_ATIME_NOW (1 << 7)
-#define WS_SET_MTIME_NOW (1 << 8)
-#define WS_SET_CTIME (1 << 10)
-
 typedef struct ws_dirent {
         char *name; /* NULL: removed (offsets of later entries stay put for readdir) */
         uint64_t ino;
@@ -1672,24 +1661,18 @@ static int handle_of(ws_fs *fs, uint64_t fh, ws_handle **ret) {
         return 0;
 }
 
-/* Below this a file opened only for reading is served by us: it is one READ at most
- * (then kept in the page cache across opens), where passing it through costs each open
- * a registration, the kernel's own open of the upper file and an unregistration
- * (bench/workspace_fs.sh: 10,000 reads of 4 KiB files took 2637 ms so against 1240 ms
- * served by us, medians of 3). */
-#define PASSTHROUGH_READ_MIN (1 << 20)
-
 /* Whether the new open of in passes through to its upper file, and under which id: 0
  * (served by us) or the id. The kernel keeps one mode per inode while any open lasts (a
  * second backing file or an open served by us next to passed ones fails with EIO), so
  * an inode already open keeps the mode its first open got. Only upper files pass: a
  * backing file is opened by the kernel with the open's own flags and our credentials, so
  * a Store object given for a read could be opened for writing by a later open of the
- * same inode (docs/workspace.md). Nor do set-id files. */
+ * same inode (docs/workspace.md). Nor do set-id files, nor small files opened only for
+ * reading (WS_PASSTHROUGH_READ_MIN). */
 static int backing_for(ws_fs *fs, ws_inode *in, bool writable) {
         if (!fs->backing || !S_ISREG(in->mode) || !in->upper)
                 return 0;
-        if (in->backing_id == 0 && !writable && in->size < PASSTHROUGH_READ_MIN)
+        if (in->backing_id == 0 && !writable && in->size < WS_PASSTHROUGH_READ_MIN)
                 return 0;
         /* The kernel's passed-through write clears no set-id bit: such a file's writes
          * come to us (ws_kill_setid). */
@@ -3205,3 +3188,37 @@ int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merge
         }
         return r;
 }
+
+const ws_ops ws_workspace_ops = {
+        .lookup = ws_lookup,
+        .forget = ws_forget,
+        .getattr = ws_getattr,
+        .setattr = ws_setattr,
+        .kill_setid = ws_kill_setid,
+        .readlink = ws_readlink,
+        .mknod = ws_mknod,
+        .mkdir = ws_mkdir,
+        .symlink = ws_symlink,
+        .link = ws_link,
+        .unlink = ws_unlink,
+        .rmdir = ws_rmdir,
+        .rename = ws_rename,
+        .open = ws_open_file,
+        .create = ws_create,
+        .read_extent = ws_read_extent,
+        .write = ws_write,
+        .fsync = ws_fsync,
+        .fallocate = ws_fallocate,
+        .lseek = ws_lseek,
+        .release = ws_release,
+        .opendir = ws_opendir,
+        .releasedir = ws_releasedir,
+        .readdir = ws_readdir,
+        .readdirplus = ws_readdirplus,
+        .statfs = ws_statfs,
+        .setxattr = ws_setxattr,
+        .getxattr = ws_getxattr,
+        .listxattr = ws_listxattr,
+        .removexattr = ws_removexattr,
+        .set_passthrough = ws_set_passthrough,
+};

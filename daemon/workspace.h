@@ -5,8 +5,9 @@
  * The namespace lives in memory (an inode table and a (parent, name) index), loaded
  * lazily from the Store's trees, so a mount costs O(1) whatever the Branch's size and a
  * rename of a directory is a pointer move. File data stays in the Store's objects until
- * a write copies it up into <upper>/<ino>. These operations know nothing of FUSE: the
- * transport (a row of fuse_transport.h: libfuse, dev; io_uring later) calls them and maps the results.
+ * a write copies it up into <upper>/<ino>. These operations know nothing of FUSE: a
+ * transport (a row of fuse_transport.h: libfuse, dev, uring) calls them through their
+ * table, ws_workspace_ops (fuse_fs.h), and maps the results.
  *
  * Every call returns 0 or a negative errno. One mutex guards the state: the transport
  * and the control thread take turns; status and commit hold it only while they walk the
@@ -21,17 +22,12 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 
+#include "fuse_fs.h"
 #include "layerfs.h"
 
-#define WS_ROOT_INO 1
-
-typedef struct ws_fs ws_fs;
-
-typedef struct ws_caller {
-        uid_t uid;
-        gid_t gid;
-        mode_t umask;
-} ws_caller;
+/* The Workspace's operations as a transport calls them: each row is the ws_ function of
+ * its name below. */
+extern const ws_ops ws_workspace_ops;
 
 /* store: opened by the caller, used only under the workspace's lock. */
 int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t owner, gid_t group,
@@ -42,23 +38,16 @@ const lfs_id *ws_base(const ws_fs *fs);
  * the inode the name led to (0: none), which the kernel should let go of (FORGET). */
 typedef void (*ws_invalidate_fn)(void *userdata, uint64_t parent, uint64_t child, const char *name);
 void ws_set_invalidator(ws_fs *fs, ws_invalidate_fn fn, void *userdata);
-/* A transport that can hand the kernel a backing file for an open (FUSE passthrough):
- * open registers fd (an upper file, opened by us beneath the upper directory) for the
- * writes of owner:group and returns its id (> 0) or -errno; close lets an id go. */
-typedef struct ws_backing_ops {
-        int (*open)(void *userdata, int fd, uid_t owner, gid_t group);
-        void (*close)(void *userdata, int id);
-} ws_backing_ops;
-/* From now on opens of upper files pass through (ops NULL: none do). */
+/* From now on opens of upper files pass through, registered with ops (an upper file,
+ * opened by us beneath the upper directory; ops NULL: none do). */
 void ws_set_passthrough(ws_fs *fs, const ws_backing_ops *ops, void *userdata);
 
 int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret);
 void ws_forget(ws_fs *fs, uint64_t ino, uint64_t n);
 int ws_getattr(ws_fs *fs, uint64_t ino, struct stat *ret);
-/* to_set: FUSE_SET_ATTR_* bits (mode, uid, gid, size, atime, mtime, *_NOW, ctime), and
- * WS_SET_KILL_SUIDGID. A chown of a file that is not a directory clears its set-id bits
- * whoever asks, as the kernel's own filesystems do. */
-#define WS_SET_KILL_SUIDGID (1 << 11) /* the caller lacks CAP_FSETID: clear set-id bits */
+/* to_set: FUSE_SET_ATTR_* bits and WS_SET_KILL_SUIDGID (fuse_fs.h). A chown of a file
+ * that is not a directory clears its set-id bits whoever asks, as the kernel's own
+ * filesystems do. */
 int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, struct stat *ret);
 /* The file was written or truncated by a caller without CAP_FSETID: clears S_ISUID, and
  * S_ISGID when the group may execute (as a disk does). 1 when the mode changed (the
@@ -83,14 +72,8 @@ int ws_rename(ws_fs *fs, uint64_t parent, const char *name, uint64_t new_parent,
 int ws_open_file(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh, int *ret_backing);
 int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name, mode_t mode, int flags,
               struct stat *ret, uint64_t *ret_fh, int *ret_backing);
-/* Where the bytes of a read are, so that the transport can splice them: up to length
- * bytes of fd from offset (fewer at the end of an upper file; length 0: nothing to
- * read). fd stays open until the handle is released. */
-typedef struct ws_extent {
-        int fd;
-        off_t offset;
-        size_t length;
-} ws_extent;
+/* Where the bytes of a read are (ws_extent, fuse_fs.h): the upper file, the loose
+ * object or the pack. */
 int ws_read_extent(ws_fs *fs, uint64_t fh, size_t size, off_t off, ws_extent *ret);
 ssize_t ws_write(ws_fs *fs, uint64_t fh, const char *buf, size_t size, off_t off);
 int ws_fsync(ws_fs *fs, uint64_t fh, bool datasync);
@@ -105,14 +88,11 @@ int ws_release(ws_fs *fs, uint64_t fh);
 int ws_opendir(ws_fs *fs, uint64_t ino);
 void ws_releasedir(ws_fs *fs, uint64_t ino);
 /* Calls fill for each entry from offset on, until fill returns false (buffer full). */
-typedef bool (*ws_fill_fn)(void *userdata, const char *name, const struct stat *st, off_t next_offset);
 int ws_readdir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, void *userdata);
 /* READDIRPLUS: the same walk, each entry with its attributes when with_entry (then fill
  * taking it counts as one lookup, as the kernel counts it). "." and "..", and
  * directories whose listing is not loaded yet (their link count would cost a tree read
  * each), come without: the kernel looks those up itself when it needs them. */
-typedef bool (*ws_fill_plus_fn)(void *userdata, const char *name, const struct stat *st, off_t next_offset,
-                                bool with_entry);
 int ws_readdirplus(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_plus_fn fill, void *userdata);
 /* What the Workspace's writer can use: the upper filesystem without its root reserve
  * (writes that would reach into it get ENOSPC) and the inodes the budget has room for. */

@@ -3,7 +3,7 @@
 # bit across a write by the command identity. A passed-through write never reaches the
 # daemon, so the daemon keeps set-id files from passing through and refuses chmod +s
 # (ETXTBSY) while a file is open for writing with passthrough. The gap tried here: the
-# inode already passes through for a reader (an upper file of 1 MiB or more opened
+# inode already passes through for a reader (an upper file of 64 KiB or more opened
 # read-only), the bit is set meanwhile (no writer: allowed), and a writer then opens it.
 # An inode keeps the mode of its first open, so the writer gets the reader's backing id
 # and its write goes to the upper file without clearing S_ISUID, where a disk clears it

@@ -2,7 +2,7 @@
 # Attack on FUSE passthrough (dev loop, LAYERFS_FUSE_PASSTHROUGH on): make a reader see
 # data that is no longer the file's. Opens served by the daemon keep the kernel's page
 # cache across opens (FOPEN_KEEP_CACHE: nobody else changes the data); a passed-through
-# write goes to the upper file and not through that cache. A small file (under 1 MiB)
+# write goes to the upper file and not through that cache. A small file (under 64 KiB)
 # opened read-only is served by the daemon, so: read it (cached), rewrite it in place
 # with the same size through a passed-through write-open, read it again. The kernel drops
 # a file's cached pages when its size changes, not when only its data does. What a

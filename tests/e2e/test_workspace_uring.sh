@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test-runner: alone (it turns the whole host's FUSE io_uring switch, enable_uring, off and on)
-# FUSE over io_uring (daemon/fuse_uring.c): which loop a Workspace gets from
+# FUSE over io_uring (fuse/fuse_uring.c): which loop a Workspace gets from
 # LAYERFS_FUSE_TRANSPORT and LAYERFS_FUSE_URING, the refusals, the fallback to the dev
 # loop, the daemon setting the kernel's switch only when told to (and saying so), the
 # rings carrying the requests (passthrough still on), and the rings' threads ending with

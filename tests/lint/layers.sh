@@ -19,11 +19,13 @@ declare -A may=(
         [backends/linux]="include userspace-lib/base cgroup bpf backends backends/linux"
         [proto]="include userspace-lib/base proto config"
         [userspace-lib/client]="include userspace-lib/base userspace-lib/store cgroup backends proto userspace-lib/client config"
-        [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client daemon config skel"
+        [fuse]="include userspace-lib/base cgroup backends fuse"
+        [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client fuse daemon config skel"
+        [bench]="include userspace-lib/base cgroup backends fuse"
         [cli]="include userspace-lib/base cli config"
         [init]="include userspace-lib/base cgroup backends init"
 )
-folders="include userspace-lib/base userspace-lib/store cgroup bpf backends backends/linux proto userspace-lib/client daemon cli init"
+folders="include userspace-lib/base userspace-lib/store cgroup bpf backends backends/linux proto userspace-lib/client fuse daemon cli init bench"
 
 # Which folder holds a header of that name. A name with a folder in it ("linux/x.h")
 # would reach a folder through another's include path (-Ibackends finds

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* How every FUSE mount of the project is set up, whichever loop serves it (libfuse's or
- * fuse_dev.c): the mount options, then the mount's tuning once it answered. One place,
- * so that the Workspace and the bench's floor cannot drift apart. */
+/* How every FUSE mount of the project is set up, whichever loop serves it (libfuse's,
+ * fuse_dev.c's or fuse_uring.c's): the mount options, then the mount's tuning once it
+ * answered. One place, so that the Workspace and the bench's floor cannot drift apart. */
 #ifndef LFS_FUSE_MOUNT_H
 #define LFS_FUSE_MOUNT_H
 
@@ -22,7 +22,9 @@
  * refused). The caller answers INIT on the fd before anything stat()s the mount. */
 int lfs_fuse_mount_fd(const char *mountpoint, const char *fsname);
 
-/* Raises the readahead of the mount on device dev to 2 MiB, once it has answered. */
-void lfs_fuse_widen_readahead(dev_t dev);
+/* Waits for the mount at mountpoint to answer (its loop serving: INIT done), then tunes
+ * it (a read-ahead of 2 MiB): 0 and its device in *ret_dev, or -errno (it does not
+ * answer). */
+int lfs_fuse_mount_answered(const char *mountpoint, dev_t *ret_dev);
 
 #endif

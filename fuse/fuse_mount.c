@@ -29,10 +29,19 @@ int lfs_fuse_mount_fd(const char *mountpoint, const char *fsname) {
  * a READ round trip per 128 KiB; the knob of its backing device allows more (1 GiB cold
  * read: ~700 -> ~570 ms here with 2 MiB). INIT sets the value, so this runs once the
  * mount answers. Best effort: without sysfs nothing changes. */
-void lfs_fuse_widen_readahead(dev_t dev) {
+static void widen_readahead(dev_t dev) {
         char knob[96];
         snprintf(knob, sizeof(knob), "/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
         _cleanup_close_ int fd = open(knob, O_WRONLY | O_CLOEXEC);
         if (fd >= 0)
                 (void)!write(fd, "2048", 4);
+}
+
+int lfs_fuse_mount_answered(const char *mountpoint, dev_t *ret_dev) {
+        struct stat st;
+        if (stat(mountpoint, &st) < 0)
+                return -errno;
+        widen_readahead(st.st_dev);
+        *ret_dev = st.st_dev;
+        return 0;
 }

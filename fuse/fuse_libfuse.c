@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The libfuse transport (fuse_transport.h's default row): libfuse3's low-level API and
- * its loop mapped onto workspace.h. */
+ * its loop mapped onto the filesystem's table (fuse_fs.h). */
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
 #include <errno.h>
@@ -16,7 +16,6 @@
 #include "fuse_transport.h"
 #include "log.h"
 #include "util.h"
-#include "workspace.h"
 
 _Static_assert(FUSE_SET_ATTR_CTIME == (1 << 10), "workspace.c mirrors the FUSE_SET_ATTR_* values");
 
@@ -26,10 +25,10 @@ static const double cache_seconds = FUSE_CACHE_SECONDS;
 /* The libfuse row's fuse_conn: the session, and the filesystem its requests go to. */
 typedef struct libfuse_conn {
         struct fuse_session *se;
-        ws_fs *fs;
+        fuse_fs fs;
 } libfuse_conn;
 
-static ws_fs *fs_of(fuse_req_t req) {
+static fuse_fs fs_of(fuse_req_t req) {
         return ((libfuse_conn *)fuse_req_userdata(req))->fs;
 }
 
@@ -85,7 +84,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn) {
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
         struct stat st;
-        int r = ws_lookup(fs_of(req), parent, name, &st);
+        int r = WS_CALL(fs_of(req), lookup, parent, name, &st);
         if (r == -ENOENT) {
                 /* A negative entry the kernel may cache, as long as only we change things. */
                 struct fuse_entry_param e = { .ino = 0, .entry_timeout = cache_seconds };
@@ -96,14 +95,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-        ws_forget(fs_of(req), ino, nlookup);
+        WS_CALL_OR(fs_of(req), forget, (void)0, ino, nlookup);
         fuse_reply_none(req);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         (void)fi;
         struct stat st;
-        int r = ws_getattr(fs_of(req), ino, &st);
+        int r = WS_CALL(fs_of(req), getattr, ino, &st);
         reply_attr(req, r, &st);
 }
 
@@ -111,13 +110,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
                        struct fuse_file_info *fi) {
         (void)fi;
         struct stat st;
-        int r = ws_setattr(fs_of(req), ino, attr, to_set, &st);
+        int r = WS_CALL(fs_of(req), setattr, ino, attr, to_set, &st);
         reply_attr(req, r, &st);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino) {
         char *target = NULL;
-        int r = ws_readlink(fs_of(req), ino, &target);
+        int r = WS_CALL(fs_of(req), readlink, ino, &target);
         if (r < 0)
                 fuse_reply_err(req, -r);
         else
@@ -129,41 +128,41 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
         (void)rdev;
         struct stat st;
         ws_caller who = caller_of(req);
-        int r = ws_mknod(fs_of(req), &who, parent, name, mode, &st);
+        int r = WS_CALL(fs_of(req), mknod, &who, parent, name, mode, &st);
         reply_entry(req, r, &st);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
         struct stat st;
         ws_caller who = caller_of(req);
-        int r = ws_mkdir(fs_of(req), &who, parent, name, mode, &st);
+        int r = WS_CALL(fs_of(req), mkdir, &who, parent, name, mode, &st);
         reply_entry(req, r, &st);
 }
 
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name) {
         struct stat st;
         ws_caller who = caller_of(req);
-        int r = ws_symlink(fs_of(req), &who, target, parent, name, &st);
+        int r = WS_CALL(fs_of(req), symlink, &who, target, parent, name, &st);
         reply_entry(req, r, &st);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char *name) {
         struct stat st;
-        int r = ws_link(fs_of(req), ino, parent, name, &st);
+        int r = WS_CALL(fs_of(req), link, ino, parent, name, &st);
         reply_entry(req, r, &st);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
-        fuse_reply_err(req, -ws_unlink(fs_of(req), parent, name));
+        fuse_reply_err(req, -WS_CALL(fs_of(req), unlink, parent, name));
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
-        fuse_reply_err(req, -ws_rmdir(fs_of(req), parent, name));
+        fuse_reply_err(req, -WS_CALL(fs_of(req), rmdir, parent, name));
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t new_parent,
                       const char *new_name, unsigned int flags) {
-        fuse_reply_err(req, -ws_rename(fs_of(req), parent, name, new_parent, new_name, flags));
+        fuse_reply_err(req, -WS_CALL(fs_of(req), rename, parent, name, new_parent, new_name, flags));
 }
 
 static void set_open_flags(struct fuse_file_info *fi, uint64_t fh) {
@@ -185,11 +184,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         /* The kernel truncates by O_TRUNC here (atomic_o_trunc) without clearing set-id
          * bits, and libfuse 3.14 cannot say whether the caller has CAP_FSETID
          * (HANDLE_KILLPRIV_V2): anyone but root is taken to lack it. */
-        if ((fi->flags & O_TRUNC) && fuse_req_ctx(req)->uid != 0 && ws_kill_setid(fs_of(req), ino) > 0)
+        if ((fi->flags & O_TRUNC) && fuse_req_ctx(req)->uid != 0 &&
+            WS_CALL_OR(fs_of(req), kill_setid, 0, ino) > 0)
                 (void)fuse_lowlevel_notify_inval_inode(((libfuse_conn *)fuse_req_userdata(req))->se, ino, -1,
                                                        0);
         uint64_t fh = 0;
-        int r = ws_open_file(fs_of(req), ino, fi->flags, &fh, NULL);
+        int r = WS_CALL(fs_of(req), open, ino, fi->flags, &fh, NULL);
         reply_open(req, r, fh, fi);
 }
 
@@ -198,7 +198,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         struct stat st;
         uint64_t fh = 0;
         ws_caller who = caller_of(req);
-        int r = ws_create(fs_of(req), &who, parent, name, mode, fi->flags, &st, &fh, NULL);
+        int r = WS_CALL(fs_of(req), create, &who, parent, name, mode, fi->flags, &st, &fh, NULL);
         if (r < 0) {
                 fuse_reply_err(req, -r);
                 return;
@@ -214,7 +214,7 @@ static const size_t splice_min = 64 * 1024;
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi) {
         (void)ino;
         ws_extent x;
-        int r = ws_read_extent(fs_of(req), fi->fh, size, off, &x);
+        int r = WS_CALL(fs_of(req), read_extent, fi->fh, size, off, &x);
         if (r < 0) {
                 fuse_reply_err(req, -r);
                 return;
@@ -233,7 +233,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi) {
         (void)ino;
-        ssize_t k = ws_write(fs_of(req), fi->fh, buf, size, off);
+        ssize_t k = WS_CALL(fs_of(req), write, fi->fh, buf, size, off);
         if (k < 0)
                 fuse_reply_err(req, (int)-k);
         else
@@ -248,18 +248,18 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         (void)ino;
-        fuse_reply_err(req, -ws_release(fs_of(req), fi->fh));
+        fuse_reply_err(req, -WS_CALL(fs_of(req), release, fi->fh));
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
         (void)ino;
-        fuse_reply_err(req, -ws_fsync(fs_of(req), fi->fh, datasync));
+        fuse_reply_err(req, -WS_CALL(fs_of(req), fsync, fi->fh, datasync));
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi) {
         (void)ino;
         off_t at;
-        int r = ws_lseek(fs_of(req), fi->fh, off, whence, &at);
+        int r = WS_CALL(fs_of(req), lseek, fi->fh, off, whence, &at);
         if (r < 0)
                 fuse_reply_err(req, -r);
         else
@@ -269,7 +269,7 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                          struct fuse_file_info *fi) {
         (void)ino;
-        fuse_reply_err(req, -ws_fallocate(fs_of(req), fi->fh, mode, off, len));
+        fuse_reply_err(req, -WS_CALL(fs_of(req), fallocate, fi->fh, mode, off, len));
 }
 
 typedef struct dir_fill {
@@ -288,7 +288,7 @@ static bool fill_entry(void *userdata, const char *name, const struct stat *st, 
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-        int r = ws_opendir(fs_of(req), ino);
+        int r = WS_CALL(fs_of(req), opendir, ino);
         if (r < 0)
                 fuse_reply_err(req, -r);
         else
@@ -297,7 +297,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
         (void)fi;
-        ws_releasedir(fs_of(req), ino);
+        WS_CALL_OR(fs_of(req), releasedir, (void)0, ino);
         fuse_reply_err(req, 0);
 }
 
@@ -308,7 +308,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
                 fuse_reply_err(req, ENOMEM);
                 return;
         }
-        int r = ws_readdir(fs_of(req), ino, off, fill_entry, &df);
+        int r = WS_CALL(fs_of(req), readdir, ino, off, fill_entry, &df);
         if (r < 0)
                 fuse_reply_err(req, -r);
         else
@@ -319,7 +319,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
         (void)ino;
         struct statvfs st;
-        int r = ws_statfs(fs_of(req), &st);
+        int r = WS_CALL(fs_of(req), statfs, &st);
         if (r < 0)
                 fuse_reply_err(req, -r);
         else
@@ -328,7 +328,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino) {
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
                         int flags) {
-        fuse_reply_err(req, -ws_setxattr(fs_of(req), ino, name, value, size, flags));
+        fuse_reply_err(req, -WS_CALL(fs_of(req), setxattr, ino, name, value, size, flags));
 }
 
 /* size 0 asks how much room the value needs; otherwise the value itself. */
@@ -343,20 +343,20 @@ static void reply_xattr(fuse_req_t req, ssize_t k, size_t size, const char *buf)
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
         char *buf = size ? malloc(size) : NULL;
-        ssize_t k = ws_getxattr(fs_of(req), ino, name, buf, size);
+        ssize_t k = WS_CALL(fs_of(req), getxattr, ino, name, buf, size);
         reply_xattr(req, k, size, buf);
         free(buf);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
         char *buf = size ? malloc(size) : NULL;
-        ssize_t k = ws_listxattr(fs_of(req), ino, buf, size);
+        ssize_t k = WS_CALL(fs_of(req), listxattr, ino, buf, size);
         reply_xattr(req, k, size, buf);
         free(buf);
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
-        fuse_reply_err(req, -ws_removexattr(fs_of(req), ino, name));
+        fuse_reply_err(req, -WS_CALL(fs_of(req), removexattr, ino, name));
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -393,7 +393,7 @@ static const struct fuse_lowlevel_ops ops = {
 };
 
 /* The libfuse row: its connection is libfuse's session. */
-static int libfuse_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
+static int libfuse_mount(fuse_fs fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
         char *opts = NULL;
         if (asprintf(&opts, FUSE_MOUNT_OPTIONS ",fsname=%s,subtype=" FUSE_MOUNT_SUBTYPE, fsname) < 0)
                 return -ENOMEM;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The FUSE transports: ways of serving a Workspace's mount, each a row of operations
- * (fuse_transport) over the one filesystem interface, workspace.h. A mount picks its row
+ * (fuse_transport) over one filesystem interface, a table of operations (fuse_fs.h). A mount picks its row
  * by name from LAYERFS_FUSE_TRANSPORT (fuse_transport.c's table); libfuse's loop
  * (fuse_libfuse.c) is the default, our own over /dev/fuse (fuse_dev.c) is "dev", and
  * the same loop with io_uring rings carrying the requests (fuse_uring.c) is "uring".
@@ -12,7 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "workspace.h"
+#include <sys/types.h>
+
+#include "fuse_fs.h"
 
 /* A connection of a transport: what its mount returns, opaque to everyone else. */
 typedef struct fuse_conn fuse_conn;
@@ -21,7 +23,7 @@ typedef struct fuse_transport {
         const char *name;
         /* fs mounted at mountpoint: 0 and *ret, or -errno with nothing mounted (the log
          * says why). The mount answers once serve runs. */
-        int (*mount)(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_conn **ret);
+        int (*mount)(fuse_fs fs, const char *mountpoint, const char *fsname, fuse_conn **ret);
         /* Serves requests until the mount goes away or exit (then after the next request
          * or interrupted read). */
         void (*serve)(fuse_conn *c);
@@ -54,7 +56,7 @@ typedef struct ws_session ws_session;
  * libfuse, or uring when LAYERFS_FUSE_URING is on or auto), falling back (and saying so
  * in the log) when another cannot mount: uring to dev unless named, dev to libfuse;
  * NULL on failure, an unknown name or a contradiction included (the log says why). */
-ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsname);
+ws_session *ws_session_mount(fuse_fs fs, const char *mountpoint, const char *fsname);
 /* The loop that serves s: "libfuse", "dev", "uring". */
 const char *ws_session_transport(const ws_session *s);
 bool ws_session_passthrough(const ws_session *s);

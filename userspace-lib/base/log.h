@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The daemon's log (log.c). */
-#ifndef LFS_DAEMON_LOG_H
-#define LFS_DAEMON_LOG_H
+/* The log of the daemon and of the FUSE transports that serve its mounts (log.c): stderr,
+ * which the library points at the Sandbox's daemon.log. */
+#ifndef LFS_LOG_H
+#define LFS_LOG_H
 
 /* Where daemon.log is: the Sandbox's directory (kept, not copied). */
 void log_set_dir(const char *dir);

@@ -2,7 +2,7 @@
 /*
  * Our FUSE loop (LAYERFS_FUSE_TRANSPORT=dev): each worker reads one request at a time
  * from /dev/fuse into its own buffer, checks its size, and dispatches it through
- * fuse_ops_table, one row per opcode, to workspace.h; the answer is one writev. Only
+ * fuse_ops_table, one row per opcode, to the filesystem's table (fuse_fs.h); the answer is one writev. Only
  * this file and fuse_libfuse.c know FUSE; fuse_proto.h has the wire format.
  *
  * Compared with libfuse's loop it asks INIT for what the Workspace uses and nothing
@@ -279,7 +279,7 @@ static int do_init(fuse_worker *w, const fuse_request *r) {
                         in.major, in.minor);
         c->flags = agreed; /* before the kernel can send the first OPEN */
         if (agreed & FUSE_F_PASSTHROUGH)
-                ws_set_passthrough(c->fs, &fuse_dev_backing_ops, c);
+                WS_CALL_OR(c->fs, set_passthrough, (void)0, &fuse_dev_backing_ops, c);
         int ret = reply_buf(w, r, &out, sizeof(out));
         if (ret == 0)
                 atomic_store(&c->initialized, true);
@@ -298,7 +298,7 @@ static int do_destroy(fuse_worker *w, const fuse_request *r) {
 
 static int do_lookup(fuse_worker *w, const fuse_request *r) {
         struct stat st;
-        int ret = ws_lookup(w->c->fs, r->hdr->nodeid, r->name, &st);
+        int ret = WS_CALL(w->c->fs, lookup, r->hdr->nodeid, r->name, &st);
         if (ret == -ENOENT) {
                 /* A negative entry the kernel may cache, as long as only we change things. */
                 struct fuse_entry_wire e = { .entry_valid = FUSE_CACHE_SECONDS };
@@ -310,7 +310,7 @@ static int do_lookup(fuse_worker *w, const fuse_request *r) {
 /* FORGET and BATCH_FORGET have no answer. */
 static int do_forget(fuse_worker *w, const fuse_request *r) {
         const struct fuse_forget_request *in = (const void *)r->arg;
-        ws_forget(w->c->fs, r->hdr->nodeid, in->nlookup);
+        WS_CALL_OR(w->c->fs, forget, (void)0, r->hdr->nodeid, in->nlookup);
         return 0;
 }
 
@@ -321,7 +321,7 @@ static int do_batch_forget(fuse_worker *w, const fuse_request *r) {
         for (size_t i = 0; i < n; i++) {
                 struct fuse_forget_one one;
                 memcpy(&one, r->rest + i * sizeof(one), sizeof(one));
-                ws_forget(w->c->fs, one.nodeid, one.nlookup);
+                WS_CALL_OR(w->c->fs, forget, (void)0, one.nodeid, one.nlookup);
         }
         return 0;
 }
@@ -336,7 +336,7 @@ static int do_interrupt(fuse_worker *w, const fuse_request *r) {
 
 static int do_getattr(fuse_worker *w, const fuse_request *r) {
         struct stat st;
-        return reply_attr(w, r, ws_getattr(w->c->fs, r->hdr->nodeid, &st), &st);
+        return reply_attr(w, r, WS_CALL(w->c->fs, getattr, r->hdr->nodeid, &st), &st);
 }
 
 static int do_setattr(fuse_worker *w, const fuse_request *r) {
@@ -355,13 +355,13 @@ static int do_setattr(fuse_worker *w, const fuse_request *r) {
                 .st_ctim = { .tv_sec = (time_t)in->ctime, .tv_nsec = in->ctimensec },
         };
         struct stat st;
-        int ret = ws_setattr(w->c->fs, r->hdr->nodeid, &attr, (int)(in->valid & known), &st);
+        int ret = WS_CALL(w->c->fs, setattr, r->hdr->nodeid, &attr, (int)(in->valid & known), &st);
         return reply_attr(w, r, ret, &st);
 }
 
 static int do_readlink(fuse_worker *w, const fuse_request *r) {
         _cleanup_free_ char *target = NULL;
-        int ret = ws_readlink(w->c->fs, r->hdr->nodeid, &target);
+        int ret = WS_CALL(w->c->fs, readlink, r->hdr->nodeid, &target);
         if (ret < 0)
                 return ret;
         return reply_buf(w, r, target, strlen(target));
@@ -371,46 +371,50 @@ static int do_mknod(fuse_worker *w, const fuse_request *r) {
         const struct fuse_mknod_request *in = (const void *)r->arg;
         ws_caller who = caller_of(r, in->umask);
         struct stat st;
-        return reply_entry(w, r, ws_mknod(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, &st), &st);
+        return reply_entry(w, r, WS_CALL(w->c->fs, mknod, &who, r->hdr->nodeid, r->name, in->mode, &st),
+                           &st);
 }
 
 static int do_mkdir(fuse_worker *w, const fuse_request *r) {
         const struct fuse_mkdir_request *in = (const void *)r->arg;
         ws_caller who = caller_of(r, in->umask);
         struct stat st;
-        return reply_entry(w, r, ws_mkdir(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, &st), &st);
+        return reply_entry(w, r, WS_CALL(w->c->fs, mkdir, &who, r->hdr->nodeid, r->name, in->mode, &st),
+                           &st);
 }
 
 /* SYMLINK's arguments: the new name, then the target. */
 static int do_symlink(fuse_worker *w, const fuse_request *r) {
         ws_caller who = caller_of(r, 0);
         struct stat st;
-        return reply_entry(w, r, ws_symlink(w->c->fs, &who, r->name2, r->hdr->nodeid, r->name, &st), &st);
+        return reply_entry(w, r, WS_CALL(w->c->fs, symlink, &who, r->name2, r->hdr->nodeid, r->name, &st),
+                           &st);
 }
 
 static int do_link(fuse_worker *w, const fuse_request *r) {
         const struct fuse_link_request *in = (const void *)r->arg;
         struct stat st;
-        return reply_entry(w, r, ws_link(w->c->fs, in->oldnodeid, r->hdr->nodeid, r->name, &st), &st);
+        return reply_entry(w, r, WS_CALL(w->c->fs, link, in->oldnodeid, r->hdr->nodeid, r->name, &st), &st);
 }
 
 static int do_unlink(fuse_worker *w, const fuse_request *r) {
-        return reply_status(w, r, ws_unlink(w->c->fs, r->hdr->nodeid, r->name));
+        return reply_status(w, r, WS_CALL(w->c->fs, unlink, r->hdr->nodeid, r->name));
 }
 
 static int do_rmdir(fuse_worker *w, const fuse_request *r) {
-        return reply_status(w, r, ws_rmdir(w->c->fs, r->hdr->nodeid, r->name));
+        return reply_status(w, r, WS_CALL(w->c->fs, rmdir, r->hdr->nodeid, r->name));
 }
 
 static int do_rename(fuse_worker *w, const fuse_request *r) {
         const struct fuse_rename_request *in = (const void *)r->arg;
-        return reply_status(w, r, ws_rename(w->c->fs, r->hdr->nodeid, r->name, in->newdir, r->name2, 0));
+        return reply_status(w, r,
+                            WS_CALL(w->c->fs, rename, r->hdr->nodeid, r->name, in->newdir, r->name2, 0));
 }
 
 static int do_rename2(fuse_worker *w, const fuse_request *r) {
         const struct fuse_rename2_request *in = (const void *)r->arg;
-        return reply_status(w, r,
-                            ws_rename(w->c->fs, r->hdr->nodeid, r->name, in->newdir, r->name2, in->flags));
+        return reply_status(
+                w, r, WS_CALL(w->c->fs, rename, r->hdr->nodeid, r->name, in->newdir, r->name2, in->flags));
 }
 
 /* Nobody else changes the data under the kernel's page cache (keep it across opens),
@@ -429,7 +433,7 @@ static struct fuse_open_answer open_answer(uint64_t fh, int backing) {
 /* The set-id bits of nodeid go when the kernel says so: then the mode it caches is stale
  * (it refreshes size and times after a write, not the mode). */
 static int kill_setid(fuse_worker *w, uint64_t nodeid) {
-        int ret = ws_kill_setid(w->c->fs, nodeid);
+        int ret = WS_CALL_OR(w->c->fs, kill_setid, 0, nodeid);
         if (ret > 0) {
                 struct fuse_note_inval_inode msg = { .ino = nodeid, .off = -1 }; /* the attributes alone */
                 struct iovec body = { &msg, sizeof(msg) };
@@ -445,7 +449,7 @@ static int do_open(fuse_worker *w, const fuse_request *r) {
                 return killed;
         uint64_t fh = 0;
         int backing = 0;
-        int ret = ws_open_file(w->c->fs, r->hdr->nodeid, (int)in->flags, &fh, &backing);
+        int ret = WS_CALL(w->c->fs, open, r->hdr->nodeid, (int)in->flags, &fh, &backing);
         if (ret < 0)
                 return ret;
         /* A write passed through clears no set-id bit (the kernel writes the upper file
@@ -464,8 +468,8 @@ static int do_create(fuse_worker *w, const fuse_request *r) {
         struct stat st;
         uint64_t fh = 0;
         int backing = 0;
-        int ret = ws_create(w->c->fs, &who, r->hdr->nodeid, r->name, in->mode, (int)in->flags, &st, &fh,
-                            &backing);
+        int ret = WS_CALL(w->c->fs, create, &who, r->hdr->nodeid, r->name, in->mode, (int)in->flags, &st,
+                          &fh, &backing);
         if (ret < 0)
                 return ret;
         struct fuse_entry_wire e;
@@ -525,7 +529,7 @@ static int do_read(fuse_worker *w, const fuse_request *r) {
         const struct fuse_read_request *in = (const void *)r->arg;
         size_t size = in->size < FUSE_DEV_MAX_WRITE ? in->size : FUSE_DEV_MAX_WRITE;
         ws_extent x;
-        int ret = ws_read_extent(w->c->fs, in->fh, size, (off_t)in->offset, &x);
+        int ret = WS_CALL(w->c->fs, read_extent, in->fh, size, (off_t)in->offset, &x);
         if (ret < 0)
                 return ret;
         if (x.length >= FUSE_DEV_SPLICE_MIN && sizeof(struct fuse_out_hdr) + x.length <= w->pipe_size &&
@@ -545,7 +549,7 @@ static int do_write(fuse_worker *w, const fuse_request *r) {
         int killed = (in->write_flags & FUSE_WRITE_KILL_SUIDGID) ? kill_setid(w, r->hdr->nodeid) : 0;
         if (killed < 0)
                 return killed;
-        ssize_t k = ws_write(w->c->fs, in->fh, r->tail, in->size, (off_t)in->offset);
+        ssize_t k = WS_CALL(w->c->fs, write, in->fh, r->tail, in->size, (off_t)in->offset);
         if (k < 0)
                 return (int)k;
         struct fuse_write_answer out = { .size = (uint32_t)k };
@@ -558,24 +562,25 @@ static int do_flush(fuse_worker *w, const fuse_request *r) {
 
 static int do_release(fuse_worker *w, const fuse_request *r) {
         const struct fuse_release_request *in = (const void *)r->arg;
-        return reply_status(w, r, ws_release(w->c->fs, in->fh));
+        return reply_status(w, r, WS_CALL(w->c->fs, release, in->fh));
 }
 
 static int do_fsync(fuse_worker *w, const fuse_request *r) {
         const struct fuse_fsync_request *in = (const void *)r->arg;
-        return reply_status(w, r, ws_fsync(w->c->fs, in->fh, in->fsync_flags & FUSE_FSYNC_DATASYNC));
+        return reply_status(w, r, WS_CALL(w->c->fs, fsync, in->fh, in->fsync_flags & FUSE_FSYNC_DATASYNC));
 }
 
 static int do_fallocate(fuse_worker *w, const fuse_request *r) {
         const struct fuse_fallocate_request *in = (const void *)r->arg;
         return reply_status(
-                w, r, ws_fallocate(w->c->fs, in->fh, (int)in->mode, (off_t)in->offset, (off_t)in->length));
+                w, r,
+                WS_CALL(w->c->fs, fallocate, in->fh, (int)in->mode, (off_t)in->offset, (off_t)in->length));
 }
 
 static int do_lseek(fuse_worker *w, const fuse_request *r) {
         const struct fuse_lseek_request *in = (const void *)r->arg;
         off_t at;
-        int ret = ws_lseek(w->c->fs, in->fh, (off_t)in->offset, (int)in->whence, &at);
+        int ret = WS_CALL(w->c->fs, lseek, in->fh, (off_t)in->offset, (int)in->whence, &at);
         if (ret < 0)
                 return ret;
         struct fuse_lseek_answer out = { .offset = (uint64_t)at };
@@ -583,7 +588,7 @@ static int do_lseek(fuse_worker *w, const fuse_request *r) {
 }
 
 static int do_opendir(fuse_worker *w, const fuse_request *r) {
-        int ret = ws_opendir(w->c->fs, r->hdr->nodeid);
+        int ret = WS_CALL(w->c->fs, opendir, r->hdr->nodeid);
         if (ret < 0)
                 return ret;
         struct fuse_open_answer out = { 0 };
@@ -591,7 +596,7 @@ static int do_opendir(fuse_worker *w, const fuse_request *r) {
 }
 
 static int do_releasedir(fuse_worker *w, const fuse_request *r) {
-        ws_releasedir(w->c->fs, r->hdr->nodeid);
+        WS_CALL_OR(w->c->fs, releasedir, (void)0, r->hdr->nodeid);
         return reply_buf(w, r, NULL, 0);
 }
 
@@ -645,7 +650,7 @@ static bool fill_entry_plus(void *userdata, const char *name, const struct stat 
 static int do_readdirplus(fuse_worker *w, const fuse_request *r) {
         const struct fuse_read_request *in = (const void *)r->arg;
         dir_fill df = { .buf = w->out, .size = in->size < FUSE_DEV_BUFFER ? in->size : FUSE_DEV_BUFFER };
-        int ret = ws_readdirplus(w->c->fs, r->hdr->nodeid, (off_t)in->offset, fill_entry_plus, &df);
+        int ret = WS_CALL(w->c->fs, readdirplus, r->hdr->nodeid, (off_t)in->offset, fill_entry_plus, &df);
         if (ret < 0)
                 return ret;
         return reply_buf(w, r, df.buf, df.used);
@@ -654,7 +659,7 @@ static int do_readdirplus(fuse_worker *w, const fuse_request *r) {
 static int do_readdir(fuse_worker *w, const fuse_request *r) {
         const struct fuse_read_request *in = (const void *)r->arg;
         dir_fill df = { .buf = w->out, .size = in->size < FUSE_DEV_BUFFER ? in->size : FUSE_DEV_BUFFER };
-        int ret = ws_readdir(w->c->fs, r->hdr->nodeid, (off_t)in->offset, fill_entry, &df);
+        int ret = WS_CALL(w->c->fs, readdir, r->hdr->nodeid, (off_t)in->offset, fill_entry, &df);
         if (ret < 0)
                 return ret;
         return reply_buf(w, r, df.buf, df.used);
@@ -662,7 +667,7 @@ static int do_readdir(fuse_worker *w, const fuse_request *r) {
 
 static int do_statfs(fuse_worker *w, const fuse_request *r) {
         struct statvfs st;
-        int ret = ws_statfs(w->c->fs, &st);
+        int ret = WS_CALL(w->c->fs, statfs, &st);
         if (ret < 0)
                 return ret;
         struct fuse_statfs_answer out = {
@@ -683,7 +688,8 @@ static int do_setxattr(fuse_worker *w, const fuse_request *r) {
         if (in->size > r->tail_len)
                 return -EINVAL;
         return reply_status(
-                w, r, ws_setxattr(w->c->fs, r->hdr->nodeid, r->name, r->tail, in->size, (int)in->flags));
+                w, r,
+                WS_CALL(w->c->fs, setxattr, r->hdr->nodeid, r->name, r->tail, in->size, (int)in->flags));
 }
 
 /* size 0 asks how much room the value needs; otherwise the value itself. */
@@ -706,18 +712,19 @@ static int do_getxattr(fuse_worker *w, const fuse_request *r) {
         if (len == sizeof(name))
                 return -ERANGE;
         memcpy(name, r->name, len + 1);
-        return reply_xattr(w, r, ws_getxattr(w->c->fs, r->hdr->nodeid, name, size ? w->out : NULL, size),
-                           size);
+        return reply_xattr(
+                w, r, WS_CALL(w->c->fs, getxattr, r->hdr->nodeid, name, size ? w->out : NULL, size), size);
 }
 
 static int do_listxattr(fuse_worker *w, const fuse_request *r) {
         const struct fuse_getxattr_request *in = (const void *)r->arg;
         size_t size = in->size < FUSE_DEV_BUFFER ? in->size : FUSE_DEV_BUFFER;
-        return reply_xattr(w, r, ws_listxattr(w->c->fs, r->hdr->nodeid, size ? w->out : NULL, size), size);
+        return reply_xattr(w, r, WS_CALL(w->c->fs, listxattr, r->hdr->nodeid, size ? w->out : NULL, size),
+                           size);
 }
 
 static int do_removexattr(fuse_worker *w, const fuse_request *r) {
-        return reply_status(w, r, ws_removexattr(w->c->fs, r->hdr->nodeid, r->name));
+        return reply_status(w, r, WS_CALL(w->c->fs, removexattr, r->hdr->nodeid, r->name));
 }
 
 /* A request kind: its handler, the size of its fixed arguments and how many names
@@ -869,7 +876,7 @@ static void fuse_dev_serve(fuse_conn *conn) {
         free(w.out);
 }
 
-int fuse_dev_conn_open(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_dev_conn *c) {
+int fuse_dev_conn_open(fuse_fs fs, const char *mountpoint, const char *fsname, fuse_dev_conn *c) {
         int fd = lfs_fuse_mount_fd(mountpoint, fsname);
         if (fd < 0)
                 return fd;
@@ -883,7 +890,7 @@ int fuse_dev_conn_open(ws_fs *fs, const char *mountpoint, const char *fsname, fu
         return 0;
 }
 
-static int fuse_dev_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
+static int fuse_dev_mount(fuse_fs fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
         fuse_dev_conn *c = xcalloc(1, sizeof(*c));
         int r = fuse_dev_conn_open(fs, mountpoint, fsname, c);
         if (r < 0) {

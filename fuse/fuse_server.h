@@ -2,7 +2,7 @@
 /*
  * What our two FUSE loops share (fuse_dev.c's, over /dev/fuse, and fuse_uring.c's rings):
  * the connection, a worker and its request, and the one dispatch that checks a request
- * and serves it through workspace.h. The loops differ only in where a request comes
+ * and serves it through the filesystem's table (fuse_fs.h). The loops differ only in where a request comes
  * from and where its answer goes: /dev/fuse's read and writev, or a ring entry's
  * buffers and the commit that hands them back.
  */
@@ -16,7 +16,7 @@
 #include <sys/uio.h>
 
 #include "fuse_proto.h"
-#include "workspace.h"
+#include "fuse_fs.h"
 
 /* The largest WRITE we accept, and so the largest READ the kernel asks: 256 pages, as
  * libfuse negotiates. A worker's buffer holds one such request and its headers. */
@@ -29,7 +29,7 @@ typedef struct fuse_dev_conn fuse_dev_conn;
 /* The connection both loops serve: /dev/fuse, what INIT agreed, and (fuse_uring.c)
  * whether to ask for rings and what to do once INIT is answered. */
 struct fuse_dev_conn {
-        ws_fs *fs;
+        fuse_fs fs; /* what it serves */
         int fd;
         char *mountpoint;
         atomic_bool exited;
@@ -72,7 +72,7 @@ struct fuse_worker {
 
 /* Mounts fs at mountpoint over /dev/fuse and fills c (zeroed by the caller) with the
  * connection: 0, or -errno with nothing mounted. */
-int fuse_dev_conn_open(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_dev_conn *c);
+int fuse_dev_conn_open(fuse_fs fs, const char *mountpoint, const char *fsname, fuse_dev_conn *c);
 
 /* Serves one request. hdr, then the opcode's fixed arguments at arg (arg_len bytes, at
  * least the opcode's), then its names and data at rest (rest_len bytes); rest NULL:

@@ -39,7 +39,7 @@ static void transport_names(char *buf, size_t size) {
         }
 }
 
-ws_session *ws_session_mount(ws_fs *fs, const char *mountpoint, const char *fsname) {
+ws_session *ws_session_mount(fuse_fs fs, const char *mountpoint, const char *fsname) {
         const char *name = getenv("LAYERFS_FUSE_TRANSPORT");
         const char *uring = getenv("LAYERFS_FUSE_URING");
         bool named = name && *name;

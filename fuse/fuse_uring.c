@@ -390,7 +390,7 @@ static int start_rings(fuse_uring_conn *u) {
         return r;
 }
 
-static int fuse_uring_mount(ws_fs *fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
+static int fuse_uring_mount(fuse_fs fs, const char *mountpoint, const char *fsname, fuse_conn **ret) {
         int r = uring_switch();
         if (r < 0)
                 return r;
