@@ -9,8 +9,6 @@
 #include "fault.h"
 #include "store.h"
 
-/* Files up to this size are read whole in io_uring batches; larger ones stream. */
-#define SMALL_FILE_MAX (4u << 20)
 #define STREAM_CHUNK (1u << 20)
 
 typedef struct queued_write {
@@ -294,34 +292,59 @@ static int source_skipped(lfs_blob_writer *w, lfs_blob_source *src, int r, lfs_e
         return 0;
 }
 
+/* Copies fd under objects/tmp while it hashes it, into *ret: kept to be published unless
+ * the Store has the blob already. expect (a first pass's id, or NULL) must match, or the
+ * file changed meanwhile and the copy is dropped. A source left out (lenient) returns 0
+ * with src->result set. */
+static int copy_blob(lfs_blob_writer *w, lfs_blob_source *src, int fd, const lfs_id *expect, lfs_id *ret,
+                     lfs_error **err) {
+        char *tmp = new_tmp_name(w);
+        GROW(w->pending, w->cap_pending, w->n_pending + 1);
+        w->pending[w->n_pending++] = (queued_write){ .tmp = tmp };
+        _cleanup_close_ int out = openat(w->s->objects_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (out < 0)
+                return write_failed(w, -errno, err);
+        lfs_id copied;
+        int r = stream_file(w, fd, src->size, out, &copied);
+        if (r < 0 && r != -EIO && r != -ECANCELED)
+                return write_failed(w, r, err);
+        bool changed = r == 0 && expect && !lfs_id_eq(expect, &copied);
+        bool have = r == 0 && !expect && !should_write(w, &copied, src);
+        if (r < 0 || changed || have) {
+                /* A copy of a file that changed while it was read must never be published. */
+                unlinkat(w->s->objects_fd, tmp, 0);
+                free(tmp);
+                w->n_pending--;
+                if (!have)
+                        return source_skipped(w, src, r < 0 ? r : -EIO, err);
+        } else {
+                w->pending[w->n_pending - 1].id = copied;
+                w->written += src->size;
+        }
+        *ret = copied;
+        return 0;
+}
+
+/* A file stored as a loose object (larger than a pack takes) is read once: copied as it is
+ * hashed, holes kept (lfs_stream_sparse), the copy dropped if the Store has the blob. A
+ * file that had an id before (a commit of a tree the Store holds) is hashed alone first:
+ * mostly it has not changed, and copying gigabytes only to drop them costs more than
+ * reading the few changed files twice. */
 static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **err) {
         _cleanup_close_ int fd = openat(src->dirfd, src->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return source_skipped(w, src, -errno, err);
-        lfs_id id;
-        int r = stream_file(w, fd, src->size, -1, &id);
-        if (r < 0)
-                return source_skipped(w, src, r, err);
-        if (should_write(w, &id, src)) {
-                char *tmp = new_tmp_name(w);
-                GROW(w->pending, w->cap_pending, w->n_pending + 1);
-                w->pending[w->n_pending++] = (queued_write){ .id = id, .tmp = tmp };
-                _cleanup_close_ int out =
-                        openat(w->s->objects_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-                if (out < 0)
-                        return write_failed(w, -errno, err);
-                lfs_id again;
-                r = stream_file(w, fd, src->size, out, &again);
-                if (r == -EIO || r == -ECANCELED || (r == 0 && !lfs_id_eq(&id, &again))) {
-                        /* Changed while it was copied: this copy must never be published. */
-                        unlinkat(w->s->objects_fd, tmp, 0);
-                        free(tmp);
-                        w->n_pending--;
-                        return source_skipped(w, src, r ? r : -EIO, err);
-                }
-                if (r < 0)
-                        return write_failed(w, r, err);
-                w->written += src->size;
+        lfs_id hashed, id;
+        int r;
+        if (src->has_known) {
+                if ((r = stream_file(w, fd, src->size, -1, &hashed)) < 0)
+                        return source_skipped(w, src, r, err);
+                id = hashed;
+        }
+        if (!src->has_known || should_write(w, &hashed, src)) {
+                r = copy_blob(w, src, fd, src->has_known ? &hashed : NULL, &id, err);
+                if (r < 0 || src->result < 0)
+                        return r;
         }
         lfs_idset_add(&w->scheduled, &id);
         *src->ret_id = id;
@@ -401,7 +424,7 @@ int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n
                 src[i].result = 0;
                 if (r < 0)
                         break;
-                if (src[i].size > SMALL_FILE_MAX)
+                if (src[i].size > LFS_PACK_MAX_BLOB)
                         r = add_large_file(w, &src[i], err);
                 else
                         filling->src[filling->k++] = &src[i];
