@@ -162,9 +162,12 @@ static void test_large_file_is_read_once(void **state) {
         assert_ok(env, lfs_blob_writer_publish(w, &env->err));
         lfs_blob_writer_free(w);
 
-        src = (lfs_blob_source){
-                .dirfd = AT_FDCWD, .path = path, .size = size, .has_known = true, .known = want, .ret_id = &id
-        };
+        src = (lfs_blob_source){ .dirfd = AT_FDCWD,
+                                 .path = path,
+                                 .size = size,
+                                 .has_known = true,
+                                 .known = want,
+                                 .ret_id = &id };
         w = lfs_blob_writer_new(env->store);
         before = bytes_read();
         assert_ok(env, lfs_blob_writer_add_files(w, &src, 1, &env->err));
@@ -178,10 +181,8 @@ static void test_large_file_is_read_once(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                env_test(test_vanished_file_is_invalid_input),
-                env_test(test_changed_size_is_invalid_input),
-                env_test(test_dropped_writer_leaves_nothing),
-                env_test(test_stream_keeps_holes),
+                env_test(test_vanished_file_is_invalid_input), env_test(test_changed_size_is_invalid_input),
+                env_test(test_dropped_writer_leaves_nothing),  env_test(test_stream_keeps_holes),
                 env_test(test_large_file_is_read_once),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -92,17 +92,28 @@ static char *new_tmp_name(lfs_blob_writer *w) {
         return xasprintf("tmp/%d-%lu", (int)w->pid, w->counter++);
 }
 
-/* Should a blob with this id be written? The caller marks it scheduled once its data is
- * on its way (a large file's copy can still fail). */
-static bool should_write(lfs_blob_writer *w, const lfs_id *id, const lfs_blob_source *src) {
-        if (src && src->has_known && lfs_id_eq(id, &src->known))
-                return false;
-        return !lfs_idset_has(&w->scheduled, id) && !lfs_object_exists(w->s, id);
+/* Does the Store have this blob of size bytes? One a pack takes is looked for in the packs
+ * only: looking for a loose copy too (one a Store from before packs may hold) cost every
+ * new small file of an import a failing faccessat, about as much as its own read, to save
+ * at most a second copy. */
+static bool store_has(lfs_store *s, const lfs_id *id, uint64_t size) {
+        if (size > LFS_PACK_MAX_BLOB)
+                return lfs_object_exists(s, id);
+        lfs_object_loc loc = { .fd = -1 };
+        return lfs_object_locate(s, id, &loc, NULL) == 0 && loc.fd >= 0;
 }
 
-/* Should a blob with this id be written? Marks it as scheduled. */
-static bool needs_write(lfs_blob_writer *w, const lfs_id *id, const lfs_blob_source *src) {
-        bool write = should_write(w, id, src);
+/* Should a blob with this id and size be written? The caller marks it scheduled once its
+ * data is on its way (a large file's copy can still fail). */
+static bool should_write(lfs_blob_writer *w, const lfs_id *id, uint64_t size, const lfs_blob_source *src) {
+        if (src && src->has_known && lfs_id_eq(id, &src->known))
+                return false;
+        return !lfs_idset_has(&w->scheduled, id) && !store_has(w->s, id, size);
+}
+
+/* Should a blob with this id and size be written? Marks it as scheduled. */
+static bool needs_write(lfs_blob_writer *w, const lfs_id *id, uint64_t size, const lfs_blob_source *src) {
+        bool write = should_write(w, id, size, src);
         if (!src || !src->has_known || !lfs_id_eq(id, &src->known))
                 lfs_idset_add(&w->scheduled, id);
         return write;
@@ -162,7 +173,7 @@ int lfs_blob_writer_add_data(lfs_blob_writer *w, const void *data, size_t len, l
                              lfs_error **err) {
         lfs_id id;
         lfs_sha256(data, len, &id);
-        if (needs_write(w, &id, NULL)) {
+        if (needs_write(w, &id, len, NULL)) {
                 char *copy = xmalloc(len + 1);
                 memcpy(copy, data, len);
                 int r = queue_write(w, &id, copy, len, err);
@@ -301,7 +312,8 @@ static int copy_blob(lfs_blob_writer *w, lfs_blob_source *src, int fd, const lfs
         char *tmp = new_tmp_name(w);
         GROW(w->pending, w->cap_pending, w->n_pending + 1);
         w->pending[w->n_pending++] = (queued_write){ .tmp = tmp };
-        _cleanup_close_ int out = openat(w->s->objects_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        _cleanup_close_ int out =
+                openat(w->s->objects_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
         if (out < 0)
                 return write_failed(w, -errno, err);
         lfs_id copied;
@@ -309,7 +321,7 @@ static int copy_blob(lfs_blob_writer *w, lfs_blob_source *src, int fd, const lfs
         if (r < 0 && r != -EIO && r != -ECANCELED)
                 return write_failed(w, r, err);
         bool changed = r == 0 && expect && !lfs_id_eq(expect, &copied);
-        bool have = r == 0 && !expect && !should_write(w, &copied, src);
+        bool have = r == 0 && !expect && !should_write(w, &copied, src->size, src);
         if (r < 0 || changed || have) {
                 /* A copy of a file that changed while it was read must never be published. */
                 unlinkat(w->s->objects_fd, tmp, 0);
@@ -341,7 +353,7 @@ static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **
                         return source_skipped(w, src, r, err);
                 id = hashed;
         }
-        if (!src->has_known || should_write(w, &hashed, src)) {
+        if (!src->has_known || should_write(w, &hashed, src->size, src)) {
                 r = copy_blob(w, src, fd, src->has_known ? &hashed : NULL, &id, err);
                 if (r < 0 || src->result < 0)
                         return r;
@@ -395,16 +407,19 @@ static int finish_small_files(lfs_blob_writer *w, read_batch *b, bool ok, lfs_er
                         if (b->items[j].result < 0)
                                 r = source_skipped(w, b->src[j], b->items[j].result, err);
         }
+        /* A blob the lookup misses in a stale snapshot is only written twice. */
+        bool reading = ok && lfs_db_begin_read(w->s);
         for (size_t j = 0; j < k; j++) {
                 lfs_id id;
                 if (ok && r == 0 && b->items[j].result == 0) {
                         lfs_sha256(b->items[j].buf, b->items[j].len, &id);
                         *b->src[j]->ret_id = id;
-                        if (needs_write(w, &id, b->src[j]))
+                        if (needs_write(w, &id, b->items[j].len, b->src[j]))
                                 r = queue_write(w, &id, TAKE_PTR(b->items[j].buf), b->items[j].len, err);
                 }
                 free(b->items[j].buf);
         }
+        lfs_db_end_read(w->s, &reading);
         b->k = 0;
         b->started = false;
         return r;
