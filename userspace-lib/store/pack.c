@@ -333,7 +333,8 @@ int lfs_object_read_batch(lfs_store *s, lfs_object_read *items, size_t n, lfs_er
         for (size_t off = 0; off < n; off += LFS_IO_BATCH) {
                 size_t k = n - off < LFS_IO_BATCH ? n - off : LFS_IO_BATCH;
                 lfs_object_read *batch = items + off;
-                packed_read packed[LFS_IO_BATCH];
+                /* Zeroed: cppcheck cannot tell that qsort reads the first n_packed only. */
+                packed_read packed[LFS_IO_BATCH] = { 0 };
                 lfs_io_at runs[LFS_IO_BATCH];
                 struct iovec iov[LFS_IO_BATCH];
                 size_t run_first[LFS_IO_BATCH]; /* its first entry of packed */
