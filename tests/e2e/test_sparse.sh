@@ -44,15 +44,28 @@ printf head | dd of="$WORK/src/disk.img" conv=notrunc status=none
 printf middle | dd of="$WORK/src/disk.img" bs=1 seek=$((2 * GiB + 12345)) conv=notrunc status=none
 printf tail | dd of="$WORK/src/disk.img" bs=1 seek=$((5 * GiB - 4)) conv=notrunc status=none
 dd if=/dev/zero of="$WORK/src/zeros.bin" bs=1M count=8 status=none
+# Bigger than a pack takes (64 KiB), smaller than 4 MiB: a loose object keeps its holes too.
+MID=$((2 << 20))
+truncate -s $MID "$WORK/src/mid.img"
+printf start | dd of="$WORK/src/mid.img" conv=notrunc status=none
+printf end | dd of="$WORK/src/mid.img" bs=1 seek=$((MID - 3)) conv=notrunc status=none
 [ "$(allocated "$WORK/src/disk.img")" -lt $((1 << 20)) ] || fail "this file system did not make the file sparse"
 
 lfs project init sp --from "$WORK/src" >/dev/null
 objects=$(blocks_mib "$LAYERFS_HOME/projects/sp/objects")
 [ "$objects" -lt 64 ] || fail "the Store took $objects MiB for a 5 GiB sparse file and 8 MiB of zeros"
+# The loose object of mid.img: the one file of its length below objects/ (packs aside).
+mid_object=$(find "$LAYERFS_HOME/projects/sp/objects" -path '*/packs' -prune -o -type f -size ${MID}c -print)
+[ -n "$mid_object" ] || fail "no loose object of $MID bytes for mid.img"
+[ "$(allocated "$mid_object")" -lt $((1 << 20)) ] ||
+        fail "the Store wrote the holes of a $MID-byte file: $(allocated "$mid_object") bytes of blocks"
 lfs project verify >/dev/null
 ok
 
 lfs branch export main "$WORK/out" >/dev/null
+[ "$(allocated "$WORK/out/mid.img")" -lt $((1 << 20)) ] ||
+        fail "the export wrote the holes of a $MID-byte file: $(allocated "$WORK/out/mid.img") bytes of blocks"
+same_sparse "$WORK/src/mid.img" "$WORK/out/mid.img" || fail "the exported $MID-byte file differs"
 assert_eq "$(stat -c %s "$WORK/out/disk.img")" $((5 * GiB)) "exported length"
 [ "$(allocated "$WORK/out/disk.img")" -lt $((1 << 20)) ] ||
         fail "the export wrote $(allocated "$WORK/out/disk.img") bytes of blocks for the sparse file"

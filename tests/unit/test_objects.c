@@ -118,12 +118,72 @@ static void test_stream_keeps_holes(void **state) {
         assert_int_equal(lfs_stream_sparse(in, size + 1, -1, NULL, NULL, &got), -EIO);
 }
 
+/* Bytes this process has read through read(2) and its kin (/proc/self/io, rchar). */
+static uint64_t bytes_read(void) {
+        FILE *f = fopen("/proc/self/io", "re");
+        assert_non_null(f);
+        unsigned long long rchar = 0;
+        char line[128];
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "rchar: %llu", &rchar) == 1)
+                        break;
+        fclose(f);
+        return rchar;
+}
+
+/* A file stored as a loose object is read once on import: hashed as it is copied into the
+ * Store, not hashed first and read again to copy it (twice its bytes). A file known from
+ * the tree before and unchanged is read once and not written. */
+static void test_large_file_is_read_once(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", NULL);
+        const size_t size = 8u << 20;
+        _cleanup_free_ unsigned char *data = xmalloc(size);
+        uint32_t x = 2463534242u; /* xorshift: data with no zero run the copy could skip */
+        for (size_t i = 0; i < size; i++) {
+                x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+                data[i] = (unsigned char)(x | 1);
+        }
+        const char *path = env_path(env, "big");
+        write_bytes(path, data, size, 0644);
+        lfs_id want;
+        lfs_sha256(data, size, &want);
+
+        lfs_id id;
+        lfs_blob_source src = { .dirfd = AT_FDCWD, .path = path, .size = size, .ret_id = &id };
+        lfs_blob_writer *w = lfs_blob_writer_new(env->store);
+        uint64_t before = bytes_read();
+        assert_ok(env, lfs_blob_writer_add_files(w, &src, 1, &env->err));
+        uint64_t read = bytes_read() - before;
+        assert_msg(read >= size && read < size + size / 2, "importing %zu bytes read %llu", size,
+                   (unsigned long long)read);
+        assert_id_equal(env, &id, &want);
+        assert_int_equal(lfs_blob_writer_written(w), size);
+        assert_ok(env, lfs_blob_writer_publish(w, &env->err));
+        lfs_blob_writer_free(w);
+
+        src = (lfs_blob_source){ .dirfd = AT_FDCWD,
+                                 .path = path,
+                                 .size = size,
+                                 .has_known = true,
+                                 .known = want,
+                                 .ret_id = &id };
+        w = lfs_blob_writer_new(env->store);
+        before = bytes_read();
+        assert_ok(env, lfs_blob_writer_add_files(w, &src, 1, &env->err));
+        read = bytes_read() - before;
+        assert_msg(read >= size && read < size + size / 2, "hashing a known %zu bytes read %llu", size,
+                   (unsigned long long)read);
+        assert_id_equal(env, &id, &want);
+        assert_int_equal(lfs_blob_writer_written(w), 0);
+        lfs_blob_writer_free(w);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                env_test(test_vanished_file_is_invalid_input),
-                env_test(test_changed_size_is_invalid_input),
-                env_test(test_dropped_writer_leaves_nothing),
-                env_test(test_stream_keeps_holes),
+                env_test(test_vanished_file_is_invalid_input), env_test(test_changed_size_is_invalid_input),
+                env_test(test_dropped_writer_leaves_nothing),  env_test(test_stream_keeps_holes),
+                env_test(test_large_file_is_read_once),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,6 +56,16 @@ void lfs_db_rollback(lfs_store *s) {
                 sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+bool lfs_db_begin_read(lfs_store *s) {
+        return sqlite3_get_autocommit(s->db) && lfs_db_exec(s, "BEGIN", NULL) == 0;
+}
+
+void lfs_db_end_read(lfs_store *s, bool *began) {
+        if (*began)
+                (void)lfs_db_exec(s, "COMMIT", NULL);
+        *began = false;
+}
+
 static int pragma_int(lfs_store *s, const char *sql, int *ret, lfs_error **err) {
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)

@@ -9,8 +9,6 @@
 
 #include "store.h"
 
-#define SMALL_EXPORT_MAX (4u << 20)
-
 typedef struct export_file {
         char *path; /* relative to the export root */
         lfs_id id;
@@ -153,7 +151,8 @@ static int write_files(export_walk *ew, lfs_error **err) {
         for (size_t off = 0; off < ew->n && r == 0;) {
                 for (; off < ew->n && filling->k < LFS_IO_BATCH && r == 0; off++) {
                         export_file *f = &ew->files[off];
-                        if (f->size > SMALL_EXPORT_MAX) {
+                        /* A loose object is copied by its data, so its holes stay holes. */
+                        if (f->size > LFS_PACK_MAX_BLOB) {
                                 r = copy_large(ew, f, err);
                                 continue;
                         }

@@ -9,8 +9,6 @@
 #include "fault.h"
 #include "store.h"
 
-/* Files up to this size are read whole in io_uring batches; larger ones stream. */
-#define SMALL_FILE_MAX (4u << 20)
 #define STREAM_CHUNK (1u << 20)
 
 typedef struct queued_write {
@@ -94,17 +92,28 @@ static char *new_tmp_name(lfs_blob_writer *w) {
         return xasprintf("tmp/%d-%lu", (int)w->pid, w->counter++);
 }
 
-/* Should a blob with this id be written? The caller marks it scheduled once its data is
- * on its way (a large file's copy can still fail). */
-static bool should_write(lfs_blob_writer *w, const lfs_id *id, const lfs_blob_source *src) {
-        if (src && src->has_known && lfs_id_eq(id, &src->known))
-                return false;
-        return !lfs_idset_has(&w->scheduled, id) && !lfs_object_exists(w->s, id);
+/* Does the Store have this blob of size bytes? One a pack takes is looked for in the packs
+ * only: looking for a loose copy too (one a Store from before packs may hold) cost every
+ * new small file of an import a failing faccessat, about as much as its own read, to save
+ * at most a second copy. */
+static bool store_has(lfs_store *s, const lfs_id *id, uint64_t size) {
+        if (size > LFS_PACK_MAX_BLOB)
+                return lfs_object_exists(s, id);
+        lfs_object_loc loc = { .fd = -1 };
+        return lfs_object_locate(s, id, &loc, NULL) == 0 && loc.fd >= 0;
 }
 
-/* Should a blob with this id be written? Marks it as scheduled. */
-static bool needs_write(lfs_blob_writer *w, const lfs_id *id, const lfs_blob_source *src) {
-        bool write = should_write(w, id, src);
+/* Should a blob with this id and size be written? The caller marks it scheduled once its
+ * data is on its way (a large file's copy can still fail). */
+static bool should_write(lfs_blob_writer *w, const lfs_id *id, uint64_t size, const lfs_blob_source *src) {
+        if (src && src->has_known && lfs_id_eq(id, &src->known))
+                return false;
+        return !lfs_idset_has(&w->scheduled, id) && !store_has(w->s, id, size);
+}
+
+/* Should a blob with this id and size be written? Marks it as scheduled. */
+static bool needs_write(lfs_blob_writer *w, const lfs_id *id, uint64_t size, const lfs_blob_source *src) {
+        bool write = should_write(w, id, size, src);
         if (!src || !src->has_known || !lfs_id_eq(id, &src->known))
                 lfs_idset_add(&w->scheduled, id);
         return write;
@@ -164,7 +173,7 @@ int lfs_blob_writer_add_data(lfs_blob_writer *w, const void *data, size_t len, l
                              lfs_error **err) {
         lfs_id id;
         lfs_sha256(data, len, &id);
-        if (needs_write(w, &id, NULL)) {
+        if (needs_write(w, &id, len, NULL)) {
                 char *copy = xmalloc(len + 1);
                 memcpy(copy, data, len);
                 int r = queue_write(w, &id, copy, len, err);
@@ -294,34 +303,60 @@ static int source_skipped(lfs_blob_writer *w, lfs_blob_source *src, int r, lfs_e
         return 0;
 }
 
+/* Copies fd under objects/tmp while it hashes it, into *ret: kept to be published unless
+ * the Store has the blob already. expect (a first pass's id, or NULL) must match, or the
+ * file changed meanwhile and the copy is dropped. A source left out (lenient) returns 0
+ * with src->result set. */
+static int copy_blob(lfs_blob_writer *w, lfs_blob_source *src, int fd, const lfs_id *expect, lfs_id *ret,
+                     lfs_error **err) {
+        char *tmp = new_tmp_name(w);
+        GROW(w->pending, w->cap_pending, w->n_pending + 1);
+        w->pending[w->n_pending++] = (queued_write){ .tmp = tmp };
+        _cleanup_close_ int out =
+                openat(w->s->objects_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (out < 0)
+                return write_failed(w, -errno, err);
+        lfs_id copied;
+        int r = stream_file(w, fd, src->size, out, &copied);
+        if (r < 0 && r != -EIO && r != -ECANCELED)
+                return write_failed(w, r, err);
+        bool changed = r == 0 && expect && !lfs_id_eq(expect, &copied);
+        bool have = r == 0 && !expect && !should_write(w, &copied, src->size, src);
+        if (r < 0 || changed || have) {
+                /* A copy of a file that changed while it was read must never be published. */
+                unlinkat(w->s->objects_fd, tmp, 0);
+                free(tmp);
+                w->n_pending--;
+                if (!have)
+                        return source_skipped(w, src, r < 0 ? r : -EIO, err);
+        } else {
+                w->pending[w->n_pending - 1].id = copied;
+                w->written += src->size;
+        }
+        *ret = copied;
+        return 0;
+}
+
+/* A file stored as a loose object (larger than a pack takes) is read once: copied as it is
+ * hashed, holes kept (lfs_stream_sparse), the copy dropped if the Store has the blob. A
+ * file that had an id before (a commit of a tree the Store holds) is hashed alone first:
+ * mostly it has not changed, and copying gigabytes only to drop them costs more than
+ * reading the few changed files twice. */
 static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **err) {
         _cleanup_close_ int fd = openat(src->dirfd, src->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return source_skipped(w, src, -errno, err);
-        lfs_id id;
-        int r = stream_file(w, fd, src->size, -1, &id);
-        if (r < 0)
-                return source_skipped(w, src, r, err);
-        if (should_write(w, &id, src)) {
-                char *tmp = new_tmp_name(w);
-                GROW(w->pending, w->cap_pending, w->n_pending + 1);
-                w->pending[w->n_pending++] = (queued_write){ .id = id, .tmp = tmp };
-                _cleanup_close_ int out =
-                        openat(w->s->objects_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-                if (out < 0)
-                        return write_failed(w, -errno, err);
-                lfs_id again;
-                r = stream_file(w, fd, src->size, out, &again);
-                if (r == -EIO || r == -ECANCELED || (r == 0 && !lfs_id_eq(&id, &again))) {
-                        /* Changed while it was copied: this copy must never be published. */
-                        unlinkat(w->s->objects_fd, tmp, 0);
-                        free(tmp);
-                        w->n_pending--;
-                        return source_skipped(w, src, r ? r : -EIO, err);
-                }
-                if (r < 0)
-                        return write_failed(w, r, err);
-                w->written += src->size;
+        lfs_id hashed, id;
+        int r;
+        if (src->has_known) {
+                if ((r = stream_file(w, fd, src->size, -1, &hashed)) < 0)
+                        return source_skipped(w, src, r, err);
+                id = hashed;
+        }
+        if (!src->has_known || should_write(w, &hashed, src->size, src)) {
+                r = copy_blob(w, src, fd, src->has_known ? &hashed : NULL, &id, err);
+                if (r < 0 || src->result < 0)
+                        return r;
         }
         lfs_idset_add(&w->scheduled, &id);
         *src->ret_id = id;
@@ -372,16 +407,19 @@ static int finish_small_files(lfs_blob_writer *w, read_batch *b, bool ok, lfs_er
                         if (b->items[j].result < 0)
                                 r = source_skipped(w, b->src[j], b->items[j].result, err);
         }
+        /* A blob the lookup misses in a stale snapshot is only written twice. */
+        bool reading = ok && lfs_db_begin_read(w->s);
         for (size_t j = 0; j < k; j++) {
                 lfs_id id;
                 if (ok && r == 0 && b->items[j].result == 0) {
                         lfs_sha256(b->items[j].buf, b->items[j].len, &id);
                         *b->src[j]->ret_id = id;
-                        if (needs_write(w, &id, b->src[j]))
+                        if (needs_write(w, &id, b->items[j].len, b->src[j]))
                                 r = queue_write(w, &id, TAKE_PTR(b->items[j].buf), b->items[j].len, err);
                 }
                 free(b->items[j].buf);
         }
+        lfs_db_end_read(w->s, &reading);
         b->k = 0;
         b->started = false;
         return r;
@@ -401,7 +439,7 @@ int lfs_blob_writer_add_files(lfs_blob_writer *w, lfs_blob_source *src, size_t n
                 src[i].result = 0;
                 if (r < 0)
                         break;
-                if (src[i].size > SMALL_FILE_MAX)
+                if (src[i].size > LFS_PACK_MAX_BLOB)
                         r = add_large_file(w, &src[i], err);
                 else
                         filling->src[filling->k++] = &src[i];

@@ -306,27 +306,51 @@ int lfs_object_damaged(lfs_store *s, const lfs_id *id, lfs_error **err) {
                 hex, s->project);
 }
 
+/* A lookup of a batch, in the batch's read transaction (lfs_db_begin_read): one that fails
+ * ends it and runs again alone, since a gc may have moved the blob after the transaction's
+ * snapshot. */
+static int locate_in_batch(lfs_store *s, const lfs_id *id, bool *reading, lfs_object_loc *ret,
+                           lfs_error **err) {
+        if (*reading && locate_once(s, id, ret, NULL) == 0)
+                return 0;
+        lfs_db_end_read(s, reading);
+        return lfs_object_locate(s, id, ret, err);
+}
+
+typedef struct packed_read {
+        size_t item;
+        lfs_object_loc loc;
+} packed_read;
+
+static int by_place(const void *a, const void *b) {
+        const packed_read *x = a, *y = b;
+        if (x->loc.fd != y->loc.fd)
+                return x->loc.fd < y->loc.fd ? -1 : 1;
+        return x->loc.offset < y->loc.offset ? -1 : x->loc.offset > y->loc.offset;
+}
+
 int lfs_object_read_batch(lfs_store *s, lfs_object_read *items, size_t n, lfs_error **err) {
         for (size_t off = 0; off < n; off += LFS_IO_BATCH) {
                 size_t k = n - off < LFS_IO_BATCH ? n - off : LFS_IO_BATCH;
                 lfs_object_read *batch = items + off;
-                lfs_io_at packed[LFS_IO_BATCH];
+                /* Zeroed: cppcheck cannot tell that qsort reads the first n_packed only. */
+                packed_read packed[LFS_IO_BATCH] = { 0 };
+                lfs_io_at runs[LFS_IO_BATCH];
+                struct iovec iov[LFS_IO_BATCH];
+                size_t run_first[LFS_IO_BATCH]; /* its first entry of packed */
                 lfs_io_item loose[LFS_IO_BATCH];
                 char names[LFS_IO_BATCH][LFS_HEX_LEN + 2];
-                size_t packed_item[LFS_IO_BATCH], loose_item[LFS_IO_BATCH];
-                size_t n_packed = 0, n_loose = 0;
-                for (size_t i = 0; i < k; i++) {
+                size_t loose_item[LFS_IO_BATCH];
+                size_t n_packed = 0, n_runs = 0, n_loose = 0;
+                bool reading = lfs_db_begin_read(s);
+                int r = 0;
+                for (size_t i = 0; i < k && r == 0; i++) {
                         lfs_object_loc loc = { .fd = -1 };
-                        int r = lfs_object_locate(s, &batch[i].id, &loc, err);
-                        if (r < 0)
-                                return r;
+                        if ((r = locate_in_batch(s, &batch[i].id, &reading, &loc, err)) < 0)
+                                break;
                         batch[i].buf = xmalloc(batch[i].size + 1);
                         if (loc.fd >= 0) {
-                                packed_item[n_packed] = i;
-                                packed[n_packed++] = (lfs_io_at){ .fd = loc.fd,
-                                                                  .offset = loc.offset,
-                                                                  .buf = batch[i].buf,
-                                                                  .len = batch[i].size };
+                                packed[n_packed++] = (packed_read){ .item = i, .loc = loc };
                         } else {
                                 loose_item[n_loose] = i;
                                 lfs_id_object_path(&batch[i].id, names[n_loose]);
@@ -337,12 +361,35 @@ int lfs_object_read_batch(lfs_store *s, lfs_object_read *items, size_t n, lfs_er
                                 n_loose++;
                         }
                 }
-                int r = lfs_io_pread_batch(s->io, packed, n_packed);
+                lfs_db_end_read(s, &reading);
+                if (r < 0)
+                        return r;
+                /* Blobs side by side in a pack (an export reads them in the order an import
+                 * wrote them) are one vectored read, into their own buffers. */
+                qsort(packed, n_packed, sizeof(*packed), by_place);
+                for (size_t j = 0; j < n_packed; j++) {
+                        const packed_read *p = &packed[j];
+                        lfs_io_at *run = n_runs ? &runs[n_runs - 1] : NULL;
+                        uint64_t size = batch[p->item].size;
+                        iov[j] = (struct iovec){ .iov_base = batch[p->item].buf, .iov_len = size };
+                        if (run && run->fd == p->loc.fd && run->offset + run->len == p->loc.offset) {
+                                run->iovcnt++;
+                                run->len += size;
+                                continue;
+                        }
+                        run_first[n_runs] = j;
+                        runs[n_runs++] = (lfs_io_at){ .fd = p->loc.fd,
+                                                      .offset = p->loc.offset,
+                                                      .len = size,
+                                                      .iov = &iov[j],
+                                                      .iovcnt = 1 };
+                }
+                r = lfs_io_pread_batch(s->io, runs, n_runs);
                 if (r == 0)
                         r = lfs_io_read_files(s->io, loose, n_loose);
-                for (size_t i = 0; r < 0 && i < n_packed; i++)
-                        if (packed[i].result < 0)
-                                return lfs_object_damaged(s, &batch[packed_item[i]].id, err);
+                for (size_t i = 0; r < 0 && i < n_runs; i++)
+                        if (runs[i].result < 0)
+                                return lfs_object_damaged(s, &batch[packed[run_first[i]].item].id, err);
                 for (size_t i = 0; r < 0 && i < n_loose; i++)
                         if (loose[i].result < 0)
                                 return lfs_object_damaged(s, &batch[loose_item[i]].id, err);

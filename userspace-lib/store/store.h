@@ -163,6 +163,11 @@ int lfs_db_exec(lfs_store *s, const char *sql, lfs_error **err);
 int lfs_db_begin(lfs_store *s, lfs_error **err); /* BEGIN IMMEDIATE */
 int lfs_db_commit(lfs_store *s, lfs_error **err);
 void lfs_db_rollback(lfs_store *s);
+/* A read transaction around many lookups, where none is open yet: alone, each lookup takes
+ * and drops SQLite's WAL read lock (two fcntl and an fstat). Returns whether it began one,
+ * for lfs_db_end_read. */
+bool lfs_db_begin_read(lfs_store *s);
+void lfs_db_end_read(lfs_store *s, bool *began);
 
 int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err);
 int lfs_db_put_tree(lfs_store *s, const lfs_id *id, const void *data, size_t len, lfs_error **err);

@@ -5,13 +5,13 @@
  * Where io_uring cannot be had (disabled by sysctl, seccomp, LAYERFS_NO_URING=1) the same
  * calls run as plain system calls.
  *
- * What makes the ring pay is overlap, not fewer system calls alone: on ext4 a create and a
- * buffered write always run in an io-wq worker (the kernel cannot do them without
- * blocking), so a batch whose submitter waits for it costs a worker's wake-up per chain
- * on top of the work itself (measured: io_uring at 0.85x of plain calls on the import).
- * Batches are therefore started and reaped later: the caller hashes or reads the next
- * batch while workers write this one. Two batches can be in flight, each in its own half
- * of the registered file table. */
+ * On ext4 a create and a buffered write always run in an io-wq worker (the kernel cannot
+ * do them without blocking): what the ring can win there is overlap, so batches are
+ * started and reaped later (the caller reads and hashes the next batch while workers write
+ * this one; two batches in flight, each in its own half of the registered file table),
+ * and the waiting thread asks for every completion it knows is coming at once. Opens and
+ * reads of cached files complete inside the submission. Where the time goes, per file,
+ * against plain calls: docs/architecture.md ("io_uring"). */
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/uio.h>
@@ -122,7 +122,7 @@ static int xferv_all(int fd, struct iovec *iov, int iovcnt, uint64_t off, bool w
 
 static int xfer_at_plain(lfs_io_at *it, bool write) {
         if (it->iov)
-                return xferv_all(it->fd, it->iov, it->iovcnt, it->offset, true);
+                return xferv_all(it->fd, it->iov, it->iovcnt, it->offset, write);
         struct iovec one = { .iov_base = it->buf, .iov_len = it->len };
         return xferv_all(it->fd, &one, 1, it->offset, write);
 }
@@ -133,7 +133,7 @@ static void complete_at(lfs_io_at *it, int res, bool write) {
         if (res >= 0 && (size_t)res != it->len) {
                 if (it->iov) {
                         iov_skip(&it->iov, &it->iovcnt, (size_t)res);
-                        res = xferv_all(it->fd, it->iov, it->iovcnt, it->offset + (uint64_t)res, true);
+                        res = xferv_all(it->fd, it->iov, it->iovcnt, it->offset + (uint64_t)res, write);
                 } else {
                         res = xfer_at_plain(&(lfs_io_at){ .fd = it->fd,
                                                           .offset = it->offset + (uint64_t)res,
@@ -173,10 +173,12 @@ static void dispatch(lfs_io *io, uint64_t user_data, int res) {
                 it->result = res;
 }
 
-/* Submits what is queued and handles one round of completions, at least one. */
-static int reap_some(lfs_io *io) {
+/* Submits what is queued and handles one round of completions: at least want (more than
+ * are still to come would never return). Each wake-up of the waiting thread costs a
+ * context switch, so callers ask for what they know is coming, not for one at a time. */
+static int reap_some(lfs_io *io, unsigned want) {
         struct io_uring_cqe *cqe;
-        int r = io_uring_submit_and_wait(&io->ring, 1);
+        int r = io_uring_submit_and_wait(&io->ring, want ? want : 1);
         if (r < 0 && r != -EINTR)
                 return r;
         unsigned head, seen = 0;
@@ -188,34 +190,38 @@ static int reap_some(lfs_io *io) {
         return 0;
 }
 
-/* Submits what is queued and handles completions until done(io) holds. */
-static int wait_for(lfs_io *io, bool (*done)(const lfs_io *io)) {
-        while (!done(io)) {
-                int r = reap_some(io);
+/* Submits what is queued and handles completions until left(io), the completions still
+ * to come before what the caller waits for holds (at least), is 0. */
+static int wait_for(lfs_io *io, unsigned (*left)(const lfs_io *io)) {
+        unsigned n;
+        while ((n = left(io)) > 0) {
+                int r = reap_some(io, n);
                 if (r < 0)
                         return r;
         }
         return 0;
 }
 
-static bool no_waited(const lfs_io *io) {
-        return io->waited == 0 && io->chains[0] == 0 && io->chains[1] == 0;
+/* What each wait is for, as the completions still to come before it holds: at least one
+ * per chain in flight (its close), per rename and per positional transfer. */
+static unsigned no_waited(const lfs_io *io) {
+        return io->waited + io->chains[0] + io->chains[1];
 }
 
-static bool group0_free(const lfs_io *io) {
-        return io->chains[0] == 0;
+static unsigned group0_free(const lfs_io *io) {
+        return io->chains[0];
 }
 
-static bool group1_free(const lfs_io *io) {
-        return io->chains[1] == 0;
+static unsigned group1_free(const lfs_io *io) {
+        return io->chains[1];
 }
 
-static bool no_background(const lfs_io *io) {
-        return io->background == 0;
+static unsigned no_background(const lfs_io *io) {
+        return io->background;
 }
 
-static bool idle(const lfs_io *io) {
-        return no_waited(io) && no_background(io);
+static unsigned idle(const lfs_io *io) {
+        return no_waited(io) + no_background(io);
 }
 
 static int wait_until_idle(lfs_io *io) {
@@ -224,7 +230,7 @@ static int wait_until_idle(lfs_io *io) {
 
 /* Starts k <= LFS_IO_BATCH chains in the next half of the file table, once the batch
  * that used it before is done. */
-static int start_chains(lfs_io *io, lfs_io_item *items, size_t k, bool write, bool background) {
+static int start_chains(lfs_io *io, lfs_io_item *items, size_t k, bool write) {
         unsigned group = io->next_group;
         io->next_group ^= 1;
         int r = wait_for(io, group ? group1_free : group0_free);
@@ -239,11 +245,11 @@ static int start_chains(lfs_io *io, lfs_io_item *items, size_t k, bool write, bo
                 struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
                 /* Direct descriptors never reach the fd table, and O_CLOEXEC is EINVAL here. */
                 io_uring_prep_openat_direct(sqe, it->dirfd, it->path, flags, it->mode, slot);
-                /* A read of a cached file would complete inline, inside the submission:
-                 * started in the background it goes to a worker instead, while the caller
-                 * hashes the batch before (measured: about 0.9x the time of inline). Creates
-                 * go to a worker anyway. */
-                sqe->flags |= IOSQE_IO_HARDLINK | (background ? IOSQE_ASYNC : 0);
+                /* Not IOSQE_ASYNC: a read of a cached file then completes inside the
+                 * submission, with no worker's wake-up and no context switch (measured on a
+                 * loaded 2-CPU machine: 15-25% less CPU than forced to a worker, and as fast
+                 * or faster). Creates go to a worker anyway. */
+                sqe->flags |= IOSQE_IO_HARDLINK;
                 sqe->user_data = tag(it, OP_OPEN);
 
                 sqe = io_uring_get_sqe(&io->ring);
@@ -287,11 +293,11 @@ static int first_failure(const lfs_io_item *items, size_t n) {
         return 0;
 }
 
-static int start_files(lfs_io *io, lfs_io_item *items, size_t n, bool write, bool background) {
+int lfs_io_start_files(lfs_io *io, lfs_io_item *items, size_t n, bool write) {
         for (size_t off = 0; off < n; off += LFS_IO_BATCH) {
                 size_t k = n - off < LFS_IO_BATCH ? n - off : LFS_IO_BATCH;
                 if (io->uring) {
-                        int r = start_chains(io, items + off, k, write, background);
+                        int r = start_chains(io, items + off, k, write);
                         if (r < 0)
                                 return r;
                 } else {
@@ -302,14 +308,13 @@ static int start_files(lfs_io *io, lfs_io_item *items, size_t n, bool write, boo
         return 0;
 }
 
-int lfs_io_start_files(lfs_io *io, lfs_io_item *items, size_t n, bool write) {
-        return start_files(io, items, n, write, true);
-}
-
 int lfs_io_wait_files(lfs_io *io, lfs_io_item *items, size_t n) {
         for (size_t i = 0; io->uring && i < n; i++)
                 while (items[i].in_flight) {
-                        int r = reap_some(io);
+                        unsigned left = 0; /* these items' chains in flight: a close each */
+                        for (size_t j = i; j < n; j++)
+                                left += items[j].in_flight;
+                        int r = reap_some(io, left);
                         if (r < 0)
                                 return r;
                 }
@@ -317,7 +322,7 @@ int lfs_io_wait_files(lfs_io *io, lfs_io_item *items, size_t n) {
 }
 
 static int run_files(lfs_io *io, lfs_io_item *items, size_t n, bool write) {
-        int r = start_files(io, items, n, write, false);
+        int r = lfs_io_start_files(io, items, n, write);
         int w = io->uring ? wait_for(io, no_waited) : 0;
         if (r < 0 || w < 0)
                 return r < 0 ? r : w;
@@ -358,8 +363,10 @@ int lfs_io_rename_files(lfs_io *io, lfs_io_item *items, size_t n) {
 }
 
 static void prep_at(struct io_uring_sqe *sqe, lfs_io_at *it) {
-        if (it->iov)
+        if (it->iov && it->write)
                 io_uring_prep_writev(sqe, it->fd, it->iov, (unsigned)it->iovcnt, it->offset);
+        else if (it->iov)
+                io_uring_prep_readv(sqe, it->fd, it->iov, (unsigned)it->iovcnt, it->offset);
         else if (it->write)
                 io_uring_prep_write(sqe, it->fd, it->buf, (unsigned)it->len, it->offset);
         else
