@@ -280,7 +280,10 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
                 .fd_in = spec->fds[0],
                 .fd_out = spec->fds[1],
                 .fd_err = spec->fds[2],
-                .new_session = spec->tty,
+                /* Never the daemon's session: a command in its daemon's process group could
+                 * orphan that group with a stopped member, and the kernel would send the
+                 * daemon SIGHUP, which closes the Sandbox. */
+                .new_session = true,
                 .controlling_tty = spec->tty,
                 .ns_flags = ns_flags,
                 .seccomp = seccomp,

@@ -17,6 +17,7 @@
 #include <sys/xattr.h>
 
 #include "cgroup.h"
+#include "fault.h"
 #include "linux.h"
 #include "names.h"
 #include "network.h"
@@ -155,10 +156,22 @@ static bool home_there(const labelled *l) {
         return home_directory_stays(l) && (access(db, F_OK) == 0 || errno != ENOENT);
 }
 
-/* Ends and removes the Sandbox of place, whose home is gone. */
-static void reclaim_orphan(const char *place, const labelled *l, const char *project, int number,
-                           lfs_orphan_fn fn, void *userdata) {
+/* Whether place is still the cgroup judged (open as judged_fd): a home made again at the
+ * same path names its Sandboxes by the same paths, and its create removes the old cgroup
+ * there as remains and makes its own, which no one judged. */
+static bool still_judged(const char *place, int judged_fd) {
+        struct stat judged, now;
+        return fstat(judged_fd, &judged) == 0 && stat(place, &now) == 0 && judged.st_dev == now.st_dev &&
+               judged.st_ino == now.st_ino;
+}
+
+/* Ends and removes the Sandbox of place (judged_fd: the cgroup whose label was read), whose
+ * home is gone. */
+static void reclaim_orphan(const char *place, int judged_fd, const labelled *l, const char *project,
+                           int number, lfs_orphan_fn fn, void *userdata) {
         _cleanup_free_ char *dir = xasprintf("%s/sandboxes/%s-%d", l->home, project, number);
+        if (!still_judged(place, judged_fd))
+                return; /* gone meanwhile, or made again: another Sandbox's now */
         lfs_sandbox_ref sb = { .home = l->home,
                                .project = project,
                                .number = number,
@@ -226,7 +239,8 @@ int lfs_linux_reclaim_orphans(lfs_orphan_fn fn, void *userdata) {
                 }
                 if (home_there(&l))
                         continue; /* that home's records name it: its own reclaim's */
-                reclaim_orphan(place, &l, project, number, fn, userdata);
+                lfs_fault_point("reclaim-orphan-judged"); /* judged gone, nothing ended yet */
+                reclaim_orphan(place, fd, &l, project, number, fn, userdata);
         }
         closedir(d);
         return 0;

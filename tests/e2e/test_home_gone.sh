@@ -94,8 +94,10 @@ ok
 [ ! -e "$cg_a" ] || fail "home A's cgroup $cg_a is still there after the reclaim: $(pids_in "$cg_a")"
 [ ! -e "$cg_c" ] || fail "home C's cgroup $cg_c is still there after the reclaim"
 wait_exit "$daemon_c" 10 || fail "home C's daemon $daemon_c outlived the reclaim"
+# A killed process may leave its cgroup (which lets the reclaim remove it) before /proc
+# shows it a zombie: its end is waited for (pidfd), not looked up at once.
 for p in $a_left; do
-        [ ! -d "/proc/$p" ] || [ "$(awk '{print $3}' "/proc/$p/stat")" = Z ] || fail "process $p of home A's Sandbox outlived the reclaim"
+        wait_exit "$p" 5 || fail "process $p of home A's Sandbox outlived the reclaim"
 done
 left=$(grep -F -e "$HOME_A" -e "$HOME_C" /proc/mounts || true)
 [ -z "$left" ] || fail "mounts of the deleted homes left: $left"
