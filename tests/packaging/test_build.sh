@@ -29,10 +29,16 @@ ok
 # With the packages: the flags are there before the first compile.
 make -s -C "$ROOT" BUILD="$WORK/b2" "$WORK/b2/userspace-lib/base/hash.o" >"$WORK/b2.log" 2>&1 ||
         fail "make: $(tail -5 "$WORK/b2.log")"
-# The library's packages as the Makefile names them (PKGS), so that a new one is checked too.
+# The library's packages as the Makefile names them (PKGS), so that a new one is checked
+# too; all of them give their flags, all but libcrypto (loaded when first needed) their
+# libraries.
 pkgs=$(sed -n 's/^PKGS := //p' "$ROOT/Makefile")
 [ -n "$pkgs" ] || fail "the Makefile names no PKGS"
-grep -qx "PKG_LIBS := $(pkg-config --libs $pkgs | sed 's/ *$//')" "$WORK/b2/config.mk" ||
+linked=$(tr ' ' '\n' <<<"$pkgs" | grep -vx libcrypto | xargs)
+grep -qx "PKG_CFLAGS := $(pkg-config --cflags $pkgs | sed 's/ *$//')" "$WORK/b2/config.mk" ||
         fail "config.mk: $(cat "$WORK/b2/config.mk")"
+grep -qx "PKG_LIBS := $(pkg-config --libs $linked | sed 's/ *$//')" "$WORK/b2/config.mk" ||
+        fail "config.mk: $(cat "$WORK/b2/config.mk")"
+! grep -q -- "-lcrypto" "$WORK/b2/config.mk" || fail "config.mk links libcrypto: $(cat "$WORK/b2/config.mk")"
 ok
 finish

@@ -27,7 +27,6 @@ struct lfs_blob_writer {
         size_t n_pending, cap_pending;
         lfs_pack_writer *pack;
         pid_t pid; /* names the tmp files of this writer */
-        unsigned long counter;
         uint64_t written;
         uint64_t files_done, files_total;
         bool lenient; /* a source that cannot be read is left out, not an error */
@@ -88,8 +87,12 @@ int lfs_object_open(lfs_store *s, const lfs_id *id, lfs_error **err) {
         return fd;
 }
 
+/* Unique in the process, not only in the writer: a daemon runs the commits of several
+ * Workspaces at once, each with a writer of its own, and a large file's copy holds its
+ * temporary name while it is hashed. */
 static char *new_tmp_name(lfs_blob_writer *w) {
-        return xasprintf("tmp/%d-%lu", (int)w->pid, w->counter++);
+        static unsigned long counter;
+        return xasprintf("tmp/%d-%lu", (int)w->pid, __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
 }
 
 /* Does the Store have this blob of size bytes? One a pack takes is looked for in the packs
