@@ -36,6 +36,12 @@ class Terminal:
                 for fd in (0, 1, 2):
                     os.dup2(self.slave, fd)
                 os.closerange(3, 65536)
+                # A user's terminal: signals as a login shell has them, whatever this test
+                # inherited (run under nohup, SIGHUP is ignored, and an ignored signal
+                # stays ignored across exec).
+                for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGPIPE):
+                    signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, set())
                 os.execve("/bin/bash", ["bash", "-c", command], env or os.environ)
             finally:
                 os._exit(127)
