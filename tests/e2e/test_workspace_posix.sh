@@ -5,9 +5,11 @@
 source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || skip "Workspaces need root (FUSE mounts, cgroups)"
 export LAYERFS_PROJECT=px
+# Each by its project: the second part's Sandbox is of project full, not the default one.
 close_sandboxes() {
-        for n in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" 'SELECT number FROM sandboxes' 2>/dev/null); do
-                "$LAYERFS" sandbox close "$n" --force >/dev/null 2>&1 || true
+        local row
+        for row in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT project || '/' || number FROM sandboxes" 2>/dev/null); do
+                "$LAYERFS" --project "${row%/*}" sandbox close "${row#*/}" --force >/dev/null 2>&1 || true
         done
 }
 trap 'close_sandboxes; cleanup_work' EXIT
