@@ -131,6 +131,7 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                 return lfs_proto_errorf(LFS_FAILED, "the Workspace of '%s' does not answer at %s", branch,
                                         w->mountpoint);
         }
+        ws_set_concurrent_requests(w->fs, strcmp(ws_session_transport(w->session), "uring") == 0);
         w->active = true;
         log_line("mounted %s at %s (FUSE loop: %s, passthrough: %s)", branch, w->mountpoint,
                  ws_session_transport(w->session), ws_session_passthrough(w->session) ? "on" : "off");

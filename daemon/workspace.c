@@ -11,6 +11,8 @@
 #include <sys/xattr.h>
 #include <time.h>
 
+#include "fault.h"
+#include "log.h"
 #include "store.h"
 #include "workspace.h"
 
@@ -56,6 +58,7 @@ typedef struct ws_inode {
          * telling it (sticky_file). */
         bool touched;
         bool named_twice; /* files: has had two names at once (ws_link), so no one parent */
+        bool free_awaited; /* nameless upper file a short disk once waited for (await_frees) */
         uint64_t parent; /* the directory of its name (of a file's latest, see named_twice) */
         ws_dirent *ents;
         size_t n_ents, cap_ents, live_ents, subdirs;
@@ -165,6 +168,10 @@ struct ws_fs {
         pthread_cond_t reap_wake, reap_idle;
         uint64_t *reap;
         size_t n_reap, cap_reap;
+        /* Another thread serves requests while one waits (ws_set_concurrent_requests); a
+         * nameless upper file's record, going to the reaper, broadcasts freed. */
+        bool concurrent_requests;
+        pthread_cond_t freed;
 };
 
 void ws_set_invalidator(ws_fs *fs, ws_invalidate_fn fn, void *userdata) {
@@ -819,6 +826,11 @@ int ws_open(lfs_store *store, const char *branch, const char *upper_dir, uid_t o
         pthread_mutex_init(&fs->reap_lock, NULL);
         pthread_cond_init(&fs->reap_wake, NULL);
         pthread_cond_init(&fs->reap_idle, NULL);
+        pthread_condattr_t monotonic;
+        pthread_condattr_init(&monotonic);
+        pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+        pthread_cond_init(&fs->freed, &monotonic);
+        pthread_condattr_destroy(&monotonic);
         fs->store = store;
         fs->branch = xstrdup(branch);
         fs->base = head;
@@ -866,6 +878,7 @@ void ws_close(ws_fs *fs) {
         free(fs->reap);
         pthread_cond_destroy(&fs->reap_wake);
         pthread_cond_destroy(&fs->reap_idle);
+        pthread_cond_destroy(&fs->freed);
         pthread_mutex_destroy(&fs->reap_lock);
         for (size_t i = 0; i < fs->cap_itab; i++)
                 if (fs->itab[i].ino) {
@@ -952,6 +965,7 @@ static void drop_if_gone(ws_fs *fs, uint64_t ino);
 /* Inode numbers stay stable while mounted; what a FORGET can free is the data of a file
  * with no name left, once the kernel holds no reference that could still reach it. */
 void ws_forget(ws_fs *fs, uint64_t ino, uint64_t n) {
+        lfs_fault_point("ws-forget"); /* the kernel let go of an inode; not yet counted */
         LOCK_GUARD(fs);
         do {
                 ws_inode *in = inode_get(fs, ino);
@@ -1187,6 +1201,58 @@ static bool space_short(ws_fs *fs) {
         return (uint64_t)sv.f_bavail < floor;
 }
 
+void ws_set_concurrent_requests(ws_fs *fs, bool concurrent) {
+        LOCK_GUARD(fs);
+        fs->concurrent_requests = concurrent;
+}
+
+/* Upper files with no name left whose records are still there, not yet waited for: the
+ * kernel's RELEASE or FORGET of each may be on its way. */
+static size_t frees_pending(ws_fs *fs) {
+        size_t n = 0;
+        for (size_t i = 0; i < fs->n_uppers; i++) {
+                ws_inode *in = inode_get(fs, fs->uppers[i]);
+                n += in && in->nlink == 0 && !in->free_awaited;
+        }
+        return n;
+}
+
+#define AWAIT_FREES_MS 1000
+/* On ext4 the space of a file is free once the close and the unlink that ended it
+ * returned. Here the kernel sends the RELEASE of its last open and the FORGET of its
+ * inode after those calls return, and the rings (one queue per CPU, each with its
+ * thread, and FORGET on /dev/fuse) may serve a later open first. So a write-open on a
+ * short disk first waits, at most AWAIT_FREES_MS, for those of nameless upper files,
+ * then for the reaper. A file still held open by a command keeps its space, as on
+ * ext4; it is waited for once (free_awaited). Called with fs->lock held and no record
+ * in hand: the wait lets go of the lock. */
+static void await_frees(ws_fs *fs) {
+        if (!fs->concurrent_requests || !space_short(fs))
+                return;
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_nsec += (AWAIT_FREES_MS % 1000) * 1000000L;
+        deadline.tv_sec += AWAIT_FREES_MS / 1000 + deadline.tv_nsec / 1000000000L;
+        deadline.tv_nsec %= 1000000000L;
+        size_t pending = frees_pending(fs);
+        if (pending > 0)
+                log_line("a write-open on a short disk waits up to %d ms for the space of %zu removed "
+                         "file(s), until the kernel lets go of them",
+                         AWAIT_FREES_MS, pending);
+        while (frees_pending(fs) > 0)
+                if (pthread_cond_timedwait(&fs->freed, &fs->lock, &deadline) == ETIMEDOUT) {
+                        log_line("removed files still held after %d ms: taken as open by a command",
+                                 AWAIT_FREES_MS);
+                        for (size_t i = 0; i < fs->n_uppers; i++) {
+                                ws_inode *in = inode_get(fs, fs->uppers[i]);
+                                if (in && in->nlink == 0)
+                                        in->free_awaited = true;
+                        }
+                        break;
+                }
+        (void)reap_drain(fs);
+}
+
 typedef struct ws_range {
         off_t off, len;
 } ws_range;
@@ -1273,8 +1339,10 @@ static void drop_if_gone(ws_fs *fs, uint64_t ino) {
         ws_inode *in = inode_get(fs, ino);
         if (!in || in->nlink > 0 || in->open_count > 0 || in->nlookup > 0 || ino == WS_ROOT_INO)
                 return;
-        if (in->upper)
+        if (in->upper) {
                 reap_later(fs, ino);
+                pthread_cond_broadcast(&fs->freed);
+        }
         inode_free(fs, in);
 }
 
@@ -1690,6 +1758,11 @@ static int backing_for(ws_fs *fs, ws_inode *in, bool writable) {
         return id;
 }
 
+/* Whether an open with flags may write. */
+static bool open_writes(int flags) {
+        return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+}
+
 static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh, int *ret_backing) {
         ws_inode *in = inode_get(fs, ino);
         if (!in)
@@ -1697,7 +1770,7 @@ static int open_inode(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh, int 
         if (S_ISDIR(in->mode))
                 return -EISDIR;
         int acc = flags & O_ACCMODE;
-        if (acc != O_RDONLY || (flags & O_TRUNC)) {
+        if (open_writes(flags)) {
                 int r = copy_up_data(fs, ino, !(flags & O_TRUNC));
                 if (r < 0)
                         return r;
@@ -1733,6 +1806,8 @@ int ws_open_file(ws_fs *fs, uint64_t ino, int flags, uint64_t *ret_fh, int *ret_
         int r;
         LOCK_GUARD(fs);
         do {
+                if (open_writes(flags))
+                        await_frees(fs);
                 r = open_inode(fs, ino, flags, ret_fh, ret_backing);
         } while (0);
         return r;
@@ -1743,6 +1818,8 @@ int ws_create(ws_fs *fs, const ws_caller *who, uint64_t parent, const char *name
         int r;
         LOCK_GUARD(fs);
         do {
+                if (open_writes(flags))
+                        await_frees(fs);
                 if ((r = new_entry_ok(fs, parent, name, INODE_COST)) < 0)
                         break;
                 uint64_t ino = make_inode(fs, who, parent, S_IFREG | (mode & 07777));

@@ -101,6 +101,11 @@ int ws_statfs(ws_fs *fs, struct statvfs *ret);
  * xattrs (0: none); past it new names and xattrs get ENOSPC. fd_shares: how many
  * Workspaces share the daemon's fds, each keeping at most its share of them open. */
 void ws_set_limits(ws_fs *fs, uint64_t memory, unsigned fd_shares);
+/* Whether another thread serves requests while one waits (the rings; libfuse's loop and
+ * ours over /dev/fuse serve one request at a time, in the kernel's order): only then
+ * does a write-open on a short disk wait for the kernel's RELEASE and FORGET of files
+ * just removed (await_frees). */
+void ws_set_concurrent_requests(ws_fs *fs, bool concurrent);
 uint64_t ws_memory_used(ws_fs *fs);
 /* The inodes open for writing now, whose pages in the kernel (a live shared mapping's
  * too) may hold data not yet written to us; *ret to be freed. */

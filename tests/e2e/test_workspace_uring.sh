@@ -136,4 +136,53 @@ in_main "$n" test ! -e lost || fail "an uncommitted file survived the daemon's k
 lfs sandbox close "$n" --force >/dev/null
 assert_no_sandbox_left "after the last close"
 ok
+
+# A disk that fills, over the rings: as on ext4, the space of a file closed and removed
+# is free for the next write. The kernel sends the FORGET of its inode on /dev/fuse after
+# the rm returned, while the rings serve the next open at once: here that FORGET waits
+# at the step ws-forget until the next write-open says (in the log) that it waits for it.
+mkdir "$WORK/small"
+mount -t tmpfs -o size=48m layerfs-test "$WORK/small"
+export LAYERFS_HOME="$WORK/small/home" LAYERFS_PROJECT=full
+lfs project init full >/dev/null
+fault_fifo "$WORK/forget"
+k=$(LAYERFS_FAULT="ws-forget#1@$WORK/forget" LAYERFS_FUSE_TRANSPORT=uring lfs sandbox create)
+ws=$(lfs workspace mount "$k" main)
+assert_eq "$(transport "$k")" uring "the transport of the full disk's Workspace"
+daemon=$(records "SELECT pid FROM sandboxes WHERE number=$k")
+set +e
+out=$(dd if=/dev/zero of="$ws/big" bs=1M count=100 2>&1)
+status=$?
+set -e
+[ "$status" -ne 0 ] && grep -q "No space left on device" <<<"$out" || fail "a full disk: dd said '$out' ($status)"
+rm "$ws/big"
+fault_reached "$daemon" "$WORK/forget" 30 >/dev/null || fail "the daemon $daemon ended before the FORGET of big"
+# One process (Python's start is slower than the wait) starts the writer, waits until the
+# log names its wait or it ends (without waiting: ENOSPC), then lets the FORGET go on.
+python3 -c '
+import ctypes, os, select, subprocess, sys
+log, fifo, target, text = sys.argv[1:5]
+libc = ctypes.CDLL(None, use_errno=True)
+watch = libc.inotify_init1(os.O_CLOEXEC)
+if watch < 0 or libc.inotify_add_watch(watch, log.encode(), 0x2) < 0:  # IN_MODIFY
+    sys.exit("inotify on %s: %s" % (log, os.strerror(ctypes.get_errno())))
+writer = subprocess.Popen(["sh", "-c", "echo fits >\"$1\"", "sh", target], stderr=subprocess.PIPE)
+ended = os.pidfd_open(writer.pid)
+while text not in open(log, errors="replace").read():
+    ready = select.select([watch, ended], [], [], 60)[0]
+    if not ready or ended in ready:
+        break
+    os.read(watch, 65536)
+with open(fifo, "w") as go:
+    go.write("go\n")
+err = writer.communicate()[1].decode()
+sys.exit(0 if writer.returncode == 0 else "the writer: " + err.strip())
+' "$LAYERFS_HOME/sandboxes/full-$k/daemon.log" "$WORK/forget" "$ws/after" "for the space of 1 removed file" ||
+        fail "no space right after rm, with the FORGET of the removed file late; the log: $(tail -3 "$LAYERFS_HOME/sandboxes/full-$k/daemon.log")"
+assert_eq "$(cat "$ws/after")" "fits" "writes work again after space is freed"
+grep -q "for the space of 1 removed file" "$LAYERFS_HOME/sandboxes/full-$k/daemon.log" ||
+        fail "the write-open did not wait for the FORGET: $(tail -3 "$LAYERFS_HOME/sandboxes/full-$k/daemon.log")"
+ok
+lfs sandbox close "$k" --force >/dev/null
+umount "$WORK/small"
 finish

@@ -437,9 +437,18 @@ class Slot:
         b.ws[name] = (text, not x)
 
     def read(self, b):
-        """The Workspace read through a command: every file of the model, nothing else."""
-        r = self.exec(b, 'for f in *; do [ -e "$f" ] || continue; if [ -x "$f" ]; then x=x; else x=-; fi; '
-                         'printf "%s %s %s\\n" "$f" "$x" "$(sha256sum <"$f" | cut -d" " -f1)"; done')
+        """The Workspace read through a command: every file of the model, nothing else. A
+        fault during the read (its sha256sum killed, the loop going on) spoils what it
+        printed though it exits 0: such a read is made again, and not judged if every
+        attempt met one."""
+        for _ in range(RETRIES):
+            epoch = self.now()
+            r = self.exec(b, 'for f in *; do [ -e "$f" ] || continue; if [ -x "$f" ]; then x=x; else x=-; fi; '
+                             'printf "%s %s %s\\n" "$f" "$x" "$(sha256sum <"$f" | cut -d" " -f1)"; done')
+            if not self.faults_since(epoch):
+                break
+        else:
+            return
         seen = {}
         for line in r.out.splitlines():
             name, x, text = line.split(" ", 2)
