@@ -167,6 +167,14 @@ main() {
         local after_find
         after_find=$((($(kib_of "$(daemon_pid "$sb")" VmRSS) + 512) / 1024))
         row "find | wc -l" "$SECS" "$RSS" - - "daemon $after_find MiB after (the namespace listed)"
+        # The kernel evicts what find looked up (under memory pressure; here drop_caches)
+        # and sends FORGET: the daemon lets go of what the Store can give again. The stat
+        # after it is a LOOKUP, which the kernel sends after the FORGETs queued before it.
+        # The host's dentries of git's tree go too: a find over it (untimed) brings them back.
+        measure bash -c "sync; echo 2 >/proc/sys/vm/drop_caches; stat '$ws/d00000' >/dev/null"
+        row "drop_caches (FORGET)" "$SECS" "$RSS" - - \
+                "daemon $after_find -> $((($(kib_of "$(daemon_pid "$sb")" VmRSS) + 512) / 1024)) MiB (what the kernel still holds)"
+        find "$TREE" >/dev/null
 
         # change 1,000 files, in the Workspace and in git's tree
         measure python3 "$WORK/change.py" "$ws" "$DIRS" "$PER_DIR" "$CHANGED" "$WORK/delta"

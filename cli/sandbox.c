@@ -90,10 +90,12 @@ int cmd_sandbox_list_workspaces(cli_ctx *ctx) {
         for (size_t i = 0; i < k; i++) {
                 if (ctx->json)
                         json_array_append_new(out,
-                                              json_pack("{s:s, s:s, s:b, s:s, s:s, s:b}", "branch",
+                                              json_pack("{s:s, s:s, s:b, s:s, s:s, s:b, s:I, s:I}", "branch",
                                                         ws[i].branch, "path", ws[i].path, "dirty",
                                                         ws[i].dirty, "platform", ws[i].platform, "transport",
-                                                        ws[i].transport, "passthrough", ws[i].passthrough));
+                                                        ws[i].transport, "passthrough", ws[i].passthrough,
+                                                        "metadata_bytes", (json_int_t)ws[i].metadata_bytes,
+                                                        "inodes", (json_int_t)ws[i].inodes));
                 else {
                         _cleanup_free_ char *branch = lfs_quote(ws[i].branch, LFS_QUOTE_ENTRY),
                                             *path = lfs_quote(ws[i].path, LFS_QUOTE_ENTRY);

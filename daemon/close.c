@@ -103,7 +103,7 @@ int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why
  * who asked, for the log. */
 json_t *call_close(daemon_state *d, bool force, pid_t closer, const char *why) {
         bool dirty[MAX_WORKSPACES];
-        if (!force && !check_dirty(d, dirty))
+        if (!force && !check_dirty(d, dirty, NULL))
                 return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         for (int i = 0; i < MAX_WORKSPACES && !force; i++)
                 if (d->ws[i].active && dirty[i])

@@ -201,7 +201,7 @@ json_t *call_unmount(daemon_state *d, const char *branch, bool discard);
 json_t *call_list(daemon_state *d);
 /* Each Workspace's dirtiness, read with d->lock released; false when the Sandbox began
  * closing meanwhile. */
-bool check_dirty(daemon_state *d, bool dirty[MAX_WORKSPACES]);
+bool check_dirty(daemon_state *d, bool dirty[MAX_WORKSPACES], ws_usage usage[MAX_WORKSPACES]);
 /* Unmounts (force: also while busy) and frees the slot; a negative errno if it stays. */
 int stop_mount(workspace *w, bool force);
 /* Waits (on d->ws_released) until no call reads w any more. */

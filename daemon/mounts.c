@@ -269,7 +269,7 @@ json_t *call_commit(daemon_state *d, const char *branch, const char *message) {
 
 /* Whether each Workspace has changes (dirty[i] for d->ws[i]), without d->lock held
  * meanwhile. With d->lock held; false if the Sandbox began closing meanwhile. */
-bool check_dirty(daemon_state *d, bool dirty[MAX_WORKSPACES]) {
+bool check_dirty(daemon_state *d, bool dirty[MAX_WORKSPACES], ws_usage usage[MAX_WORKSPACES]) {
         bool held[MAX_WORKSPACES] = { false };
         for (int i = 0; i < MAX_WORKSPACES; i++)
                 if ((held[i] = d->ws[i].active))
@@ -280,6 +280,8 @@ bool check_dirty(daemon_state *d, bool dirty[MAX_WORKSPACES]) {
                 if (held[i]) {
                         flush_kernel_cache(&d->ws[i]);
                         dirty[i] = ws_is_dirty(d->ws[i].fs, NULL);
+                        if (usage)
+                                ws_get_usage(d->ws[i].fs, &usage[i]);
                 }
         }
         pthread_mutex_lock(&d->lock);
@@ -372,17 +374,21 @@ json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
 /* Called with d->lock held (dispatch); releases it for the dirty checks. */
 json_t *call_list(daemon_state *d) {
         bool dirty[MAX_WORKSPACES];
-        if (!check_dirty(d, dirty))
+        ws_usage usage[MAX_WORKSPACES];
+        if (!check_dirty(d, dirty, usage))
                 return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         json_t *out = json_array();
         for (int i = 0; i < MAX_WORKSPACES; i++) {
                 workspace *w = &d->ws[i];
                 if (!w->active)
                         continue;
-                json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s, s:s, s:b}", "branch", w->branch,
-                                                     "path", w->mountpoint, "dirty", dirty[i], "platform",
-                                                     "linux", "transport", ws_session_transport(w->session),
-                                                     "passthrough", ws_session_passthrough(w->session)));
+                json_array_append_new(out, json_pack("{s:s, s:s, s:b, s:s, s:s, s:b, s:I, s:I}", "branch",
+                                                     w->branch, "path", w->mountpoint, "dirty", dirty[i],
+                                                     "platform", "linux", "transport",
+                                                     ws_session_transport(w->session), "passthrough",
+                                                     ws_session_passthrough(w->session), "metadata_bytes",
+                                                     (json_int_t)usage[i].metadata_bytes, "inodes",
+                                                     (json_int_t)usage[i].inodes));
         }
         return lfs_proto_ok(out);
 }

@@ -38,11 +38,11 @@ typedef struct ws_inode {
         /* Content: in the upper file <upper>/<ino>, or the lower blob. */
         bool upper;
         bool has_blob;
+        bool hashed; /* upper_hash is the upper file's id (reset by every change) */
         lfs_id blob;
         int upper_fd; /* open while the file is open or being written (unless the fd cache
                        * closed it: reopened on use); -1 otherwise */
         blkcnt_t upper_blocks; /* the upper file's st_blocks when its fd was last closed */
-        bool hashed; /* upper_hash is the upper file's id (reset by every change) */
         lfs_id upper_hash;
         uint64_t data_gen; /* moves with every change of the data: a hash of another is stale */
         char *link; /* a symlink's target, once read or made */
@@ -50,6 +50,17 @@ typedef struct ws_inode {
         bool loaded;
         bool has_tree;
         lfs_id tree;
+        /* Loaded from its tree at least once: its entries' numbers are first_child + their
+         * index in it (n_numbered of them), given again when it is loaded again after
+         * unload_dir with the same names (as_loaded: no name came or went since the load),
+         * and subdirs stays true while it is unloaded. */
+        bool numbered;
+        bool as_loaded;
+        bool sweep_due; /* records were made since its last evict_idle */
+        uint32_t n_numbered;
+        uint32_t unload_from; /* where unload_dir's look for an entry it cannot free begins */
+        uint64_t first_child;
+        uint32_t n_evicted; /* entries whose records evict_child freed (names kept) */
         /* Status and commit look only below touched directories (the rest is as its tree
          * says): a directory is touched when a name in it or any directory below comes or
          * goes, or a file named in it changes (mark_touched), so a touched directory's
@@ -276,24 +287,25 @@ static void itab_remove(ws_fs *fs, uint64_t ino) {
                 itab_resize(fs);
 }
 
-static uint64_t inode_new(ws_fs *fs, uint32_t mode, uid_t uid, gid_t gid) {
+/* A record under number ino (one given before: load_dir, or new: inode_new). */
+static void inode_make(ws_fs *fs, uint64_t ino, uint32_t mode, uid_t uid, gid_t gid) {
         if ((fs->n_live + 1) * 2 > fs->cap_itab)
                 itab_resize(fs);
         ws_inode *in = xmalloc(sizeof(*in));
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
-        *in = (ws_inode){ .ino = ++fs->last_ino,
-                          .mode = mode,
-                          .uid = uid,
-                          .gid = gid,
-                          .nlink = 1,
-                          .upper_fd = -1,
-                          .lower_fd = -1 };
+        *in = (ws_inode){
+                .ino = ino, .mode = mode, .uid = uid, .gid = gid, .nlink = 1, .upper_fd = -1, .lower_fd = -1
+        };
         in->atime = in->mtime = in->ctime = now;
         itab_put(fs, in);
         fs->n_live++;
         meta_add(fs, INODE_COST);
-        return in->ino;
+}
+
+static uint64_t inode_new(ws_fs *fs, uint32_t mode, uid_t uid, gid_t gid) {
+        inode_make(fs, ++fs->last_ino, mode, uid, gid);
+        return fs->last_ino;
 }
 
 /* ---- the fd cache ----
@@ -440,6 +452,15 @@ static void index_grow(ws_fs *fs) {
         free(old);
 }
 
+/* Frees slot i of the index; once the live slots fill under an eighth of it, a smaller
+ * one is made (names removed leave nothing behind). */
+static void index_remove(ws_fs *fs, size_t i) {
+        fs->slots[i].state = 2;
+        fs->live_slots--;
+        if (fs->cap_slots > 1024 && fs->live_slots * 8 < fs->cap_slots)
+                index_grow(fs);
+}
+
 /* The child's ino, or 0. Directories must be loaded. */
 static uint64_t child_get(ws_fs *fs, uint64_t parent, const char *name, uint32_t *ret_index) {
         bool found;
@@ -497,6 +518,7 @@ static void child_add(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino
                 mark_touched(fs, in->parent);
         }
         child_insert(fs, parent, name, ino);
+        inode_get(fs, parent)->as_loaded = false;
         mark_touched(fs, parent);
 }
 
@@ -538,10 +560,8 @@ static void child_remove(ws_fs *fs, uint64_t parent, const char *name) {
         free(d->name);
         d->name = NULL;
         dir->live_ents--;
-        fs->slots[i].state = 2;
-        fs->live_slots--;
-        if (fs->cap_slots > 1024 && fs->live_slots * 8 < fs->cap_slots)
-                index_grow(fs);
+        dir->as_loaded = false;
+        index_remove(fs, i);
         dir_compact(fs, parent);
 }
 
@@ -565,10 +585,40 @@ static void fill_from_entry(ws_fs *fs, ws_inode *in, const lfs_entry *e) {
         }
 }
 
+/* The records evict_child freed, made again from the directory's tree, one read for all
+ * of them: the directory still has the names of its load (as_loaded; a name comes or
+ * goes only after load_dir), in the tree's order, so each evicted entry is the tree's
+ * entry of its row. */
+static int restore_evicted(ws_fs *fs, ws_inode *dir) {
+        lfs_tree t = { 0 };
+        if (lfs_db_get_tree(fs->store, &dir->tree, &t, NULL) < 0)
+                return -EIO;
+        int r = t.n == dir->n_ents ? 0 : -EIO;
+        for (size_t i = 0; i < t.n && r == 0; i++) {
+                const ws_dirent *d = &dir->ents[i];
+                if (!d->name || strcmp(d->name, t.entries[i].name)) {
+                        r = -EIO;
+                        break;
+                }
+                if (inode_get(fs, d->ino))
+                        continue;
+                inode_make(fs, d->ino, 0, fs->owner, fs->group);
+                ws_inode *in = inode_get(fs, d->ino);
+                fill_from_entry(fs, in, &t.entries[i]);
+                in->parent = dir->ino;
+                dir->n_evicted--;
+        }
+        lfs_tree_done(&t);
+        dir->sweep_due = true;
+        return r;
+}
+
+/* The directory's entries with a record each: read from its tree the first time, and
+ * again after unload_dir or evict_child. */
 static int load_dir(ws_fs *fs, uint64_t ino) {
         ws_inode *dir = inode_get(fs, ino);
         if (dir->loaded)
-                return 0;
+                return dir->n_evicted ? restore_evicted(fs, dir) : 0;
         dir->loaded = true;
         if (!dir->has_tree)
                 return 0;
@@ -578,11 +628,26 @@ static int load_dir(ws_fs *fs, uint64_t ino) {
                 dir->loaded = false;
                 return -EIO;
         }
+        /* Loaded again after unload_dir: its names are those it had (their records went
+         * only while none came or went), so each gets the number it had, and the records
+         * unload_dir kept (directories with numbers of their own) are taken as they are.
+         * A tree sorts its names: the same names come in the same order. */
+        bool again = dir->numbered && dir->n_numbered == t.n;
+        uint64_t first = again ? dir->first_child : fs->last_ino + 1;
+        if (!again)
+                fs->last_ino += t.n;
+        dir->subdirs = 0; /* kept while unloaded; counted again below */
         for (size_t i = 0; i < t.n; i++) {
-                uint64_t child = inode_new(fs, 0, fs->owner, fs->group);
-                fill_from_entry(fs, inode_get(fs, child), &t.entries[i]);
+                uint64_t child = first + i;
+                if (!again || !inode_get(fs, child)) {
+                        inode_make(fs, child, 0, fs->owner, fs->group);
+                        fill_from_entry(fs, inode_get(fs, child), &t.entries[i]);
+                }
                 child_insert(fs, ino, t.entries[i].name, child);
         }
+        dir->numbered = dir->as_loaded = dir->sweep_due = true;
+        dir->first_child = first;
+        dir->n_numbered = (uint32_t)t.n;
         lfs_tree_done(&t);
         return 0;
 }
@@ -735,8 +800,9 @@ static blkcnt_t lower_blocks(ws_fs *fs, ws_inode *in) {
 static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         ws_inode *in = inode_get(fs, ino);
         passthrough_refresh(fs, in);
-        /* A directory's link count needs its subdirectories: load it (one tree read). */
-        if (S_ISDIR(in->mode))
+        /* A directory's link count needs its subdirectories: load it (one tree read) unless
+         * it was loaded once (unload_dir keeps the count). */
+        if (S_ISDIR(in->mode) && !in->numbered)
                 (void)load_dir(fs, ino);
         in = inode_get(fs, ino);
         *st = (struct stat){ 0 };
@@ -961,9 +1027,11 @@ int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret) {
 }
 
 static void drop_if_gone(ws_fs *fs, uint64_t ino);
+static void let_go(ws_fs *fs, uint64_t ino);
 
-/* Inode numbers stay stable while mounted; what a FORGET can free is the data of a file
- * with no name left, once the kernel holds no reference that could still reach it. */
+/* Inode numbers stay stable while mounted. A FORGET that leaves no reference of the
+ * kernel's frees a file with no name left (its data too), and the records of what can
+ * be loaded again from the Store as it is (let_go). */
 void ws_forget(ws_fs *fs, uint64_t ino, uint64_t n) {
         lfs_fault_point("ws-forget"); /* the kernel let go of an inode; not yet counted */
         LOCK_GUARD(fs);
@@ -972,7 +1040,10 @@ void ws_forget(ws_fs *fs, uint64_t ino, uint64_t n) {
                 if (!in)
                         break;
                 in->nlookup = n < in->nlookup ? in->nlookup - n : 0;
+                if (in->nlookup)
+                        break;
                 drop_if_gone(fs, ino);
+                let_go(fs, ino);
         } while (0);
 }
 
@@ -1344,6 +1415,121 @@ static void drop_if_gone(ws_fs *fs, uint64_t ino) {
                 pthread_cond_broadcast(&fs->freed);
         }
         inode_free(fs, in);
+}
+
+/* Whether in's record is what load_dir would make again from its entry in its
+ * directory's tree, with nothing the kernel or a handle holds: a file or symlink still
+ * the Store's blob with its one name and the attributes of the load (any setattr, write
+ * or xattr moves its ctime), never opened for writing or passed through; a directory
+ * unloaded or never loaded, untouched since its tree. */
+static bool rebuildable(const ws_fs *fs, const ws_inode *in) {
+        if (in->nlookup || in->open_count || in->n_xattrs || in->named_twice || in->writers ||
+            in->backing_id > 0 || in->passed_opens || in->passed_written || in->uid != fs->owner ||
+            in->gid != fs->group || !timespec_eq(in->atime, fs->base_time) ||
+            !timespec_eq(in->mtime, fs->base_time) || !timespec_eq(in->ctime, fs->base_time))
+                return false;
+        uint32_t perm = in->mode & 07777;
+        if (S_ISDIR(in->mode))
+                return !in->loaded && !in->touched && in->has_tree && perm == 0755;
+        if (S_ISLNK(in->mode))
+                return !in->upper && in->has_blob && in->nlink == 1 && perm == 0777;
+        return S_ISREG(in->mode) && !in->upper && in->has_blob && in->nlink == 1 &&
+               (perm == 0644 || perm == 0755);
+}
+
+/* The daemon's memory follows the kernel's cache. The record of an entry the kernel let
+ * go of goes when load_dir can make it again as it is (rebuildable) from its directory's
+ * tree, whose names are still those of the load (as_loaded: its entry is the tree's in
+ * the row of its number); its name and number stay in the directory (n_evicted), and the
+ * directory's next load_dir makes it again. A directory that was listed keeps its record
+ * (the numbers of its entries: unload_dir). */
+static void evict_child(ws_fs *fs, ws_inode *in) {
+        ws_inode *dir = inode_get(fs, in->parent);
+        if (in->parent == in->ino || in->numbered || !dir->loaded || !dir->as_loaded ||
+            in->ino < dir->first_child || in->ino - dir->first_child >= dir->n_ents ||
+            dir->ents[in->ino - dir->first_child].ino != in->ino || !rebuildable(fs, in))
+                return;
+        dir->n_evicted++;
+        inode_free(fs, in);
+}
+
+/* Every entry of directory ino the kernel does not hold, after a load made records of
+ * all of them (a lookup of one name loads the whole directory). */
+static void evict_idle(ws_fs *fs, uint64_t ino) {
+        ws_inode *dir = inode_get(fs, ino);
+        if (!dir || !dir->loaded || !dir->as_loaded)
+                return;
+        for (size_t i = 0; i < dir->n_ents; i++) {
+                ws_inode *in = inode_get(fs, dir->ents[i].ino);
+                if (in)
+                        evict_child(fs, in);
+        }
+        dir->sweep_due = false;
+}
+
+/* Once the kernel holds none of a directory's entries and each record left can be made
+ * again as it is, the directory goes back to unloaded, as before its first listing: its
+ * names and index slots go too. Its record stays (with the numbers of its entries and
+ * its count of subdirectories), and so do those of its subdirectories that were listed
+ * (they keep their own entries' numbers): a lookup loads it again with the same inode
+ * numbers. Only a directory untouched and with the names of its tree (as_loaded) goes:
+ * status and commit compare it by its tree id, as one never listed. The look for an
+ * entry that keeps it starts where the last one stopped, so forgetting a directory's
+ * entries one by one costs each about one step. */
+static bool unload_dir(ws_fs *fs, uint64_t ino) {
+        ws_inode *dir = inode_get(fs, ino);
+        if (!dir || !dir->loaded || !dir->as_loaded || dir->touched || dir->open_count)
+                return false;
+        size_t n = dir->n_ents;
+        for (size_t k = 0; k < n; k++) {
+                size_t i = (dir->unload_from + k) % n;
+                const ws_inode *in = inode_get(fs, dir->ents[i].ino);
+                if (in && !rebuildable(fs, in)) {
+                        dir->unload_from = (uint32_t)i;
+                        return false;
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+                ws_dirent *d = &dir->ents[i];
+                bool found;
+                size_t slot = index_find(fs, ino, d->name, &found);
+                if (found)
+                        index_remove(fs, slot);
+                ws_inode *child = inode_get(fs, d->ino);
+                if (child && !child->numbered)
+                        inode_free(fs, child);
+                meta_sub(fs, NAME_COST(strlen(d->name)));
+                free(d->name);
+        }
+        free(dir->ents);
+        dir->ents = NULL;
+        dir->n_ents = dir->cap_ents = dir->live_ents = 0;
+        dir->unload_from = dir->n_evicted = 0;
+        dir->loaded = dir->sweep_due = false;
+        return true;
+}
+
+/* The kernel let go of ino (FORGET): its record if the Store can give it again, a
+ * directory's entries, and its directory (and theirs up the tree while the kernel holds
+ * none of them) once nothing in it is held. */
+static void let_go(ws_fs *fs, uint64_t ino) {
+        ws_inode *in = inode_get(fs, ino);
+        if (!in)
+                return;
+        uint64_t parent = in->parent;
+        if (S_ISDIR(in->mode) && !unload_dir(fs, ino))
+                evict_idle(fs, ino);
+        if (parent == ino)
+                return;
+        evict_child(fs, in); /* in may be gone */
+        if (inode_get(fs, parent)->sweep_due)
+                evict_idle(fs, parent);
+        for (uint64_t dir = parent; unload_dir(fs, dir);) {
+                const ws_inode *d = inode_get(fs, dir);
+                if (d->nlookup || d->parent == dir)
+                        break;
+                dir = d->parent;
+        }
 }
 
 int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, struct stat *ret) {
@@ -2158,7 +2344,7 @@ static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, 
                                 break;
                         continue;
                 }
-                bool with_entry = !S_ISDIR(in->mode) || in->loaded;
+                bool with_entry = !S_ISDIR(in->mode) || in->loaded || in->numbered;
                 if (with_entry)
                         stat_of(fs, d->ino, &st);
                 else
@@ -2228,9 +2414,9 @@ void ws_set_passthrough(ws_fs *fs, const ws_backing_ops *ops, void *userdata) {
         fs->backing_data = userdata;
 }
 
-uint64_t ws_memory_used(ws_fs *fs) {
+void ws_get_usage(ws_fs *fs, ws_usage *ret) {
         LOCK_GUARD(fs);
-        return fs->meta_used;
+        *ret = (ws_usage){ .metadata_bytes = fs->meta_used, .inodes = fs->n_live };
 }
 
 int ws_open_writers(ws_fs *fs, uint64_t **ret, size_t *ret_n) {
@@ -2790,6 +2976,7 @@ static int leave_dir(change_walk *cw) {
         ws_fs *fs = cw->fs;
         walk_level *top = &cw->stack[cw->depth - 1];
         int r = 0;
+        evict_idle(fs, top->ino); /* what entering it made again and the kernel does not hold */
         /* Names of the base gone: none when every one of them was met (names are unique). */
         for (size_t i = 0; top->named_in_base < top->base.n && i < top->base.n && r == 0 &&
                            !(cw->purpose == WALK_DIRTY && cw->dirty);
@@ -2880,8 +3067,11 @@ static int walk_changes(change_walk *cw) {
                 path_buf_push(&cw->path, d.name);
                 r = walk_entry(cw, top, &d); /* may push: top is stale after it */
         }
-        while (cw->depth)
-                level_done(&cw->stack[--cw->depth]);
+        while (cw->depth) { /* a dirty check's early end, an error */
+                walk_level *l = &cw->stack[--cw->depth];
+                evict_idle(fs, l->ino);
+                level_done(l);
+        }
         return r;
 }
 

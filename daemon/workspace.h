@@ -91,7 +91,7 @@ void ws_releasedir(ws_fs *fs, uint64_t ino);
 int ws_readdir(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, void *userdata);
 /* READDIRPLUS: the same walk, each entry with its attributes when with_entry (then fill
  * taking it counts as one lookup, as the kernel counts it). "." and "..", and
- * directories whose listing is not loaded yet (their link count would cost a tree read
+ * directories never listed yet (their link count would cost a tree read
  * each), come without: the kernel looks those up itself when it needs them. */
 int ws_readdirplus(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_plus_fn fill, void *userdata);
 /* What the Workspace's writer can use: the upper filesystem without its root reserve
@@ -106,7 +106,13 @@ void ws_set_limits(ws_fs *fs, uint64_t memory, unsigned fd_shares);
  * does a write-open on a short disk wait for the kernel's RELEASE and FORGET of files
  * just removed (await_frees). */
 void ws_set_concurrent_requests(ws_fs *fs, bool concurrent);
-uint64_t ws_memory_used(ws_fs *fs);
+/* What the namespace holds now: bytes counted against the budget, and inode records
+ * (those of what the kernel let go of and the Store can give again are not kept). */
+typedef struct ws_usage {
+        uint64_t metadata_bytes;
+        uint64_t inodes;
+} ws_usage;
+void ws_get_usage(ws_fs *fs, ws_usage *ret);
 /* The inodes open for writing now, whose pages in the kernel (a live shared mapping's
  * too) may hold data not yet written to us; *ret to be freed. */
 int ws_open_writers(ws_fs *fs, uint64_t **ret, size_t *ret_n);

@@ -330,6 +330,11 @@ typedef struct lfs_workspace_info {
         char *platform; /* the Sandbox's */
         char *transport; /* the FUSE loop serving its mount: "libfuse", "dev" */
         int passthrough; /* whether upper files' data passes between the kernel and them */
+        /* What the daemon keeps of its namespace now: the bytes counted against
+         * LAYERFS_WORKSPACE_MEMORY, and the inode records (what the kernel has looked up and
+         * still holds, what changed, and the directories listed). */
+        uint64_t metadata_bytes;
+        uint64_t inodes;
 } lfs_workspace_info;
 
 LFS_PUBLIC int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox,

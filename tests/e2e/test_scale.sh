@@ -11,6 +11,10 @@
 # another directory, written through that name a commit later; the file a merged commit
 # brought in, changed again. Each round's status must be
 # exactly the branch diff its commit makes, and the export the tree the test keeps beside.
+# Before each round, and after the find, the kernel evicts what it holds (drop_caches):
+# the daemon lets go of what the Store can give again (list_workspaces' inodes fall to
+# the directories, and the files changed), every name keeps its inode number, and status
+# and commit stay exact.
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 export LAYERFS_PROJECT=scale
@@ -57,6 +61,51 @@ n=$(lfs sandbox create)
 ws=$(lfs workspace mount "$n" main)
 assert_eq "$(find "$ws" | wc -l)" $((FILES + DIRS + 1)) "find | wc -l in the Workspace"
 
+# The daemon keeps what the kernel holds, not all it ever listed: once the kernel evicts
+# what was looked up (drop_caches: FORGET), the records of what the Store can give again
+# go, and each name comes back with the inode number it had, readdir's and lstat's.
+# numbers ROOT: each path beneath ROOT with its number in its directory's listing and
+# lstat's.
+numbers() {
+        python3 - "$1" <<'EOF'
+import os, sys
+root = sys.argv[1]
+stack = [root]
+while stack:
+    for e in sorted(os.scandir(stack.pop()), key=lambda e: e.name):
+        print(os.path.relpath(e.path, root), e.inode(), os.lstat(e.path).st_ino)
+        if e.is_dir(follow_symlinks=False):
+            stack.append(e.path)
+EOF
+}
+# usage FIELD: what the daemon keeps of the Workspace's namespace (inodes, metadata_bytes).
+usage() { lfs --json sandbox list_workspaces "$n" | json_get "j[0]['$1']"; }
+# evict: the kernel drops what no one uses and sends FORGET for each; it serves queued
+# FORGETs before the next request on /dev/fuse, so the LOOKUP of a name after them
+# returns once the daemon has had them.
+evict() {
+        sync
+        echo 2 >/proc/sys/vm/drop_caches
+        stat "$ws/d00001" >/dev/null
+}
+numbers "$ws" >"$SHM/numbers"
+listed=$(usage inodes)
+listed_bytes=$(usage metadata_bytes)
+[ "$listed" -gt "$FILES" ] || fail "the daemon holds $listed inode records after a find over $FILES files"
+evict
+left=$(usage inodes)
+left_bytes=$(usage metadata_bytes)
+# What stays: the directories listed (their records keep their entries' numbers).
+[ "$left" -le $((DIRS + 1)) ] ||
+        fail "the daemon still holds $left inode records ($left_bytes bytes; $listed and $listed_bytes after the find) once the kernel forgot them"
+echo "namespace after find over $FILES files: $listed records, $listed_bytes bytes; after eviction: $left, $left_bytes"
+numbers "$ws" >"$SHM/numbers.again"
+cmp -s "$SHM/numbers" "$SHM/numbers.again" ||
+        fail "inode numbers changed after the kernel forgot them: $(diff "$SHM/numbers" "$SHM/numbers.again" | head -3)"
+assert_eq "$(lfs workspace status "$n" main)" "" "status after the kernel forgot what find looked up"
+evict
+ok
+
 # change ROOT...: rewrites 1,000 files (the same number in each of up to 200 directories
 # spread over the tree) with the same new contents in each ROOT, and prints their paths.
 change() {
@@ -79,6 +128,7 @@ EOF
 round() {
         local before status diff out=$SHM/export
         before=$(head_of)
+        evict # what the kernel held is looked at again from the Store
         status=$(lfs workspace status "$n" main | sort)
         [ -n "$status" ] || fail "$1: status lists nothing"
         lfs workspace commit "$n" main -m "$1" >/dev/null
@@ -97,6 +147,11 @@ status=$(lfs workspace status "$n" main)
 # shellcheck disable=SC2001 # every line of the list
 assert_eq "$status" "$(sed 's/^/M /' <<<"$paths" | sort)" "status after changing 1,000 files"
 round "1,000 changed"
+# What stays once the kernel forgot: the 1,000 files changed, and the directories.
+evict
+[ "$(usage inodes)" -le $((1000 + DIRS + 1)) ] ||
+        fail "the daemon holds $(usage inodes) inode records after the commit of 1,000 files and an eviction"
+same_tree "$ws" "the Workspace after the commit and an eviction"
 assert_eq "$(lfs branch diff "$base" main | wc -l)" 1000 "branch diff from the import"
 
 # Round 2: directories the last commit recorded (untouched since) changed again.

@@ -33,6 +33,8 @@ int lfs_sandbox_list_workspaces(lfs_home *home, const char *project, int sandbox
                 out[i].platform = xstrdup(json_string_value(json_object_get(w, "platform")) ?: "linux");
                 out[i].transport = xstrdup(json_string_value(json_object_get(w, "transport")) ?: "libfuse");
                 out[i].passthrough = json_is_true(json_object_get(w, "passthrough"));
+                out[i].metadata_bytes = (uint64_t)json_integer_value(json_object_get(w, "metadata_bytes"));
+                out[i].inodes = (uint64_t)json_integer_value(json_object_get(w, "inodes"));
         }
         json_decref(result);
         *ret = out;
