@@ -132,6 +132,49 @@ static void leave_pid_namespace(int own) {
         close(own);
 }
 
+/* What a child that shares the daemon's memory runs (lfs_clone3_shared). */
+typedef struct shared_spawn {
+        const lfs_spawn_args *a;
+        int err_write;
+} shared_spawn;
+
+static int shared_spawn_main(void *arg) {
+        const shared_spawn *c = arg;
+        /* Until its execve the child's memory is the daemon's: not dumpable from its first
+         * step, so that nothing but the host's root may read or write it through ptrace or
+         * /proc. Its setresuid would do the same (the kernel's rule for a change of
+         * identity); before it, once in a Sandbox's user namespace, a process root there
+         * could have. The flag belongs to the memory, so the daemon has it too; execve
+         * gives the command memory of its own, dumpable as any. */
+        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        child_run(c->a, -1, c->err_write);
+}
+
+/* clone3 straight into the leaf: a child that shares the daemon's memory where this build
+ * can (lfs_clone3_shared), else a copy of it as a fork makes (the daemon's page tables
+ * copied, then torn down by the child's execve: most of an exec's cost in the daemon). The
+ * child's pid, or -errno. */
+static pid_t clone_into_cgroup(const lfs_spawn_args *a, int cgroup_fd, int err_write, int *ret_pidfd) {
+        const struct clone_args into = {
+                .flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
+                .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
+                .exit_signal = SIGCHLD,
+                .cgroup = (uint64_t)cgroup_fd,
+        };
+        struct clone_args args = into;
+        shared_spawn c = { .a = a, .err_write = err_write };
+        pid_t pid = lfs_clone3_shared(&args, shared_spawn_main, &c);
+        /* -EINVAL: the kernel refuses a child that shares memory here (a time namespace
+         * for children of its own, say); a copy is still allowed. */
+        if (pid != -ENOSYS && pid != -EINVAL)
+                return pid;
+        args = into;
+        pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+        if (pid == 0)
+                child_run(a, -1, err_write);
+        return pid < 0 ? -errno : pid;
+}
+
 static int spawn_in_cgroup(const lfs_spawn_args *a, int cgroup_fd, pid_t *ret_pid, int *ret_pidfd) {
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -141,17 +184,9 @@ static int spawn_in_cgroup(const lfs_spawn_args *a, int cgroup_fd, pid_t *ret_pi
         int pidfd = -1;
         const char *no_clone3 = getenv("LAYERFS_NO_CLONE3");
         if (!(no_clone3 && !strcmp(no_clone3, "1"))) {
-                struct clone_args args = {
-                        .flags = CLONE_PIDFD | CLONE_INTO_CGROUP,
-                        .pidfd = (uint64_t)(uintptr_t)&pidfd,
-                        .exit_signal = SIGCHLD,
-                        .cgroup = (uint64_t)cgroup_fd,
-                };
-                pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-                if (pid == 0)
-                        child_run(a, -1, err_write);
-                if (pid < 0 && !lfs_clone3_refused(errno))
-                        return -errno;
+                pid = clone_into_cgroup(a, cgroup_fd, err_write, &pidfd);
+                if (pid < 0 && !lfs_clone3_refused(-pid))
+                        return pid;
         }
         if (pid < 0) {
                 /* The fallback: the child joins its leaf itself, before anything else. */

@@ -6,7 +6,9 @@
  * <cgroup2 mount>/layerfs-unit-<pid>, which the teardown kills and removes even when
  * an assertion failed. Needs root; skipped otherwise.
  */
+#include <linux/sched.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -123,6 +125,59 @@ static void test_spawn_fallback_lands_in_leaf(void **state) {
         NEED_CGROUPS();
         setenv("LAYERFS_NO_CLONE3", "1", 1);
         assert_lands_in_leaf();
+}
+
+/* A child of lfs_clone3_shared runs on the caller's memory (what it writes, the caller
+ * reads), on a stack of its own, and ends with what its function returned; CLONE_PIDFD and
+ * the other flags are clone3's as given. Where this build has no trampoline: -ENOSYS. */
+static int shared_child(void *arg) {
+        *(int *)arg = 42;
+        return 7;
+}
+
+static void test_clone3_shared_runs_on_the_callers_memory(void **state) {
+        (void)state;
+        int seen = 0, pidfd = -1;
+        struct clone_args args = { .flags = CLONE_PIDFD,
+                                   .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                                   .exit_signal = SIGCHLD };
+        pid_t pid = lfs_clone3_shared(&args, shared_child, &seen);
+#if defined(__x86_64__) || defined(__aarch64__)
+        assert_msg(pid > 0, "lfs_clone3_shared: %s", strerror(-pid));
+        /* CLONE_VFORK: it has ended by now, and its write is in this process's memory. */
+        assert_int_equal(seen, 42);
+        assert_true(pidfd >= 0);
+        siginfo_t si = { 0 };
+        assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED), 0);
+        close(pidfd);
+        assert_int_equal(si.si_pid, pid);
+        assert_int_equal(si.si_code, CLD_EXITED);
+        assert_int_equal(si.si_status, 7);
+#else
+        assert_int_equal(pid, -ENOSYS);
+        assert_int_equal(seen, 0);
+#endif
+}
+
+/* A command's child shares the daemon's memory until its execve: the daemon's address space
+ * is not copied for each command. Seen from here by what the child does to that memory:
+ * it makes it not dumpable (cgroup/spawn.c), which a copy's prctl would leave as it was, as
+ * the fallback's fork does. */
+static void test_spawn_shares_the_callers_memory(void **state) {
+        (void)state;
+        NEED_CGROUPS();
+        assert_int_equal(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), 0);
+        setenv("LAYERFS_NO_CLONE3", "1", 1);
+        assert_lands_in_leaf();
+        assert_int_equal(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), 1);
+        unsetenv("LAYERFS_NO_CLONE3");
+        assert_lands_in_leaf();
+#if defined(__x86_64__) || defined(__aarch64__)
+        assert_int_equal(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), 0);
+#else
+        assert_int_equal(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), 1);
+#endif
+        assert_int_equal(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), 0);
 }
 
 static void *idle_thread(void *arg) {
@@ -339,6 +394,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_spawn_clone3_lands_in_leaf, cgroup_setup,
                                                 cgroup_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_fallback_lands_in_leaf, cgroup_setup,
+                                                cgroup_teardown),
+                cmocka_unit_test(test_clone3_shared_runs_on_the_callers_memory),
+                cmocka_unit_test_setup_teardown(test_spawn_shares_the_callers_memory, cgroup_setup,
                                                 cgroup_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_with_threads_drops_privileges, cgroup_setup,
                                                 cgroup_teardown),

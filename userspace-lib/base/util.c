@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -430,4 +431,111 @@ int lfs_run_in_shared_child(int (*fn)(void *arg), void *arg, int flags) {
         while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
                 ;
         return c.result;
+}
+
+/* clone3 with a stack of the child's own: glibc 2.36 has no wrapper for it, and a child that
+ * shares the caller's memory cannot return from syscall() on the caller's stack as a fork's
+ * child can. The trampoline makes the call; in the child (the kernel gave it the stack that
+ * args names and a copy of every register but the result), it calls fn(arg) and exits with
+ * what fn returned; in the caller it returns what the kernel gave: a pid or -errno. One row
+ * per architecture; any other has none and lfs_clone3_shared says -ENOSYS. */
+#if defined(__x86_64__)
+#define LFS_CLONE3_TRAMPOLINE 1
+_Static_assert(__NR_clone3 == 435 && __NR_exit == 60, "the numbers the x86_64 trampoline calls");
+/* args in rdi, size in rsi, fn in rdx, arg in rcx. The kernel keeps every register but rax,
+ * rcx and r11 across a system call, in both processes: fn and arg go across in r8 and r9.
+ * The child's stack is aligned to 16 bytes, so fn starts as the ABI wants after the call. */
+__asm__(".pushsection .text\n"
+        ".globl lfs_clone3_trampoline\n"
+        ".hidden lfs_clone3_trampoline\n"
+        ".type lfs_clone3_trampoline, @function\n"
+        "lfs_clone3_trampoline:\n"
+        ".cfi_startproc\n"
+        "\tmovq %rdx, %r8\n"
+        "\tmovq %rcx, %r9\n"
+        "\tmovl $435, %eax\n" /* __NR_clone3 */
+        "\tsyscall\n"
+        "\ttestq %rax, %rax\n"
+        "\tjz 1f\n"
+        "\tret\n"
+        "1:\n"
+        ".cfi_undefined rip\n"
+        "\txorl %ebp, %ebp\n"
+        "\tmovq %r9, %rdi\n"
+        "\tcallq *%r8\n"
+        "\tmovl %eax, %edi\n"
+        "\tmovl $60, %eax\n" /* __NR_exit */
+        "\tsyscall\n"
+        "\thlt\n"
+        ".cfi_endproc\n"
+        ".size lfs_clone3_trampoline, .-lfs_clone3_trampoline\n"
+        ".popsection\n");
+#elif defined(__aarch64__)
+#define LFS_CLONE3_TRAMPOLINE 1
+_Static_assert(__NR_clone3 == 435 && __NR_exit == 93, "the numbers the aarch64 trampoline calls");
+/* args in x0, size in x1, fn in x2, arg in x3. A system call keeps every register but x0, in
+ * both processes: fn and arg go across in x10 and x11. */
+__asm__(".pushsection .text\n"
+        ".globl lfs_clone3_trampoline\n"
+        ".hidden lfs_clone3_trampoline\n"
+        ".type lfs_clone3_trampoline, %function\n"
+        "lfs_clone3_trampoline:\n"
+        ".cfi_startproc\n"
+        "\tmov x10, x2\n"
+        "\tmov x11, x3\n"
+        "\tmov x8, #435\n" /* __NR_clone3 */
+        "\tsvc #0\n"
+        "\tcbz x0, 1f\n"
+        "\tret\n"
+        "1:\n"
+        ".cfi_undefined x30\n"
+        "\tmov x29, xzr\n"
+        "\tmov x30, xzr\n"
+        "\tmov x0, x11\n"
+        "\tblr x10\n"
+        "\tmov x8, #93\n" /* __NR_exit */
+        "\tsvc #0\n"
+        "\tbrk #0\n"
+        ".cfi_endproc\n"
+        ".size lfs_clone3_trampoline, .-lfs_clone3_trampoline\n"
+        ".popsection\n");
+#endif
+
+/* The child's stack under AddressSanitizer: the child's frames poison their redzones in the
+ * shadow memory it shares with the caller and never return to clear them (it ends in execve
+ * or _exit), so the region is cleared before each child runs on it (the last one's marks
+ * would be read as this one's errors, and hung it) and after (the caller's later frames use
+ * the same memory). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define UNPOISON_CHILD_STACK(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define UNPOISON_CHILD_STACK(p, n) ((void)(p), (void)(n))
+#endif
+
+#ifdef LFS_CLONE3_TRAMPOLINE
+__attribute__((visibility("hidden"))) long lfs_clone3_trampoline(struct clone_args *args, size_t size,
+                                                                 int (*fn)(void *arg), void *arg);
+#endif
+
+pid_t lfs_clone3_shared(struct clone_args *args, int (*fn)(void *arg), void *arg) {
+#ifdef LFS_CLONE3_TRAMPOLINE
+        /* The child runs on this frame's stack while the caller's thread waits for it. */
+        _Alignas(16) char stack[64 * 1024];
+        args->flags |= CLONE_VM | CLONE_VFORK;
+        args->stack = (uint64_t)(uintptr_t)stack;
+        args->stack_size = sizeof(stack);
+        /* No handler of the caller's runs in the child, on memory it shares. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        UNPOISON_CHILD_STACK(stack, sizeof(stack));
+        long pid = lfs_clone3_trampoline(args, sizeof(*args), fn, arg);
+        UNPOISON_CHILD_STACK(stack, sizeof(stack));
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return (pid_t)pid;
+#else
+        (void)args, (void)fn, (void)arg;
+        return -ENOSYS;
+#endif
 }

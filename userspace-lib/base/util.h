@@ -140,6 +140,20 @@ ssize_t lfs_pwrite_full(int fd, const void *buf, size_t len, off_t offset);
  * errno when the child could not be started (-EINTR: it ended before fn returned). */
 int lfs_run_in_shared_child(int (*fn)(void *arg), void *arg, int flags);
 
+struct clone_args;
+/* clone3(args) of a child that shares this process's memory (CLONE_VM | CLONE_VFORK are
+ * added, and a stack of the child's own: args' stack fields are set here), which runs
+ * fn(arg) and exits with what it returned, unless it calls execve first: no copy of the
+ * caller's address space, as lfs_run_in_shared_child, but with what only clone3 does
+ * (CLONE_INTO_CGROUP). The calling thread is suspended until the child's execve or exit;
+ * the daemon's other threads run on. fn makes raw or async-signal-safe calls only, touches
+ * no memory but its own stack and what it only reads, and never returns into the caller's
+ * frames; signals are blocked in the calling thread around the clone, and the child starts
+ * with all of them blocked. The child's pid, or a negative errno: -ENOSYS on an architecture
+ * this file has no trampoline for (x86_64 and aarch64 have one), where the caller clones a
+ * copy instead. */
+pid_t lfs_clone3_shared(struct clone_args *args, int (*fn)(void *arg), void *arg);
+
 /* /proc/PID/mountinfo escapes space, tab, newline and backslash as \ooo: undone in place. */
 void lfs_unescape_octal(char *s);
 
