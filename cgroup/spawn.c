@@ -35,6 +35,13 @@ static _Noreturn void child_fail(int pipe_fd, int stage, int errnum) {
 
 /* Runs in the child: async-signal-safe calls only. */
 static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_fd) {
+        /* Until its execve the child holds every fd of the daemon, and its memory is the
+         * daemon's (lfs_clone3_shared) or a copy of it: not dumpable from its first step,
+         * so that nothing but the host's root may reach them through ptrace,
+         * process_vm_writev, pidfd_getfd or /proc. The flag belongs to the memory, so a
+         * daemon that shares it has it too; execve gives the command memory of its own,
+         * dumpable as any. */
+        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1)
                 child_fail(pipe_fd, 1, errno);
         /* The pid namespace was the clone's (pid_for_children); the others are joined here,
@@ -59,11 +66,18 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
         /* Raw system calls: glibc's wrappers apply a credential change to every thread
          * it knows of, and after a raw clone3 it still believes in the daemon's threads
          * and may wait for them forever (seen as a hung child). */
+        /* The saved uid stays the daemon's until execve, which makes it the command's
+         * (saved = effective) once the daemon's fds are closed and its memory let go of:
+         * a change of identity makes the memory dumpable again where fs.suid_dumpable is 1,
+         * and a process of the command identity (another command, a local user) would then
+         * pass the kernel's ptrace check on this child, whose credentials would all be its
+         * own (test_spawn_window.sh). The dumpable flag is cleared again all the same. */
         if (a->uid != (uid_t)-1) {
                 if (syscall(SYS_setgroups, 0, NULL) < 0 ||
                     syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
-                    syscall(SYS_setresuid, a->uid, a->uid, a->uid) < 0)
+                    syscall(SYS_setresuid, a->uid, a->uid, (uid_t)-1) < 0)
                         child_fail(pipe_fd, 2, errno);
+                (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         }
         /* No setuid or file-capability program gains anything for the command (SPEC 3):
          * fusermount3 cannot mount for it, su and sudo cannot raise it. */
@@ -140,13 +154,6 @@ typedef struct shared_spawn {
 
 static int shared_spawn_main(void *arg) {
         const shared_spawn *c = arg;
-        /* Until its execve the child's memory is the daemon's: not dumpable from its first
-         * step, so that nothing but the host's root may read or write it through ptrace or
-         * /proc. Its setresuid would do the same (the kernel's rule for a change of
-         * identity); before it, once in a Sandbox's user namespace, a process root there
-         * could have. The flag belongs to the memory, so the daemon has it too; execve
-         * gives the command memory of its own, dumpable as any. */
-        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         child_run(c->a, -1, c->err_write);
 }
 
