@@ -65,13 +65,13 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                 child_fail(pipe_fd, 4, errno);
         /* Raw system calls: glibc's wrappers apply a credential change to every thread
          * it knows of, and after a raw clone3 it still believes in the daemon's threads
-         * and may wait for them forever (seen as a hung child). */
-        /* The saved uid stays the daemon's until execve, which makes it the command's
-         * (saved = effective) once the daemon's fds are closed and its memory let go of:
-         * a change of identity makes the memory dumpable again where fs.suid_dumpable is 1,
-         * and a process of the command identity (another command, a local user) would then
-         * pass the kernel's ptrace check on this child, whose credentials would all be its
-         * own (test_spawn_window.sh). The dumpable flag is cleared again all the same. */
+         * and may wait for them forever (seen as a hung child). The saved uid stays the
+         * daemon's until execve, which makes it the command's (saved = effective) once the
+         * daemon's fds are closed and its memory let go of: where fs.suid_dumpable is 1 a
+         * change of identity makes the memory dumpable again, and with all its ids the
+         * command's, a process of the command identity (another command, a local user)
+         * passed the kernel's ptrace check on this child (test_spawn_window.sh). The flag
+         * is cleared again all the same. */
         if (a->uid != (uid_t)-1) {
                 if (syscall(SYS_setgroups, 0, NULL) < 0 ||
                     syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
