@@ -415,6 +415,11 @@ check: deps
 #   random operations in test_workspace.sh (8000), checked every 500 as before.
 # - test_sparse.sh with a 640 MiB sparse file (SPARSE_UNIT_MIB=128) for 5 GiB: every check
 #   of holes, extents and offsets the same; past 4 GiB in the normal build.
+# - The attacks of issue 13 at smaller sizes that still fail on the old code: a commit of
+#   2,000 files in one directory (20,000; more than the 4 tree sorts allowed), walks of
+#   10,000 and 20,000 levels (40,000 and 100,000 in the normal build, which proves the
+#   walks keep no stack per level and no path per level in memory), a 4 MiB file with 201 names (16 MiB; read 201 times
+#   or once is still told apart).
 SAN_LOGS := $(CURDIR)/build-san/sanitizer
 SANITIZE_WATCHERS := bpf
 SANITIZE_FUSE_DEV_E2E := test_workspace_posix.sh test_workspace_crash.sh
@@ -423,6 +428,7 @@ sanitize: deps
 	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
 	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan \
 	CRASH_ROUNDS=4 FSOPS_OPS=2000 SPARSE_UNIT_MIB=128 \
+	BIG_DIRECTORY_FILES=2000 DEEP_TREE_DEPTH=10000 DEEP_STORE_DEPTH=20000 HARD_LINKS_MIB=4 \
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" NATIVE_PASSES=no URING_PASSES=no LOAD_ROUNDS=2 \
 		E2E_WATCHERS=$(SANITIZE_WATCHERS) FUSE_DEV_E2E="$(SANITIZE_FUSE_DEV_E2E)" \
