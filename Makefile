@@ -287,6 +287,13 @@ unit: all
 # Every test runs on the default runtime (namespaces where the host can make them); the
 # ones whose runtime changes what they check run on native as well, the runtime of hosts
 # without namespaces.
+# test_runtime.sh runs the whole runtime contract once per watcher in TEST_WATCHERS (all
+# three when unset, a minute or more each). make check runs each watcher once in the
+# normal build: bpf, the one every other test uses, in the default pass; the fallbacks,
+# proc and cgroup, in the native pass (where it ran bpf again). The sanitizer build runs
+# bpf (SANITIZE_WATCHERS). test_watcher.sh runs all three in every pass.
+E2E_WATCHERS ?= bpf
+NATIVE_WATCHERS ?= proc cgroup
 NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limits.sh test_workspace.sh
 NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test_text_output.sh \
 	test_private_files.sh test_command_mounts.sh test_hidden_process.sh test_teardown_truth.sh \
@@ -295,7 +302,8 @@ NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test
 # with passthrough (its default where the kernel offers it); test_workspace.sh once more
 # on it without (FUSE_DEV_NO_PASSTHROUGH_E2E: without passthrough only READ and WRITE are
 # served differently, which the crash test does not look at). test_workspace_passthrough.sh
-# picks its own.
+# picks its own. The sanitizer build splits the Workspace's tests between the two dev
+# passes instead of running them in both (SANITIZE_FUSE_DEV_*, by `make sanitize`).
 FUSE_DEV_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh
 FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh test_workspace_posix.sh
 # The same tests once more over io_uring rings (fuse/fuse_uring.c). The kernel offers
@@ -304,8 +312,8 @@ FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh test_workspace_posix.sh
 # without the switch leaves the pass out. About 70 s here; URING_PASSES=no leaves it
 # out (the sanitizer build: test_workspace_uring.sh of the default pass runs the rings'
 # code there, and the pass would cost another minute and a half under ASan).
-FUSE_URING_E2E := $(FUSE_DEV_E2E)
-FUSE_URING_NO_PASSTHROUGH_E2E := $(FUSE_DEV_NO_PASSTHROUGH_E2E)
+FUSE_URING_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh
+FUSE_URING_NO_PASSTHROUGH_E2E := test_workspace.sh test_workspace_posix.sh
 FUSE_URING_SWITCH := /sys/module/fuse/parameters/enable_uring
 URING_PASSES ?= yes
 # $(call uring_pass,TESTS[,MORE ENVIRONMENT])
@@ -329,11 +337,11 @@ TEST_JOBS ?= 2
 FAILED_PASSES = $(BUILD)/failed-passes
 run_pass = BUILD=$(BUILD) TEST_JOBS=$(TEST_JOBS) $(1) tests/e2e/run.sh $(2) || \
 	echo "$(or $(firstword $(2)),tests/e2e) $(or $(strip $(1)),(default))" >>$(FAILED_PASSES)
-native_pass = $(if $(filter yes,$(NATIVE_PASSES)),$(call run_pass,LAYERFS_RUNTIME=native TEST_WATCHERS=bpf,$(1)),@echo "the native pass of $(firstword $(1)) left out (NATIVE_PASSES=$(NATIVE_PASSES))")
+native_pass = $(if $(filter yes,$(NATIVE_PASSES)),$(call run_pass,LAYERFS_RUNTIME=native TEST_WATCHERS="$(NATIVE_WATCHERS)",$(1)),@echo "the native pass of $(firstword $(1)) left out (NATIVE_PASSES=$(NATIVE_PASSES))")
 end_passes = @if [ -s $(FAILED_PASSES) ]; then echo "failed passes:"; sed 's/^/  /' $(FAILED_PASSES); rm -f $(FAILED_PASSES); exit 1; fi
 e2e: all
 	@rm -f $(FAILED_PASSES)
-	$(call run_pass,,)
+	$(call run_pass,TEST_WATCHERS=$(E2E_WATCHERS),)
 	$(call native_pass,tests/e2e $(NATIVE_E2E))
 	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev,tests/e2e $(FUSE_DEV_E2E))
 	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=0,tests/e2e $(FUSE_DEV_NO_PASSTHROUGH_E2E))
@@ -378,25 +386,53 @@ fresh-check:
 	bash tests/fresh/fresh_check.sh
 
 # Every phase after the build runs even when one before it failed (a CI run shows every
-# failure, not the first); check fails at the end naming the phases that failed.
+# failure, not the first); check fails at the end naming the phases that failed. Each
+# phase's wall time is printed as it ends ("make check: e2e took 512 s") and all of them
+# again at the end, so that a run shows where its time went.
 CHECK_PHASES := unit e2e load adversarial packaging sanitize fresh-check
 check: deps
-	$(MAKE) all
-	@failed=""; \
-	for phase in lint $(CHECK_PHASES); do \
+	@failed=""; times=""; check_start=$$(date +%s); \
+	for phase in all lint $(CHECK_PHASES); do \
+		start=$$(date +%s); \
 		$(MAKE) $$phase || failed="$$failed $$phase"; \
+		took="make check: $$phase took $$(($$(date +%s) - start)) s"; echo "$$took"; times="$$times$$took\n"; \
+		if [ $$phase = all ] && [ -n "$$failed" ]; then echo "make check: the build failed"; exit 1; fi; \
 	done; \
+	printf "$$times"; echo "make check: $$(($$(date +%s) - check_start)) s in all"; \
 	if [ -n "$$failed" ]; then echo "make check: failed phases:$$failed"; exit 1; fi; \
 	echo "make check: every phase passed ($(strip lint $(CHECK_PHASES)))"
 
 # Reports of detached daemons (whose stderr is a log removed at close) go to files
 # beside the build; any report fails the run.
+# The sanitizer build looks for memory errors and undefined behaviour in code the tests
+# run, at three to five times the normal build's cost: what it runs again is the code,
+# with less of what is only volume or repetition (docs/testing.md, "What make check runs").
+# - The dev loop's Workspace tests split between its two passes: test_workspace_posix.sh
+#   and test_workspace_crash.sh with passthrough, test_workspace.sh (most data read and
+#   written) without, so that the daemon serves READ and WRITE on our loop under ASan; the
+#   normal build runs each in both.
+# - Fewer rounds: CRASH_ROUNDS=4 (each kill step once), LOAD_ROUNDS=2, FSOPS_OPS=2000
+#   random operations in test_workspace.sh (8000), checked every 500 as before.
+# - test_sparse.sh with a 640 MiB sparse file (SPARSE_UNIT_MIB=128) for 5 GiB: every check
+#   of holes, extents and offsets the same; past 4 GiB in the normal build.
+# - The attacks of issue 13 at smaller sizes that still fail on the old code: a commit of
+#   2,000 files in one directory (20,000; more than the 4 tree sorts allowed), walks of
+#   10,000 and 20,000 levels (40,000 and 100,000 in the normal build, which proves the
+#   walks keep no stack per level and no path per level in memory), a 4 MiB file with 201 names (16 MiB; read 201 times
+#   or once is still told apart).
 SAN_LOGS := $(CURDIR)/build-san/sanitizer
+SANITIZE_WATCHERS := bpf
+SANITIZE_FUSE_DEV_E2E := test_workspace_posix.sh test_workspace_crash.sh
+SANITIZE_FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh
 sanitize: deps
 	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
-	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan TEST_WATCHERS=bpf \
+	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan \
+	CRASH_ROUNDS=4 FSOPS_OPS=2000 SPARSE_UNIT_MIB=128 \
+	BIG_DIRECTORY_FILES=2000 DEEP_TREE_DEPTH=10000 DEEP_STORE_DEPTH=20000 HARD_LINKS_MIB=4 \
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" CRASH_ROUNDS=4 NATIVE_PASSES=no URING_PASSES=no LOAD_ROUNDS=2 \
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" NATIVE_PASSES=no URING_PASSES=no LOAD_ROUNDS=2 \
+		E2E_WATCHERS=$(SANITIZE_WATCHERS) FUSE_DEV_E2E="$(SANITIZE_FUSE_DEV_E2E)" \
+		FUSE_DEV_NO_PASSTHROUGH_E2E="$(SANITIZE_FUSE_DEV_NO_PASSTHROUGH_E2E)" \
 		unit e2e load adversarial
 	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
 

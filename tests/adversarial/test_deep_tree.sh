@@ -11,7 +11,9 @@
 # commits, exports and imports again.
 source "$(dirname "$0")/../e2e/lib.sh"
 use_private_sandboxes
-DEPTH=${1:-40000}
+# DEEP_TREE_DEPTH for make sanitize (10000: the same walks; the normal build's 40,000
+# proves them past any stack, and past the peak RSS that paths of every level would take).
+DEPTH=${1:-${DEEP_TREE_DEPTH:-40000}}
 export LAYERFS_PROJECT=deep
 
 lfs project init deep >/dev/null
