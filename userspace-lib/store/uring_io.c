@@ -269,14 +269,30 @@ static int start_chains(lfs_io *io, lfs_io_item *items, size_t k, bool write) {
         return r < 0 ? r : 0;
 }
 
+/* Reads a file of len bytes into buf (len + 1 bytes) with one pread where it has that
+ * size: it asks one byte more than it expects, so a file that grew shows, and a read that
+ * stops exactly at len is the file's end (a regular file reads short only there). Reading
+ * on until a read returned 0 cost every small file of an import a second pread. */
+static ssize_t read_expected(int fd, char *buf, size_t len) {
+        ssize_t k;
+        do
+                k = pread(fd, buf, len + 1, 0);
+        while (k < 0 && errno == EINTR);
+        if (k < 0)
+                return -errno;
+        if ((size_t)k >= len || k == 0)
+                return k;
+        ssize_t rest = lfs_pread_full(fd, buf + k, len + 1 - (size_t)k, k);
+        return rest < 0 ? rest : k + rest;
+}
+
 static int xfer_plain(lfs_io_item *it, bool write) {
         int flags = write ? it->open_flags : O_RDONLY | O_NOFOLLOW;
         _cleanup_close_ int fd = openat(it->dirfd, it->path, flags | O_CLOEXEC, it->mode);
         if (fd < 0)
                 return -errno;
-        /* A read asks one byte more than it expects: a file that grew shows. */
-        ssize_t done = write ? lfs_pwrite_full(fd, it->buf, it->len, 0)
-                             : lfs_pread_full(fd, it->buf, it->len + 1, 0);
+        ssize_t done =
+                write ? lfs_pwrite_full(fd, it->buf, it->len, 0) : read_expected(fd, it->buf, it->len);
         if (done < 0)
                 return (int)done;
         if ((size_t)done != it->len)
