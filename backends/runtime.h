@@ -144,6 +144,9 @@ typedef struct lfs_command_spec {
          * daemon's watcher learns the place's id there); may be NULL. */
         void (*placed)(void *userdata, const char *name);
         void *userdata;
+        /* > 0: an eventfd the command's process adds 1 to once it is in its place, before
+         * it takes the command's identity (lfs_spawn_args.born_fd); 0: none. */
+        int born_fd;
 } lfs_command_spec;
 
 /* A process of the Sandbox's commands: its pid and the name of its command. */

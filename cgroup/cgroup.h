@@ -134,6 +134,11 @@ typedef struct lfs_spawn_args {
          * (landlock.h), after no_new_privs: for a command that joins a Sandbox's
          * namespaces but shares the host's network; where the kernel cannot, without. */
         bool scope_abstract_unix;
+        /* > 0: an eventfd the child adds 1 to as soon as it is in its leaf, before it
+         * changes identity (after which the command identity may stop it short of its
+         * execve and so hold its start for ever): a closer waiting for the start is woken
+         * and ends the leaf. 0: none. */
+        int born_fd;
 } lfs_spawn_args;
 
 /* Starts the child in its leaf with clone3(CLONE_INTO_CGROUP | CLONE_PIDFD), or with

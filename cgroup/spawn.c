@@ -44,6 +44,10 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
         (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1)
                 child_fail(pipe_fd, 1, errno);
+        if (a->born_fd > 0) {
+                uint64_t one = 1;
+                (void)!write(a->born_fd, &one, sizeof(one));
+        }
         /* The pid namespace was the clone's (pid_for_children); the others are joined here,
          * all at once, while the child is still root on the host and single-threaded. */
         int join = a->ns_flags & ~CLONE_NEWPID;
@@ -79,6 +83,7 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                         child_fail(pipe_fd, 2, errno);
                 (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         }
+        lfs_fault_point("spawn-identity-set"); /* the command's identity, no execve yet */
         /* No setuid or file-capability program gains anything for the command (SPEC 3):
          * fusermount3 cannot mount for it, su and sudo cannot raise it. */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

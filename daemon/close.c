@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The Sandbox's end, from inside: sandbox.close and the idle close. */
+#include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 
@@ -68,9 +69,22 @@ int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why
                 if (d->ws[i].active)
                         wait_ws_released(d, &d->ws[i]);
         /* A command checked before closing began must be in its leaf before the leaves
-         * are ended, or it could start after and outlive the Sandbox. */
-        while (d->starting_commands)
-                pthread_cond_wait(&d->started_cond, &d->lock);
+         * are ended, or it could start after and outlive the Sandbox. One in its leaf is
+         * ended there: stopped by the command identity between its identity change and its
+         * execve, it would hold its start, and this close, for ever
+         * (test_close_stopped_start.sh). One not yet there says so on started_efd. */
+        while (d->starting_commands) {
+                for (unsigned i = 0; i < d->starting_commands; i++) {
+                        _cleanup_free_ char *name = xasprintf("cmd-%u", d->starting[i]);
+                        (void)d->runtime->end_command(&d->sb, name, 0);
+                }
+                pthread_mutex_unlock(&d->lock);
+                struct pollfd started = { .fd = d->started_efd, .events = POLLIN };
+                uint64_t n;
+                if (poll(&started, 1, -1) > 0)
+                        (void)!read(d->started_efd, &n, sizeof(n));
+                pthread_mutex_lock(&d->lock);
+        }
         _cleanup_free_ char *left = NULL;
         /* The runtime's teardown: every process ends (the daemon leaves the Sandbox
          * first), the Workspaces unmount (stop_mounts), the rest goes. */

@@ -87,7 +87,13 @@ typedef struct daemon_state {
         unsigned next_command; /* names the leaves cmd-<k> */
         unsigned running_execs;
         unsigned starting_commands; /* checked, not yet in their leaf (exec.c) */
-        pthread_cond_t started_cond; /* signalled as each of them gets there */
+        unsigned *starting; /* their numbers k (leaves cmd-<k>), starting_commands of them */
+        size_t cap_starting;
+        /* An eventfd each of them adds 1 to when its process is in its leaf (before it takes
+         * the command's identity: lfs_command_spec.born_fd) and again once it started or
+         * failed: close_sandbox waits on it. Not a lock's condition: the process adds to it
+         * between its clone and its execve, where it may make system calls alone. */
+        int started_efd;
         unsigned waiters; /* threads reaping started processes */
         unsigned clients; /* connections being served */
         struct client *first_client, *last_client; /* in the order they came */

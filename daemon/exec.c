@@ -186,7 +186,8 @@ typedef struct command {
          * empty directory under the mount. */
         int dir_fd;
         char *leaf; /* its cgroup */
-        bool starting; /* counted in d->starting_commands */
+        unsigned number; /* k of its leaf cmd-<k> */
+        bool starting; /* counted in d->starting_commands, listed in d->starting */
         bool tty; /* its streams are a terminal made for it: its controlling terminal */
 } command;
 #define COMMAND_INIT                                                                                        \
@@ -212,9 +213,14 @@ static void command_started(daemon_state *d, command *c) {
                 return;
         c->starting = false;
         pthread_mutex_lock(&d->lock);
-        d->starting_commands--;
-        pthread_cond_broadcast(&d->started_cond);
+        for (unsigned i = 0; i < d->starting_commands; i++)
+                if (d->starting[i] == c->number) {
+                        d->starting[i] = d->starting[--d->starting_commands];
+                        break;
+                }
         pthread_mutex_unlock(&d->lock);
+        uint64_t one = 1;
+        (void)!write(d->started_efd, &one, sizeof(one));
 }
 
 static void command_done(daemon_state *d, command *c) {
@@ -268,10 +274,12 @@ static json_t *prepare_command(daemon_state *d, lfs_call call, json_t *req, comm
                         lfs_proto_errorf(LFS_INVALID_INPUT, "cwd '%s' is no longer in the Workspace of '%s'",
                                          c->dir, w->branch);
         if (!refusal) {
-                c->leaf = xasprintf("%s/cmd-%u", d->cgroup, ++d->next_command);
+                c->number = ++d->next_command;
+                c->leaf = xasprintf("%s/cmd-%u", d->cgroup, c->number);
                 /* Teardown waits for it to be in its leaf before it ends the Sandbox's. */
                 c->starting = true;
-                d->starting_commands++;
+                GROW(d->starting, d->cap_starting, d->starting_commands + 1);
+                d->starting[d->starting_commands++] = c->number;
         }
         pthread_mutex_unlock(&d->lock);
         if (!refusal)
@@ -303,6 +311,7 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
                 .tty = c->tty,
                 .placed = leaf_placed,
                 .userdata = d,
+                .born_fd = d->started_efd,
         };
         int r = d->runtime->spawn(&d->sb, &spec, ret_pid, ret_pidfd);
         if (r < 0) {

@@ -404,14 +404,14 @@ int main(int argc, char **argv) {
                         pause();
         }
         d.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        d.started_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         _cleanup_free_ char *sock = xasprintf("%s/control.sock", d.dir);
         int lfd = control_listen(sock);
-        if (lfd < 0 || d.wake_fd < 0) {
+        if (lfd < 0 || d.wake_fd < 0 || d.started_efd < 0) {
                 fprintf(stderr, "cannot listen on %s: %s\n", sock, strerror(lfd < 0 ? -lfd : errno));
                 return 1;
         }
         pthread_cond_init(&d.ws_released, NULL);
-        pthread_cond_init(&d.started_cond, NULL);
         pthread_condattr_t monotonic;
         pthread_condattr_init(&monotonic);
         pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);

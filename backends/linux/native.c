@@ -291,6 +291,7 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
                  * host's abstract unix sockets are in that network namespace. */
                 .scope_abstract_unix = ns_flags && !(ns_flags & CLONE_NEWNET),
                 .ns_pidfd = ns_pidfd,
+                .born_fd = spec->born_fd,
         };
         int r = lfs_cgroup_make(leaf);
         if (r == 0) {
