@@ -413,12 +413,21 @@ class Slot:
         name = name or "f%d" % self.rng.randrange(12)
         text = self.token()
         if self.rng.randrange(5):
-            self.exec(b, 'printf %s "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"', name, text)
+            script, args = 'printf %s "$2" >"$1.tmp" && mv -f "$1.tmp" "$1"', (name, text)
             content = text
         else:
             size = self.rng.randint(1, 3) << 20
-            self.exec(b, 'yes "$2" | head -c "$3" >"$1.tmp" && mv -f "$1.tmp" "$1"', name, text, str(size))
+            script, args = 'yes "$2" | head -c "$3" >"$1.tmp" && mv -f "$1.tmp" "$1"', (name, text, str(size))
             content = ((text + "\n") * (size // (len(text) + 1) + 1))[:size]
+        # A fault during the write may spoil it though it exits 0 (its `yes` killed, `head`
+        # writes what it got and the pipeline's status is head's): then it is made again.
+        for _ in range(RETRIES):
+            epoch = self.now()
+            self.exec(b, script, *args)
+            if not self.faults_since(epoch):
+                break
+        else:
+            raise Abort("%s: every write of %s met a fault" % (self.project, name))
         b.ws[name] = (digest(content), False)  # a new file (umask 022) in its place
 
     def delete(self, b):
