@@ -442,6 +442,7 @@ int main(int argc, char **argv) {
                 lfs_watcher_close(d.watcher);
                 proc_watch_close(d.proc);
                 free(d.leaves);
+                free(d.starting);
                 free(d.token);
                 free(d.tmp);
         }
