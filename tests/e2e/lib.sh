@@ -203,6 +203,14 @@ finish() {
 }
 
 # ---- faults at a named step (userspace-lib/base/fault.h) ----------------------------------
+# fill_disk FILE: writes FILE until its filesystem is full; fails unless the writer got
+# ENOSPC ("No space left on device"), as it would on ext4.
+fill_disk() {
+        local out status=0
+        out=$(dd if=/dev/zero of="$1" bs=1M count=100 2>&1) || status=$?
+        [ "$status" -ne 0 ] && grep -q "No space left on device" <<<"$out" ||
+                fail "a full disk: dd of $1 said '$out' ($status)"
+}
 # fault_fifo PATH: makes the named pipe of LAYERFS_FAULT=STEP@PATH, which any user may
 # open (a command's child reaches some steps as the command identity).
 fault_fifo() {

@@ -128,11 +128,7 @@ export LAYERFS_HOME="$WORK/small/home"
 lfs project init full >/dev/null
 k=$(lfs --project full sandbox create)
 ws=$(lfs --project full workspace mount "$k" main)
-set +e
-out=$(dd if=/dev/zero of="$ws/big" bs=1M count=100 2>&1)
-status=$?
-set -e
-[ "$status" -ne 0 ] && grep -q "No space left on device" <<<"$out" || fail "a full disk: dd said '$out' ($status)"
+fill_disk "$ws/big"
 ok
 rm "$ws/big"
 echo fits >"$ws/after"

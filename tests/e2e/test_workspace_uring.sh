@@ -150,11 +150,7 @@ k=$(LAYERFS_FAULT="ws-forget#1@$WORK/forget" LAYERFS_FUSE_TRANSPORT=uring lfs sa
 ws=$(lfs workspace mount "$k" main)
 assert_eq "$(transport "$k")" uring "the transport of the full disk's Workspace"
 daemon=$(records "SELECT pid FROM sandboxes WHERE number=$k")
-set +e
-out=$(dd if=/dev/zero of="$ws/big" bs=1M count=100 2>&1)
-status=$?
-set -e
-[ "$status" -ne 0 ] && grep -q "No space left on device" <<<"$out" || fail "a full disk: dd said '$out' ($status)"
+fill_disk "$ws/big"
 rm "$ws/big"
 fault_reached "$daemon" "$WORK/forget" 30 >/dev/null || fail "the daemon $daemon ended before the FORGET of big"
 # One process (Python's start is slower than the wait) starts the writer, waits until the
