@@ -124,7 +124,12 @@ idle_sandbox() {
         local m pid
         m=$(env LAYERFS_IDLE_SECONDS=0.2 "$@" "$LAYERFS" sandbox create)
         pid=$(records "SELECT pid FROM sandboxes WHERE number=$m")
-        [ -n "$pid" ] || fail "sandbox $m has no daemon"
+        # Already closed under a loaded machine: its record goes last, after the gc.
+        if [ -z "$pid" ]; then
+                assert_eq "$(records "SELECT count(*) FROM sandboxes WHERE number=$m")" 0 \
+                        "records of sandbox $m, which has no daemon pid"
+                return
+        fi
         wait_exit "$pid" 60 || fail "sandbox $m did not close itself when idle"
 }
 idle_sandbox

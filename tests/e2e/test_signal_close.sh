@@ -33,8 +33,13 @@ ok
 # Clients waiting on calls: an exec whose command never ends, a follower of events.
 in_main "$sb" sleep 1000 >/dev/null 2>"$WORK/exec.err" &
 exec_client=$!
-lfs sandbox events "$sb" --follow >/dev/null 2>"$WORK/events.err" &
+# The follower is attached once it has printed the events so far (the exits of the
+# commands above): a call that came after the close began would be refused NoSuchSandbox.
+mkfifo "$WORK/events"
+lfs sandbox events "$sb" --follow >"$WORK/events" 2>"$WORK/events.err" &
 follower=$!
+exec 7<"$WORK/events"
+read -r -t 60 _ <&7 || fail "the follower of events printed nothing (stderr: $(cat "$WORK/events.err"))"
 wait_created "$cg" cmd-3 # the exec's leaf: its command runs
 kill -TERM "$daemon"
 fault_reached "$daemon" "$WORK/close" 30 >/dev/null || fail "the daemon $daemon ended before its close began"
@@ -54,6 +59,8 @@ wait_exit "$daemon" 30 || fail "the daemon $daemon still runs 30 s after its clo
 set +e
 wait "$exec_client"
 exec_status=$?
+cat <&7 >/dev/null
+exec 7<&-
 wait "$follower"
 follower_status=$?
 set -e
