@@ -55,7 +55,8 @@ grep -qxF 'A "harmless\nD a.txt"' "$WORK/diff" || fail "branch diff: $(cat -A "$
 ok
 
 # ---- 2. command lines: process list --------------------------------------------------
-FORGED_ROW=$'x\n4242     cmd-99     running    forged'"$OSC"
+# A pid above any pid_max (4194304), so that no real process's row can start with it.
+FORGED_ROW=$'x\n9999999     cmd-99     running    forged'"$OSC"
 # A background sh waits on a fifo with a builtin (its own command line stays, with no
 # child); the exec returns once it runs.
 pid=$(lfs workspace exec "$SB" main -- sh -c 'mkfifo "$TMPDIR/ready" "$TMPDIR/hold"
@@ -64,7 +65,7 @@ pid=$(lfs workspace exec "$SB" main -- sh -c 'mkfifo "$TMPDIR/ready" "$TMPDIR/ho
 lfs process list "$SB" >"$WORK/ps"
 lfs --json process list "$SB" >"$WORK/ps.json"
 no_raw_controls "process list" "$WORK/ps"
-grep -q '4242' "$WORK/ps" && ! grep -q '^4242' "$WORK/ps" || fail "process list: $(cat -A "$WORK/ps")"
+grep -q '9999999' "$WORK/ps" && ! grep -q '^9999999' "$WORK/ps" || fail "process list: $(cat -A "$WORK/ps")"
 assert_eq "$(wc -l <"$WORK/ps")" "$(json_get 'len(j)' <"$WORK/ps.json")" "process list: one line per process"
 ok
 lfs process kill "$SB" "$(host_pids "$SB" "$pid")" >/dev/null
