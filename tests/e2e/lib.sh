@@ -8,8 +8,9 @@ export LC_ALL=C
 # version manager's shim that the caller's PATH finds first (pyenv's took 0.7 s of CPU a
 # call here, and a test calls python3 dozens of times: test_list.sh 5 s of CPU, 2 without).
 export PATH=/usr/bin:$PATH
-# A command that fails outside an assertion says where.
-trap 'status=$?; [[ $- == *e* ]] && echo "FAIL: $(basename "$0") line $LINENO: \"$BASH_COMMAND\" exited $status" >&2' ERR
+# A command that fails outside an assertion says where (in the test's file: in lib.sh's
+# functions $LINENO is lib.sh's).
+trap 'status=$?; [[ $- == *e* ]] && echo "FAIL: $(basename "$0") line $(test_lines): \"$BASH_COMMAND\" exited $status" >&2' ERR
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-build}
@@ -35,8 +36,21 @@ cleanup_work() {
 trap cleanup_work EXIT
 
 CHECKS=0
+# test_lines: the lines of the test's own file that its caller runs at, innermost first:
+# where the test called into lib.sh, and the calls of the test's functions that led there.
+test_lines() {
+        local i lines=
+        for ((i = 1; i < ${#BASH_SOURCE[@]}; i++)); do
+                [ "${BASH_SOURCE[i]}" != "$0" ] || lines="${lines:+$lines, called from }${BASH_LINENO[i - 1]}"
+        done
+        echo "$lines"
+}
+# fail MESSAGE: ends the test, naming where in the test's file it came from: alike checks
+# print alike messages (two 'expect_error Busy' of one Sandbox number in test_runtime.sh).
 fail() {
-        echo "FAIL: $*" >&2
+        local lines
+        lines=$(test_lines)
+        echo "FAIL: $*${lines:+ ($(basename "$0") line $lines)}" >&2
         exit 1
 }
 ok() {
