@@ -245,12 +245,20 @@ assert_nothing_left "1000 processes"
 # A shell of the user's with its cwd in the Workspace, a file held open from outside:
 # they are not the Sandbox's to end, but they must not keep close waiting (the FUSE
 # connection is aborted; they get ENOTCONN) nor keep the mount.
+# Both get the cwd and the open file at their fork, from this shell: they hold the mount
+# before the unmount below is asked, however late they run. (A child's own cd or open,
+# '(cd "$WS" && exec sleep 1000) &', is not ordered before it: a child that had not run
+# yet let the unmount succeed.)
 SB=$(lfs sandbox create)
 WS=$(lfs workspace mount "$SB" main)
-(cd "$WS" && exec sleep 1000) &
+cd "$WS"
+sleep 1000 &
 OUT_CWD=$!
-sleep 1000 <"$WS/hello.txt" &
+cd "$OLDPWD"
+exec 4<"$WS/hello.txt"
+sleep 1000 <&4 4<&- &
 OUT_FILE=$!
+exec 4<&-
 TEARDOWN_EXTRA='kill $OUT_CWD $OUT_FILE ${DECOY_PID:-} 2>/dev/null'
 expect_error Busy lfs workspace unmount "$SB" main --discard
 timeout 60 "$LAYERFS" sandbox close "$SB" --force >/dev/null || fail "close --force with outside users of the mount did not finish"
@@ -264,20 +272,24 @@ wait $OUT_CWD $OUT_FILE 2>/dev/null || true
 assert_nothing_left "close with outside users"
 # A copy of the mount in another mount namespace (unshare -m, a container) keeps the
 # FUSE connection after our unmount succeeds: unmount and close must still finish.
+# mount_copy: such a process in OUT_NS, once it has its copy (a sleep of 0.3 s does not
+# say it has: an unmount before the copy tests nothing).
+mount_copy() {
+        fault_fifo "$WORK/copied"
+        unshare -m --propagation private sh -c 'echo copied >"$1"; exec sleep 1000' sh "$WORK/copied" &
+        OUT_NS=$!
+        fault_reached "$OUT_NS" "$WORK/copied" >/dev/null || fail "unshare -m ended before it had its copy of the mounts"
+}
 SB=$(lfs sandbox create)
 WS=$(lfs workspace mount "$SB" main)
-unshare -m --propagation private sleep 1000 &
-OUT_NS=$!
-TEARDOWN_EXTRA='kill $OUT_NS ${DECOY_PID:-} 2>/dev/null'
-sleep 0.3
+TEARDOWN_EXTRA='kill ${OUT_NS:-} ${DECOY_PID:-} 2>/dev/null'
+mount_copy
 timeout 60 "$LAYERFS" workspace unmount "$SB" main --discard >/dev/null || fail "unmount with a copy of the mount in another namespace did not finish"
 ok
 WS=$(lfs workspace mount "$SB" main)
 kill $OUT_NS
 wait $OUT_NS 2>/dev/null || true
-unshare -m --propagation private sleep 1000 &
-OUT_NS=$!
-sleep 0.3
+mount_copy
 timeout 60 "$LAYERFS" sandbox close "$SB" --force >/dev/null || fail "close with a copy of the mount in another namespace did not finish"
 ok
 alive $OUT_NS || fail "close ended a process that is not the Sandbox's"
@@ -309,12 +321,18 @@ done
 ok
 # Once started, an exec holds the mount only through what its command holds: one that
 # left the Workspace does not keep it Busy.
+# The command says when it has left (a sleep of 1 s does not say it has), and ends only
+# after the unmount: on fifos in its TMPDIR, which every runtime's view shows.
 WS=$(lfs workspace mount "$SB" main)
-lfs workspace exec "$SB" main -- sh -c 'cd /; sleep 3' &
+tmp="$LAYERFS_HOME/sandboxes/p-$SB/tmp"
+fault_fifo "$tmp/left"
+fault_fifo "$tmp/unmounted"
+lfs workspace exec "$SB" main -- sh -c 'cd /; echo left >"$TMPDIR/left"; read -r go <"$TMPDIR/unmounted"' &
 away=$!
-sleep 1
+fault_reached "$away" "$tmp/left" >/dev/null || fail "the exec that leaves the Workspace ended before it left"
 lfs workspace unmount "$SB" main >/dev/null || fail "an exec whose command left the Workspace kept it busy"
 ok
+fault_release "$tmp/unmounted"
 wait $away
 lfs sandbox close "$SB" --force >/dev/null
 assert_nothing_left "exec racing unmount"
