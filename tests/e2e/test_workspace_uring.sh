@@ -15,7 +15,7 @@ SWITCH=/sys/module/fuse/parameters/enable_uring
 [ "$("$LAYERFS" --json runtime status | json_get 'j["kernel"]["kernel:io_uring"]')" = True ] ||
         skip "io_uring is off on this host"
 WAS=$(cat "$SWITCH")
-trap 'teardown_sandboxes; cleanup_work; echo "$WAS" >'"$SWITCH" EXIT
+trap 'teardown_sandboxes; umount -l "$WORK/small" 2>/dev/null || true; cleanup_work; echo "$WAS" >'"$SWITCH" EXIT
 set_switch() { echo "$1" >"$SWITCH"; }
 export LAYERFS_PROJECT=ur LAYERFS_FUSE_DEBUG=1 LC_ALL=C
 unset LAYERFS_FUSE_TRANSPORT LAYERFS_FUSE_URING LAYERFS_FUSE_PASSTHROUGH
