@@ -1444,8 +1444,10 @@ static bool rebuildable(const ws_fs *fs, const ws_inode *in) {
  * directory's next load_dir makes it again. A directory that was listed keeps its record
  * (the numbers of its entries: unload_dir). */
 static void evict_child(ws_fs *fs, ws_inode *in) {
+        /* parent may be gone: a file with two names keeps the directory of its latest,
+         * which that name and then the directory may leave (named_twice). */
         ws_inode *dir = inode_get(fs, in->parent);
-        if (in->parent == in->ino || in->numbered || !dir->loaded || !dir->as_loaded ||
+        if (!dir || in->parent == in->ino || in->numbered || !dir->loaded || !dir->as_loaded ||
             in->ino < dir->first_child || in->ino - dir->first_child >= dir->n_ents ||
             dir->ents[in->ino - dir->first_child].ino != in->ino || !rebuildable(fs, in))
                 return;
@@ -1522,7 +1524,8 @@ static void let_go(ws_fs *fs, uint64_t ino) {
         if (parent == ino)
                 return;
         evict_child(fs, in); /* in may be gone */
-        if (inode_get(fs, parent)->sweep_due)
+        const ws_inode *up = inode_get(fs, parent); /* may be gone too: evict_child */
+        if (up && up->sweep_due)
                 evict_idle(fs, parent);
         for (uint64_t dir = parent; unload_dir(fs, dir);) {
                 const ws_inode *d = inode_get(fs, dir);
