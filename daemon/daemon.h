@@ -121,11 +121,11 @@ typedef struct daemon_state {
         bool closed; /* teardown has finished */
         bool removed; /* ...and removed everything: the record goes as the daemon's last act */
         bool left_some; /* ...and something stayed: the record is released as its last act */
-        /* (or neither: the place stayed for the closer, who has the record: close_beside) */
-        /* The close's work beside the teardown (close_beside, close.c): main joins it
-         * before the daemon's last act. */
-        pthread_t beside;
-        bool beside_started;
+        /* (or neither: the place stayed for the closer, who has the record: close_beside_start) */
+        /* The close's work beside the teardown (close_beside_start, close.c): main
+         * joins it before the daemon's last act. */
+        pthread_t beside[2];
+        unsigned n_beside;
         /* Signalled as a connection, an exec or a reaper of started processes ends (clients,
          * running_execs, waiters): the daemon's end waits on it for them. */
         pthread_cond_t gone_cond;

@@ -458,7 +458,7 @@ int main(int argc, char **argv) {
                                  "reclaim removes it",
                                  d.number, strerror(-r));
         } else if (d.left_some) {
-                /* Handed over to a closer already (close_beside), it stays the closer's. */
+                /* Handed over to a closer already (close_beside_start), it stays the closer's. */
                 lfs_sandbox_record_release(d.home, d.project, d.number, d.instance);
         }
         /* A caller's thread still running (one that never sent its request, a follower
