@@ -71,7 +71,8 @@ typedef struct hand_over_work {
 
 static void *hand_over(void *arg) {
         hand_over_work *w = arg;
-        if (lfs_sandbox_record_hand_over(w->d->home, w->d->project, w->d->number, w->d->instance, w->closer) < 0)
+        if (lfs_sandbox_record_hand_over(w->d->home, w->d->project, w->d->number, w->d->instance,
+                                         w->closer) < 0)
                 log_line("cannot hand the record of sandbox %d over to its closer, process %d; the closer "
                          "takes it over after this daemon's exit",
                          w->d->number, (int)w->closer);
@@ -82,7 +83,8 @@ static void *hand_over(void *arg) {
 /* fn(arg) on a thread of its own, joined by close_beside_join; here and now when no
  * thread can be made. */
 static void beside(daemon_state *d, void *(*fn)(void *), void *arg) {
-        if (d->n_beside < ELEMENTSOF(d->beside) && pthread_create(&d->beside[d->n_beside], NULL, fn, arg) == 0)
+        if (d->n_beside < ELEMENTSOF(d->beside) &&
+            pthread_create(&d->beside[d->n_beside], NULL, fn, arg) == 0)
                 d->n_beside++;
         else
                 fn(arg);
