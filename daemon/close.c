@@ -71,8 +71,11 @@ typedef struct hand_over_work {
 
 static void *hand_over(void *arg) {
         hand_over_work *w = arg;
-        if (lfs_sandbox_record_hand_over(w->d->home, w->d->project, w->d->number, w->d->instance,
-                                         w->closer) < 0)
+        int r = lfs_sandbox_record_hand_over(w->d->home, w->d->project, w->d->number, w->d->instance,
+                                             w->closer);
+        if (r == 0)
+                lfs_fault_point("close-handed-over"); /* the closer's record, the teardown going on */
+        else
                 log_line("cannot hand the record of sandbox %d over to its closer, process %d; the closer "
                          "takes it over after this daemon's exit",
                          w->d->number, (int)w->closer);
