@@ -121,7 +121,11 @@ typedef struct daemon_state {
         bool closed; /* teardown has finished */
         bool removed; /* ...and removed everything: the record goes as the daemon's last act */
         bool left_some; /* ...and something stayed: the record is released as its last act */
-        pid_t closer; /* ...or left the place to the closer: the record is handed over to it */
+        /* (or neither: the place stayed for the closer, who has the record: close_beside_start) */
+        /* The close's work beside the teardown (close_beside_start, close.c): main
+         * joins it before the daemon's last act. */
+        pthread_t beside[2];
+        unsigned n_beside;
         /* Signalled as a connection, an exec or a reaper of started processes ends (clients,
          * running_execs, waiters): the daemon's end waits on it for them. */
         pthread_cond_t gone_cond;
@@ -222,6 +226,8 @@ int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why
 void idle_gc(daemon_state *d);
 /* sandbox.close: Dirty unless force, else close_sandbox (why: who asked, for the log). */
 json_t *call_close(daemon_state *d, bool force, pid_t closer, const char *why);
+/* Waits for the close's work beside the teardown, if it started (main, before its last act). */
+void close_beside_join(daemon_state *d);
 /* SIGTERM, SIGINT or SIGHUP, read from d->signal_fd by the accept loop: the close of
  * sandbox.close without --force (a dirty Workspace keeps the Sandbox open, and the log
  * says so), its log naming the signal and its sender; during a close, only logged.

@@ -436,7 +436,9 @@ int main(int argc, char **argv) {
          * END_WAIT_MS. */
         unsigned running = wait_callers_gone(&d);
         log_line("sandbox %d closed", d.number);
-        /* Out of the root's map in any case: the exit would close the ring, not take it out. */
+        /* Out of the root's map in any case (the close left it beside its teardown): the
+         * exit would close the ring, not take it out. */
+        close_beside_join(&d);
         lfs_watcher_leave(d.watcher);
         if (!running) { /* else a thread may still be reading them: the exit frees them */
                 lfs_watcher_close(d.watcher);
@@ -456,9 +458,8 @@ int main(int argc, char **argv) {
                                  "reclaim removes it",
                                  d.number, strerror(-r));
         } else if (d.left_some) {
+                /* Handed over to a closer already (close_beside_start), it stays the closer's. */
                 lfs_sandbox_record_release(d.home, d.project, d.number, d.instance);
-        } else if (d.closer > 0) {
-                lfs_sandbox_record_hand_over(d.home, d.project, d.number, d.instance, d.closer);
         }
         /* A caller's thread still running (one that never sent its request, a follower
          * whose client stopped reading) uses d, which lives in this frame: the process

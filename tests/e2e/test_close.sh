@@ -3,8 +3,11 @@
 # stays in its cgroup leaf: stepping out waits for an RCU grace period), unmounts, removes
 # the directory and exits; its closer then removes the cgroups and the record. Checked: a
 # close of a Sandbox with a Workspace and processes, a detached one among them, leaves
-# nothing; a closer killed after the daemon's exit, before it removed the rest, leaves the
-# empty cgroup and the record, which the next reclaim removes, leaving nothing.
+# nothing; a closer killed while the daemon tears down, its record handed over already (the
+# daemon held at the step close-handed-over), leaves the record to the next reclaim, which
+# ends the daemon with the rest; a closer killed after the daemon's exit, before it removed
+# the rest, leaves the empty cgroup and the record, which the next reclaim removes, leaving
+# nothing.
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 lfs project init p >/dev/null
@@ -20,6 +23,24 @@ ok
 lfs sandbox close "$sb" --force >/dev/null
 wait_exit "$daemon" 30 || fail "the daemon $daemon still runs 30 s after its close returned"
 assert_nothing_left "after the close of a Sandbox with a Workspace and processes"
+ok
+
+# The closer killed while the daemon tears down (held once the record is the closer's).
+fault_fifo "$WORK/handed"
+sb=$(LAYERFS_FAULT="close-handed-over@$WORK/handed" "$LAYERFS" sandbox create)
+lfs workspace mount "$sb" main >/dev/null
+lfs process start "$sb" main -- sleep 1000 >/dev/null
+daemon=$(records "SELECT pid FROM sandboxes WHERE number=$sb")
+"$LAYERFS" sandbox close "$sb" --force >/dev/null 2>&1 &
+closer=$!
+fault_reached "$daemon" "$WORK/handed" 30 >/dev/null || fail "the daemon $daemon ended without handing its record over"
+assert_eq "$(records "SELECT pid || ' ' || state FROM sandboxes WHERE number=$sb")" "$closer removing" \
+        "the record while the daemon tears down"
+kill -9 "$closer"
+wait "$closer" 2>/dev/null || true
+lfs runtime reclaim >/dev/null
+wait_exit "$daemon" 30 || fail "the daemon $daemon still runs after the reclaim of a killed closer's record"
+assert_nothing_left "after the reclaim of what a closer killed during the teardown left"
 ok
 
 # The closer killed between the daemon's exit and its own removal of the rest.
