@@ -377,7 +377,7 @@ records() {
 # namespace, found through NSpid; under native they are the host's already. A PID that no
 # process of the Sandbox has now is left out (it has ended).
 host_pids() {
-        local sb=$1 cg init ns p k want
+        local sb=$1 cg init ns p k want f
         shift
         if [ "$(records "SELECT runtime FROM sandboxes WHERE number=$sb")" != namespaces ]; then
                 echo "$@"
@@ -391,7 +391,11 @@ host_pids() {
         # timeouts of the tests that call this.
         for p in $(find "$cg" -name cgroup.procs -exec cat {} + | sed 's|^|/proc/|'); do
                 [ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$ns" ] || continue
-                k=$(awk '/^NSpid:/ {print $NF}' "$p/status" 2>/dev/null || true)
+                # bash's own read, not a process per pid: the caller may race a timeout.
+                k=
+                { while read -r -a f; do
+                        [ "${f[0]:-}" != NSpid: ] || k=${f[-1]}
+                done <"$p/status"; } 2>/dev/null || true
                 for want in "$@"; do
                         if [ "$k" = "$want" ]; then echo "${p#/proc/}"; fi
                 done
