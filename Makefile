@@ -111,7 +111,7 @@ INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUI
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(INSTALLED) $(UNIT_BIN) $(BUILD)/fuse-floor $(BUILD)/lifecycle-floor
+all: $(INSTALLED) $(UNIT_BIN) $(BUILD)/fuse-floor $(BUILD)/lifecycle-floor $(BUILD)/lifecycle-lib
 
 help:
 	@echo "make deps      install the Debian packages the build and the tests need (as root)"
@@ -197,6 +197,7 @@ $(BUILD)/init/%.o: LAYER_INC = $(INIT_INC)
 $(BUILD)/tests/%.o: LAYER_INC = $(INCLUDES)
 $(BUILD)/bench/fuse_floor.o: LAYER_INC = $(FUSE_INC)
 $(BUILD)/lifecycle-floor: LAYER_INC = $(BASE_INC)
+$(BUILD)/lifecycle-lib: LAYER_INC = -Iinclude
 $(BUILD)/%.o: %.c $(HEADERS) $(BUILD)/config.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -261,8 +262,12 @@ $(BUILD)/fuse-floor: $(BUILD)/bench/fuse_floor.o $(FUSE_OBJ) $(BUILD)/liblayerfs
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) -lpthread
 
 # The kernel's floors of bench/lifecycle.sh: posix_spawn, clone3 into a cgroup, cgroup.kill.
-$(BUILD)/lifecycle-floor: bench/lifecycle_floor.c
+$(BUILD)/lifecycle-floor: bench/lifecycle_floor.c bench/samples.h
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LDFLAGS)
+# The same lifecycle through the library from one process, as a client sees it: only
+# layerfs.h (the public header), linked like the CLI.
+$(BUILD)/lifecycle-lib: bench/lifecycle_lib.c bench/samples.h include/layerfs.h $(BUILD)/liblayerfs.a
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/liblayerfs.a $(LDFLAGS) $(LIBS)
 
 $(BUILD)/bpf/watcher.bpf.o: bpf/watcher.bpf.c bpf/watcher.h
 	@mkdir -p $(dir $@)
@@ -449,7 +454,7 @@ lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck -j $(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c bpf/watcher_set.c fuse cli daemon init tests bench
-	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(FUSE_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c bench/lifecycle_floor.c | \
+	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(FUSE_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c bench/lifecycle_floor.c bench/lifecycle_lib.c | \
 		xargs -P $(LINT_JOBS) -n 16 sh -c 'clang-tidy --quiet "$$@" -- $(TIDY_FLAGS)' clang-tidy
 
 format:

@@ -13,6 +13,9 @@
 #   to another (MOVES times, 0.1 s apart: what a pre-started daemon would pay to enter a
 #   Sandbox's cgroup, the floor of a create from a pool).
 # - project list_sandboxes with LIST_COUNTS open Sandboxes (LIST_RUNS lists each).
+# - the same cycle through the C library from one process (build/lifecycle-lib,
+#   bench/lifecycle_lib.c): each step without a CLI process's start, as a long-lived client
+#   (an agent, the HTTP API) pays it.
 # Medians and p99 (nearest rank) in ms. The runtime is the home's default
 # (LAYERFS_RUNTIME overrides it). It reports and never judges: it exits non-zero only when
 # something fails or is left. Needs root (cgroups, FUSE).
@@ -27,10 +30,11 @@ LIST_RUNS=${LIST_RUNS:-20}
 MOVES=${MOVES:-20} # 0.1 s apart each
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-bench_need_built layerfs layerfs-daemon lifecycle-floor
+bench_need_built layerfs layerfs-daemon lifecycle-floor lifecycle-lib
 bench_need_root "cgroups, FUSE"
 bench_cgroup_mount
 FLOOR_BIN="$BUILD/lifecycle-floor"
+LIB_BIN="$BUILD/lifecycle-lib"
 
 bench_work_home lifecycle
 FLOOR="$CG_MOUNT/layerfs-lifecycle-floor-$$"
@@ -107,6 +111,10 @@ for ((i = 0; i < CYCLES; i++)); do
         to_first+=($((t3 - t0)))
 done
 
+# The same cycles through the library, one process: "STEP MEDIAN_US P99_US" lines.
+lib_lines=$("$LIB_BIN" "$CYCLES")
+lib_stats() { awk -v s="$1" '$1 == s { printf "%.1f %.1f\n", $2 / 1000, $3 / 1000 }' <<<"$lib_lines"; }
+
 # Close of PROCS processes against cgroup.kill of the same tree, in turn.
 TREE="i=0; while [ \$i -lt $((PROCS / 2)) ]; do sleep 1000 & setsid sh -c 'sleep 1000 &'; i=\$((i+1)); done"
 count_procs() { find "$1" -name cgroup.procs -exec cat {} + | wc -l; }
@@ -163,6 +171,13 @@ row "workspace unmount" "$(stats "${unmount[@]}")"
 row "sandbox close (idle)" "$(stats "${close[@]}")"
 row "create to first exec (create+mount+exec)" "$(stats "${to_first[@]}")" "target < 20"
 row "sandbox close --force, $PROCS processes" "$(stats "${kill_close[@]}")" "($KILL_CYCLES cycles)"
+row "library: create" "$(lib_stats create)"
+row "library: mount" "$(lib_stats mount)"
+row "library: exec -- true, the first" "$(lib_stats first_exec)"
+row "library: exec -- true" "$(lib_stats exec)"
+row "library: unmount" "$(lib_stats unmount)"
+row "library: close (idle)" "$(lib_stats close)" "target < 10"
+row "library: create to first exec" "$(lib_stats create_to_first_exec)" "target < 20"
 for r in "${list_rows[@]}"; do
         row "project list_sandboxes, ${r%%|*} open" "${r#*|}" "($LIST_RUNS lists)"
 done

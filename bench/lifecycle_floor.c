@@ -45,30 +45,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "samples.h"
+
 extern char **environ;
 
 static void die(const char *what) {
         fprintf(stderr, "lifecycle-floor: %s: %s\n", what, strerror(errno));
         exit(1);
-}
-
-static int64_t now_us(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int by_value(const void *a, const void *b) {
-        int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-        return (x > y) - (x < y);
-}
-
-/* The median and the 99th percentile (nearest rank) of n samples (the line's end is the
- * caller's). */
-static void report(int64_t *samples, int n) {
-        qsort(samples, (size_t)n, sizeof(*samples), by_value);
-        int p99 = (99 * n + 99) / 100 - 1;
-        printf("%lld %lld", (long long)samples[(n - 1) / 2], (long long)samples[p99 < n ? p99 : n - 1]);
 }
 
 static void wait_child(pid_t pid) {
@@ -294,7 +277,7 @@ int main(int argc, char **argv) {
                         return 2;
                 }
         }
-        report(samples, n);
+        samples_report(samples, n);
         if (progs) {
                 double sum = 0;
                 for (int p = 0; p < progs; p++) {

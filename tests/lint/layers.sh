@@ -21,7 +21,7 @@ declare -A may=(
         [userspace-lib/client]="include userspace-lib/base userspace-lib/store cgroup backends proto userspace-lib/client config"
         [fuse]="include userspace-lib/base cgroup backends fuse"
         [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client fuse daemon config skel"
-        [bench]="include userspace-lib/base cgroup backends fuse"
+        [bench]="include userspace-lib/base cgroup backends fuse bench"
         [cli]="include userspace-lib/base cli config"
         [init]="include userspace-lib/base cgroup backends init"
 )
