@@ -59,8 +59,7 @@ void idle_gc(daemon_state *d) {
  * meanwhile leaves it to the next reclaim, which ends the daemon with the rest of the
  * place. */
 static void *leave_watcher(void *arg) {
-        daemon_state *d = arg;
-        lfs_watcher_leave(d->watcher);
+        lfs_watcher_leave(arg);
         return NULL;
 }
 
@@ -93,8 +92,10 @@ static void beside(daemon_state *d, void *(*fn)(void *), void *arg) {
                 fn(arg);
 }
 
+/* With d->lock held. */
 static void close_beside_start(daemon_state *d, pid_t closer) {
-        beside(d, leave_watcher, d);
+        if (d->watcher) /* none while loading: the loader leaves once loaded (settle_watcher) */
+                beside(d, leave_watcher, d->watcher);
         if (closer > 0) {
                 hand_over_work *w = xmalloc(sizeof(*w));
                 *w = (hand_over_work){ .d = d, .closer = closer };
@@ -121,6 +122,7 @@ int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
         lfs_fault_point("close-begun"); /* logged, refusing calls, nothing ended yet */
+        watcher_closing_locked(d); /* a loading watcher leaves by itself once loaded */
         close_beside_start(d, closer);
         wake_followers(d); /* followers of sandbox events end */
         /* Whatever reads a Workspace stops now; then nothing holds them. */

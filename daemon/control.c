@@ -326,6 +326,7 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                 bool closed = d->closed;
                 bool idle = !mounted_any(d) && d->running_execs == 0;
                 bool evictions_pending = d->evicting >= MAX_EVICTING;
+                lfs_watcher *watcher = d->watcher; /* set once, by the watcher's loader */
                 pthread_mutex_unlock(&d->lock);
                 if (closed)
                         return;
@@ -345,7 +346,7 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                 struct pollfd p[FIXED_POLLED + MAX_REFUSED] = {
                         { .fd = lfd, .events = paused || evictions_pending ? 0 : POLLIN },
                         { .fd = d->wake_fd, .events = POLLIN },
-                        { .fd = d->watcher ? lfs_watcher_fd(d->watcher) : -1, .events = POLLIN },
+                        { .fd = watcher ? lfs_watcher_fd(watcher) : -1, .events = POLLIN },
                         { .fd = d->proc ? proc_watch_fd(d->proc) : -1, .events = POLLIN },
                         { .fd = d->signal_fd, .events = POLLIN },
                 };
@@ -362,7 +363,7 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                                 refused_drop(i);
                         }
                 if (p[2].revents & POLLIN)
-                        lfs_watcher_consume(d->watcher);
+                        lfs_watcher_consume(watcher);
                 if (p[3].revents & POLLIN)
                         proc_watch_consume(d->proc);
                 struct signalfd_siginfo si;

@@ -108,6 +108,13 @@ typedef struct daemon_state {
         /* Process starts and ends, the last EVENT_RING of them (events.c). */
         const char *watcher_kind; /* "bpf" or "cgroup" */
         lfs_watcher *watcher; /* the BPF tier */
+        /* The default watcher loads on a thread of its own beside the daemon's first answers
+         * (start_watcher): set, under lock, with watcher and watcher_kind once it has loaded
+         * or given up; await_watcher waits for it. */
+        bool watcher_settled;
+        bool watcher_loading; /* watcher_loader is to be joined */
+        pthread_t watcher_loader;
+        pthread_cond_t watcher_cond;
         /* The BPF tier's last exits reported, by pid (see on_watch_event); a ring. */
         pid_t bpf_exits[256];
         unsigned n_bpf_exits;
@@ -256,9 +263,21 @@ int proc_watch_fd(proc_watch *w);
 void proc_watch_consume(proc_watch *w);
 void proc_watch_close(proc_watch *w);
 
-/* events.c. The watcher: LAYERFS_WATCHER=bpf|proc|cgroup forces one; by default BPF where
- * it loads, else cgroup (the daemon records the starts and ends of what it started). */
+/* events.c. The watcher: LAYERFS_WATCHER=bpf|proc|cgroup forces one, made before the daemon
+ * answers; by default BPF where it loads, else cgroup (the daemon records the starts and
+ * ends of what it started), loaded beside the daemon's first answers. */
 int start_watcher(daemon_state *d);
+/* With d->lock held: returns true once the watcher is what it will stay (loaded, or given
+ * up for cgroup), so that a command started after it has all its events seen by one
+ * watcher; false when the Sandbox began to close first (nothing is to start then). */
+bool await_watcher_locked(daemon_state *d);
+/* The same, taking d->lock. */
+bool await_watcher(daemon_state *d);
+/* With d->lock held, d->closing set: wakes the waiters of await_watcher. A load still
+ * going on closes its watcher itself when it ends. */
+void watcher_closing_locked(daemon_state *d);
+/* Joins the loader's thread once it has ended (main, once the Sandbox has closed). */
+void join_watcher_loader(daemon_state *d);
 /* Remembers leaf's cgroup id, so that events name their command's leaf. */
 void register_leaf(daemon_state *d, const char *leaf);
 /* Without d->lock held. */

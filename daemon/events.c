@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "fault.h"
 #include "json_path.h"
 #include "frame.h"
 #include "log.h"
@@ -128,6 +129,55 @@ static void on_proc_event(void *userdata, int kind, pid_t pid, pid_t ppid, int s
         record_event(userdata, kind, pid, ppid, status, leaf, comm);
 }
 
+/* Loads the BPF watcher (or joins its root's); its log line. */
+static int open_bpf_watcher(daemon_state *d, lfs_watcher **ret) {
+        _cleanup_free_ char *leaf = xasprintf("%s/daemon", d->cgroup);
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        int r = lfs_watcher_open(d->cgroup, leaf, on_watch_event, d, ret);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        if (r < 0)
+                return r;
+        log_line("BPF watcher loaded in %.2f ms (%s)",
+                 (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6,
+                 lfs_watcher_loaded(*ret) ? "loaded the programs of its cgroup root"
+                                          : "joined the programs of its cgroup root");
+        return 0;
+}
+
+static void settle_watcher(daemon_state *d, lfs_watcher *w) {
+        pthread_mutex_lock(&d->lock);
+        /* A close that began meanwhile left the watcher to us: nothing more to watch. */
+        bool closing = d->closing;
+        if (w && !closing) {
+                d->watcher = w;
+                d->watcher_kind = "bpf";
+        }
+        d->watcher_settled = true;
+        pthread_cond_broadcast(&d->watcher_cond);
+        pthread_mutex_unlock(&d->lock);
+        if (w && closing)
+                lfs_watcher_close(w); /* out of the root's map, its ring closed */
+}
+
+/* The default watcher's thread. Loading the programs of a cgroup root is most of a
+ * create's time (bpf/README.md), and nothing before the first command needs them: the
+ * daemon answers meanwhile (a mount, a status) and starts no command before this ends.
+ * The main loop polls the ring from its next turn on (wake_fd). */
+static void *load_watcher(void *arg) {
+        daemon_state *d = arg;
+        lfs_watcher *w = NULL;
+        lfs_fault_point("watcher-loading"); /* the daemon answering, its watcher not loaded */
+        int r = open_bpf_watcher(d, &w);
+        if (r < 0)
+                log_line("the BPF watcher did not load (%s); watching with cgroup.events and pidfds",
+                         strerror(-r));
+        settle_watcher(d, r < 0 ? NULL : w);
+        uint64_t one = 1;
+        (void)!write(d->wake_fd, &one, sizeof(one));
+        return NULL;
+}
+
 int start_watcher(daemon_state *d) {
         const char *want = getenv("LAYERFS_WATCHER");
         if (want && *want && strcmp(want, "bpf") && strcmp(want, "proc") && strcmp(want, "cgroup")) {
@@ -135,33 +185,60 @@ int start_watcher(daemon_state *d) {
                 return -EINVAL;
         }
         d->watcher_kind = "cgroup";
-        if (want && !strcmp(want, "cgroup"))
-                return 0;
-        if (want && !strcmp(want, "proc")) {
-                int r = proc_watch_open(d->cgroup, on_proc_event, d, &d->proc);
-                if (r < 0) {
-                        log_line("the proc connector did not open: %s", strerror(-r));
-                        return r;
+        pthread_cond_init(&d->watcher_cond, NULL);
+        if (!want || !*want) {
+                if (pthread_create(&d->watcher_loader, NULL, load_watcher, d) == 0) {
+                        d->watcher_loading = true;
+                        return 0;
                 }
-                d->watcher_kind = "proc";
+                load_watcher(d); /* no thread: here and now */
                 return 0;
         }
-        _cleanup_free_ char *leaf = xasprintf("%s/daemon", d->cgroup);
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
-        int r = lfs_watcher_open(d->cgroup, leaf, on_watch_event, d, &d->watcher);
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        if (r < 0) {
-                log_line("the BPF watcher did not load (%s)%s", strerror(-r),
-                         want ? "" : "; watching with cgroup.events and pidfds");
-                return want ? r : 0;
+        int r = 0;
+        if (!strcmp(want, "proc")) {
+                r = proc_watch_open(d->cgroup, on_proc_event, d, &d->proc);
+                if (r < 0)
+                        log_line("the proc connector did not open: %s", strerror(-r));
+                else
+                        d->watcher_kind = "proc";
+        } else if (!strcmp(want, "bpf")) {
+                lfs_watcher *w = NULL;
+                r = open_bpf_watcher(d, &w);
+                if (r < 0)
+                        log_line("the BPF watcher did not load (%s)", strerror(-r));
+                else
+                        settle_watcher(d, w);
         }
-        d->watcher_kind = "bpf";
-        log_line("BPF watcher loaded in %.2f ms (%s)",
-                 (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6,
-                 lfs_watcher_loaded(d->watcher) ? "loaded the programs of its cgroup root"
-                                                : "joined the programs of its cgroup root");
-        return 0;
+        d->watcher_settled = true;
+        return r;
+}
+
+bool await_watcher_locked(daemon_state *d) {
+        while (!d->watcher_settled && !d->closing)
+                pthread_cond_wait(&d->watcher_cond, &d->lock);
+        return d->watcher_settled;
+}
+
+bool await_watcher(daemon_state *d) {
+        pthread_mutex_lock(&d->lock);
+        bool settled = await_watcher_locked(d);
+        pthread_mutex_unlock(&d->lock);
+        return settled;
+}
+
+void watcher_closing_locked(daemon_state *d) {
+        pthread_cond_broadcast(&d->watcher_cond);
+}
+
+void join_watcher_loader(daemon_state *d) {
+        pthread_mutex_lock(&d->lock);
+        bool settled = d->watcher_settled;
+        pthread_mutex_unlock(&d->lock);
+        /* A loader still waiting (for its root's lock, held by a stopped daemon, say) is
+         * not waited for: the exit ends it, and the kernel lets go of what it made. */
+        if (d->watcher_loading && settled)
+                pthread_join(d->watcher_loader, NULL);
+        d->watcher_loading = false;
 }
 
 static json_t *event_json(const sandbox_event *e) {
@@ -232,6 +309,7 @@ json_t *call_events(daemon_state *d, int fd, bool follow) {
                 pthread_mutex_unlock(&d->lock);
                 return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         }
+        (void)await_watcher_locked(d); /* the answer names the watcher that stays */
         json_t *out = events_since(d, &seq);
         if (!follow) {
                 pthread_mutex_unlock(&d->lock);

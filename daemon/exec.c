@@ -297,6 +297,9 @@ static void leaf_placed(void *userdata, const char *name) {
 /* Starts the command through the runtime, in a place of its own, with fds as 0, 1, 2. */
 static int start_command(daemon_state *d, const command *c, const int fds[3], pid_t *ret_pid,
                          int *ret_pidfd) {
+        /* Every process of the command seen by the watcher that stays; none once closing. */
+        if (!await_watcher(d))
+                return -ESHUTDOWN;
         lfs_command_spec spec = {
                 .name = leaf_name(c),
                 .paths = (const char *const *)c->paths.items,

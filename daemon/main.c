@@ -423,7 +423,7 @@ int main(int argc, char **argv) {
         d.ws_memory = workspace_memory_from_env();
         limit_daemon_memory(&d);
         log_line("sandbox %d of %s ready (pid %d, cgroup %s, watcher %s)", d.number, d.project,
-                 (int)getpid(), d.cgroup, d.watcher_kind);
+                 (int)getpid(), d.cgroup, d.watcher_loading ? "bpf, loading" : d.watcher_kind);
         if (ready_out >= 0) {
                 /* The library waits for this byte (or our exit): the socket listens. */
                 (void)!write(ready_out, "1", 1);
@@ -438,6 +438,7 @@ int main(int argc, char **argv) {
         log_line("sandbox %d closed", d.number);
         /* Out of the root's map in any case (the close left it beside its teardown): the
          * exit would close the ring, not take it out. */
+        join_watcher_loader(&d);
         close_beside_join(&d);
         lfs_watcher_leave(d.watcher);
         if (!running) { /* else a thread may still be reading them: the exit frees them */

@@ -155,6 +155,53 @@ grep -q '"exit":42' "$WORK/follow" ||
         fail "the follower did not stream the exit 42: $(tail -3 "$WORK/follow")"
 ok
 
+# ---- the default watcher loads beside the daemon's first answers -----------------------
+# Held at watcher-loading (its programs not loaded): the create has answered, a mount is
+# served, and a command waits; let go, the command runs and BPF sees all of it, also the
+# grandchild that setsid away (which only BPF reports).
+fault_fifo "$WORK/loading"
+SB=$(LAYERFS_FAULT="watcher-loading@$WORK/loading" timeout 60 "$LAYERFS" sandbox create) ||
+        fail "sandbox create waited for the watcher's load"
+daemon=$(records "SELECT pid FROM sandboxes WHERE number=$SB")
+fault_reached "$daemon" "$WORK/loading" 30 >/dev/null || fail "the daemon $daemon did not reach watcher-loading"
+timeout 60 "$LAYERFS" workspace mount "$SB" main >/dev/null || fail "a mount waited for the watcher's load"
+"$LAYERFS" workspace exec "$SB" main -- sh -c 'echo >$TMPDIR/started; (setsid sh -c "exit 5" &); exit 4' &
+execpid=$!
+sleep 1 # a command that did not wait would have written its file by now
+[ ! -e "$LAYERFS_HOME/sandboxes/p-$SB/tmp/started" ] || fail "a command started before the watcher had loaded"
+fault_release "$WORK/loading"
+status=0
+wait "$execpid" || status=$?
+assert_eq "$status" 4 "the command that waited for the watcher"
+[ -e "$LAYERFS_HOME/sandboxes/p-$SB/tmp/started" ] || fail "the command did not run"
+for _ in $(seq 50); do
+        events "$SB"
+        [ "$(py 'any(e.get("exit") == 5 for e in ev)')" = True ] && break
+        sleep 0.1
+done
+assert_eq "$(py 'any(e.get("exit") == 5 for e in ev)')" True "the setsid grandchild's exit, seen by BPF"
+grep -q "BPF watcher loaded" "$LAYERFS_HOME/sandboxes/p-$SB/daemon.log" || fail "the watcher's load is not in the log"
+lfs sandbox close "$SB" >/dev/null
+ok
+
+# Closed while its watcher still loads (held there for ever): neither the close nor a
+# command waiting for the watcher waits for the load; the daemon's exit ends it.
+fault_fifo "$WORK/loading2"
+SB=$(LAYERFS_FAULT="watcher-loading@$WORK/loading2" "$LAYERFS" sandbox create)
+daemon=$(records "SELECT pid FROM sandboxes WHERE number=$SB")
+fault_reached "$daemon" "$WORK/loading2" 30 >/dev/null || fail "the daemon $daemon did not reach watcher-loading"
+lfs workspace mount "$SB" main >/dev/null
+"$LAYERFS" workspace exec "$SB" main -- true 2>/dev/null &
+execpid=$!
+timeout 60 "$LAYERFS" sandbox close "$SB" --force >/dev/null || fail "the close waited for a watcher still loading"
+wait_exit "$daemon" 30 || fail "the daemon $daemon still runs after its close"
+status=0
+timeout 30 tail --pid="$execpid" -f /dev/null || fail "a command waiting for the watcher outlived the close"
+wait "$execpid" || status=$?
+[ "$status" != 0 ] || fail "a command waiting for the watcher ran after the close"
+[ -z "$(find "$LAYERFS_CGROUP_ROOT" -mindepth 1 -type d)" ] || fail "cgroups left"
+ok
+
 # ---- without BPF: the daemon reports what it started ----------------------------------
 SB=$(LAYERFS_WATCHER=cgroup lfs sandbox create)
 grep -q "watcher cgroup" "$LAYERFS_HOME/sandboxes/p-$SB/daemon.log" || fail "LAYERFS_WATCHER=cgroup was not used"
