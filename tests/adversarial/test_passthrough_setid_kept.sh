@@ -14,7 +14,7 @@ source "$(dirname "$0")/passthrough_lib.sh"
 start_passthrough_sandbox ptsetidkept
 [ "$(in_main "$N" id -u)" != 0 ] || skip "commands run as root here: they have CAP_FSETID"
 
-# mode_around_write: prog's mode after a write-open, then after a write through it, by
+# prog's mode after a write-open, then after a write through it, by
 # the command identity, on a file written and closed before it became set-user-ID.
 in_main "$N" sh -c 'printf data >prog && chmod 755 prog && cat prog >/dev/null'
 in_main "$N" chmod 4755 prog
