@@ -17,7 +17,8 @@
  * kept; past that the size grows and reads return zeros (a hole), so that the 1 GiB rows
  * measure the transport and not memory. Nothing is freed before the floor ends. With passthrough each file
  * has a memfd of its own, registered as its backing file by the same rule as the Workspace's upper files
- * (writers pass through, readers of files under WS_PASSTHROUGH_READ_MIN are served), and
+ * (writers pass through, readers of files under WS_PASSTHROUGH_READ_MIN not registered yet are
+ * served, a registration is kept until the file goes), and
  * the kernel writes it whole. */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +54,7 @@ typedef struct node {
         size_t data_size; /* bytes of data kept, at most DATA_MAX */
         int fd; /* its own memfd (passthrough), or -1: in the shared one */
         unsigned opens;
-        int backing_id; /* registered with the kernel while opens last; 0: none */
+        int backing_id; /* registered with the kernel from its first open passed through; 0: none */
         child *children;
         size_t n_children, cap_children;
 } node;
@@ -126,6 +127,8 @@ static int node_new(ws_fs *fs, mode_t mode, uid_t uid, gid_t gid, uint64_t *ret)
 static void node_drop_if_gone(ws_fs *fs, node *n) {
         if (n->st.st_nlink || n->opens)
                 return;
+        if (n->backing_id > 0)
+                fs->backing->close(fs->backing_data, n->backing_id);
         if (n->fd >= 0) {
                 GROW(fs->gone, fs->cap_gone, fs->n_gone + 1);
                 fs->gone[fs->n_gone++] = n->fd;
@@ -228,8 +231,9 @@ static int floor_rmdir(ws_fs *fs, uint64_t parent, const char *name) {
 }
 
 /* The Workspace's rule (workspace.c, backing_for): writers pass through, readers of
- * files under WS_PASSTHROUGH_READ_MIN are served, and an open inode keeps the mode its
- * first open got. */
+ * files under WS_PASSTHROUGH_READ_MIN are served unless a registration is kept, and an
+ * open inode keeps the mode its first open got. A registration is kept until the file
+ * goes (the floor has no FORGET to wait for: its files live until removed). */
 static int backing_for(ws_fs *fs, node *n, bool writable) {
         if (!fs->backing || n->fd < 0)
                 return 0;
@@ -320,10 +324,7 @@ static int floor_release(ws_fs *fs, uint64_t fh) {
         node *n = fh < fs->n_nodes ? &fs->nodes[fh] : NULL;
         if (!n || !n->opens)
                 return -EBADF;
-        if (--n->opens == 0 && n->backing_id > 0) {
-                fs->backing->close(fs->backing_data, n->backing_id);
-                n->backing_id = 0;
-        }
+        n->opens--;
         node_drop_if_gone(fs, n);
         return 0;
 }

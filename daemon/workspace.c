@@ -93,9 +93,11 @@ typedef struct ws_inode {
         struct ws_inode *lru_prev, *lru_next;
         unsigned fds_held;
         /* FUSE passthrough (ws_set_passthrough): while passed_opens, the kernel reads and
-         * writes the upper file itself, registered under backing_id. Once opened so for
-         * writing (passed_written), the upper file's ctime (passed_seen) tells when the
-         * kernel changed it behind us (passthrough_refresh). */
+         * writes the upper file itself, registered under backing_id. The registration is
+         * kept from the first open passed through until the kernel forgets the inode
+         * (backing_let_go), so that later opens reuse it. Once opened so for writing
+         * (passed_written), the upper file's ctime (passed_seen) tells when the kernel
+         * changed it behind us (passthrough_refresh). */
         int backing_id;
         unsigned passed_opens;
         bool passed_written;
@@ -952,6 +954,8 @@ void ws_close(ws_fs *fs) {
         pthread_cond_destroy(&fs->reap_idle);
         pthread_cond_destroy(&fs->freed);
         pthread_mutex_destroy(&fs->reap_lock);
+        /* The connection that held the registrations is gone, and they with it. */
+        fs->backing = NULL;
         for (size_t i = 0; i < fs->cap_itab; i++)
                 if (fs->itab[i].ino) {
                         ws_inode *in = fs->itab[i].in;
@@ -1035,6 +1039,7 @@ int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret) {
 
 static void drop_if_gone(ws_fs *fs, uint64_t ino);
 static void let_go(ws_fs *fs, uint64_t ino);
+static void backing_let_go(ws_fs *fs, ws_inode *in);
 
 /* Inode numbers stay stable while mounted. A FORGET that leaves no reference of the
  * kernel's frees a file with no name left (its data too), and the records of what can
@@ -1049,6 +1054,8 @@ void ws_forget(ws_fs *fs, uint64_t ino, uint64_t n) {
                 in->nlookup = n < in->nlookup ? in->nlookup - n : 0;
                 if (in->nlookup)
                         break;
+                /* No open can come before a LOOKUP makes the inode again. */
+                backing_let_go(fs, in);
                 drop_if_gone(fs, ino);
                 let_go(fs, ino);
         } while (0);
@@ -1398,8 +1405,19 @@ static int space_for_write(ws_fs *fs, ws_inode *in, off_t off, size_t size) {
         return r;
 }
 
+/* The registration of in's upper file goes, unless an open passed through still uses it
+ * (the kernel keeps one backing file per inode while such an open lasts). */
+static void backing_let_go(ws_fs *fs, ws_inode *in) {
+        if (in->backing_id <= 0 || in->passed_opens > 0)
+                return;
+        if (fs->backing)
+                fs->backing->close(fs->backing_data, in->backing_id);
+        in->backing_id = 0;
+}
+
 /* Everything a record holds, then the record itself. */
 static void inode_free(ws_fs *fs, ws_inode *in) {
+        backing_let_go(fs, in);
         if (in->upper_fd >= 0)
                 close(in->upper_fd);
         if (in->lower_owned && in->lower_fd >= 0)
@@ -1954,18 +1972,22 @@ static int handle_of(ws_fs *fs, uint64_t fh, ws_handle **ret) {
  * backing file is opened by the kernel with the open's own flags and our credentials, so
  * a Store object given for a read could be opened for writing by a later open of the
  * same inode (docs/workspace.md). Nor do set-id files, nor small files opened only for
- * reading (WS_PASSTHROUGH_READ_MIN). */
+ * reading (WS_PASSTHROUGH_READ_MIN) unless a registration of theirs is kept (then the
+ * open costs us nothing). */
 static int backing_for(ws_fs *fs, ws_inode *in, bool writable) {
         if (!fs->backing || !S_ISREG(in->mode) || !in->upper)
                 return 0;
-        if (in->backing_id == 0 && !writable && in->size < WS_PASSTHROUGH_READ_MIN)
-                return 0;
         /* The kernel's passed-through write clears no set-id bit: such a file's writes
-         * come to us (ws_kill_setid). */
-        if (in->backing_id == 0 && setid_bits(in->mode))
-                return 0;
-        if (in->backing_id > 0)
+         * come to us (ws_kill_setid), so a registration kept from before it became set-id
+         * goes while no open uses it. */
+        if (setid_bits(in->mode))
+                backing_let_go(fs, in);
+        if (in->backing_id > 0) /* kept, or in use: no registration to pay */
                 return in->backing_id;
+        if (!writable && in->size < WS_PASSTHROUGH_READ_MIN)
+                return 0;
+        if (setid_bits(in->mode))
+                return 0;
         if (in->open_count > 0 || copy_up(fs, in->ino) < 0)
                 return 0;
         in = inode_get(fs, in->ino);
@@ -2293,12 +2315,11 @@ int ws_release(ws_fs *fs, uint64_t fh) {
                  * (which then saw the ctime it moved when it began): looked at again. */
                 if (h->passed && h->writable && in->writers == 0)
                         data_changed(fs, in);
-                if (h->passed && --in->passed_opens == 0) {
-                        /* The kernel let go of the inode's backing file with its last open
-                         * (before this RELEASE was sent); the id goes too. */
-                        fs->backing->close(fs->backing_data, in->backing_id);
-                        in->backing_id = 0;
-                }
+                /* The kernel let go of the inode's backing file with its last open (before
+                 * this RELEASE was sent); the id stays for the next open until the kernel
+                 * forgets the inode (ws_forget), unless it did already. */
+                if (h->passed && --in->passed_opens == 0 && in->nlookup == 0)
+                        backing_let_go(fs, in);
                 passthrough_refresh(fs, in);
                 if (in->open_count == 0) {
                         fd_evict(fs, in);

@@ -189,19 +189,27 @@ typedef int (*fuse_handler)(fuse_worker *w, const fuse_request *r);
  * alone, around the ioctl: the Workspace owner's fsuid and fsgid (ext4 keeps its root
  * reserve from them, as from our own writes: space_for in workspace.c), CAP_SYS_ADMIN
  * (which BACKING_OPEN demands) and CAP_DAC_OVERRIDE (the upper file is ours, mode 0600)
- * and no other capability (no CAP_SYS_RESOURCE: the reserve again). */
+ * and no other capability (no CAP_SYS_RESOURCE: the reserve again). Seven syscalls: the
+ * thread's own capabilities are read once (nothing else here changes them, and this
+ * gives them back), and setfsuid/setfsgid say what they replace. */
+static __thread struct {
+        bool known;
+        struct __user_cap_data_struct caps[2];
+} thread_caps;
+
 static int backing_open_as(fuse_dev_conn *c, int fd, uid_t owner, gid_t group) {
         struct __user_cap_header_struct head = { .version = _LINUX_CAPABILITY_VERSION_3 };
-        struct __user_cap_data_struct saved[2], narrow[2];
-        if (syscall(SYS_capget, &head, saved) < 0)
-                return -errno;
-        uid_t fsuid = (uid_t)setfsuid((uid_t)-1);
-        gid_t fsgid = (gid_t)setfsgid((gid_t)-1);
-        memcpy(narrow, saved, sizeof(narrow));
+        struct __user_cap_data_struct narrow[2];
+        if (!thread_caps.known) {
+                if (syscall(SYS_capget, &head, thread_caps.caps) < 0)
+                        return -errno;
+                thread_caps.known = true;
+        }
+        memcpy(narrow, thread_caps.caps, sizeof(narrow));
         narrow[0].effective = (1u << CAP_SYS_ADMIN) | (1u << CAP_DAC_OVERRIDE);
         narrow[1].effective = 0;
-        (void)setfsgid(group);
-        (void)setfsuid(owner);
+        gid_t fsgid = (gid_t)setfsgid(group);
+        uid_t fsuid = (uid_t)setfsuid(owner);
         int id = -EPERM;
         if (syscall(SYS_capset, &head, narrow) == 0) {
                 struct fuse_backing_map_wire map = { .fd = fd };
@@ -215,7 +223,7 @@ static int backing_open_as(fuse_dev_conn *c, int fd, uid_t owner, gid_t group) {
          * rest. Failing that this thread could not go on serving as root. */
         (void)setfsuid(fsuid);
         (void)setfsgid(fsgid);
-        if (syscall(SYS_capset, &head, saved) < 0)
+        if (syscall(SYS_capset, &head, thread_caps.caps) < 0)
                 abort();
         return id;
 }
@@ -227,14 +235,20 @@ static int fuse_dev_backing_open(void *userdata, int fd, uid_t owner, gid_t grou
                 log_line("fuse: cannot register an upper file of %s with the kernel for passthrough: %s; "
                          "its data, and that of any other that fails so, goes through the daemon",
                          c->mountpoint, strerror(id < 0 ? -id : EIO));
+        else if (id > 0 && c->debug) /* counted by tests/e2e/test_workspace_passthrough.sh */
+                log_line("fuse: BACKING_OPEN %d", id);
         return id;
 }
 
 static void fuse_dev_backing_close(void *userdata, int id) {
         fuse_dev_conn *c = userdata;
         uint32_t backing = (uint32_t)id;
-        if (ioctl(c->fd, FUSE_DEV_IOC_BACKING_CLOSE_CMD, &backing) < 0 && c->debug)
-                log_line("fuse: BACKING_CLOSE %d: %s", id, strerror(errno));
+        if (ioctl(c->fd, FUSE_DEV_IOC_BACKING_CLOSE_CMD, &backing) < 0) {
+                if (c->debug)
+                        log_line("fuse: BACKING_CLOSE %d: %s", id, strerror(errno));
+        } else if (c->debug) {
+                log_line("fuse: BACKING_CLOSE %d", id);
+        }
 }
 
 static const ws_backing_ops fuse_dev_backing_ops = {

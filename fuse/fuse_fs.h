@@ -68,10 +68,12 @@ typedef struct ws_backing_ops {
 } ws_backing_ops;
 
 /* Below this size a file opened only for reading is served by the filesystem, not
- * passed through: it is one READ (then kept in the page cache across opens), where
- * passing it through costs each open a registration, the kernel's own open of the
- * backing file and an unregistration. Measured (docs/workspace.md, "Passthrough"): 4 KiB
- * files read 1.6x slower passed through, 16 KiB about even, 64 KiB and up faster. */
+ * passed through, unless it has a registration kept from an earlier open: it is one
+ * READ (then kept in the page cache across opens), where registering it costs that open
+ * a BACKING_OPEN besides the kernel's own open of the backing file. Measured
+ * (docs/workspace.md, "Passthrough"; each open then paid its registration and its
+ * unregistration): 4 KiB files read 1.6x slower passed through, 16 KiB about even,
+ * 64 KiB and up faster. */
 #ifndef WS_PASSTHROUGH_READ_MIN /* a build may set it, to measure another */
 #define WS_PASSTHROUGH_READ_MIN (64 * 1024)
 #endif

@@ -53,6 +53,48 @@ assert_eq "$(stat -c %s "$ws/data")" 4194304 "the size the daemon reports"
 assert_eq "$(lfs workspace status "$n" main)" "A data" "status after passthrough writes"
 ok
 
+# A file's registration with the kernel (BACKING_OPEN) is kept from its first open passed
+# through until the kernel forgets the inode: later opens reuse it, a small file's read
+# included (it passes through too, no READ), and the kernel's FORGET lets it go.
+# settle_forgets: the kernel drops what no one uses and sends FORGET for each; it serves
+# queued FORGETs before the next request, so a LOOKUP after them returns once the daemon
+# has had them.
+settle_forgets() {
+        sync
+        echo 2 >/proc/sys/vm/drop_caches
+        stat "$ws/data" >/dev/null
+        lfs workspace status "$n" main >/dev/null
+}
+# kept: registrations made and not let go, as the daemon's log says.
+kept() { echo $(($(requests BACKING_OPEN) - $(requests BACKING_CLOSE))); }
+[ "$(requests BACKING_OPEN)" -gt 0 ] || fail "no BACKING_OPEN in the daemon's log"
+opens=$(requests BACKING_OPEN)
+for _ in 1 2 3; do in_main "$n" sha256sum data; done >/dev/null
+assert_eq "$(requests BACKING_OPEN)" "$opens" "BACKING_OPEN requests for three more opens of a registered file"
+in_main "$n" sh -c 'printf small >small'
+opens=$(requests BACKING_OPEN)
+reads=$(requests READ)
+assert_eq "$(in_main "$n" cat small)" small "a small file written with passthrough"
+assert_eq "$(in_main "$n" cat small)" small "the same small file again"
+assert_eq "$(requests BACKING_OPEN)/$(requests READ)" "$opens/$reads" \
+        "BACKING_OPEN/READ requests for reads of a small file with its registration kept"
+[ "$(kept)" -gt 0 ] || fail "no registration kept after the last close"
+settle_forgets
+assert_eq "$(kept)" 0 "registrations kept once the kernel forgot every file"
+ok
+# What is written after a truncate through the Workspace (our ftruncate of the upper
+# file, not the kernel's) and after a copy-up is read back, registration kept or new.
+in_main "$n" sh -c 'printf 0123456789 >small && cat small >/dev/null'
+truncate -s 4 "$ws/small"
+in_main "$n" sh -c 'printf abc >>small'
+assert_eq "$(in_main "$n" cat small)" 0123abc "a file appended after a truncate by the daemon"
+settle_forgets
+assert_eq "$(in_main "$n" cat small)" 0123abc "the same once the kernel forgot it"
+assert_eq "$(in_main "$n" sh -c 'printf X >>small; cat small; truncate -s 2 small; cat small')" \
+        "0123abcX01" "appends and truncates of a file kept registered"
+in_main "$n" rm small
+ok
+
 # A file of the Store's opened for writing is copied up first, then written directly;
 # its later appends still change what status and commit see.
 in_main "$n" sh -c 'echo more >>kept'
