@@ -9,6 +9,14 @@
 
 #include <stdint.h>
 
+union bpf_attr;
+
+/* The name of a root's map of rings, which a daemon checks before joining it. */
+#define WATCHER_RINGS_NAME "rings"
+
+/* bpf(2): its result, or a negative errno. */
+int lfs_bpf(int cmd, union bpf_attr *attr);
+
 /* Held fds of a root's set: while any daemon holds its links, the programs stay attached;
  * when the last one closes them (or dies), the kernel detaches and frees everything. */
 typedef struct watcher_set {
