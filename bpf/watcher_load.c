@@ -57,7 +57,7 @@ static int rings_create(void) {
         if (inner < 0)
                 return inner;
         return map_create(WATCHER_RINGS_NAME, BPF_MAP_TYPE_HASH_OF_MAPS, sizeof(uint64_t), sizeof(uint32_t),
-                          WATCH_MAX_SANDBOXES, BPF_F_NO_PREALLOC, inner);
+                          lfs_watcher_max_sandboxes(), BPF_F_NO_PREALLOC, inner);
 }
 
 /* The programs' constants, in a one-element array the programs may only read, frozen so

@@ -77,6 +77,12 @@ static int rings_by_id(uint32_t id) {
         return TAKE_FD(fd);
 }
 
+uint32_t lfs_watcher_max_sandboxes(void) {
+        const char *v = getenv("LAYERFS_TEST_MAX_SANDBOXES_PER_ROOT");
+        unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+        return n > 0 && n < WATCH_MAX_SANDBOXES ? (uint32_t)n : WATCH_MAX_SANDBOXES;
+}
+
 int lfs_watcher_root_lock(const char *root) {
         _cleanup_close_ int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)

@@ -14,6 +14,7 @@
 #include "json_path.h"
 #include "frame.h"
 #include "log.h"
+#include "watcher_set.h"
 #include "codec.h"
 
 /* A CLOCK_MONOTONIC time (0: now) as seconds since the epoch. */
@@ -151,6 +152,12 @@ int start_watcher(daemon_state *d) {
         clock_gettime(CLOCK_MONOTONIC, &a);
         int r = lfs_watcher_open(d->cgroup, leaf, on_watch_event, d, &d->watcher);
         clock_gettime(CLOCK_MONOTONIC, &b);
+        if (r == -E2BIG) {
+                /* Not a watcher's failure but a full root: no fallback, the create fails. */
+                log_line("the cgroup root of %s already has %u Sandboxes, as many as its BPF watcher serves",
+                         d->cgroup, (unsigned)lfs_watcher_max_sandboxes());
+                return r;
+        }
         if (r < 0) {
                 log_line("the BPF watcher did not load (%s)%s", strerror(-r),
                          want ? "" : "; watching with cgroup.events and pidfds");
