@@ -205,7 +205,7 @@ static const char help[] =
         "    LAYERFS_FUSE_DEBUG=1\n"
         "                     log every FUSE request\n"
         "    LAYERFS_BPF_DEBUG=1\n"
-        "                     log libbpf's messages\n"
+        "                     log the BPF verifier's messages\n"
         "\n"
         "FILES\n"
         "    DIR/control.sock  the control socket\n"

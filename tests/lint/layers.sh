@@ -8,7 +8,8 @@ root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$root"
 
 # Each folder and what it may include: its own folder and the layers below. "config" is
-# the build's config.h, "gen" the BPF object as a header (watcher_obj.gen.h) (both made in the build directory).
+# the build's config.h, "gen" watcher_obj.gen.h, the BPF program as
+# data (both made in the build directory).
 declare -A may=(
         [include]="include"
         [userspace-lib/base]="include userspace-lib/base"
