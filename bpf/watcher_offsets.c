@@ -27,14 +27,8 @@
 
 /* "<boot id> <kernel release>": what the cached offsets are valid for. */
 static void kernel_key(char *buf, size_t cap) {
-        char boot[64] = "";
-        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-        if (f) {
-                if (!fgets(boot, sizeof(boot), f))
-                        boot[0] = 0;
-                fclose(f);
-        }
-        boot[strcspn(boot, "\n")] = 0;
+        char boot[64];
+        lfs_boot_id_read(boot, sizeof(boot));
         struct utsname u;
         if (uname(&u) < 0)
                 u.release[0] = 0;
