@@ -87,15 +87,18 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 FUSE_SRC := $(wildcard fuse/*.c)
 FUSE_OBJ := $(FUSE_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC := $(wildcard daemon/*.c)
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BUILD)/bpf/watcher.o
+BPF_LOADER_SRC := bpf/watcher.c bpf/watcher_load.c bpf/watcher_offsets.c
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(BUILD)/%.o) $(BPF_LOADER_SRC:%.c=$(BUILD)/%.o)
 INIT_SRC := $(wildcard init/*.c)
 INIT_OBJ := $(INIT_SRC:%.c=$(BUILD)/%.o)
-# The BPF watcher: clang builds the program, bpftool its skeleton (Debian 12's bpftool
-# 7.1 and libbpf 1.1: the program and loader use nothing newer).
+# The BPF watcher: clang builds the program (with libbpf-dev's bpf_helpers.h, Debian 12's
+# libbpf 1.1), and watcher-gen, a host tool linked with libelf, turns the object into a
+# header of its instructions, map loads and .rodata layout, which the daemon's loader
+# (bpf/watcher_load.c) compiles in: the daemon loads it in plain bpf(2) and links no
+# libbpf. bpftool is the tests' (test_watcher_root.sh lists the objects with it).
 BPF_CLANG ?= clang
 BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 BPF_CFLAGS := -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I/usr/include/$(CC_TRIPLET) -Ibpf
-BPF_LIBS := -lbpf -lelf -lz -lmnl
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Made at build time from one source each: layerfs(1) from `layerfs --help` and every
@@ -232,7 +235,7 @@ $(BUILD)/fuse/%.o: fuse/%.c $(HEADERS) $(BUILD)/config.h
 	$(CC) $(ALL_CFLAGS) $(FUSE_CFLAGS) -c $< -o $@
 
 $(BUILD)/layerfs-daemon: $(DAEMON_OBJ) $(FUSE_OBJ) $(BUILD)/liblayerfs.a
-	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) $(BPF_LIBS) -lpthread
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS) $(FUSE_LIBS) -lpthread
 
 # Of liblayerfs.a it takes only the objects it calls (base, seccomp, rtnetlink), and of
 # the libraries only libmnl: its exec is most of what a Sandbox's create adds to native's.
@@ -273,11 +276,13 @@ $(BUILD)/bpf/watcher.bpf.o: bpf/watcher.bpf.c bpf/watcher.h
 	@mkdir -p $(dir $@)
 	$(BPF_CLANG) $(BPF_CFLAGS) -c $< -o $@
 
-$(BUILD)/bpf/watcher.skel.h: $(BUILD)/bpf/watcher.bpf.o
-	bpftool gen skeleton $< name watcher_bpf > $@
+$(BUILD)/watcher-gen: bpf/watcher_gen.c bpf/watcher_obj.h
+	$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -Ibpf $(CFLAGS) -o $@ $< -lelf
 
-$(BUILD)/bpf/watcher.o: bpf/watcher.c $(HEADERS) $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/bpf/watcher_obj.gen.h: $(BUILD)/bpf/watcher.bpf.o $(BUILD)/watcher-gen
+	$(BUILD)/watcher-gen $< >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/bpf/watcher_load.o: $(BUILD)/bpf/watcher_obj.gen.h
 
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(BUILD)/liblayerfs.a
 	@mkdir -p $(dir $@)
@@ -448,13 +453,13 @@ TIDY_FLAGS = -std=gnu11 -D_GNU_SOURCE $(INCLUDES) $(PKG_CFLAGS) $(FUSE_CFLAGS)
 # A checkout without git (a `git archive` of it) lints the same files.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
 	find include userspace-lib proto fuse cli daemon init cgroup backends bpf tests bench -name '*.[ch]' | sort)
-lint: $(BUILD)/bpf/watcher.skel.h $(BUILD)/config.h
+lint: $(BUILD)/bpf/watcher_obj.gen.h $(BUILD)/config.h
 	bash tests/lint/layers.sh
 	bash tests/lint/test_layers.sh
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck -j $(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
-		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends bpf/watcher.c bpf/watcher_set.c fuse cli daemon init tests bench
-	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(FUSE_SRC) $(DAEMON_SRC) $(INIT_SRC) bpf/watcher.c bench/fuse_floor.c bench/lifecycle_floor.c bench/lifecycle_lib.c | \
+		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends $(BPF_LOADER_SRC) bpf/watcher_set.c bpf/watcher_gen.c fuse cli daemon init tests bench
+	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(FUSE_SRC) $(DAEMON_SRC) $(INIT_SRC) $(BPF_LOADER_SRC) bpf/watcher_gen.c bench/fuse_floor.c bench/lifecycle_floor.c bench/lifecycle_lib.c | \
 		xargs -P $(LINT_JOBS) -n 16 sh -c 'clang-tidy --quiet "$$@" -- $(TIDY_FLAGS)' clang-tidy
 
 format:

@@ -96,8 +96,12 @@ static inline uint32_t lfs_host_id(const lfs_sandbox_ref *sb, uint32_t id) {
 }
 
 /* The fd on which a daemon that create starts finds the write end of its readiness pipe
- * (the daemon's --ready-fd): it writes one byte there once its socket listens. */
+ * (the daemon's --ready-fd): it writes one byte there, LFS_DAEMON_READY once its socket
+ * listens, or LFS_DAEMON_LIMIT_REACHED, then exits, when its cgroup root already has as
+ * many Sandboxes as it may (lfs_watcher_max_sandboxes()). */
 #define LFS_DAEMON_READY_FD 3
+#define LFS_DAEMON_READY '1'
+#define LFS_DAEMON_LIMIT_REACHED 'L'
 /* The fd on which a Sandbox's init (namespaces) keeps, for its life, the lock of its id
  * range that create took (lfs_daemon_start.init_holds_fd). */
 #define LFS_INIT_HOLD_FD 4

@@ -12,7 +12,8 @@ typedef void (*lfs_watch_fn)(void *userdata, const struct watch_event *e);
 
 /* Watches the Sandbox whose cgroup is sandbox_cgroup (a child of its cgroup root), leaving
  * out the daemon's own leaf: joins the programs its root's daemons share, or loads them;
- * fn gets each event when lfs_watcher_consume runs. */
+ * fn gets each event when lfs_watcher_consume runs. -E2BIG when the root already has
+ * lfs_watcher_max_sandboxes() Sandboxes (watcher_set.h). */
 int lfs_watcher_open(const char *sandbox_cgroup, const char *daemon_leaf, lfs_watch_fn fn, void *userdata,
                      lfs_watcher **ret);
 /* Whether this daemon loaded its root's programs (else it joined those another loaded). */

@@ -12,7 +12,10 @@ enum { WATCH_FORK = 1, WATCH_EXIT = 2 };
 /* One program pair per cgroup root serves every Sandbox below it: each Sandbox's daemon
  * puts a ring of its own in the root's map, keyed by its Sandbox's cgroup id. */
 #define WATCH_RING_BYTES (256 * 1024) /* a power of 2 pages, as a ring buffer must be */
-#define WATCH_MAX_SANDBOXES 65536 /* per cgroup root; the map is not preallocated */
+/* The Sandboxes of one cgroup root, each with its ring in the root's map: the 4,097th
+ * Sandbox's create is refused (LimitReached). The map is not preallocated, but the kernel
+ * allocates its buckets at its creation, 0.24 ms for 4,096 against 4 ms for 65,536. */
+#define WATCH_MAX_SANDBOXES 4096
 
 /* Offsets in the running kernel's structs, read from its BTF by the loader and given to
  * the program as constants: the program itself has no CO-RE relocations, so loading it

@@ -32,9 +32,8 @@
 /* trusted: only a process with CAP_SYS_ADMIN reads or writes it, as only one loads BPF.
  * The number is the set's layout: a set of another layout is never joined. */
 #define SET_XATTR "trusted.layerfs.watcher.1"
-#define RINGS_MAP_NAME "rings"
 
-static int bpf_call(int cmd, union bpf_attr *attr) {
+int lfs_bpf(int cmd, union bpf_attr *attr) {
         int r = (int)syscall(SYS_bpf, cmd, attr, sizeof(*attr));
         return r < 0 ? -errno : r;
 }
@@ -42,13 +41,13 @@ static int bpf_call(int cmd, union bpf_attr *attr) {
 static int info_of(int fd, void *info, uint32_t len) {
         union bpf_attr attr = { .info = {
                                         .bpf_fd = (uint32_t)fd, .info_len = len, .info = (uintptr_t)info } };
-        return bpf_call(BPF_OBJ_GET_INFO_BY_FD, &attr);
+        return lfs_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr);
 }
 
 /* The raw tracepoint link id, if it is attached to tracepoint: its fd. */
 static int link_by_id(uint32_t id, const char *tracepoint) {
         union bpf_attr attr = { .link_id = id };
-        _cleanup_close_ int fd = bpf_call(BPF_LINK_GET_FD_BY_ID, &attr);
+        _cleanup_close_ int fd = lfs_bpf(BPF_LINK_GET_FD_BY_ID, &attr);
         if (fd < 0)
                 return fd;
         char name[64] = "";
@@ -65,7 +64,7 @@ static int link_by_id(uint32_t id, const char *tracepoint) {
 /* The map id, if it is a map of rings as watcher.bpf.c makes it: its fd. */
 static int rings_by_id(uint32_t id) {
         union bpf_attr attr = { .map_id = id };
-        _cleanup_close_ int fd = bpf_call(BPF_MAP_GET_FD_BY_ID, &attr);
+        _cleanup_close_ int fd = lfs_bpf(BPF_MAP_GET_FD_BY_ID, &attr);
         if (fd < 0)
                 return fd;
         struct bpf_map_info info = { 0 };
@@ -73,9 +72,15 @@ static int rings_by_id(uint32_t id) {
         if (r < 0)
                 return r;
         if (info.type != BPF_MAP_TYPE_HASH_OF_MAPS || info.key_size != sizeof(uint64_t) ||
-            strcmp(info.name, RINGS_MAP_NAME))
+            strcmp(info.name, WATCHER_RINGS_NAME))
                 return -ENOENT;
         return TAKE_FD(fd);
+}
+
+uint32_t lfs_watcher_max_sandboxes(void) {
+        const char *v = getenv("LAYERFS_TEST_MAX_SANDBOXES_PER_ROOT");
+        unsigned long n = v ? strtoul(v, NULL, 10) : 0;
+        return n > 0 && n < WATCH_MAX_SANDBOXES ? (uint32_t)n : WATCH_MAX_SANDBOXES;
 }
 
 int lfs_watcher_root_lock(const char *root) {
@@ -133,7 +138,7 @@ int lfs_watcher_set_publish(int root_fd, const watcher_set *set) {
 int lfs_watcher_set_add(const watcher_set *set, uint64_t sandbox, int *ret_ring) {
         union bpf_attr attr = { .map_type = BPF_MAP_TYPE_RINGBUF, .max_entries = WATCH_RING_BYTES };
         snprintf(attr.map_name, sizeof(attr.map_name), "sandbox_ring");
-        _cleanup_close_ int ring = bpf_call(BPF_MAP_CREATE, &attr);
+        _cleanup_close_ int ring = lfs_bpf(BPF_MAP_CREATE, &attr);
         if (ring < 0)
                 return ring;
         uint32_t value = (uint32_t)ring;
@@ -141,7 +146,7 @@ int lfs_watcher_set_add(const watcher_set *set, uint64_t sandbox, int *ret_ring)
                                  .key = (uintptr_t)&sandbox,
                                  .value = (uintptr_t)&value,
                                  .flags = BPF_ANY };
-        int r = bpf_call(BPF_MAP_UPDATE_ELEM, &attr);
+        int r = lfs_bpf(BPF_MAP_UPDATE_ELEM, &attr);
         if (r < 0)
                 return r;
         *ret_ring = TAKE_FD(ring);
@@ -150,7 +155,7 @@ int lfs_watcher_set_add(const watcher_set *set, uint64_t sandbox, int *ret_ring)
 
 int lfs_watcher_set_remove(const watcher_set *set, uint64_t sandbox) {
         union bpf_attr attr = { .map_fd = (uint32_t)set->rings, .key = (uintptr_t)&sandbox };
-        int r = bpf_call(BPF_MAP_DELETE_ELEM, &attr);
+        int r = lfs_bpf(BPF_MAP_DELETE_ELEM, &attr);
         return r == -ENOENT ? 0 : r;
 }
 

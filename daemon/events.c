@@ -15,6 +15,7 @@
 #include "json_path.h"
 #include "frame.h"
 #include "log.h"
+#include "watcher_set.h"
 #include "codec.h"
 
 /* A CLOCK_MONOTONIC time (0: now) as seconds since the epoch. */
@@ -136,6 +137,9 @@ static int open_bpf_watcher(daemon_state *d, lfs_watcher **ret) {
         clock_gettime(CLOCK_MONOTONIC, &a);
         int r = lfs_watcher_open(d->cgroup, leaf, on_watch_event, d, ret);
         clock_gettime(CLOCK_MONOTONIC, &b);
+        if (r == -E2BIG) /* not a failure of BPF: a root full of Sandboxes */
+                log_line("the cgroup root of %s already has %u Sandboxes, as many as its BPF watcher serves",
+                         d->cgroup, (unsigned)lfs_watcher_max_sandboxes());
         if (r < 0)
                 return r;
         log_line("BPF watcher loaded in %.2f ms (%s)",
@@ -170,8 +174,8 @@ static void *load_watcher(void *arg) {
         lfs_fault_point("watcher-loading"); /* the daemon answering, its watcher not loaded */
         int r = open_bpf_watcher(d, &w);
         if (r < 0)
-                log_line("the BPF watcher did not load (%s); watching with cgroup.events and pidfds",
-                         strerror(-r));
+                log_line("the BPF watcher did not %s (%s); watching with cgroup.events and pidfds",
+                         r == -E2BIG ? "take this Sandbox" : "load", strerror(-r));
         settle_watcher(d, r < 0 ? NULL : w);
         uint64_t one = 1;
         (void)!write(d->wake_fd, &one, sizeof(one));
@@ -204,7 +208,7 @@ int start_watcher(daemon_state *d) {
         } else if (!strcmp(want, "bpf")) {
                 lfs_watcher *w = NULL;
                 r = open_bpf_watcher(d, &w);
-                if (r < 0)
+                if (r < 0 && r != -E2BIG) /* a full root: the create says LimitReached */
                         log_line("the BPF watcher did not load (%s)", strerror(-r));
                 else
                         settle_watcher(d, w);

@@ -36,6 +36,7 @@
 #include "numbers.h"
 #include "platforms.h"
 #include "records.h"
+#include "watcher_set.h"
 
 /* SIGUSR1's handler: it only interrupts a mount thread's read (mounts.c). */
 static void ignore_signal(int sig) {
@@ -204,7 +205,7 @@ static const char help[] =
         "    LAYERFS_FUSE_DEBUG=1\n"
         "                     log every FUSE request\n"
         "    LAYERFS_BPF_DEBUG=1\n"
-        "                     log libbpf's messages\n"
+        "                     log the BPF verifier's messages\n"
         "\n"
         "FILES\n"
         "    DIR/control.sock  the control socket\n"
@@ -418,15 +419,19 @@ int main(int argc, char **argv) {
         pthread_cond_init(&d.gone_cond, &monotonic);
         pthread_cond_init(&d.handoff_cond, NULL);
         pthread_condattr_destroy(&monotonic);
-        if (start_watcher(&d) < 0)
+        if ((r = start_watcher(&d)) < 0) {
+                /* A full cgroup root: the library's create says LimitReached. */
+                if (r == -E2BIG && ready_out >= 0)
+                        (void)!write(ready_out, &(char){ LFS_DAEMON_LIMIT_REACHED }, 1);
                 return 1;
+        }
         d.ws_memory = workspace_memory_from_env();
         limit_daemon_memory(&d);
         log_line("sandbox %d of %s ready (pid %d, cgroup %s, watcher %s)", d.number, d.project,
                  (int)getpid(), d.cgroup, d.watcher_loading ? "bpf, loading" : d.watcher_kind);
         if (ready_out >= 0) {
                 /* The library waits for this byte (or our exit): the socket listens. */
-                (void)!write(ready_out, "1", 1);
+                (void)!write(ready_out, &(char){ LFS_DAEMON_READY }, 1);
                 close(ready_out);
         }
         control_serve(&d, lfd, (long long)(idle_seconds * 1000));

@@ -321,7 +321,7 @@ int main(int argc, char **argv) {
                 return 1;
         }
         /* The runtime's create waits for this byte (or our exit). */
-        (void)!write(LFS_DAEMON_READY_FD, "1", 1);
+        (void)!write(LFS_DAEMON_READY_FD, &(char){ LFS_DAEMON_READY }, 1);
         close(LFS_DAEMON_READY_FD);
         reap_forever();
 }

@@ -184,7 +184,8 @@ static int spawn_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *start
 }
 
 /* Waits, in poll, until the daemon writes its readiness byte (it listens), or exits, or
- * LFS_LINUX_READY_TIMEOUT_MS pass: 0, -ESRCH (it exited or closed the pipe without a word),
+ * LFS_LINUX_READY_TIMEOUT_MS pass: 0, -E2BIG (its byte says its cgroup root is full,
+ * LFS_DAEMON_LIMIT_REACHED), -ESRCH (it exited or closed the pipe without a word),
  * -ETIMEDOUT. */
 int lfs_linux_wait_ready(int ready_fd, int pidfd) {
         struct pollfd p[2] = { { .fd = ready_fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
@@ -200,7 +201,7 @@ int lfs_linux_wait_ready(int ready_fd, int pidfd) {
         while (p[0].revents && (got = read(ready_fd, &byte, 1)) < 0 && errno == EINTR)
                 ;
         if (got == 1)
-                return 0;
+                return byte == LFS_DAEMON_LIMIT_REACHED ? -E2BIG : 0;
         return -ESRCH;
 }
 
@@ -237,6 +238,15 @@ int lfs_linux_start_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_start *st
 int lfs_linux_await_daemon(const lfs_sandbox_ref *sb, const lfs_daemon_handle *h, int ready_fd,
                            lfs_error **err) {
         int r = lfs_linux_wait_ready(ready_fd, h->pidfd);
+        if (r == -E2BIG) {
+                _cleanup_free_ char *root = xstrdup(sb->place);
+                return lfs_fail(
+                        err, LFS_LIMIT_REACHED, E2BIG,
+                        "sandbox %d cannot start: its cgroup root %s already has %u Sandboxes open, "
+                        "the most one root's BPF watcher serves; close one ('layerfs sandbox close'), "
+                        "or give this home another cgroup root (LAYERFS_CGROUP_ROOT)",
+                        sb->number, dirname(root), (unsigned)lfs_watcher_max_sandboxes());
+        }
         if (r < 0)
                 return lfs_fail(err, LFS_FAILED, -r, "sandbox %d's daemon did not become ready (%s)",
                                 sb->number, strerror(-r));

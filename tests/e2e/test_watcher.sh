@@ -4,7 +4,9 @@
 # a multithreaded process whose main thread exits first is reported once, when its last
 # thread ends; the events agree with the leader's pidfd status; without BPF
 # (LAYERFS_WATCHER=cgroup) the commands the daemon started are reported; an idle daemon
-# uses no CPU.
+# uses no CPU; a BPF watcher that fails to join its root's programs
+# (LAYERFS_INJECT_FAILURE=watcher-join) falls back to the cgroup watcher, or fails the
+# create with LAYERFS_WATCHER=bpf.
 source "$(dirname "$0")/lib.sh"
 
 use_private_sandboxes
@@ -228,5 +230,25 @@ assert_eq "$(($(ticks "$daemon2") - b))" 0 "CPU ticks of an idle daemon (BPF wat
 lfs sandbox close "$SB" >/dev/null
 lfs sandbox close "$SB2" >/dev/null
 [ -z "$(find "$LAYERFS_CGROUP_ROOT" -mindepth 1 -type d)" ] || fail "cgroups left"
+ok
+
+# ---- BPF that fails to join: the cgroup watcher takes over; a forced one fails ----------
+SB=$(LAYERFS_INJECT_FAILURE=watcher-join lfs sandbox create)
+log=$LAYERFS_HOME/sandboxes/p-$SB/daemon.log
+events "$SB" # answered once the watcher, loaded after the create's answer, has given up
+grep -q "the BPF watcher did not load (Operation not permitted); watching with cgroup.events and pidfds" "$log" &&
+        ! grep -q "BPF watcher loaded" "$log" || fail "no fallback to the cgroup watcher: $(cat "$log")"
+ok
+lfs workspace mount "$SB" main >/dev/null
+lfs workspace exec "$SB" main -- sh -c 'exit 5' || true
+events "$SB"
+assert_eq "$(py '[e.get("exit") for e in ev if e["event"] == "exit" and e["comm"] == "sh" and e.get("exit") is not None]')" "[5]" \
+        "exec's exit once BPF failed to join"
+lfs workspace unmount "$SB" main >/dev/null
+lfs sandbox close "$SB" >/dev/null
+LAYERFS_WATCHER=bpf LAYERFS_INJECT_FAILURE=watcher-join expect_refusal Failed "the BPF watcher did not load (Operation not permitted)" \
+        "$LAYERFS" sandbox create
+[ -z "$(find "$LAYERFS_CGROUP_ROOT" -mindepth 1 -type d)" ] || fail "cgroups left"
+assert_eq "$(records)" 0 "records left"
 ok
 echo "ok: $(basename "$0") ($CHECKS checks)"

@@ -8,19 +8,20 @@ root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$root"
 
 # Each folder and what it may include: its own folder and the layers below. "config" is
-# the build's config.h, "skel" the BPF skeleton (both made in the build directory).
+# the build's config.h, "gen" watcher_obj.gen.h, the BPF program as
+# data (both made in the build directory).
 declare -A may=(
         [include]="include"
         [userspace-lib/base]="include userspace-lib/base"
         [userspace-lib/store]="include userspace-lib/base userspace-lib/store"
         [cgroup]="include userspace-lib/base cgroup"
-        [bpf]="include userspace-lib/base cgroup bpf skel"
+        [bpf]="include userspace-lib/base cgroup bpf gen"
         [backends]="include userspace-lib/base cgroup bpf backends"
         [backends/linux]="include userspace-lib/base cgroup bpf backends backends/linux"
         [proto]="include userspace-lib/base proto config"
         [userspace-lib/client]="include userspace-lib/base userspace-lib/store cgroup backends proto userspace-lib/client config"
         [fuse]="include userspace-lib/base cgroup backends fuse"
-        [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client fuse daemon config skel"
+        [daemon]="include userspace-lib/base userspace-lib/store cgroup bpf backends proto userspace-lib/client fuse daemon config"
         [bench]="include userspace-lib/base cgroup backends fuse bench"
         [cli]="include userspace-lib/base cli config"
         [init]="include userspace-lib/base cgroup backends init"
@@ -33,7 +34,7 @@ folders="include userspace-lib/base userspace-lib/store cgroup bpf backends back
 home_of() {
         case $1 in
         config.h) echo config; return ;;
-        watcher.skel.h) echo skel; return ;;
+        watcher_obj.gen.h) echo gen; return ;;
         */*) echo "?"; return ;;
         esac
         for f in $folders; do

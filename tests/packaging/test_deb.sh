@@ -25,9 +25,11 @@ ok
 
 # The fields, and where each file went.
 field() { dpkg-deb -f "$D/${1}_${version}_$arch.deb" "$2"; }
-for lib in libc6 libsqlite3-0 liburing2 libssl3 libjansson4 libfuse3-3 libbpf1; do
+for lib in libc6 libsqlite3-0 liburing2 libssl3 libjansson4 libfuse3-3; do
         [[ "$(field layerfs Depends)" == *"$lib "* ]] || fail "layerfs does not depend on $lib: $(field layerfs Depends)"
 done
+# The daemon loads its BPF programs in plain bpf(2) (bpf/watcher_load.c): no libbpf.
+[[ "$(field layerfs Depends)" != *libbpf* ]] || fail "layerfs depends on libbpf: $(field layerfs Depends)"
 [[ "$(field liblayerfs0 Depends)" == "layerfs (= $version), "*libsqlite3-0* ]] ||
         fail "liblayerfs0's Depends: $(field liblayerfs0 Depends)"
 assert_eq "$(field liblayerfs-dev Depends)" "liblayerfs0 (= $version)" "liblayerfs-dev's Depends"

@@ -30,6 +30,17 @@ long long lfs_now_ms(void) {
         return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void lfs_boot_id_read(char *buf, size_t cap) {
+        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+        buf[0] = 0;
+        if (f) {
+                if (!fgets(buf, (int)cap, f))
+                        buf[0] = 0;
+                fclose(f);
+        }
+        buf[strcspn(buf, "\n")] = 0;
+}
+
 void *xmalloc_io(size_t n) {
         void *p = NULL;
         if (posix_memalign(&p, 4096, n ? n : 1) != 0)

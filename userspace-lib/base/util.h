@@ -78,6 +78,8 @@ void *xmalloc_io(size_t n);
 
 /* CLOCK_MONOTONIC in milliseconds: deadlines and idle times. */
 long long lfs_now_ms(void);
+/* This boot's id (/proc/sys/kernel/random/boot_id) in buf, "" when unreadable. */
+void lfs_boot_id_read(char *buf, size_t cap);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) _printf_(1, 2);

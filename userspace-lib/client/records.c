@@ -261,13 +261,7 @@ static char boot_id_text[64];
 static pthread_once_t boot_id_once = PTHREAD_ONCE_INIT;
 
 static void read_boot_id(void) {
-        FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-        if (f) {
-                if (!fgets(boot_id_text, sizeof(boot_id_text), f))
-                        boot_id_text[0] = 0;
-                fclose(f);
-        }
-        boot_id_text[strcspn(boot_id_text, "\n")] = 0;
+        lfs_boot_id_read(boot_id_text, sizeof(boot_id_text));
 }
 
 /* This boot's id, read once per process: it changes only with a new boot, and every
