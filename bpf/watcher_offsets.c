@@ -159,15 +159,25 @@ static int offsets_from_btf(struct watch_offsets *o) {
         return 0;
 }
 
+/* An offset into task_struct or signal_struct, as BTF gives them: below either's size. */
+#define OFFSET_MAX (64 * 1024)
+
+/* The cache is trusted only as root wrote it (root's, writable by no one else) and only
+ * with offsets that can be a member's: a wrong one would make the watcher read other
+ * fields (wrong pids or exit codes, exits missed), never the kernel's memory at large. */
 static int offsets_from_cache(const char *key, struct watch_offsets *o) {
         FILE *f = fopen(OFFSETS_FILE, "re");
         if (!f)
                 return -errno;
+        struct stat st;
         char line[256] = "";
         int r = -ESTALE;
-        if (fgets(line, sizeof(line), f) && !strncmp(line, key, strlen(key)) && line[strlen(key)] == '\n' &&
+        if (fstat(fileno(f), &st) == 0 && st.st_uid == 0 && !(st.st_mode & 022) && S_ISREG(st.st_mode) &&
+            fgets(line, sizeof(line), f) && !strncmp(line, key, strlen(key)) && line[strlen(key)] == '\n' &&
             fscanf(f, "%u %u %u %u %u %u", &o->task_pid, &o->task_tgid, &o->task_exit_code,
-                   &o->task_real_parent, &o->task_signal, &o->signal_live) == 6)
+                   &o->task_real_parent, &o->task_signal, &o->signal_live) == 6 &&
+            o->task_pid < OFFSET_MAX && o->task_tgid < OFFSET_MAX && o->task_exit_code < OFFSET_MAX &&
+            o->task_real_parent < OFFSET_MAX && o->task_signal < OFFSET_MAX && o->signal_live < OFFSET_MAX)
                 r = 0;
         fclose(f);
         return r;
@@ -179,9 +189,14 @@ static void offsets_to_cache(const char *key, const struct watch_offsets *o) {
         snprintf(tmp, sizeof(tmp), OFFSETS_FILE ".%d", (int)getpid());
         if (mkdir(OFFSETS_DIR, 0700) < 0 && errno != EEXIST)
                 return;
-        FILE *f = fopen(tmp, "we");
-        if (!f)
+        /* 0600 whatever the umask: offsets_from_cache trusts no file others may write. */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+        if (!f) {
+                if (fd >= 0)
+                        close(fd);
                 return;
+        }
         fprintf(f, "%s\n%u %u %u %u %u %u\n", key, o->task_pid, o->task_tgid, o->task_exit_code,
                 o->task_real_parent, o->task_signal, o->signal_live);
         if (fclose(f) != 0 || rename(tmp, OFFSETS_FILE) < 0)
@@ -192,14 +207,17 @@ int lfs_watch_offsets(struct watch_offsets *ret) {
         char key[192];
         struct watch_offsets o = { 0 };
         kernel_key(key, sizeof(key));
-        if (offsets_from_cache(key, &o) == 0) {
+        /* Without a boot id, the key cannot tell this boot's offsets from another's. */
+        bool keyed = key[0] != ' ';
+        if (keyed && offsets_from_cache(key, &o) == 0) {
                 *ret = o;
                 return 0;
         }
         int r = offsets_from_btf(&o);
         if (r < 0)
                 return r;
-        offsets_to_cache(key, &o);
+        if (keyed)
+                offsets_to_cache(key, &o);
         *ret = o;
         return 0;
 }

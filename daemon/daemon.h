@@ -113,8 +113,12 @@ typedef struct daemon_state {
          * or given up; await_watcher waits for it. */
         bool watcher_settled;
         bool watcher_loading; /* watcher_loader is to be joined */
+        bool watcher_abandoned; /* not loaded by its deadline: what loads later is closed */
+        bool watcher_loader_done; /* the loader has settled what it made, and ends */
+        long long watcher_deadline_ms; /* lfs_now_ms() by which a waiter gives up on the load */
+        long long watcher_load_wait_ms; /* the deadline's distance from the daemon's start */
         pthread_t watcher_loader;
-        pthread_cond_t watcher_cond;
+        pthread_cond_t watcher_cond; /* CLOCK_MONOTONIC */
         /* The BPF tier's last exits reported, by pid (see on_watch_event); a ring. */
         pid_t bpf_exits[256];
         unsigned n_bpf_exits;
@@ -268,16 +272,19 @@ void proc_watch_close(proc_watch *w);
  * ends of what it started), loaded beside the daemon's first answers. */
 int start_watcher(daemon_state *d);
 /* With d->lock held: returns true once the watcher is what it will stay (loaded, or given
- * up for cgroup), so that a command started after it has all its events seen by one
- * watcher; false when the Sandbox began to close first (nothing is to start then). */
+ * up for cgroup: by the loader, or by this wait at WATCHER_LOAD_WAIT_MS after the start),
+ * so that a command started after it has all its events seen by one watcher; false when
+ * the Sandbox began to close first (nothing is to start then). */
 bool await_watcher_locked(daemon_state *d);
 /* The same, taking d->lock. */
 bool await_watcher(daemon_state *d);
 /* With d->lock held, d->closing set: wakes the waiters of await_watcher. A load still
  * going on closes its watcher itself when it ends. */
 void watcher_closing_locked(daemon_state *d);
-/* Joins the loader's thread once it has ended (main, once the Sandbox has closed). */
-void join_watcher_loader(daemon_state *d);
+/* Main, once the Sandbox has closed: waits a little for a loader still running to settle
+ * (so that no ring it added stays in its root's map) and joins it. False when it is still
+ * running (stuck on its root's lock): the daemon must end with _exit, d still in use. */
+bool join_watcher_loader(daemon_state *d);
 /* Remembers leaf's cgroup id, so that events name their command's leaf. */
 void register_leaf(daemon_state *d, const char *leaf);
 /* Without d->lock held. */

@@ -149,19 +149,46 @@ static int open_bpf_watcher(daemon_state *d, lfs_watcher **ret) {
         return 0;
 }
 
+/* How long a command (or sandbox.events) waits for the default watcher's load, from the
+ * daemon's start (LAYERFS_WATCHER_LOAD_WAIT_MS, 100 to 600000, changes it); and how long
+ * the daemon's end waits for a loader still running. */
+#define WATCHER_LOAD_WAIT_MS 5000
+#define LOADER_END_WAIT_MS 1000
+
+static long long watcher_load_wait_ms(void) {
+        const char *v = getenv("LAYERFS_WATCHER_LOAD_WAIT_MS");
+        char *end = NULL;
+        long long ms = v && *v ? strtoll(v, &end, 10) : 0;
+        if (!end || *end || ms < 100 || ms > 600000) {
+                if (v && *v)
+                        log_line("LAYERFS_WATCHER_LOAD_WAIT_MS=%s is not 100 to 600000 ms: %d ms", v,
+                                 WATCHER_LOAD_WAIT_MS);
+                return WATCHER_LOAD_WAIT_MS;
+        }
+        return ms;
+}
+
+/* The loader's end, with what it made (w, or NULL). */
 static void settle_watcher(daemon_state *d, lfs_watcher *w) {
         pthread_mutex_lock(&d->lock);
-        /* A close that began meanwhile left the watcher to us: nothing more to watch. */
-        bool closing = d->closing;
-        if (w && !closing) {
+        /* A close that began meanwhile, or a wait that gave up on the load, left the watcher
+         * to us: nothing more to watch with it. */
+        bool unwanted = d->closing || d->watcher_abandoned;
+        if (w && !unwanted) {
                 d->watcher = w;
                 d->watcher_kind = "bpf";
         }
         d->watcher_settled = true;
+        pthread_mutex_unlock(&d->lock);
+        if (w && unwanted) {
+                lfs_watcher_close(w); /* out of the root's map, its ring closed */
+                log_line("the BPF watcher loaded after the Sandbox %s; left again",
+                         d->watcher_abandoned ? "had given up on it" : "began to close");
+        }
+        pthread_mutex_lock(&d->lock);
+        d->watcher_loader_done = true;
         pthread_cond_broadcast(&d->watcher_cond);
         pthread_mutex_unlock(&d->lock);
-        if (w && closing)
-                lfs_watcher_close(w); /* out of the root's map, its ring closed */
 }
 
 /* The default watcher's thread. Loading the programs of a cgroup root is most of a
@@ -189,7 +216,13 @@ int start_watcher(daemon_state *d) {
                 return -EINVAL;
         }
         d->watcher_kind = "cgroup";
-        pthread_cond_init(&d->watcher_cond, NULL);
+        pthread_condattr_t monotonic;
+        pthread_condattr_init(&monotonic);
+        pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+        pthread_cond_init(&d->watcher_cond, &monotonic);
+        pthread_condattr_destroy(&monotonic);
+        d->watcher_load_wait_ms = watcher_load_wait_ms();
+        d->watcher_deadline_ms = lfs_now_ms() + d->watcher_load_wait_ms;
         if (!want || !*want) {
                 if (pthread_create(&d->watcher_loader, NULL, load_watcher, d) == 0) {
                         d->watcher_loading = true;
@@ -218,9 +251,20 @@ int start_watcher(daemon_state *d) {
 }
 
 bool await_watcher_locked(daemon_state *d) {
+        struct timespec deadline = lfs_monotonic_deadline(d->watcher_deadline_ms - lfs_now_ms());
         while (!d->watcher_settled && !d->closing)
-                pthread_cond_wait(&d->watcher_cond, &d->lock);
-        return d->watcher_settled;
+                if (pthread_cond_timedwait(&d->watcher_cond, &d->lock, &deadline) == ETIMEDOUT &&
+                    !d->watcher_settled) {
+                        /* Its root's lock held by another daemon for that long (stopped, or a
+                         * local user's flock of the root's directory): the Sandbox goes on
+                         * with the daemon's own pidfds, and what loads later is closed. */
+                        d->watcher_abandoned = d->watcher_settled = true;
+                        log_line("the BPF watcher has not loaded in %lld ms (its cgroup root's lock held?); "
+                                 "watching with cgroup.events and pidfds",
+                                 d->watcher_load_wait_ms);
+                        pthread_cond_broadcast(&d->watcher_cond);
+                }
+        return d->watcher_settled && !d->closing;
 }
 
 bool await_watcher(daemon_state *d) {
@@ -234,15 +278,24 @@ void watcher_closing_locked(daemon_state *d) {
         pthread_cond_broadcast(&d->watcher_cond);
 }
 
-void join_watcher_loader(daemon_state *d) {
+bool join_watcher_loader(daemon_state *d) {
+        if (!d->watcher_loading)
+                return true;
+        /* A loader past its root's lock ends within milliseconds, leaving the root's map
+         * as it found it; one still waiting for the lock (held by a stopped daemon, say)
+         * has added nothing, and the exit ends it. */
+        struct timespec deadline = lfs_monotonic_deadline(LOADER_END_WAIT_MS);
         pthread_mutex_lock(&d->lock);
-        bool settled = d->watcher_settled;
+        while (!d->watcher_loader_done &&
+               pthread_cond_timedwait(&d->watcher_cond, &d->lock, &deadline) != ETIMEDOUT)
+                ;
+        bool done = d->watcher_loader_done;
         pthread_mutex_unlock(&d->lock);
-        /* A loader still waiting (for its root's lock, held by a stopped daemon, say) is
-         * not waited for: the exit ends it, and the kernel lets go of what it made. */
-        if (d->watcher_loading && settled)
-                pthread_join(d->watcher_loader, NULL);
+        if (!done)
+                return false;
+        pthread_join(d->watcher_loader, NULL);
         d->watcher_loading = false;
+        return true;
 }
 
 static json_t *event_json(const sandbox_event *e) {
@@ -313,7 +366,11 @@ json_t *call_events(daemon_state *d, int fd, bool follow) {
                 pthread_mutex_unlock(&d->lock);
                 return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         }
-        (void)await_watcher_locked(d); /* the answer names the watcher that stays */
+        /* The answer names the watcher that stays. */
+        if (!await_watcher_locked(d)) {
+                pthread_mutex_unlock(&d->lock);
+                return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
+        }
         json_t *out = events_since(d, &seq);
         if (!follow) {
                 pthread_mutex_unlock(&d->lock);

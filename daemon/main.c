@@ -112,14 +112,7 @@ static int make_private_tmp(daemon_state *d) {
 /* Waits on gone_cond until no connection, exec or reaper is left, at most END_WAIT_MS;
  * how many are still there. */
 static unsigned wait_callers_gone(daemon_state *d) {
-        struct timespec deadline;
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += END_WAIT_MS / 1000;
-        deadline.tv_nsec += (END_WAIT_MS % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-                deadline.tv_sec++;
-                deadline.tv_nsec -= 1000000000L;
-        }
+        struct timespec deadline = lfs_monotonic_deadline(END_WAIT_MS);
         pthread_mutex_lock(&d->lock);
         unsigned running = d->running_execs + d->waiters + d->clients;
         while (running && pthread_cond_timedwait(&d->gone_cond, &d->lock, &deadline) != ETIMEDOUT)
@@ -200,6 +193,9 @@ static const char help[] =
         "                     the idle close first runs project gc when the project had\n"
         "                     this many branches deleted since its last gc (default: never)\n"
         "    LAYERFS_WATCHER  how it watches its processes: bpf, proc or cgroup\n"
+        "    LAYERFS_WATCHER_LOAD_WAIT_MS\n"
+        "                     how long a command waits, from the daemon's start, for the\n"
+        "                     default watcher's load before going on without BPF (5000)\n"
         "    LAYERFS_COMMAND_UID, LAYERFS_COMMAND_GID\n"
         "                     the command identity (default 501 and 20)\n"
         "    LAYERFS_FUSE_DEBUG=1\n"
@@ -443,10 +439,10 @@ int main(int argc, char **argv) {
         log_line("sandbox %d closed", d.number);
         /* Out of the root's map in any case (the close left it beside its teardown): the
          * exit would close the ring, not take it out. */
-        join_watcher_loader(&d);
+        bool loader_joined = join_watcher_loader(&d);
         close_beside_join(&d);
         lfs_watcher_leave(d.watcher);
-        if (!running) { /* else a thread may still be reading them: the exit frees them */
+        if (!running && loader_joined) { /* else a thread may still use them: the exit frees them */
                 lfs_watcher_close(d.watcher);
                 proc_watch_close(d.proc);
                 free(d.leaves);
@@ -470,7 +466,7 @@ int main(int argc, char **argv) {
         /* A caller's thread still running (one that never sent its request, a follower
          * whose client stopped reading) uses d, which lives in this frame: the process
          * ends here, with it, instead of returning from main under it. */
-        if (running)
+        if (running || !loader_joined)
                 _exit(0);
         lfs_home_close(d.home);
         return 0;

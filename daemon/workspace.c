@@ -1332,11 +1332,7 @@ static void list_nameless(ws_fs *fs, ws_inode *in) {
 static void await_frees(ws_fs *fs) {
         if (!fs->concurrent_requests || !space_short(fs))
                 return;
-        struct timespec deadline;
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_nsec += (AWAIT_FREES_MS % 1000) * 1000000L;
-        deadline.tv_sec += AWAIT_FREES_MS / 1000 + deadline.tv_nsec / 1000000000L;
-        deadline.tv_nsec %= 1000000000L;
+        struct timespec deadline = lfs_monotonic_deadline(AWAIT_FREES_MS);
         size_t pending = frees_pending(fs);
         if (pending > 0)
                 log_line("a write-open on a short disk waits up to %d ms for the space of %zu removed "

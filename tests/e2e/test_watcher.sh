@@ -162,7 +162,7 @@ ok
 # served, and a command waits; let go, the command runs and BPF sees all of it, also the
 # grandchild that setsid away (which only BPF reports).
 fault_fifo "$WORK/loading"
-SB=$(LAYERFS_FAULT="watcher-loading@$WORK/loading" timeout 60 "$LAYERFS" sandbox create) ||
+SB=$(LAYERFS_FAULT="watcher-loading@$WORK/loading" LAYERFS_WATCHER_LOAD_WAIT_MS=600000 timeout 60 "$LAYERFS" sandbox create) ||
         fail "sandbox create waited for the watcher's load"
 daemon=$(records "SELECT pid FROM sandboxes WHERE number=$SB")
 fault_reached "$daemon" "$WORK/loading" 30 >/dev/null || fail "the daemon $daemon did not reach watcher-loading"
@@ -184,6 +184,32 @@ done
 assert_eq "$(py 'any(e.get("exit") == 5 for e in ev)')" True "the setsid grandchild's exit, seen by BPF"
 grep -q "BPF watcher loaded" "$LAYERFS_HOME/sandboxes/p-$SB/daemon.log" || fail "the watcher's load is not in the log"
 lfs sandbox close "$SB" >/dev/null
+ok
+
+# A load held past LAYERFS_WATCHER_LOAD_WAIT_MS (a root's lock held by a stopped daemon, or
+# by a local user's flock of its directory): the command goes on without BPF (the daemon
+# reports what it started), and what loads later is left again, taking no place in the
+# root's map.
+fault_fifo "$WORK/loading3"
+SB=$(LAYERFS_FAULT="watcher-loading@$WORK/loading3" LAYERFS_WATCHER_LOAD_WAIT_MS=1000 "$LAYERFS" sandbox create)
+daemon=$(records "SELECT pid FROM sandboxes WHERE number=$SB")
+log=$LAYERFS_HOME/sandboxes/p-$SB/daemon.log
+fault_reached "$daemon" "$WORK/loading3" 30 >/dev/null || fail "the daemon $daemon did not reach watcher-loading"
+lfs workspace mount "$SB" main >/dev/null
+status=0
+timeout 60 "$LAYERFS" workspace exec "$SB" main -- sh -c 'exit 3' || status=$?
+assert_eq "$status" 3 "a command after the load's deadline"
+grep -q "the BPF watcher has not loaded in 1000 ms" "$log" || fail "the deadline is not in the log: $(cat "$log")"
+events "$SB"
+assert_eq "$(py '[e.get("exit") for e in ev if e["event"] == "exit"]')" "[3]" "its exit, reported by the daemon"
+fault_release "$WORK/loading3"
+for _ in $(seq 100); do
+        grep -q "left again" "$log" && break
+        sleep 0.1
+done
+grep -q "the BPF watcher loaded after the Sandbox had given up on it; left again" "$log" ||
+        fail "a watcher loaded after the deadline was kept: $(cat "$log")"
+lfs sandbox close "$SB" --force >/dev/null
 ok
 
 # Closed while its watcher still loads (held there for ever): neither the close nor a

@@ -30,6 +30,15 @@ long long lfs_now_ms(void) {
         return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct timespec lfs_monotonic_deadline(long long ms) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        t.tv_nsec += (ms % 1000) * 1000000L;
+        t.tv_sec += ms / 1000 + t.tv_nsec / 1000000000L;
+        t.tv_nsec %= 1000000000L;
+        return t;
+}
+
 void lfs_boot_id_read(char *buf, size_t cap) {
         FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
         buf[0] = 0;
