@@ -21,6 +21,17 @@ typedef struct ws_dirent {
         uint64_t ino;
 } ws_dirent;
 
+/* What evict_child keeps of an entry whose record it freed: what load_dir reads of it
+ * from the directory's tree (fill_from_entry), so that a lookup of its name makes its
+ * record again alone, without reading the tree (restore_entry). */
+typedef struct ws_evicted {
+        lfs_id id;
+        uint64_t size : 62; /* the blob's; a blob is far below 2^62 bytes */
+        uint64_t kind : 2; /* ws_evicted_kind */
+} ws_evicted;
+
+typedef enum ws_evicted_kind { EVICTED_FILE, EVICTED_EXEC, EVICTED_LINK, EVICTED_DIR } ws_evicted_kind;
+
 typedef struct ws_xattr {
         char *name;
         char *value;
@@ -71,6 +82,7 @@ typedef struct ws_inode {
         bool named_twice; /* files: has had two names at once (ws_link), so no one parent */
         bool free_awaited; /* nameless upper file a short disk once waited for (await_frees) */
         bool nameless_listed; /* in fs->nameless */
+        ws_evicted *evicted; /* n_evicted's: n_ents of them, by index, while n_evicted */
         uint64_t parent; /* the directory of its name (of a file's latest, see named_twice) */
         ws_dirent *ents;
         size_t n_ents, cap_ents, live_ents, subdirs;
@@ -591,40 +603,50 @@ static void fill_from_entry(ws_fs *fs, ws_inode *in, const lfs_entry *e) {
         }
 }
 
-/* The records evict_child freed, made again from the directory's tree, one read for all
- * of them: the directory still has the names of its load (as_loaded; a name comes or
- * goes only after load_dir), in the tree's order, so each evicted entry is the tree's
- * entry of its row. */
-static int restore_evicted(ws_fs *fs, ws_inode *dir) {
-        lfs_tree t = { 0 };
-        if (lfs_db_get_tree(fs->store, &dir->tree, &t, NULL) < 0)
-                return -EIO;
-        int r = t.n == dir->n_ents ? 0 : -EIO;
-        for (size_t i = 0; i < t.n && r == 0; i++) {
-                const ws_dirent *d = &dir->ents[i];
-                if (!d->name || strcmp(d->name, t.entries[i].name)) {
-                        r = -EIO;
-                        break;
-                }
-                if (inode_get(fs, d->ino))
-                        continue;
-                inode_make(fs, d->ino, 0, fs->owner, fs->group);
-                ws_inode *in = inode_get(fs, d->ino);
-                fill_from_entry(fs, in, &t.entries[i]);
-                in->parent = dir->ino;
-                dir->n_evicted--;
-        }
-        lfs_tree_done(&t);
-        dir->sweep_due = true;
-        return r;
+static void evicted_free(ws_fs *fs, ws_inode *dir) {
+        if (!dir->evicted)
+                return;
+        meta_sub(fs, dir->n_ents * sizeof(ws_evicted));
+        free(dir->evicted);
+        dir->evicted = NULL;
 }
 
-/* The directory's entries with a record each: read from its tree the first time, and
- * again after unload_dir or evict_child. */
-static int load_dir(ws_fs *fs, uint64_t ino) {
+/* The record of entry i of dir, which evict_child freed, made again from what it kept:
+ * the same number (the entry's), and what load_dir would read from the tree. */
+static void restore_entry(ws_fs *fs, ws_inode *dir, size_t i) {
+        static const uint32_t tree_mode[] = {
+                [EVICTED_FILE] = LFS_MODE_FILE,
+                [EVICTED_EXEC] = LFS_MODE_EXEC,
+                [EVICTED_LINK] = LFS_MODE_LINK,
+                [EVICTED_DIR] = LFS_MODE_DIR,
+        };
+        const ws_evicted *ev = &dir->evicted[i];
+        lfs_entry e = { .mode = tree_mode[ev->kind], .size = ev->size, .id = ev->id };
+        uint64_t ino = dir->ents[i].ino;
+        inode_make(fs, ino, 0, fs->owner, fs->group);
+        ws_inode *in = inode_get(fs, ino);
+        fill_from_entry(fs, in, &e);
+        in->parent = dir->ino;
+        if (--dir->n_evicted == 0)
+                evicted_free(fs, dir);
+}
+
+/* Every record evict_child freed in dir, made again (a listing, a status, a change of
+ * a name need them all); the next FORGET in it sweeps those the kernel does not hold. */
+static void restore_evicted(ws_fs *fs, ws_inode *dir) {
+        for (size_t i = 0; i < dir->n_ents && dir->n_evicted; i++)
+                if (dir->ents[i].name && !inode_get(fs, dir->ents[i].ino))
+                        restore_entry(fs, dir, i);
+        dir->sweep_due = true;
+}
+
+/* The directory's names, read from its tree the first time and again after unload_dir,
+ * each with a record but those evict_child freed since (a lookup makes its own again:
+ * ws_lookup). */
+static int load_names(ws_fs *fs, uint64_t ino) {
         ws_inode *dir = inode_get(fs, ino);
         if (dir->loaded)
-                return dir->n_evicted ? restore_evicted(fs, dir) : 0;
+                return 0;
         dir->loaded = true;
         if (!dir->has_tree)
                 return 0;
@@ -655,6 +677,17 @@ static int load_dir(ws_fs *fs, uint64_t ino) {
         dir->first_child = first;
         dir->n_numbered = (uint32_t)t.n;
         lfs_tree_done(&t);
+        return 0;
+}
+
+/* The directory's entries with a record each (load_names, then restore_evicted). */
+static int load_dir(ws_fs *fs, uint64_t ino) {
+        int r = load_names(fs, ino);
+        if (r < 0)
+                return r;
+        ws_inode *dir = inode_get(fs, ino);
+        if (dir->n_evicted)
+                restore_evicted(fs, dir);
         return 0;
 }
 
@@ -986,18 +1019,23 @@ static inline void unlockp(pthread_mutex_t **m) {
 #define LOCK_GUARD(fs)                                                                                      \
         _cleanup_(unlockp) pthread_mutex_t *_guard = (pthread_mutex_lock(&(fs)->lock), &(fs)->lock)
 
-/* The directory inode, loaded; or a negative errno. */
-static int dir_ready(ws_fs *fs, uint64_t ino, ws_inode **ret) {
+/* The directory inode, loaded by load (load_dir or load_names); or a negative errno. */
+static int dir_loaded_by(ws_fs *fs, uint64_t ino, int (*load)(ws_fs *fs, uint64_t ino), ws_inode **ret) {
         ws_inode *dir = inode_get(fs, ino);
         if (!dir)
                 return -ENOENT;
         if (!S_ISDIR(dir->mode))
                 return -ENOTDIR;
-        int r = load_dir(fs, ino);
+        int r = load(fs, ino);
         if (r < 0)
                 return r;
         *ret = inode_get(fs, ino);
         return 0;
+}
+
+/* The directory inode, loaded with a record for each entry; or a negative errno. */
+static int dir_ready(ws_fs *fs, uint64_t ino, ws_inode **ret) {
+        return dir_loaded_by(fs, ino, load_dir, ret);
 }
 
 static int check_name(const char *name) {
@@ -1021,13 +1059,24 @@ static int child_lookup(ws_fs *fs, uint64_t parent, const char *name, uint64_t *
         return 0;
 }
 
+/* A lookup makes again only the record of its own name, if evict_child freed it: making
+ * every freed record of the directory made lookups in a large directory under memory
+ * pressure quadratic (each FORGET freed one, the next LOOKUP made them all again). */
 int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret) {
         int r;
         LOCK_GUARD(fs);
         do {
-                uint64_t ino;
-                if ((r = check_name(name)) < 0 || (r = child_lookup(fs, parent, name, &ino)) < 0)
+                ws_inode *dir;
+                uint32_t index;
+                if ((r = check_name(name)) < 0 || (r = dir_loaded_by(fs, parent, load_names, &dir)) < 0)
                         break;
+                uint64_t ino = child_get(fs, parent, name, &index);
+                if (!ino) {
+                        r = -ENOENT;
+                        break;
+                }
+                if (!inode_get(fs, ino))
+                        restore_entry(fs, dir, index);
                 entry_of(fs, ino, ret);
         } while (0);
         return r;
@@ -1412,6 +1461,7 @@ static void inode_free(ws_fs *fs, ws_inode *in) {
                         meta_sub(fs, NAME_COST(strlen(in->ents[j].name)));
                         free(in->ents[j].name);
                 }
+        evicted_free(fs, in);
         free(in->ents);
         for (size_t j = 0; j < in->n_xattrs; j++) {
                 meta_sub(fs, XATTR_COST(strlen(in->xattrs[j].name), in->xattrs[j].size));
@@ -1469,9 +1519,11 @@ static bool rebuildable(const ws_fs *fs, const ws_inode *in) {
 /* The daemon's memory follows the kernel's cache. The record of an entry the kernel let
  * go of goes when load_dir can make it again as it is (rebuildable) from its directory's
  * tree, whose names are still those of the load (as_loaded: its entry is the tree's in
- * the row of its number); its name and number stay in the directory (n_evicted), and the
- * directory's next load_dir makes it again. A directory that was listed keeps its record
- * (the numbers of its entries: unload_dir). */
+ * the row of its number); its name and number stay in the directory (n_evicted), with
+ * what its tree entry says (40 bytes in the directory's evicted, against ~460 for the
+ * record), and a lookup of its name makes it again alone (restore_entry), a listing all
+ * of them. A directory that was listed keeps its record (the numbers of its entries:
+ * unload_dir). */
 static void evict_child(ws_fs *fs, ws_inode *in) {
         /* parent may be gone: a file with two names keeps the directory of its latest,
          * which that name and then the directory may leave (named_twice). */
@@ -1480,6 +1532,18 @@ static void evict_child(ws_fs *fs, ws_inode *in) {
             in->ino < dir->first_child || in->ino - dir->first_child >= dir->n_ents ||
             dir->ents[in->ino - dir->first_child].ino != in->ino || !rebuildable(fs, in))
                 return;
+        if (!dir->evicted) {
+                dir->evicted = xcalloc(dir->n_ents, sizeof(ws_evicted));
+                meta_add(fs, dir->n_ents * sizeof(ws_evicted));
+        }
+        dir->evicted[in->ino - dir->first_child] = (ws_evicted){
+                .id = S_ISDIR(in->mode) ? in->tree : in->blob,
+                .size = S_ISDIR(in->mode) ? 0 : in->size,
+                .kind = S_ISDIR(in->mode)   ? EVICTED_DIR
+                        : S_ISLNK(in->mode) ? EVICTED_LINK
+                        : in->mode & 0100   ? EVICTED_EXEC
+                                            : EVICTED_FILE,
+        };
         dir->n_evicted++;
         inode_free(fs, in);
 }
@@ -1532,6 +1596,7 @@ static bool unload_dir(ws_fs *fs, uint64_t ino) {
                 meta_sub(fs, NAME_COST(strlen(d->name)));
                 free(d->name);
         }
+        evicted_free(fs, dir);
         free(dir->ents);
         dir->ents = NULL;
         dir->n_ents = dir->cap_ents = dir->live_ents = 0;
