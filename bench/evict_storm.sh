@@ -4,9 +4,10 @@
 # run in a memory cgroup of LIMIT (40M) and again with no limit. Under the limit the
 # kernel reclaims the command's dentries and inodes as it goes and sends FORGET for each;
 # the daemon frees their records (evict_child) and makes each again on the next LOOKUP
-# of its name. Each row gives the command's wall time, the daemon's CPU time (user +
-# system) during it, and what the daemon holds of the namespace afterwards
-# (list_workspaces: inodes, metadata_bytes).
+# of its name. Each row gives the command's wall time, the daemon's CPU time during it
+# (user: its own code; system: mostly the FUSE round trips, which a loaded machine
+# inflates), the requests it read (its read calls, /proc/PID/io), and what it holds of
+# the namespace afterwards (list_workspaces: inodes, metadata_bytes).
 # Usage: bench/evict_storm.sh [FILES...] (default 50000 100000 150000: the growth from
 # one size to the next is the shape). BENCH_MEMORY sets LIMIT, BENCH_ROUNDS the rounds;
 # BENCH_COMPARE=DIR, another build directory (an older commit's), runs each row with its
@@ -43,10 +44,12 @@ else
         MEMCG=$MEMCG_ROOT/layerfs-evict-mem-$$
         MEM_MAX=memory.limit_in_bytes NO_LIMIT=-1
 fi
+tree=""
 cleanup() {
         local rc=$?
         set +e
         trap - ERR
+        [ -z "$tree" ] || rm -rf "$tree"
         # The command ended before this runs; the cgroup is empty.
         [ -d "$MEMCG" ] && rmdir "$MEMCG"
         bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" || rc=1
@@ -57,8 +60,11 @@ mkdir "$MEMCG"
 
 lfs() { "$LAYERFS" "$@"; }
 daemon_pid() { sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number = $1"; }
-# cpu_ticks PID: its user + system time, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# cpu_ticks PID: its user and system time, in clock ticks; read_calls PID: its reads.
+cpu_ticks() { awk '{ print $14, $15 }' "/proc/$1/stat"; }
+read_calls() { awk '$1 == "syscr:" { print $2 }' "/proc/$1/io"; }
+# seconds TICKS: in seconds, two decimals.
+seconds() { awk -v t="$1" -v k="$TICK" 'BEGIN { printf "%.2f", t / k }'; }
 TICK=$(getconf CLK_TCK)
 
 # storm DIR LIMITED: the command, in MEMCG with its limit set (LIMITED=1) or lifted.
@@ -76,9 +82,9 @@ EOF
 
 BUILDS=("$BUILD")
 [ -z "${BENCH_COMPARE:-}" ] || BUILDS=("$BENCH_COMPARE" "$BUILD")
-ROW='%-8s %-8s %-10s %9s %12s %9s %16s\n'
+ROW='%-8s %-8s %-10s %9s %9s %9s %9s %9s %16s\n'
 # shellcheck disable=SC2059 # one format for every row keeps the columns aligned
-printf "$ROW" files memory build "wall (s)" "daemon CPU" inodes metadata_bytes
+printf "$ROW" files memory build "wall (s)" "user (s)" "sys (s)" requests inodes metadata_bytes
 for files in "${SIZES[@]}"; do
         # The tree in memory: ext4 here takes longer to make and remove it than the rounds.
         tree=$(mktemp -d /dev/shm/layerfs-evict.XXXXXX)
@@ -92,6 +98,7 @@ for i in range(n):
 EOF
         lfs project init "p$files" --from "$tree" >/dev/null
         rm -rf "$tree"
+        tree=""
         export LAYERFS_PROJECT=p$files
         for limited in 1 0; do for build in "${BUILDS[@]}"; do
                 LAYERFS=$build/layerfs
@@ -101,11 +108,13 @@ EOF
                 pid=$(daemon_pid "$n")
                 sync
                 echo 2 >/proc/sys/vm/drop_caches
-                before=$(cpu_ticks "$pid")
+                read -r user0 sys0 < <(cpu_ticks "$pid")
+                reads0=$(read_calls "$pid")
                 start=$(now_us)
                 storm "$ws/big" "$limited"
                 end=$(now_us)
-                after=$(cpu_ticks "$pid")
+                read -r user1 sys1 < <(cpu_ticks "$pid")
+                reads1=$(read_calls "$pid")
                 list=$(lfs --json sandbox list_workspaces "$n") || {
                         echo "bench: list_workspaces failed: $list" >&2
                         exit 1
@@ -114,7 +123,7 @@ EOF
                 # shellcheck disable=SC2059
                 printf "$ROW" "$files" "$([ "$limited" = 1 ] && echo "$LIMIT" || echo none)" "$(basename "$build")" \
                         "$(awk -v u=$((end - start)) 'BEGIN { printf "%.2f", u / 1e6 }')" \
-                        "$(awk -v t=$((after - before)) -v k="$TICK" 'BEGIN { printf "%.2f", t / k }')" "$inodes" "$bytes"
+                        "$(seconds $((user1 - user0)))" "$(seconds $((sys1 - sys0)))" $((reads1 - reads0)) "$inodes" "$bytes"
                 lfs sandbox close "$n" --force >/dev/null
         done; done
 done
