@@ -334,7 +334,7 @@ uring_pass = @if [ "$(URING_PASSES)" != yes ]; then echo "the io_uring pass of $
 	else echo "the io_uring pass of $(firstword $(1)) left out: no $(FUSE_URING_SWITCH)"; fi
 FUSE_DEV_ADVERSARIAL := test_fuse_trap.sh test_shared_mmap.sh test_hard_links.sh test_disk_full.sh \
 	test_daemon_fds.sh test_deep_tree.sh test_commit_big_directory.sh test_long_commit.sh \
-	test_setid_write.sh
+	test_setid_write.sh test_evict_storm.sh
 # NATIVE_PASSES=no leaves the native passes out: the sanitizer build runs the code that
 # differs between runtimes (and every line of the FUSE loops) in the default and FUSE
 # passes, and its native passes cost eight minutes of make check's thirty.

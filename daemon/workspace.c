@@ -21,6 +21,17 @@ typedef struct ws_dirent {
         uint64_t ino;
 } ws_dirent;
 
+/* What evict_child keeps of an entry whose record it freed: what load_dir reads of it
+ * from the directory's tree (fill_from_entry), so that a lookup of its name makes its
+ * record again alone, without reading the tree (restore_entry). */
+typedef struct ws_evicted {
+        lfs_id id;
+        uint64_t size : 62; /* the blob's; a blob is far below 2^62 bytes */
+        uint64_t kind : 2; /* ws_evicted_kind */
+} ws_evicted;
+
+typedef enum ws_evicted_kind { EVICTED_FILE, EVICTED_EXEC, EVICTED_LINK, EVICTED_DIR } ws_evicted_kind;
+
 typedef struct ws_xattr {
         char *name;
         char *value;
@@ -71,6 +82,7 @@ typedef struct ws_inode {
         bool named_twice; /* files: has had two names at once (ws_link), so no one parent */
         bool free_awaited; /* nameless upper file a short disk once waited for (await_frees) */
         bool nameless_listed; /* in fs->nameless */
+        ws_evicted *evicted; /* n_evicted's: n_ents of them, by index, while n_evicted */
         uint64_t parent; /* the directory of its name (of a file's latest, see named_twice) */
         ws_dirent *ents;
         size_t n_ents, cap_ents, live_ents, subdirs;
@@ -112,6 +124,18 @@ typedef struct ws_ino_slot {
         ws_inode *in;
 } ws_ino_slot;
 
+/* What a directory that was listed keeps once its record is freed (evict_child,
+ * unload_dir): the numbers of its entries and its count of subdirectories, so that it is
+ * loaded again with the same numbers and a stat of it reads no tree (24 bytes in the
+ * listed table, against ~460 for the record). Its record is made again from its entry in
+ * its directory's tree, and takes this back (listed_take). */
+typedef struct ws_listed {
+        uint64_t ino; /* 0: empty */
+        uint64_t first_child;
+        uint32_t n_numbered;
+        uint32_t subdirs;
+} ws_listed;
+
 /* (parent, name) -> index in the parent's ents; open addressing with tombstones. */
 typedef struct ws_slot {
         uint64_t parent;
@@ -144,6 +168,8 @@ struct ws_fs {
         struct timespec base_time;
         ws_ino_slot *itab;
         size_t cap_itab, n_live; /* n_live: records in itab */
+        ws_listed *listed; /* by number, the directories listed whose records were freed */
+        size_t cap_listed, n_listed;
         /* The inodes copied up (or made) since the mount, some since freed: what a commit
          * stores, found without a look at every record of a large namespace. */
         uint64_t *uppers;
@@ -211,6 +237,7 @@ static void mark_stale(ws_fs *fs, uint64_t parent, const char *name, uint64_t ch
  * hands out, so that the budget bounds the daemon's memory. */
 #define INODE_COST (sizeof(ws_inode) + 2 * sizeof(ws_ino_slot) + 16)
 #define NAME_COST(len) (sizeof(ws_dirent) + 2 * sizeof(ws_slot) + (len) + 1 + 16)
+#define LISTED_COST (2 * sizeof(ws_listed))
 #define XATTR_COST(name_len, size) (sizeof(ws_xattr) + (name_len) + 1 + (size) + 32)
 /* Past this many bytes freed, the allocator gives free pages back to the system. */
 #define TRIM_EVERY (4u << 20)
@@ -233,66 +260,126 @@ static int meta_room(ws_fs *fs, uint64_t bytes) {
         return fs->meta_used + bytes > fs->meta_max ? -ENOSPC : 0;
 }
 
-/* ---- the inode table and the name index ---- */
-
-static size_t ino_slot_of(const ws_fs *fs, uint64_t ino) {
-        return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 17) & (fs->cap_itab - 1);
+/* ---- tables by inode number ----
+ * Open addressing with linear probing, each slot beginning with its number (0: empty),
+ * deletion by backward shift (no tombstones: churn cannot fill a table), rehashed at a
+ * quarter full: grown at half full, shrunk at an eighth, so that what is made and freed
+ * gives the table's memory back too. The inode table (ws_ino_slot) and the listed table
+ * (ws_listed) are such tables. */
+static size_t ino_home(uint64_t ino, size_t cap) {
+        return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
 }
+
+static uint64_t slot_ino(const void *slots, size_t size, size_t i) {
+        uint64_t ino;
+        memcpy(&ino, (const char *)slots + i * size, sizeof(ino));
+        return ino;
+}
+
+/* The slot holding ino, or the empty one where it would go. */
+static size_t ino_probe(const void *slots, size_t size, size_t cap, uint64_t ino) {
+        size_t i = ino_home(ino, cap);
+        for (uint64_t k; (k = slot_ino(slots, size, i)) != ino && k != 0;)
+                i = (i + 1) & (cap - 1);
+        return i;
+}
+
+/* Empties slot i, moving back the entries of its probe run that would otherwise be cut
+ * off from their home slot. */
+static void ino_unslot(void *slots, size_t size, size_t cap, size_t i) {
+        size_t mask = cap - 1;
+        char *base = slots;
+        for (size_t j = (i + 1) & mask; slot_ino(slots, size, j); j = (j + 1) & mask) {
+                size_t home = ino_home(slot_ino(slots, size, j), cap);
+                /* j's entry may move to i unless its home lies cyclically in (i, j]. */
+                if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+                        memcpy(base + i * size, base + j * size, size);
+                        i = j;
+                }
+        }
+        memset(base + i * size, 0, size);
+}
+
+/* The n slots of old (old_cap of them, NULL for none) in a new table of at least
+ * min_cap for n (a quarter full); old is freed. */
+static void *ino_rehash(void *old, size_t old_cap, size_t size, size_t n, size_t min_cap, size_t *ret_cap) {
+        size_t cap = min_cap;
+        while (cap < 4 * (n + 1))
+                cap *= 2;
+        char *slots = xcalloc(cap, size);
+        for (size_t i = 0; i < old_cap; i++) {
+                uint64_t ino = slot_ino(old, size, i);
+                if (ino)
+                        memcpy(slots + ino_probe(slots, size, cap, ino) * size, (char *)old + i * size,
+                               size);
+        }
+        free(old);
+        *ret_cap = cap;
+        return slots;
+}
+
+/* ---- the inode table and the name index ---- */
 
 static ws_inode *inode_get(ws_fs *fs, uint64_t ino) {
         if (ino == 0 || !fs->cap_itab)
                 return NULL;
-        for (size_t i = ino_slot_of(fs, ino);; i = (i + 1) & (fs->cap_itab - 1)) {
-                if (fs->itab[i].ino == ino)
-                        return fs->itab[i].in;
-                if (fs->itab[i].ino == 0)
-                        return NULL;
-        }
+        const ws_ino_slot *sl = &fs->itab[ino_probe(fs->itab, sizeof(ws_ino_slot), fs->cap_itab, ino)];
+        return sl->ino ? sl->in : NULL;
 }
 
-static void itab_put(ws_fs *fs, ws_inode *in) {
-        size_t i = ino_slot_of(fs, in->ino);
-        while (fs->itab[i].ino)
-                i = (i + 1) & (fs->cap_itab - 1);
-        fs->itab[i] = (ws_ino_slot){ .ino = in->ino, .in = in };
-}
-
-/* Rehashes at a size for the live records (a quarter full): grown at half full, shrunk
- * at an eighth, so that records made and freed give the table's memory back too. */
 static void itab_resize(ws_fs *fs) {
-        ws_ino_slot *old = fs->itab;
-        size_t old_cap = fs->cap_itab;
-        fs->cap_itab = 1024;
-        while (fs->cap_itab < 4 * (fs->n_live + 1))
-                fs->cap_itab *= 2;
-        fs->itab = xcalloc(fs->cap_itab, sizeof(ws_ino_slot));
-        for (size_t i = 0; i < old_cap; i++)
-                if (old[i].ino)
-                        itab_put(fs, old[i].in);
-        free(old);
+        fs->itab = ino_rehash(fs->itab, fs->cap_itab, sizeof(ws_ino_slot), fs->n_live, 1024, &fs->cap_itab);
 }
 
-/* Removes ino's slot, moving back the entries of its probe run that would otherwise be
- * cut off from their home slot (no tombstones: churn cannot fill the table). */
 static void itab_remove(ws_fs *fs, uint64_t ino) {
-        size_t mask = fs->cap_itab - 1, i = ino_slot_of(fs, ino);
-        while (fs->itab[i].ino != ino) {
-                if (!fs->itab[i].ino)
-                        return;
-                i = (i + 1) & mask;
-        }
-        for (size_t j = (i + 1) & mask; fs->itab[j].ino; j = (j + 1) & mask) {
-                size_t home = ino_slot_of(fs, fs->itab[j].ino);
-                /* j's entry may move to i unless its home lies cyclically in (i, j]. */
-                if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-                        fs->itab[i] = fs->itab[j];
-                        i = j;
-                }
-        }
-        fs->itab[i] = (ws_ino_slot){ 0 };
+        size_t i = ino_probe(fs->itab, sizeof(ws_ino_slot), fs->cap_itab, ino);
+        if (!fs->itab[i].ino)
+                return;
+        ino_unslot(fs->itab, sizeof(ws_ino_slot), fs->cap_itab, i);
         fs->n_live--;
         if (fs->cap_itab > 1024 && fs->n_live * 8 < fs->cap_itab)
                 itab_resize(fs);
+}
+
+/* ---- directories listed, their records freed (ws_listed) ---- */
+
+static void listed_resize(ws_fs *fs) {
+        fs->listed =
+                ino_rehash(fs->listed, fs->cap_listed, sizeof(ws_listed), fs->n_listed, 64, &fs->cap_listed);
+}
+
+/* Keeps what dir's record says of its entries' numbers, before the record is freed. */
+static void listed_keep(ws_fs *fs, const ws_inode *dir) {
+        if ((fs->n_listed + 1) * 2 > fs->cap_listed)
+                listed_resize(fs);
+        fs->listed[ino_probe(fs->listed, sizeof(ws_listed), fs->cap_listed, dir->ino)] = (ws_listed){
+                .ino = dir->ino,
+                .first_child = dir->first_child,
+                .n_numbered = dir->n_numbered,
+                .subdirs = (uint32_t)dir->subdirs,
+        };
+        fs->n_listed++;
+        meta_add(fs, LISTED_COST);
+}
+
+/* A directory's record made again from its tree entry: the numbers listed_keep kept of
+ * it, if it was listed. */
+static void listed_take(ws_fs *fs, ws_inode *dir) {
+        if (!fs->cap_listed)
+                return;
+        size_t i = ino_probe(fs->listed, sizeof(ws_listed), fs->cap_listed, dir->ino);
+        const ws_listed *l = &fs->listed[i];
+        if (!l->ino)
+                return;
+        dir->numbered = true;
+        dir->first_child = l->first_child;
+        dir->n_numbered = l->n_numbered;
+        dir->subdirs = l->subdirs;
+        ino_unslot(fs->listed, sizeof(ws_listed), fs->cap_listed, i);
+        fs->n_listed--;
+        meta_sub(fs, LISTED_COST);
+        if (fs->cap_listed > 64 && fs->n_listed * 8 < fs->cap_listed)
+                listed_resize(fs);
 }
 
 /* A record under number ino (one given before: load_dir, or new: inode_new). */
@@ -306,7 +393,8 @@ static void inode_make(ws_fs *fs, uint64_t ino, uint32_t mode, uid_t uid, gid_t 
                 .ino = ino, .mode = mode, .uid = uid, .gid = gid, .nlink = 1, .upper_fd = -1, .lower_fd = -1
         };
         in->atime = in->mtime = in->ctime = now;
-        itab_put(fs, in);
+        fs->itab[ino_probe(fs->itab, sizeof(ws_ino_slot), fs->cap_itab, ino)] =
+                (ws_ino_slot){ .ino = ino, .in = in };
         fs->n_live++;
         meta_add(fs, INODE_COST);
 }
@@ -503,7 +591,7 @@ static bool sticky_file(const ws_inode *in) {
 }
 
 /* A name in parent, loaded from its tree (load_dir) or new (child_add). */
-static void child_insert(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino) {
+static void name_insert(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino) {
         ws_inode *dir = inode_get(fs, parent);
         GROW(dir->ents, dir->cap_ents, dir->n_ents + 1);
         dir->ents[dir->n_ents] = (ws_dirent){ .name = xstrdup(name), .ino = ino };
@@ -511,6 +599,11 @@ static void child_insert(ws_fs *fs, uint64_t parent, const char *name, uint64_t 
         index_put(fs, parent, name, (uint32_t)dir->n_ents);
         dir->n_ents++;
         dir->live_ents++;
+}
+
+static void child_insert(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino) {
+        name_insert(fs, parent, name, ino);
+        ws_inode *dir = inode_get(fs, parent);
         ws_inode *in = inode_get(fs, ino);
         in->parent = parent;
         if (S_ISDIR(in->mode))
@@ -593,40 +686,63 @@ static void fill_from_entry(ws_fs *fs, ws_inode *in, const lfs_entry *e) {
         }
 }
 
-/* The records evict_child freed, made again from the directory's tree, one read for all
- * of them: the directory still has the names of its load (as_loaded; a name comes or
- * goes only after load_dir), in the tree's order, so each evicted entry is the tree's
- * entry of its row. */
-static int restore_evicted(ws_fs *fs, ws_inode *dir) {
-        lfs_tree t = { 0 };
-        if (lfs_db_get_tree(fs->store, &dir->tree, &t, NULL) < 0)
-                return -EIO;
-        int r = t.n == dir->n_ents ? 0 : -EIO;
-        for (size_t i = 0; i < t.n && r == 0; i++) {
-                const ws_dirent *d = &dir->ents[i];
-                if (!d->name || strcmp(d->name, t.entries[i].name)) {
-                        r = -EIO;
-                        break;
-                }
-                if (inode_get(fs, d->ino))
-                        continue;
-                inode_make(fs, d->ino, 0, fs->owner, fs->group);
-                ws_inode *in = inode_get(fs, d->ino);
-                fill_from_entry(fs, in, &t.entries[i]);
-                in->parent = dir->ino;
-                dir->n_evicted--;
-        }
-        lfs_tree_done(&t);
-        dir->sweep_due = true;
-        return r;
+static ws_evicted evicted_of(const lfs_entry *e) {
+        return (ws_evicted){
+                .id = e->id,
+                .size = lfs_mode_is_dir(e->mode) ? 0 : e->size,
+                .kind = e->mode == LFS_MODE_DIR    ? EVICTED_DIR
+                        : e->mode == LFS_MODE_LINK ? EVICTED_LINK
+                        : e->mode == LFS_MODE_EXEC ? EVICTED_EXEC
+                                                   : EVICTED_FILE,
+        };
 }
 
-/* The directory's entries with a record each: read from its tree the first time, and
- * again after unload_dir or evict_child. */
-static int load_dir(ws_fs *fs, uint64_t ino) {
+static void evicted_free(ws_fs *fs, ws_inode *dir) {
+        if (!dir->evicted)
+                return;
+        meta_sub(fs, dir->n_ents * sizeof(ws_evicted));
+        free(dir->evicted);
+        dir->evicted = NULL;
+}
+
+/* The record of entry i of dir, which evict_child freed, made again from what it kept:
+ * the same number (the entry's), and what load_dir would read from the tree. */
+static void restore_entry(ws_fs *fs, ws_inode *dir, size_t i) {
+        static const uint32_t tree_mode[] = {
+                [EVICTED_FILE] = LFS_MODE_FILE,
+                [EVICTED_EXEC] = LFS_MODE_EXEC,
+                [EVICTED_LINK] = LFS_MODE_LINK,
+                [EVICTED_DIR] = LFS_MODE_DIR,
+        };
+        const ws_evicted *ev = &dir->evicted[i];
+        lfs_entry e = { .mode = tree_mode[ev->kind], .size = ev->size, .id = ev->id };
+        uint64_t ino = dir->ents[i].ino;
+        inode_make(fs, ino, 0, fs->owner, fs->group);
+        ws_inode *in = inode_get(fs, ino);
+        fill_from_entry(fs, in, &e);
+        in->parent = dir->ino;
+        if (ev->kind == EVICTED_DIR)
+                listed_take(fs, in);
+        if (--dir->n_evicted == 0)
+                evicted_free(fs, dir);
+}
+
+/* Every record evict_child freed in dir, made again (a listing, a status, a change of
+ * a name need them all); the next FORGET in it sweeps those the kernel does not hold. */
+static void restore_evicted(ws_fs *fs, ws_inode *dir) {
+        for (size_t i = 0; i < dir->n_ents && dir->n_evicted; i++)
+                if (dir->ents[i].name && !inode_get(fs, dir->ents[i].ino))
+                        restore_entry(fs, dir, i);
+        dir->sweep_due = true;
+}
+
+/* The directory's names, read from its tree the first time and again after unload_dir,
+ * each with a record but those evict_child freed since (a lookup makes its own again:
+ * ws_lookup). */
+static int load_names(ws_fs *fs, uint64_t ino) {
         ws_inode *dir = inode_get(fs, ino);
         if (dir->loaded)
-                return dir->n_evicted ? restore_evicted(fs, dir) : 0;
+                return 0;
         dir->loaded = true;
         if (!dir->has_tree)
                 return 0;
@@ -637,26 +753,49 @@ static int load_dir(ws_fs *fs, uint64_t ino) {
                 return -EIO;
         }
         /* Loaded again after unload_dir: its names are those it had (their records went
-         * only while none came or went), so each gets the number it had, and the records
-         * unload_dir kept (directories with numbers of their own) are taken as they are.
-         * A tree sorts its names: the same names come in the same order. */
+         * only while none came or went), so each gets the number it had, and a record
+         * still there is taken as it is. A tree sorts its names: the same names come in
+         * the same order. Each entry without a record is as evict_child leaves one (40
+         * bytes, against ~460 for a record): a lookup of its name makes its record, a
+         * listing all of them (load_dir). */
         bool again = dir->numbered && dir->n_numbered == t.n;
         uint64_t first = again ? dir->first_child : fs->last_ino + 1;
         if (!again)
                 fs->last_ino += t.n;
         dir->subdirs = 0; /* kept while unloaded; counted again below */
+        if (t.n) {
+                dir->evicted = xcalloc(t.n, sizeof(ws_evicted));
+                meta_add(fs, t.n * sizeof(ws_evicted));
+        }
         for (size_t i = 0; i < t.n; i++) {
                 uint64_t child = first + i;
-                if (!again || !inode_get(fs, child)) {
-                        inode_make(fs, child, 0, fs->owner, fs->group);
-                        fill_from_entry(fs, inode_get(fs, child), &t.entries[i]);
+                ws_inode *in = again ? inode_get(fs, child) : NULL;
+                if (in) {
+                        child_insert(fs, ino, t.entries[i].name, child);
+                        continue;
                 }
-                child_insert(fs, ino, t.entries[i].name, child);
+                name_insert(fs, ino, t.entries[i].name, child);
+                dir->evicted[i] = evicted_of(&t.entries[i]);
+                dir->n_evicted++;
+                dir->subdirs += lfs_mode_is_dir(t.entries[i].mode);
         }
+        if (!dir->n_evicted)
+                evicted_free(fs, dir);
         dir->numbered = dir->as_loaded = dir->sweep_due = true;
         dir->first_child = first;
         dir->n_numbered = (uint32_t)t.n;
         lfs_tree_done(&t);
+        return 0;
+}
+
+/* The directory's entries with a record each (load_names, then restore_evicted). */
+static int load_dir(ws_fs *fs, uint64_t ino) {
+        int r = load_names(fs, ino);
+        if (r < 0)
+                return r;
+        ws_inode *dir = inode_get(fs, ino);
+        if (dir->n_evicted)
+                restore_evicted(fs, dir);
         return 0;
 }
 
@@ -808,10 +947,10 @@ static blkcnt_t lower_blocks(ws_fs *fs, ws_inode *in) {
 static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         ws_inode *in = inode_get(fs, ino);
         passthrough_refresh(fs, in);
-        /* A directory's link count needs its subdirectories: load it (one tree read) unless
-         * it was loaded once (unload_dir keeps the count). */
+        /* A directory's link count needs its subdirectories: load its names (one tree read,
+         * no record of an entry) unless it was loaded once (unload_dir keeps the count). */
         if (S_ISDIR(in->mode) && !in->numbered)
-                (void)load_dir(fs, ino);
+                (void)load_names(fs, ino);
         in = inode_get(fs, ino);
         *st = (struct stat){ 0 };
         st->st_ino = ino;
@@ -966,6 +1105,7 @@ void ws_close(ws_fs *fs) {
         lfs_pin_free(fs->pin);
         lfs_store_close(fs->work_store);
         free(fs->itab);
+        free(fs->listed);
         free(fs->uppers);
         free(fs->nameless);
         free(fs->slots);
@@ -990,18 +1130,23 @@ static inline void unlockp(pthread_mutex_t **m) {
 #define LOCK_GUARD(fs)                                                                                      \
         _cleanup_(unlockp) pthread_mutex_t *_guard = (pthread_mutex_lock(&(fs)->lock), &(fs)->lock)
 
-/* The directory inode, loaded; or a negative errno. */
-static int dir_ready(ws_fs *fs, uint64_t ino, ws_inode **ret) {
+/* The directory inode, loaded by load (load_dir or load_names); or a negative errno. */
+static int dir_loaded_by(ws_fs *fs, uint64_t ino, int (*load)(ws_fs *fs, uint64_t ino), ws_inode **ret) {
         ws_inode *dir = inode_get(fs, ino);
         if (!dir)
                 return -ENOENT;
         if (!S_ISDIR(dir->mode))
                 return -ENOTDIR;
-        int r = load_dir(fs, ino);
+        int r = load(fs, ino);
         if (r < 0)
                 return r;
         *ret = inode_get(fs, ino);
         return 0;
+}
+
+/* The directory inode, loaded with a record for each entry; or a negative errno. */
+static int dir_ready(ws_fs *fs, uint64_t ino, ws_inode **ret) {
+        return dir_loaded_by(fs, ino, load_dir, ret);
 }
 
 static int check_name(const char *name) {
@@ -1025,13 +1170,24 @@ static int child_lookup(ws_fs *fs, uint64_t parent, const char *name, uint64_t *
         return 0;
 }
 
+/* A lookup makes again only the record of its own name, if evict_child freed it: making
+ * every freed record of the directory made lookups in a large directory under memory
+ * pressure quadratic (each FORGET freed one, the next LOOKUP made them all again). */
 int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret) {
         int r;
         LOCK_GUARD(fs);
         do {
-                uint64_t ino;
-                if ((r = check_name(name)) < 0 || (r = child_lookup(fs, parent, name, &ino)) < 0)
+                ws_inode *dir;
+                uint32_t index;
+                if ((r = check_name(name)) < 0 || (r = dir_loaded_by(fs, parent, load_names, &dir)) < 0)
                         break;
+                uint64_t ino = child_get(fs, parent, name, &index);
+                if (!ino) {
+                        r = -ENOENT;
+                        break;
+                }
+                if (!inode_get(fs, ino))
+                        restore_entry(fs, dir, index);
                 entry_of(fs, ino, ret);
         } while (0);
         return r;
@@ -1426,6 +1582,7 @@ static void inode_free(ws_fs *fs, ws_inode *in) {
                         meta_sub(fs, NAME_COST(strlen(in->ents[j].name)));
                         free(in->ents[j].name);
                 }
+        evicted_free(fs, in);
         free(in->ents);
         for (size_t j = 0; j < in->n_xattrs; j++) {
                 meta_sub(fs, XATTR_COST(strlen(in->xattrs[j].name), in->xattrs[j].size));
@@ -1483,18 +1640,35 @@ static bool rebuildable(const ws_fs *fs, const ws_inode *in) {
 /* The daemon's memory follows the kernel's cache. The record of an entry the kernel let
  * go of goes when load_dir can make it again as it is (rebuildable) from its directory's
  * tree, whose names are still those of the load (as_loaded: its entry is the tree's in
- * the row of its number); its name and number stay in the directory (n_evicted), and the
- * directory's next load_dir makes it again. A directory that was listed keeps its record
- * (the numbers of its entries: unload_dir). */
+ * the row of its number); its name and number stay in the directory (n_evicted), with
+ * what its tree entry says (40 bytes in the directory's evicted, against ~460 for the
+ * record), and a lookup of its name makes it again alone (restore_entry), a listing all
+ * of them. A directory that was listed keeps its record (the numbers of its entries:
+ * unload_dir). */
 static void evict_child(ws_fs *fs, ws_inode *in) {
         /* parent may be gone: a file with two names keeps the directory of its latest,
          * which that name and then the directory may leave (named_twice). */
         ws_inode *dir = inode_get(fs, in->parent);
-        if (!dir || in->parent == in->ino || in->numbered || !dir->loaded || !dir->as_loaded ||
-            in->ino < dir->first_child || in->ino - dir->first_child >= dir->n_ents ||
+        if (!dir || in->parent == in->ino || !dir->loaded || !dir->as_loaded || in->ino < dir->first_child ||
+            in->ino - dir->first_child >= dir->n_ents ||
             dir->ents[in->ino - dir->first_child].ino != in->ino || !rebuildable(fs, in))
                 return;
+        if (!dir->evicted) {
+                dir->evicted = xcalloc(dir->n_ents, sizeof(ws_evicted));
+                meta_add(fs, dir->n_ents * sizeof(ws_evicted));
+        }
+        lfs_entry e = {
+                .mode = S_ISDIR(in->mode)   ? LFS_MODE_DIR
+                        : S_ISLNK(in->mode) ? LFS_MODE_LINK
+                        : in->mode & 0100   ? LFS_MODE_EXEC
+                                            : LFS_MODE_FILE,
+                .size = in->size,
+                .id = S_ISDIR(in->mode) ? in->tree : in->blob,
+        };
+        dir->evicted[in->ino - dir->first_child] = evicted_of(&e);
         dir->n_evicted++;
+        if (in->numbered)
+                listed_keep(fs, in);
         inode_free(fs, in);
 }
 
@@ -1541,11 +1715,14 @@ static bool unload_dir(ws_fs *fs, uint64_t ino) {
                 if (found)
                         index_remove(fs, slot);
                 ws_inode *child = inode_get(fs, d->ino);
-                if (child && !child->numbered)
+                if (child && child->numbered)
+                        listed_keep(fs, child);
+                if (child)
                         inode_free(fs, child);
                 meta_sub(fs, NAME_COST(strlen(d->name)));
                 free(d->name);
         }
+        evicted_free(fs, dir);
         free(dir->ents);
         dir->ents = NULL;
         dir->n_ents = dir->cap_ents = dir->live_ents = 0;
