@@ -89,9 +89,14 @@ evict() {
         echo 2 >/proc/sys/vm/drop_caches
         stat "$ws/d00001" >/dev/null
 }
-numbers "$ws" >"$SHM/numbers"
-listed=$(usage inodes)
-listed_bytes=$(usage metadata_bytes)
+# Another test's drop_caches (the whole host's) between the find and the count lets the
+# kernel forget what the find looked up: the find again, a few times at most.
+for _ in 1 2 3 4 5; do
+        numbers "$ws" >"$SHM/numbers"
+        listed=$(usage inodes)
+        listed_bytes=$(usage metadata_bytes)
+        [ "$listed" -le "$FILES" ] || break
+done
 [ "$listed" -gt "$FILES" ] || fail "the daemon holds $listed inode records after a find over $FILES files"
 evict
 left=$(usage inodes)
