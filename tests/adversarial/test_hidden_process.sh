@@ -28,7 +28,13 @@ done
 assert_eq "$listed" yes "process list shows the process whose argv[0] is \\xff"
 ok
 
-watcher=$(lfs sandbox log "$n" | grep -o 'watcher [a-z]*)' | tr -d ')' | awk '{print $2}')
+# Which watcher the daemon has (its log: the default loads after the create answered).
+log=$(lfs sandbox log "$n")
+case $log in
+*"BPF watcher loaded"*) watcher=bpf ;;
+*"watcher proc)"*) watcher=proc ;;
+*) watcher=cgroup ;;
+esac
 if [ "$watcher" = bpf ] || [ "$watcher" = proc ]; then
         lfs workspace exec "$n" main -- python3 -c 'import ctypes; ctypes.CDLL(None).prctl(15, b"\xff\xfe", 0, 0, 0)'
         named=""
