@@ -106,6 +106,14 @@ static int make_private_tmp(daemon_state *d) {
         return 0;
 }
 
+/* A start that fails once the home is open: what it holds goes, then the exit (1). */
+static int start_failed(daemon_state *d) {
+        free(d->token);
+        free(d->tmp);
+        lfs_home_close(d->home);
+        return 1;
+}
+
 /* How long the daemon's end waits for its callers to have their answers. */
 #define END_WAIT_MS 2000
 
@@ -377,7 +385,7 @@ int main(int argc, char **argv) {
         d.token = read_token(d.dir);
         if (!d.token) {
                 fprintf(stderr, "no token in %s/token\n", d.dir);
-                return 1;
+                return start_failed(&d);
         }
         /* The runtime's create made the budget's tmpfs before this daemon started
          * (lfs_linux_make_disk): nothing of the Sandbox ever writes outside it. */
@@ -389,7 +397,7 @@ int main(int argc, char **argv) {
         int r = make_private_tmp(&d);
         if (r < 0) {
                 fprintf(stderr, "cannot make %s: %s\n", d.tmp, strerror(-r));
-                return 1;
+                return start_failed(&d);
         }
         _cleanup_free_ char *mnt = xasprintf("%s/mnt", d.dir), *upper = xasprintf("%s/upper", d.dir);
         mkdir(mnt, 0711); /* passed through to the Workspaces, listed by no one else */
@@ -406,7 +414,7 @@ int main(int argc, char **argv) {
         int lfd = control_listen(sock);
         if (lfd < 0 || d.wake_fd < 0 || d.started_efd < 0) {
                 fprintf(stderr, "cannot listen on %s: %s\n", sock, strerror(lfd < 0 ? -lfd : errno));
-                return 1;
+                return start_failed(&d);
         }
         pthread_cond_init(&d.ws_released, NULL);
         pthread_condattr_t monotonic;
@@ -419,7 +427,7 @@ int main(int argc, char **argv) {
                 /* A full cgroup root: the library's create says LimitReached. */
                 if (r == -E2BIG && ready_out >= 0)
                         (void)!write(ready_out, &(char){ LFS_DAEMON_LIMIT_REACHED }, 1);
-                return 1;
+                return start_failed(&d);
         }
         d.ws_memory = workspace_memory_from_env();
         limit_daemon_memory(&d);
