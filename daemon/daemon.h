@@ -116,7 +116,7 @@ typedef struct daemon_state {
         bool watcher_abandoned; /* not loaded by its deadline: what loads later is closed */
         bool watcher_loader_done; /* the loader has settled what it made, and ends */
         long long watcher_deadline_ms; /* lfs_now_ms() by which a waiter gives up on the load */
-        long long watcher_load_wait_ms; /* the deadline's distance from the daemon's start */
+        uint64_t watcher_load_wait_ms; /* the deadline's distance from the daemon's start */
         pthread_t watcher_loader;
         pthread_cond_t watcher_cond; /* CLOCK_MONOTONIC */
         /* The BPF tier's last exits reported, by pid (see on_watch_event); a ring. */

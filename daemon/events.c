@@ -149,24 +149,9 @@ static int open_bpf_watcher(daemon_state *d, lfs_watcher **ret) {
         return 0;
 }
 
-/* How long a command (or sandbox.events) waits for the default watcher's load, from the
- * daemon's start (LAYERFS_WATCHER_LOAD_WAIT_MS, 100 to 600000, changes it); and how long
- * the daemon's end waits for a loader still running. */
-#define WATCHER_LOAD_WAIT_MS 5000
+/* How long the daemon's end waits for a loader still running (a command's wait for the
+ * load: LAYERFS_WATCHER_LOAD_WAIT_MS, d->watcher_load_wait_ms). */
 #define LOADER_END_WAIT_MS 1000
-
-static long long watcher_load_wait_ms(void) {
-        const char *v = getenv("LAYERFS_WATCHER_LOAD_WAIT_MS");
-        char *end = NULL;
-        long long ms = v && *v ? strtoll(v, &end, 10) : 0;
-        if (!end || *end || ms < 100 || ms > 600000) {
-                if (v && *v)
-                        log_line("LAYERFS_WATCHER_LOAD_WAIT_MS=%s is not 100 to 600000 ms: %d ms", v,
-                                 WATCHER_LOAD_WAIT_MS);
-                return WATCHER_LOAD_WAIT_MS;
-        }
-        return ms;
-}
 
 /* The loader's end, with what it made (w, or NULL). */
 static void settle_watcher(daemon_state *d, lfs_watcher *w) {
@@ -221,8 +206,7 @@ int start_watcher(daemon_state *d) {
         pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
         pthread_cond_init(&d->watcher_cond, &monotonic);
         pthread_condattr_destroy(&monotonic);
-        d->watcher_load_wait_ms = watcher_load_wait_ms();
-        d->watcher_deadline_ms = lfs_now_ms() + d->watcher_load_wait_ms;
+        d->watcher_deadline_ms = lfs_now_ms() + (long long)d->watcher_load_wait_ms;
         if (!want || !*want) {
                 if (pthread_create(&d->watcher_loader, NULL, load_watcher, d) == 0) {
                         d->watcher_loading = true;
@@ -259,9 +243,9 @@ bool await_watcher_locked(daemon_state *d) {
                          * local user's flock of the root's directory): the Sandbox goes on
                          * with the daemon's own pidfds, and what loads later is closed. */
                         d->watcher_abandoned = d->watcher_settled = true;
-                        log_line("the BPF watcher has not loaded in %lld ms (its cgroup root's lock held?); "
+                        log_line("the BPF watcher has not loaded in %llu ms (its cgroup root's lock held?); "
                                  "watching with cgroup.events and pidfds",
-                                 d->watcher_load_wait_ms);
+                                 (unsigned long long)d->watcher_load_wait_ms);
                         pthread_cond_broadcast(&d->watcher_cond);
                 }
         return d->watcher_settled && !d->closing;

@@ -314,7 +314,8 @@ int main(int argc, char **argv) {
             (id_base && lfs_parse_whole("--id-base", id_base, 0, UINT32_MAX - 65535, &base, &err) < 0) ||
             (disk && lfs_parse_whole("--disk", disk, LFS_MIN_DISK, LFS_MAX_DISK, &disk_bytes, &err) < 0) ||
             lfs_command_identity(&d.uid, &d.gid, &err) < 0 || lfs_idle_seconds(&idle_seconds, &err) < 0 ||
-            lfs_gc_after_deletes(&d.gc_after_deletes, &err) < 0) {
+            lfs_gc_after_deletes(&d.gc_after_deletes, &err) < 0 ||
+            lfs_watcher_load_wait_ms(&d.watcher_load_wait_ms, &err) < 0) {
                 fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
                 lfs_error_free(err);
                 return 2;

@@ -186,6 +186,11 @@ grep -q "BPF watcher loaded" "$LAYERFS_HOME/sandboxes/p-$SB/daemon.log" || fail 
 lfs sandbox close "$SB" >/dev/null
 ok
 
+# The wait is a number of milliseconds from 100 to 600,000, refused before anything is made.
+expect_refusal InvalidInput LAYERFS_WATCHER_LOAD_WAIT_MS env LAYERFS_WATCHER_LOAD_WAIT_MS=50 "$LAYERFS" sandbox create
+expect_refusal InvalidInput LAYERFS_WATCHER_LOAD_WAIT_MS env LAYERFS_WATCHER_LOAD_WAIT_MS=5x "$LAYERFS" sandbox create
+ok
+
 # A load held past LAYERFS_WATCHER_LOAD_WAIT_MS (a root's lock held by a stopped daemon, or
 # by a local user's flock of its directory): the command goes on without BPF (the daemon
 # reports what it started), and what loads later is left again, taking no place in the

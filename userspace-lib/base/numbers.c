@@ -172,6 +172,11 @@ int lfs_gc_after_deletes(uint64_t *ret, lfs_error **err) {
         return lfs_parse_whole("LAYERFS_GC_AFTER_DELETES", s, 1, LFS_MAX_GC_AFTER_DELETES, ret, err);
 }
 
+int lfs_watcher_load_wait_ms(uint64_t *ret, lfs_error **err) {
+        return env_whole("LAYERFS_WATCHER_LOAD_WAIT_MS", 100, LFS_MAX_WATCHER_LOAD_WAIT_MS,
+                         LFS_WATCHER_LOAD_WAIT_MS, ret, err);
+}
+
 /* A size from min to max (bytes); the floor is said in the unit it is written in. */
 static int parse_size_limit(const char *what, const char *text, uint64_t min, uint64_t max,
                             const char *why_min, uint64_t *ret, lfs_error **err) {

@@ -77,5 +77,10 @@ int lfs_idle_seconds(double *ret, lfs_error **err);
  * (LAYERFS_GC_AFTER_DELETES, from 1 to 1000000); 0 when unset: never. */
 #define LFS_MAX_GC_AFTER_DELETES 1000000
 int lfs_gc_after_deletes(uint64_t *ret, lfs_error **err);
+/* LAYERFS_WATCHER_LOAD_WAIT_MS: how long a command waits, from the daemon's start, for the
+ * default watcher's load (100 to 600000; unset: LFS_WATCHER_LOAD_WAIT_MS). */
+#define LFS_WATCHER_LOAD_WAIT_MS 5000
+#define LFS_MAX_WATCHER_LOAD_WAIT_MS 600000
+int lfs_watcher_load_wait_ms(uint64_t *ret, lfs_error **err);
 
 #endif
