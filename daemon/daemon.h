@@ -105,6 +105,11 @@ typedef struct daemon_state {
         struct client *handoff;
         pthread_cond_t handoff_cond;
         uint64_t ws_memory; /* each Workspace's metadata budget (ws_set_limits) */
+        /* The first mount's Store, opened on spare_thread as the daemon starts answering
+         * (mounts.c, start_spare_store); spare_started: the thread is to be joined. */
+        lfs_store *spare_store;
+        pthread_t spare_thread;
+        bool spare_started;
         /* Process starts and ends, the last EVENT_RING of them (events.c). */
         const char *watcher_kind; /* "bpf" or "cgroup" */
         lfs_watcher *watcher; /* the BPF tier */
@@ -215,6 +220,10 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms);
 workspace *find_ws(daemon_state *d, const char *branch);
 json_t *not_mounted(daemon_state *d, const char *branch);
 json_t *call_mount(daemon_state *d, const char *branch);
+/* Opens the Store for the first mount on a thread of its own, once the daemon answers;
+ * drop_spare_store closes it if no mount took it (at the daemon's end, without d->lock). */
+void start_spare_store(daemon_state *d);
+void drop_spare_store(daemon_state *d);
 /* status and commit release d->lock while they read the Workspace. */
 json_t *call_status(daemon_state *d, const char *branch);
 json_t *call_commit(daemon_state *d, const char *branch, const char *message);

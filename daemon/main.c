@@ -439,6 +439,8 @@ int main(int argc, char **argv) {
                 (void)!write(ready_out, &(char){ LFS_DAEMON_READY }, 1);
                 close(ready_out);
         }
+        /* After the readiness byte: nothing of the create waits for it. */
+        start_spare_store(&d);
         control_serve(&d, lfd, (long long)(idle_seconds * 1000));
         close(lfd);
         /* Every caller gets its answer first: the close its ok, commands ended by the
@@ -448,6 +450,7 @@ int main(int argc, char **argv) {
         log_line("sandbox %d closed", d.number);
         /* Out of the root's map in any case (the close left it beside its teardown): the
          * exit would close the ring, not take it out. */
+        drop_spare_store(&d);
         bool loader_joined = join_watcher_loader(&d);
         close_beside_join(&d);
         lfs_watcher_leave(d.watcher);

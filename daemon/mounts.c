@@ -56,6 +56,37 @@ static void ws_release_slot(workspace *w) {
         *w = (workspace){ 0 };
 }
 
+/* The Store of the first mount is opened ahead, on a thread started once the daemon
+ * answers: a create is most often followed by a mount at once, which then finds its Store
+ * open rather than opening it and rebuilding store.db's WAL index (about 0.9 ms, a
+ * process's first connection, against 0.4 with another one open). The thread takes no
+ * lock; what it opens is taken by the first mount or closed at the daemon's end. */
+static void *open_spare_store(void *arg) {
+        daemon_state *d = arg;
+        lfs_store *s = NULL;
+        if (lfs_store_open(d->home, d->project, &s, NULL) == 0)
+                d->spare_store = s;
+        return NULL;
+}
+
+void start_spare_store(daemon_state *d) {
+        d->spare_started = pthread_create(&d->spare_thread, NULL, open_spare_store, d) == 0;
+}
+
+/* The Store opened ahead, once (NULL when it did not open, and for every later mount),
+ * after the thread's end. */
+static lfs_store *take_spare_store(daemon_state *d) {
+        if (!d->spare_started)
+                return NULL;
+        pthread_join(d->spare_thread, NULL);
+        d->spare_started = false;
+        return TAKE_PTR(d->spare_store);
+}
+
+void drop_spare_store(daemon_state *d) {
+        lfs_store_close(take_spare_store(d));
+}
+
 json_t *call_mount(daemon_state *d, const char *branch) {
         lfs_error *err = NULL;
         if (!branch || lfs_check_branch_name(branch, &err) < 0)
@@ -92,7 +123,8 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                 ws_release_slot(w);
                 return j;
         }
-        int r = lfs_store_open(d->home, d->project, &w->store, &err);
+        w->store = take_spare_store(d);
+        int r = w->store ? 0 : lfs_store_open(d->home, d->project, &w->store, &err);
         lfs_id head;
         if (r == 0)
                 r = lfs_branch_head_serial(w->store, branch, &head, &err);
