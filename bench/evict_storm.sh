@@ -11,7 +11,8 @@
 # (the rows "list") walks the directory ROUNDS times with os.scandir and lstats each entry
 # as it comes, as `ls -l`'s walk of a tree or a build's scan does: each chunk of the
 # listing (READDIR or READDIRPLUS) comes after the FORGETs the lstats of the last chunk
-# brought.
+# brought. The rows "rlstat" lstat the names in descending order (the kernel forgets
+# them in the same order).
 # Usage: bench/evict_storm.sh [FILES...] (default 50000 100000 150000: the growth from
 # one size to the next is the shape). BENCH_MEMORY sets LIMIT, BENCH_ROUNDS the rounds,
 # BENCH_COMMANDS the commands (default "lstat list");
@@ -72,7 +73,7 @@ read_calls() { awk '$1 == "syscr:" { print $2 }' "/proc/$1/io"; }
 seconds() { awk -v t="$1" -v k="$TICK" 'BEGIN { printf "%.2f", t / k }'; }
 TICK=$(getconf CLK_TCK)
 
-# storm DIR LIMITED COMMAND: the command (lstat or list), in MEMCG with its limit set
+# storm DIR LIMITED COMMAND: the command (lstat, rlstat or list), in MEMCG with its limit set
 # (LIMITED=1) or lifted.
 storm() {
         if [ "$2" = 1 ]; then echo "$LIMIT" >"$MEMCG/$MEM_MAX"; else echo "$NO_LIMIT" >"$MEMCG/$MEM_MAX"; fi
@@ -84,7 +85,7 @@ if command == "list":
         for e in os.scandir(d):
             e.stat(follow_symlinks=False)
     sys.exit(0)
-names = sorted(os.listdir(d))
+names = sorted(os.listdir(d), reverse=command == "rlstat")
 for _ in range(rounds):
     for n in names:
         os.lstat(os.path.join(d, n))

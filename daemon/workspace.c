@@ -1712,9 +1712,10 @@ static void evict_idle(ws_fs *fs, uint64_t ino) {
  * numbers. Only a directory untouched and with the names of its tree (as_loaded) goes:
  * status and commit compare it by its tree id, as one never listed. The look for an
  * entry that keeps it starts where the last one stopped and goes both ways from there
- * (the kernel forgets a directory's entries in either order; looking upwards alone cost
- * each FORGET the directory's size when they came in descending order), so forgetting a
- * directory's entries one by one costs each about one step. */
+ * (the kernel forgets a directory's entries in either order; looking upwards alone, a
+ * window of names looked up and forgotten in descending order cost the directory's size
+ * once a window), so forgetting a directory's entries one by one costs each about one
+ * step. */
 static bool unload_dir(ws_fs *fs, uint64_t ino) {
         ws_inode *dir = inode_get(fs, ino);
         if (!dir || !dir->loaded || !dir->as_loaded || dir->touched || dir->open_count)
