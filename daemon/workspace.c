@@ -1890,6 +1890,11 @@ static int new_entry_ok(ws_fs *fs, uint64_t parent, const char *name, uint64_t e
         int r = check_name(name);
         if (r < 0 || (r = dir_ready(fs, parent, &dir)) < 0)
                 return r;
+        /* Removed (rmdir, or a merged commit: subtree_gone) while a cwd or an open holds
+         * it: nothing below could be reached or committed. The kernel refuses it after an
+         * rmdir, not after a merge it only heard of as a name gone. */
+        if (!dir->nlink)
+                return -ENOENT;
         if (child_get(fs, parent, name, NULL))
                 return -EEXIST;
         return meta_room(fs, NAME_COST(strlen(name)) + extra);

@@ -5,9 +5,10 @@
 # the listed table's slots of its subdirectories (24 bytes each, 48 with the table's
 # room) stayed until the unmount. Here p/big holds SUBDIRS directories listed by a find
 # and forgotten by the kernel (drop_caches), and a file below it stays open through the
-# merge: the file still reads, and once it is closed and the kernel forgets it, what the
-# daemon keeps of the namespace (list_workspaces' metadata_bytes) is what our side
-# changed, less than half of what the subdirectories' slots took.
+# merge: the file still reads, nothing can be made in the directory (held open too), and
+# once they are closed and the kernel forgets them, what the daemon keeps of the
+# namespace (list_workspaces' metadata_bytes) is what our side changed, less than half
+# of what the subdirectories' slots took.
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 export LAYERFS_PROJECT=rmmerge
@@ -39,7 +40,7 @@ evict() {
 }
 
 assert_eq "$(find "$ws/p/big" -type f | wc -l)" "$SUBDIRS" "find over p/big"
-exec 3<"$ws/p/big/s007/f"
+exec 3<"$ws/p/big/s007/f" 4<"$ws/p/big"
 evict
 before=$(bytes)
 
@@ -55,7 +56,12 @@ assert_eq "$(lfs --json workspace commit "$n" main -m ours | json_get 'j["merged
 assert_eq "$(cd "$ws/p" && echo *)" "keep" "p after the merge"
 [ ! -e "$ws/p/big" ] || fail "p/big is still in the view after the merge removed it"
 assert_eq "$(cat <&3)" "file 7" "the file open under p/big through the merge"
-exec 3<&-
+# The removed directory, still open: nothing can be made in it (as after an rmdir), where
+# a file made there before was in no directory a status or a commit could reach.
+if sh -c 'echo x >/proc/self/fd/4/new' 2>/dev/null; then
+        fail "a file was made in p/big through an open fd after the merge removed p/big"
+fi
+exec 3<&- 4<&-
 assert_eq "$(lfs workspace status "$n" main)" "" "status after the merged commit"
 ok
 
