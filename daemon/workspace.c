@@ -2618,8 +2618,11 @@ static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, 
                                 restore_entry(fs, dir, i);
                         stat_of(fs, d->ino, &st);
                 }
-                if (!fill_plus(userdata, d->name, &st, (off_t)i + 3, with_entry))
+                if (!fill_plus(userdata, d->name, &st, (off_t)i + 3, with_entry)) {
+                        if (with_entry && !in) /* not given: freed again, as it was */
+                                evict_child(fs, inode_get(fs, d->ino));
                         break;
+                }
                 if (with_entry)
                         inode_get(fs, d->ino)->nlookup++;
                 dir = inode_get(fs, ino); /* stat_of may have loaded a directory: same record */
