@@ -82,7 +82,8 @@ typedef struct ws_inode {
         bool named_twice; /* files: has had two names at once (ws_link), so no one parent */
         bool free_awaited; /* nameless upper file a short disk once waited for (await_frees) */
         bool nameless_listed; /* in fs->nameless */
-        ws_evicted *evicted; /* n_evicted's: n_ents of them, by index, while n_evicted */
+        ws_evicted *evicted; /* n_evicted's: n_ents of them, by index (kept once the last is
+                              * made again, until load_dir or the names go) */
         uint64_t parent; /* the directory of its name (of a file's latest, see named_twice) */
         ws_dirent *ents;
         size_t n_ents, cap_ents, live_ents, subdirs;
@@ -362,24 +363,37 @@ static void listed_keep(ws_fs *fs, const ws_inode *dir) {
         meta_add(fs, LISTED_COST);
 }
 
+/* The listed table's slot of ino, or NULL. */
+static const ws_listed *listed_find(const ws_fs *fs, uint64_t ino) {
+        if (!fs->cap_listed)
+                return NULL;
+        const ws_listed *l = &fs->listed[ino_probe(fs->listed, sizeof(ws_listed), fs->cap_listed, ino)];
+        return l->ino ? l : NULL;
+}
+
+/* Empties ino's slot in the listed table, if it has one. */
+static void listed_drop(ws_fs *fs, uint64_t ino) {
+        const ws_listed *l = listed_find(fs, ino);
+        if (!l)
+                return;
+        ino_unslot(fs->listed, sizeof(ws_listed), fs->cap_listed, (size_t)(l - fs->listed));
+        fs->n_listed--;
+        meta_sub(fs, LISTED_COST);
+        if (fs->cap_listed > 64 && fs->n_listed * 8 < fs->cap_listed)
+                listed_resize(fs);
+}
+
 /* A directory's record made again from its tree entry: the numbers listed_keep kept of
  * it, if it was listed. */
 static void listed_take(ws_fs *fs, ws_inode *dir) {
-        if (!fs->cap_listed)
-                return;
-        size_t i = ino_probe(fs->listed, sizeof(ws_listed), fs->cap_listed, dir->ino);
-        const ws_listed *l = &fs->listed[i];
-        if (!l->ino)
+        const ws_listed *l = listed_find(fs, dir->ino);
+        if (!l)
                 return;
         dir->numbered = true;
         dir->first_child = l->first_child;
         dir->n_numbered = l->n_numbered;
         dir->subdirs = l->subdirs;
-        ino_unslot(fs->listed, sizeof(ws_listed), fs->cap_listed, i);
-        fs->n_listed--;
-        meta_sub(fs, LISTED_COST);
-        if (fs->cap_listed > 64 && fs->n_listed * 8 < fs->cap_listed)
-                listed_resize(fs);
+        listed_drop(fs, dir->ino);
 }
 
 /* A record under number ino (one given before: load_dir, or new: inode_new). */
@@ -723,8 +737,11 @@ static void restore_entry(ws_fs *fs, ws_inode *dir, size_t i) {
         in->parent = dir->ino;
         if (ev->kind == EVICTED_DIR)
                 listed_take(fs, in);
-        if (--dir->n_evicted == 0)
-                evicted_free(fs, dir);
+        /* The array stays when the last is made again: freed here, one name looked up and
+         * forgotten in turn made and freed n_ents of them each time. It goes with the
+         * names (unload_dir, inode_free) or once a change of a name needs every record
+         * (load_dir). */
+        dir->n_evicted--;
 }
 
 /* Every record evict_child freed in dir, made again (a listing, a status, a change of
@@ -733,6 +750,7 @@ static void restore_evicted(ws_fs *fs, ws_inode *dir) {
         for (size_t i = 0; i < dir->n_ents && dir->n_evicted; i++)
                 if (dir->ents[i].name && !inode_get(fs, dir->ents[i].ino))
                         restore_entry(fs, dir, i);
+        evicted_free(fs, dir); /* sized by n_ents, which a change of a name moves */
         dir->sweep_due = true;
 }
 
@@ -794,7 +812,7 @@ static int load_dir(ws_fs *fs, uint64_t ino) {
         if (r < 0)
                 return r;
         ws_inode *dir = inode_get(fs, ino);
-        if (dir->n_evicted)
+        if (dir->evicted)
                 restore_evicted(fs, dir);
         return 0;
 }
@@ -1693,15 +1711,19 @@ static void evict_idle(ws_fs *fs, uint64_t ino) {
  * (they keep their own entries' numbers): a lookup loads it again with the same inode
  * numbers. Only a directory untouched and with the names of its tree (as_loaded) goes:
  * status and commit compare it by its tree id, as one never listed. The look for an
- * entry that keeps it starts where the last one stopped, so forgetting a directory's
- * entries one by one costs each about one step. */
+ * entry that keeps it starts where the last one stopped and goes both ways from there
+ * (the kernel forgets a directory's entries in either order; looking upwards alone, a
+ * window of names looked up and forgotten in descending order cost the directory's size
+ * once a window), so forgetting a directory's entries one by one costs each about one
+ * step. */
 static bool unload_dir(ws_fs *fs, uint64_t ino) {
         ws_inode *dir = inode_get(fs, ino);
         if (!dir || !dir->loaded || !dir->as_loaded || dir->touched || dir->open_count)
                 return false;
-        size_t n = dir->n_ents;
+        size_t n = dir->n_ents, from = dir->unload_from < n ? dir->unload_from : 0;
         for (size_t k = 0; k < n; k++) {
-                size_t i = (dir->unload_from + k) % n;
+                /* from, from - 1, from + 1, from - 2, ...: each index once */
+                size_t i = k & 1 ? (from + n - (k + 1) / 2) % n : (from + k / 2) % n;
                 const ws_inode *in = inode_get(fs, dir->ents[i].ino);
                 if (in && !rebuildable(fs, in)) {
                         dir->unload_from = (uint32_t)i;
@@ -1732,8 +1754,9 @@ static bool unload_dir(ws_fs *fs, uint64_t ino) {
 }
 
 /* The kernel let go of ino (FORGET): its record if the Store can give it again, a
- * directory's entries, and its directory (and theirs up the tree while the kernel holds
- * none of them) once nothing in it is held. */
+ * directory's entries, and its directory (and theirs up the tree) once nothing in it is
+ * held, unless the kernel holds that directory itself: its next LOOKUP would load its
+ * names again from the tree (its own FORGET unloads it). */
 static void let_go(ws_fs *fs, uint64_t ino) {
         ws_inode *in = inode_get(fs, ino);
         if (!in)
@@ -1747,12 +1770,10 @@ static void let_go(ws_fs *fs, uint64_t ino) {
         const ws_inode *up = inode_get(fs, parent); /* may be gone too: evict_child */
         if (up && up->sweep_due)
                 evict_idle(fs, parent);
-        for (uint64_t dir = parent; unload_dir(fs, dir);) {
-                const ws_inode *d = inode_get(fs, dir);
-                if (d->nlookup || d->parent == dir)
+        for (const ws_inode *d = inode_get(fs, parent); d && !d->nlookup && unload_dir(fs, d->ino);
+             d = inode_get(fs, d->parent))
+                if (d->parent == d->ino)
                         break;
-                dir = d->parent;
-        }
 }
 
 int ws_setattr(ws_fs *fs, uint64_t ino, const struct stat *attr, int to_set, struct stat *ret) {
@@ -1869,6 +1890,11 @@ static int new_entry_ok(ws_fs *fs, uint64_t parent, const char *name, uint64_t e
         int r = check_name(name);
         if (r < 0 || (r = dir_ready(fs, parent, &dir)) < 0)
                 return r;
+        /* Removed (rmdir, or a merged commit: subtree_gone) while a cwd or an open holds
+         * it: nothing below could be reached or committed. The kernel refuses it after an
+         * rmdir, not after a merge it only heard of as a name gone. */
+        if (!dir->nlink)
+                return -ENOENT;
         if (child_get(fs, parent, name, NULL))
                 return -EEXIST;
         return meta_room(fs, NAME_COST(strlen(name)) + extra);
@@ -2542,12 +2568,27 @@ void ws_releasedir(ws_fs *fs, uint64_t ino) {
         } while (0);
 }
 
+/* The mode (its kind alone) of entry i of dir, with or without a record. */
+static uint32_t entry_kind(ws_fs *fs, const ws_inode *dir, size_t i) {
+        static const uint32_t kind_mode[] = {
+                [EVICTED_FILE] = S_IFREG,
+                [EVICTED_EXEC] = S_IFREG,
+                [EVICTED_LINK] = S_IFLNK,
+                [EVICTED_DIR] = S_IFDIR,
+        };
+        const ws_inode *in = inode_get(fs, dir->ents[i].ino);
+        return in ? in->mode & S_IFMT : kind_mode[dir->evicted[i].kind];
+}
+
 /* The listing of ino from offset, to fill (plain) or fill_plus (with attributes and
- * lookups counted). */
+ * lookups counted). Only the entries given make their records again, and only those
+ * READDIRPLUS answers as lookups (files, and directories whose numbers the listed table
+ * keeps): making every record evict_child freed on each chunk made listing a big
+ * directory under memory pressure quadratic (each FORGET between chunks freed some). */
 static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, ws_fill_plus_fn fill_plus,
                         void *userdata) {
         ws_inode *dir;
-        int r = dir_ready(fs, ino, &dir);
+        int r = dir_loaded_by(fs, ino, load_names, &dir);
         if (r < 0)
                 return r;
         struct stat st = { 0 };
@@ -2563,20 +2604,25 @@ static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, 
                 ws_dirent *d = &dir->ents[i];
                 if (!d->name)
                         continue;
-                ws_inode *in = inode_get(fs, d->ino);
+                st = (struct stat){ .st_ino = d->ino, .st_mode = entry_kind(fs, dir, i) };
                 if (fill) {
-                        st = (struct stat){ .st_ino = d->ino, .st_mode = in->mode & S_IFMT };
                         if (!fill(userdata, d->name, &st, (off_t)i + 3))
                                 break;
                         continue;
                 }
-                bool with_entry = !S_ISDIR(in->mode) || in->loaded || in->numbered;
-                if (with_entry)
+                ws_inode *in = inode_get(fs, d->ino);
+                bool with_entry = in ? !S_ISDIR(in->mode) || in->loaded || in->numbered
+                                     : !S_ISDIR(st.st_mode) || listed_find(fs, d->ino);
+                if (with_entry) {
+                        if (!in)
+                                restore_entry(fs, dir, i);
                         stat_of(fs, d->ino, &st);
-                else
-                        st = (struct stat){ .st_ino = d->ino, .st_mode = in->mode & S_IFMT };
-                if (!fill_plus(userdata, d->name, &st, (off_t)i + 3, with_entry))
+                }
+                if (!fill_plus(userdata, d->name, &st, (off_t)i + 3, with_entry)) {
+                        if (with_entry && !in) /* not given: freed again, as it was */
+                                evict_child(fs, inode_get(fs, d->ino));
                         break;
+                }
                 if (with_entry)
                         inode_get(fs, d->ino)->nlookup++;
                 dir = inode_get(fs, ino); /* stat_of may have loaded a directory: same record */
@@ -3425,6 +3471,62 @@ void ws_cancel(ws_fs *fs) {
         atomic_fetch_add(&fs->cancel_gen, 1);
 }
 
+/* ino's slot in the listed table and those of the directories below it, which nothing
+ * reaches any more (a merged commit removed ino). */
+static void listed_gone(ws_fs *fs, uint64_t ino) {
+        const ws_listed *l = listed_find(fs, ino);
+        if (!l)
+                return;
+        uint64_t first = l->first_child;
+        uint32_t n = l->n_numbered;
+        listed_drop(fs, ino);
+        for (uint32_t k = 0; k < n; k++)
+                listed_gone(fs, first + k);
+}
+
+/* Directory ino left the view with all below it (a merged commit removed or replaced
+ * it): it is left empty, as an rmdir leaves one, and each record below goes as an unlink
+ * or rmdir of it would free it (kept while the kernel or a handle holds it), with the
+ * names and the listed table's slots below. Freeing only its name left all this until
+ * the unmount. */
+static void subtree_gone(ws_fs *fs, uint64_t ino) {
+        ws_inode *dir = inode_get(fs, ino);
+        if (!dir) {
+                listed_gone(fs, ino);
+                return;
+        }
+        for (size_t i = 0; dir->loaded && i < dir->n_ents; i++) {
+                ws_dirent *d = &dir->ents[i];
+                if (!d->name)
+                        continue;
+                bool found;
+                size_t slot = index_find(fs, ino, d->name, &found);
+                if (found)
+                        index_remove(fs, slot);
+                meta_sub(fs, NAME_COST(strlen(d->name)));
+                free(d->name);
+                d->name = NULL;
+                ws_inode *child = inode_get(fs, d->ino);
+                if (!child || S_ISDIR(child->mode)) {
+                        subtree_gone(fs, d->ino);
+                        continue;
+                }
+                child->nlink--;
+                drop_if_gone(fs, d->ino);
+        }
+        for (uint32_t k = 0; !dir->loaded && dir->numbered && k < dir->n_numbered; k++)
+                listed_gone(fs, dir->first_child + k); /* unloaded: no record below */
+        evicted_free(fs, dir);
+        free(dir->ents);
+        dir->ents = NULL;
+        dir->n_ents = dir->cap_ents = dir->live_ents = dir->subdirs = 0;
+        dir->n_evicted = dir->n_numbered = 0;
+        dir->loaded = true;
+        dir->has_tree = dir->numbered = false;
+        dir->nlink = 0;
+        drop_if_gone(fs, ino);
+}
+
 /* After a merged commit, the view takes what the others changed: path set as in tree. */
 static void view_take(ws_fs *fs, const char *path, const lfs_id *tree) {
         lfs_tree t = { 0 };
@@ -3448,9 +3550,12 @@ static void view_take(ws_fs *fs, const char *path, const lfs_id *tree) {
                 if (child) {
                         ws_inode *old = inode_get(fs, child);
                         child_remove(fs, dir, part);
-                        if (!S_ISDIR(old->mode))
+                        if (S_ISDIR(old->mode)) {
+                                subtree_gone(fs, child);
+                        } else {
                                 old->nlink--;
-                        drop_if_gone(fs, child);
+                                drop_if_gone(fs, child);
+                        }
                 }
                 if (e) {
                         uint64_t ino = inode_new(fs, 0, fs->owner, fs->group);

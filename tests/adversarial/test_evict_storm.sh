@@ -11,6 +11,8 @@
 # holding a record for every file. Now a LOOKUP makes its own record alone: after the
 # rounds the daemon holds about what the kernel holds (timings are never asserted; the
 # records left are), and each file keeps its inode number and its content throughout.
+# Likewise a listing (`ls -f`) of the directory once the kernel forgot it: each READDIR
+# chunk made every freed record again, and the daemon ended holding one per file.
 source "$(dirname "$0")/../e2e/lib.sh"
 use_private_sandboxes
 FILES=${1:-20000}
@@ -84,6 +86,22 @@ left=$(records)
 echo "records after the rounds: $left of $FILES files"
 [ "$left" -lt $((FILES / 2)) ] ||
         fail "the daemon holds $left records after lookups of $FILES files under a $LIMIT limit: a lookup after an eviction made again more than its own"
+ok
+
+# A listing of the directory once the kernel forgot its entries, in the cgroup: each chunk
+# makes again only the records its entries need (READDIRPLUS's answers, none for plain
+# READDIR). Before, each chunk made again the record of every entry evict_child had freed
+# (restore_evicted): the whole directory per chunk (quadratic under pressure, where
+# FORGETs come between the chunks), and a record for every file after a plain listing.
+sync
+echo 2 >/proc/sys/vm/drop_caches
+stat "$WS" >/dev/null
+listed=$(sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$MEMCG" ls -f "$WS/big" | wc -l)
+assert_eq "$listed" $((FILES + 2)) "ls -f of the directory under a $LIMIT limit"
+left=$(records)
+echo "records after a listing of the forgotten directory: $left of $FILES files"
+[ "$left" -lt $((FILES / 2)) ] ||
+        fail "the daemon holds $left records after a listing of $FILES files the kernel had forgotten: a listing made again every record"
 ok
 
 # And the same numbers once the kernel forgot all of them, outside the cgroup.
