@@ -77,10 +77,9 @@ static int count_records(sqlite3 *db) {
 
 /* A record written by another connection (another process's), as a create writes one. */
 static void write_record_elsewhere(const char *dir, int number) {
-        char *path = xasprintf("%s/home.db", dir),
-             *sql = xasprintf("INSERT INTO sandboxes(project, number, platform, runtime, dir, state) VALUES"
-                              " ('p', %d, 'linux', 'native', '/nowhere', 'starting')",
-                              number);
+        char *path = xasprintf("%s/home.db", dir), *sql = xasprintf(
+                "INSERT INTO sandboxes(project, number, platform, runtime, dir, state) VALUES"
+                " ('p', %d, 'linux', 'native', '/nowhere', 'starting')", number);
         sqlite3 *other = NULL;
         assert_int_equal(sqlite3_open(path, &other), SQLITE_OK);
         assert_int_equal(sqlite3_exec(other, sql, NULL, NULL, NULL), SQLITE_OK);
