@@ -95,58 +95,13 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err);
  * when it passes RECORDS_CHECKPOINT_PAGES instead (by the commit that passes it), and then
  * restarted in place: it stays small, and its file is reused (written over, never grown
  * past that size), which a full disk needs (below). */
-static void records_close_now(sqlite3 *db) {
+void lfs_records_close(sqlite3 *db) {
         if (db)
                 sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
         sqlite3_close(db);
 }
 
-/* A connection given back idle (no transaction, no statement) is kept in the home for the
- * next call of this process (lfs_records_open): a long-lived client's calls (an agent, the
- * HTTP API, a daemon's record changes) then neither open home.db nor rebuild its WAL's
- * index again, 0.57 ms a call here against 0.13 with another connection open. SQLite
- * reads what other processes wrote at every transaction's start, so a kept connection sees
- * every write. One at a time: a second one given back meanwhile (another thread's) is
- * closed. */
-void lfs_records_close(lfs_home *home, sqlite3 *db) {
-        if (!db)
-                return;
-        if (home && sqlite3_get_autocommit(db) && !sqlite3_next_stmt(db, NULL)) {
-                pthread_mutex_lock(&home->records_lock);
-                bool keep = !home->records_kept;
-                if (keep) {
-                        home->records_kept = db;
-                        home->records_pid = getpid();
-                }
-                pthread_mutex_unlock(&home->records_lock);
-                if (keep)
-                        return;
-        }
-        records_close_now(db);
-}
-
-/* The kept connection, taken out of the home for one caller (one thread) at a time; NULL
- * when there is none of this process's (a forked child's copy is its parent's). One whose
- * file is no longer <home>/home.db (replaced, moved or deleted since: a home made again at
- * its path) is closed: each call reads the file that is there now. */
-static sqlite3 *take_kept(lfs_home *home) {
-        pthread_mutex_lock(&home->records_lock);
-        sqlite3 *db = home->records_pid == getpid() ? TAKE_PTR(home->records_kept) : NULL;
-        pthread_mutex_unlock(&home->records_lock);
-        int moved = 0;
-        if (db && (sqlite3_file_control(db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK || moved)) {
-                records_close_now(db);
-                db = NULL;
-        }
-        return db;
-}
-
 int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
-        sqlite3 *kept = take_kept(home);
-        if (kept) {
-                *ret = kept;
-                return 0;
-        }
         lfs_error *first = NULL;
         int r = records_open_once(home, ret, &first);
         if (r < 0 && give_up_space_reserve(home)) {
@@ -1142,7 +1097,7 @@ static int daemon_record(lfs_home *home, const char *project, int number, const 
         /* No checkpoint of its own: the daemon's exit, which its closer waits for, came
          * after three fdatasyncs. Lost to a power loss, the change leaves the record naming
          * this daemon, dead after the boot, which the next reclaim takes over. */
-        lfs_records_close(home, db);
+        lfs_records_close(db);
         return r;
 }
 

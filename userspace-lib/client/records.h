@@ -44,14 +44,11 @@ typedef struct sandbox_record {
 
 void lfs_record_done(sandbox_record *rec);
 
-/* A connection to home.db (made 0600 if missing), the table made or brought up to date:
- * the one the home keeps from an earlier call of this process, else a new one. One thread
- * uses it until lfs_records_close. */
+/* Opens home.db (made 0600 if missing), the table made or brought up to date. */
 int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err);
-/* Gives a connection of lfs_records_open back: kept in home for the next call when idle,
- * else closed without the checkpoint SQLite makes when the last connection closes
- * (records.c says why). */
-void lfs_records_close(lfs_home *home, sqlite3 *db);
+/* Closes a connection of lfs_records_open without the checkpoint SQLite makes when the last
+ * connection closes (records.c says why). */
+void lfs_records_close(sqlite3 *db);
 
 /* "<home>/sandboxes/<project>-<n>": where a Sandbox's directory is. */
 char *lfs_sandbox_dir(const lfs_home *home, const char *project, int number);

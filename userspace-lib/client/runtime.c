@@ -179,7 +179,7 @@ static int reclaim_home(lfs_home *home, lfs_reclaimed **ret, size_t *ret_n, lfs_
         if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
         r = lfs_reclaim_with(home, db, ret, ret_n, err);
-        lfs_records_close(home, db);
+        lfs_records_close(db);
         return r;
 }
 

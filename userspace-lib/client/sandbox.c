@@ -296,7 +296,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         _cleanup_close_ int id_hold = -1, net_hold = -1;
         if ((r = lfs_record_claim(home, db, name, place_root, rt, &limits, network, &rec, &id_hold,
                                   &net_hold, err)) < 0) {
-                lfs_records_close(home, db);
+                lfs_records_close(db);
                 return r;
         }
         lfs_fault_point("create-claimed");
@@ -318,7 +318,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         } else {
                 *ret_sandbox = rec.number;
         }
-        lfs_records_close(home, db);
+        lfs_records_close(db);
         lfs_record_done(&rec);
         return r;
 }
@@ -349,7 +349,7 @@ int lfs_sandbox_open(lfs_home *home, const char *project, int number, sandbox_re
         int r = lfs_records_open(home, &db, err);
         if (r == 0)
                 r = sandbox_open_in(home, db, project, number, ret, err);
-        lfs_records_close(home, db);
+        lfs_records_close(db);
         return r;
 }
 
@@ -511,7 +511,7 @@ int lfs_sandbox_close(lfs_home *home, const char *project, int sandbox, int forc
         int r = lfs_records_open(home, &db, err);
         if (r == 0)
                 r = sandbox_close_in(home, db, project, sandbox, force, err);
-        lfs_records_close(home, db);
+        lfs_records_close(db);
         return r;
 }
 
@@ -544,7 +544,7 @@ static int live_sandboxes(lfs_home *home, live_state *s, lfs_error **err) {
         int r = lfs_records_open(home, &db, err);
         if (r == 0)
                 r = lfs_records_each(home, db, live_one, s, err);
-        lfs_records_close(home, db);
+        lfs_records_close(db);
         return r;
 }
 
@@ -644,7 +644,7 @@ int lfs_sandbox_list_details(lfs_home *home, lfs_sandbox_details **ret, size_t *
                 size_t n_gone = 0;
                 if (r == 0 && s.dead && lfs_reclaim_with(home, db, &gone, &n_gone, NULL) == 0)
                         lfs_reclaimed_free(gone, n_gone);
-                lfs_records_close(home, db);
+                lfs_records_close(db);
                 if (s.base >= 0)
                         close(s.base);
         }

@@ -183,7 +183,6 @@ int lfs_home_open(const char *dir, lfs_home **ret_home, lfs_error **err) {
         _cleanup_free_ char *abs = absolute(chosen);
         lfs_home *home = xcalloc(1, sizeof(*home));
         home->fd = -1;
-        pthread_mutex_init(&home->records_lock, NULL);
         int r = resolve_home(home, abs, err);
         if (r < 0) {
                 lfs_home_close(home);
@@ -267,14 +266,6 @@ void lfs_home_close(lfs_home *home) {
                 return;
         if (home->fd >= 0)
                 close(home->fd);
-        /* The records' kept connection (client/records.c), without the checkpoint SQLite
-         * makes as the last connection closes; one a forked child inherited is its
-         * parent's to close. */
-        if (home->records_kept && home->records_pid == getpid()) {
-                sqlite3_db_config(home->records_kept, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
-                sqlite3_close(home->records_kept);
-        }
-        pthread_mutex_destroy(&home->records_lock);
         free(home->path);
         free(home);
 }

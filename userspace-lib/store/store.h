@@ -3,7 +3,6 @@
 #ifndef LFS_STORE_H
 #define LFS_STORE_H
 
-#include <pthread.h>
 #include <sqlite3.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -112,13 +111,6 @@ struct lfs_home {
         int fd; /* the home directory (O_PATH), or -1 until it is made */
         lfs_progress_fn progress;
         void *progress_data;
-        /* One connection to home.db kept between the calls that read or write the
-         * records (client/records.c), so that each call does not open the file again and
-         * rebuild the WAL's index: taken and given back under records_lock, kept by the
-         * process records_pid. */
-        pthread_mutex_t records_lock;
-        sqlite3 *records_kept;
-        pid_t records_pid;
 };
 
 typedef struct lfs_pack_fd {
