@@ -67,11 +67,7 @@ typedef void (*lfs_progress_fn)(void *userdata, const char *phase, uint64_t done
 typedef struct lfs_home lfs_home;
 typedef struct lfs_store lfs_store;
 
-/* dir NULL: $LAYERFS_HOME, else /var/lib/layerfs for root, else $XDG_DATA_HOME/layerfs.
- * The handle keeps one connection to the home's records (home.db) from one call to the
- * next, which each call takes for its own use (a call of another thread meanwhile opens
- * one of its own); every call sees what other processes wrote, and a home.db replaced
- * meanwhile is opened again. A child forked from this process opens its own. */
+/* dir NULL: $LAYERFS_HOME, else /var/lib/layerfs for root, else $XDG_DATA_HOME/layerfs. */
 LFS_PUBLIC int lfs_home_open(const char *dir, lfs_home **ret_home, lfs_error **err);
 LFS_PUBLIC void lfs_home_close(lfs_home *home);
 LFS_PUBLIC const char *lfs_home_path(const lfs_home *home);
