@@ -975,7 +975,7 @@ static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         st->st_mode = in->mode;
         st->st_uid = in->uid;
         st->st_gid = in->gid;
-        st->st_nlink = S_ISDIR(in->mode) ? 2 + in->subdirs : in->nlink;
+        st->st_nlink = S_ISDIR(in->mode) && in->nlink ? 2 + in->subdirs : in->nlink; /* 0: removed */
         st->st_size = (off_t)in->size;
         st->st_blksize = 4096;
         st->st_blocks =
@@ -1983,6 +1983,13 @@ int ws_link(ws_fs *fs, uint64_t ino, uint64_t parent, const char *name, struct s
                         r = -EPERM;
                         break;
                 }
+                /* A file without a name (unlinked, or below a directory a merged commit
+                 * removed) stays without one, as on ext4: the kernel, which may still count
+                 * a name it was not told is gone, asks. */
+                if (!in->nlink) {
+                        r = -ENOENT;
+                        break;
+                }
                 if ((r = new_entry_ok(fs, parent, name, 0)) < 0)
                         break;
                 in = inode_get(fs, ino);
@@ -2064,6 +2071,11 @@ int ws_rename(ws_fs *fs, uint64_t parent, const char *name, uint64_t new_parent,
                 if ((r = check_name(new_name)) < 0 || (r = dir_ready(fs, parent, &a)) < 0 ||
                     (r = dir_ready(fs, new_parent, &b)) < 0)
                         break;
+                /* Into or out of a removed directory (new_entry_ok says why). */
+                if (!a->nlink || !b->nlink) {
+                        r = -ENOENT;
+                        break;
+                }
                 if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
                         r = -EINVAL;
                         break;

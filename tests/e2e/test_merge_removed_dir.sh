@@ -61,6 +61,32 @@ assert_eq "$(cat <&3)" "file 7" "the file open under p/big through the merge"
 if sh -c 'echo x >/proc/self/fd/4/new' 2>/dev/null; then
         fail "a file was made in p/big through an open fd after the merge removed p/big"
 fi
+# Nor can anything be renamed into it, nor the open file (nameless now) linked back into
+# the view: each would leave or bring a file where status and commit do not look.
+mkdir "$ws/q/sub"
+python3 - "$ws" <<'EOF'
+import errno, os, sys
+ws = sys.argv[1]
+for what, call in (
+    ("a rename of q/y into the removed p/big", lambda: os.rename(ws + "/q/y", "/proc/self/fd/4/y")),
+    ("a rename of q/sub into the removed p/big", lambda: os.rename(ws + "/q/sub", "/proc/self/fd/4/sub")),
+):
+    try:
+        call()
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            sys.exit("%s failed with %s, not ENOENT" % (what, errno.errorcode[e.errno]))
+    else:
+        sys.exit("%s succeeded after the merge removed p/big" % what)
+EOF
+if out=$(ln -L /proc/self/fd/3 "$ws/q/relinked" 2>&1); then
+        fail "the open file under the removed p/big was linked back into the view as q/relinked"
+fi
+case $out in
+*"No such file or directory"*) ;;
+*) fail "the link of the open file under the removed p/big failed otherwise than ENOENT: $out" ;;
+esac
+rmdir "$ws/q/sub"
 exec 3<&- 4<&-
 assert_eq "$(lfs workspace status "$n" main)" "" "status after the merged commit"
 ok
