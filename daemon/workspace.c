@@ -2531,7 +2531,11 @@ int ws_release(ws_fs *fs, uint64_t fh) {
                  * forgets the inode (ws_forget), unless it did already. */
                 if (h->passed && --in->passed_opens == 0 && in->nlookup == 0)
                         backing_let_go(fs, in);
-                passthrough_refresh(fs, in);
+                /* A reader changed nothing: whatever a mapping writes is looked for when it
+                 * is needed (stat, setattr, status, commit), and a look here would cost a
+                 * reader of a small file passed through one fstatat of its own. */
+                if (h->writable)
+                        passthrough_refresh(fs, in);
                 if (in->open_count == 0) {
                         fd_evict(fs, in);
                         in->lower_fd = -1; /* a pack's, borrowed */
