@@ -115,13 +115,16 @@ static void test_open_keeps_a_writers_lock(void **state) {
         int opened = began == SQLITE_OK ? lfs_records_open(env->home, &db, &env->err) : 0;
         lfs_records_close(db);
         char said[512] = "";
-        int status = began == SQLITE_OK && opened == 0 ? other_process_begin_immediate(path, said, sizeof(said)) : 0;
+        int status = began == SQLITE_OK && opened == 0
+                             ? other_process_begin_immediate(path, said, sizeof(said))
+                             : 0;
         sqlite3_exec(writer, "ROLLBACK", NULL, NULL, NULL);
         sqlite3_close(writer);
         assert_int_equal(began, SQLITE_OK);
         assert_ok(env, opened);
-        assert_msg(status != 0, "another process took home.db's write lock while a connection of this process "
-                                "held it (the records' open dropped the process's locks)");
+        assert_msg(status != 0,
+                   "another process took home.db's write lock while a connection of this process "
+                   "held it (the records' open dropped the process's locks)");
         assert_msg(strstr(said, "locked"), "sqlite3 failed otherwise than on the lock: %s", said);
 }
 
@@ -147,9 +150,11 @@ static void test_wal_switch_keeps_a_writers_lock(void **state) {
         sqlite3_exec(writer, "ROLLBACK", NULL, NULL, NULL);
         sqlite3_close(writer);
         assert_int_equal(began, SQLITE_OK);
-        assert_msg(opened < 0, "the records switched home.db to WAL during another connection's transaction");
-        assert_msg(status != 0, "another process took home.db's write lock while a connection of this process "
-                                "held it (the records' WAL switch dropped the process's locks)");
+        assert_msg(opened < 0,
+                   "the records switched home.db to WAL during another connection's transaction");
+        assert_msg(status != 0,
+                   "another process took home.db's write lock while a connection of this process "
+                   "held it (the records' WAL switch dropped the process's locks)");
         assert_msg(strstr(said, "locked"), "sqlite3 failed otherwise than on the lock: %s", said);
 }
 
