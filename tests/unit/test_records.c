@@ -84,12 +84,7 @@ static int other_process_begin_immediate(const char *db, char *out, size_t size)
         posix_spawn_file_actions_destroy(&fa);
         close(p[1]);
         assert_msg(r == 0, "cannot run sqlite3 (a test tool, make check's packages): %s", strerror(r));
-        size_t n = 0;
-        ssize_t k;
-        while (n + 1 < size && (k = read(p[0], out + n, size - 1 - n)) > 0)
-                n += (size_t)k;
-        out[n] = 0;
-        close(p[0]);
+        read_to_end(p[0], out, size);
         int status;
         assert_int_equal(waitpid(pid, &status, 0), pid);
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
