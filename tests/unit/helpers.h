@@ -145,6 +145,18 @@ static inline char *read_whole(const char *path, size_t *ret_len) {
         return buf;
 }
 
+/* What fd gives until its end (a child's pipe), at most size - 1 bytes, NUL-terminated;
+ * fd is closed. Returns the length. */
+static inline size_t read_to_end(int fd, char *out, size_t size) {
+        size_t len = 0;
+        ssize_t k;
+        while (len + 1 < size && (k = read(fd, out + len, size - 1 - len)) > 0)
+                len += (size_t)k;
+        out[len] = 0;
+        close(fd);
+        return len;
+}
+
 /* ---- directories described by a table ---- */
 
 typedef enum entry_kind {
@@ -532,12 +544,7 @@ static inline int export_isolated(test_env *env, const char *ref, const char *di
         }
         close(fds[1]);
         char report[4096];
-        size_t len = 0;
-        ssize_t k;
-        while (len < sizeof(report) - 1 && (k = read(fds[0], report + len, sizeof(report) - 1 - len)) > 0)
-                len += (size_t)k;
-        report[len] = 0;
-        close(fds[0]);
+        size_t len = read_to_end(fds[0], report, sizeof(report));
         int status;
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_msg(!WIFSIGNALED(status), "lfs_branch_export(%s, %s) crashed: %s", ref, dir,

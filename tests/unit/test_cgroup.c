@@ -88,12 +88,7 @@ static int run_in(const char *leaf, const char *const *paths, size_t n_paths, ch
         close(p[1]);
         close(null);
         assert_msg(r == 0, "spawn into %s: %s", leaf, strerror(-r));
-        size_t len = 0;
-        ssize_t k;
-        while (len + 1 < cap && (k = read(p[0], out + len, cap - 1 - len)) > 0)
-                len += (size_t)k;
-        out[len] = 0;
-        close(p[0]);
+        read_to_end(p[0], out, cap);
         siginfo_t si = { 0 };
         assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED), 0);
         close(pidfd);

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The home's records (records.c): openers that meet on a new home.db. */
+/* The home's records (records.c): openers that meet on a new home.db, and openers that
+ * meet a transaction of another connection of the process. */
+#include <spawn.h>
+
 #include "helpers.h"
 #include "records.h"
 
@@ -64,9 +67,98 @@ static void test_concurrent_first_opens(void **state) {
                    ROUNDS, OPENERS, first_failure);
 }
 
+/* What `sqlite3 db "BEGIN IMMEDIATE; ROLLBACK;"` says, run as another process (a new one,
+ * not a fork: a forked child would find the parent's connections in SQLite's memory, and
+ * take their locks for its own): 0 if it took the write lock, else its stderr in out. */
+static int other_process_begin_immediate(const char *db, char *out, size_t size) {
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, p[1], STDERR_FILENO);
+        posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+        char *argv[] = { "sqlite3", "-bail", (char *)db, "BEGIN IMMEDIATE; ROLLBACK;", NULL };
+        extern char **environ;
+        pid_t pid;
+        int r = posix_spawnp(&pid, "sqlite3", &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(p[1]);
+        assert_msg(r == 0, "cannot run sqlite3 (a test tool, make check's packages): %s", strerror(r));
+        read_to_end(p[0], out, size);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* A connection of this process holds a write transaction on home.db while another opens
+ * and closes the records (as the daemon's threads and a library client's do): another
+ * process must still find home.db locked. Opening home.db, its WAL and its index to set
+ * their modes and closing them dropped every POSIX lock of the process on those files
+ * (Linux drops them at any close), SQLite's included, which then went on as if it held
+ * them: the other process took the write lock in the middle of the transaction. */
+static void test_open_keeps_a_writers_lock(void **state) {
+        test_env *env = *state;
+        sqlite3 *db = NULL;
+        assert_ok(env, lfs_records_open(env->home, &db, &env->err));
+        lfs_records_close(db);
+        char path[PATH_MAX];
+        fmt_path(path, "%s/home.db", env->home_dir);
+        sqlite3 *writer = NULL;
+        assert_int_equal(sqlite3_open_v2(path, &writer, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+        int began = sqlite3_exec(writer, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        db = NULL;
+        int opened = began == SQLITE_OK ? lfs_records_open(env->home, &db, &env->err) : 0;
+        lfs_records_close(db);
+        char said[512] = "";
+        int status = began == SQLITE_OK && opened == 0
+                             ? other_process_begin_immediate(path, said, sizeof(said))
+                             : 0;
+        sqlite3_exec(writer, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_close(writer);
+        assert_int_equal(began, SQLITE_OK);
+        assert_ok(env, opened);
+        assert_msg(status != 0,
+                   "another process took home.db's write lock while a connection of this process "
+                   "held it (the records' open dropped the process's locks)");
+        assert_msg(strstr(said, "locked"), "sqlite3 failed otherwise than on the lock: %s", said);
+}
+
+/* The first opener of a home.db not in WAL yet switches it under a flock, which was taken
+ * on a descriptor of home.db and closed: the same loss as above, here of the write lock of
+ * a transaction in the rollback journal (two writers then change the file at once). The
+ * switch fails at once (SQLite refuses the upgrade to an exclusive lock that could
+ * deadlock, without the busy wait: 14 ms for the whole test); SQLite's own
+ * descriptor of the failed connection is kept open while another connection holds a lock
+ * (SQLite's doing), so only the records' own descriptor could drop it. */
+static void test_wal_switch_keeps_a_writers_lock(void **state) {
+        test_env *env = *state;
+        char path[PATH_MAX];
+        fmt_path(path, "%s/home.db", env->home_dir);
+        assert_int_equal(mkdir(env->home_dir, 0711), 0);
+        sqlite3 *writer = NULL;
+        assert_int_equal(sqlite3_open(path, &writer), SQLITE_OK);
+        int began = sqlite3_exec(writer, "CREATE TABLE t(x); BEGIN IMMEDIATE", NULL, NULL, NULL);
+        sqlite3 *db = NULL;
+        int opened = began == SQLITE_OK ? lfs_records_open(env->home, &db, &env->err) : 0;
+        lfs_records_close(db);
+        char said[512] = "";
+        int status = began == SQLITE_OK ? other_process_begin_immediate(path, said, sizeof(said)) : 0;
+        sqlite3_exec(writer, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_close(writer);
+        assert_int_equal(began, SQLITE_OK);
+        assert_msg(opened < 0,
+                   "the records switched home.db to WAL during another connection's transaction");
+        assert_msg(status != 0,
+                   "another process took home.db's write lock while a connection of this process "
+                   "held it (the records' WAL switch dropped the process's locks)");
+        assert_msg(strstr(said, "locked"), "sqlite3 failed otherwise than on the lock: %s", said);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 env_test(test_concurrent_first_opens),
+                env_test(test_open_keeps_a_writers_lock),
+                env_test(test_wal_switch_keeps_a_writers_lock),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

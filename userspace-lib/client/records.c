@@ -37,23 +37,40 @@ char *lfs_sandbox_dir(const lfs_home *home, const char *project, int number) {
         return xasprintf("%s/sandboxes/%s-%d", home->path, project, number);
 }
 
+/* Held by every opener from its try at making home.db until that descriptor is closed. */
+static pthread_mutex_t db_create_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* home.db and its WAL files are the home owner's alone (SPEC 3): the command identity
- * reads no other Sandbox's record. Homes from before keep nothing more open. */
+ * reads no other Sandbox's record. Homes from before keep nothing more open.
+ *
+ * No descriptor of home.db, its WAL or its index is opened here to be closed: on Linux
+ * closing any descriptor of a file drops all the POSIX locks the process holds on it,
+ * SQLite's too, while SQLite (which counts its locks per file within the process) goes on
+ * as if it held them. Another thread's transaction then lost its write lock (in the WAL
+ * index) to another process. The modes are checked and set through the home's directory
+ * (trusted: the owner's or root's, writable by no one else, home.c), and home.db is made
+ * only when missing: a new file that no connection can have locked yet, whose descriptor
+ * is closed under db_create_lock, which any other opener of this process (of any home)
+ * waits for before SQLite can lock it. */
 static int private_db_file(lfs_home *home, lfs_error **err) {
         int r = lfs_home_make(home, err);
         if (r < 0)
                 return r;
-        _cleanup_close_ int fd =
-                openat(home->fd, "home.db", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return lfs_fail(err, errno == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, errno,
-                                "cannot open %s/home.db: %s", home->path, strerror(errno));
+        pthread_mutex_lock(&db_create_lock);
+        int fd = openat(home->fd, "home.db", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int e = errno;
+        if (fd >= 0)
+                close(fd);
+        pthread_mutex_unlock(&db_create_lock);
+        if (fd < 0 && e != EEXIST)
+                return lfs_fail(err, e == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, e,
+                                "cannot make %s/home.db: %s", home->path, strerror(e));
         static const char *const files[] = { "home.db", "home.db-wal", "home.db-shm" };
         for (size_t i = 0; i < ELEMENTSOF(files); i++) {
-                _cleanup_close_ int f = openat(home->fd, files[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
                 struct stat st;
-                if (f >= 0 && fstat(f, &st) == 0 && (st.st_mode & 077) && st.st_uid == geteuid())
-                        (void)fchmod(f, 0600);
+                if (fstatat(home->fd, files[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+                    (st.st_mode & 077) && st.st_uid == geteuid())
+                        (void)fchmodat(home->fd, files[i], 0600, 0);
         }
         return 0;
 }
@@ -154,10 +171,12 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
          * each hold the read lock the other's switch needs; SQLite then fails one at once
          * with "database is locked", without the busy wait (concurrent 'sandbox create's
          * on a new home failed so, tests/load). Whoever finds it not yet in WAL switches it
-         * holding flock on home.db; once in WAL (kept in the file) nobody takes the flock. */
+         * holding flock on the home's directory (nothing else flocks it), not on home.db:
+         * closing a descriptor of home.db would drop this process's POSIX locks on it
+         * (private_db_file). Once in WAL (kept in the file) nobody takes the flock. */
         _cleanup_close_ int switching = -1;
         if (!journal_is_wal(db)) {
-                switching = openat(home->fd, "home.db", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                switching = openat(home->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 while (switching >= 0 && flock(switching, LOCK_EX) < 0 && errno == EINTR)
                         ;
         }
