@@ -28,15 +28,43 @@ bench_stock_env
 # measurement (and race the rm of its repository). Turning it off only helps git.
 GIT=(git -c gc.auto=0 -c maintenance.auto=false -c init.defaultBranch=main)
 
-# The work dir sits beside the build, on the same filesystem as the repo, never on a
-# tmpfs /tmp: the point is to measure the disk. Removed however the script ends.
+# The work dir sits beside the build, on the same disk as the repo, never on a tmpfs
+# /tmp: the point is to measure the disk. With BENCH_FS=fresh (the default, as root) it
+# is a new ext4 filesystem made for this run (mkfs.ext4's defaults) in a file beside the
+# build: on a filesystem that other programs churn, a create's cost depends on what they
+# deleted minutes before (ext4 without a journal, as this VM's disk, reads the inode
+# block of every inode freed in the last 60 s to 6 min before it reuses one:
+# bench/README.md), which swamped both tools' figures. BENCH_FS=build measures beside
+# the build as before. Removed however the script ends.
 mkdir -p "$BUILD"
-WORK=$(mktemp -d "$BUILD/bench.XXXXXX")
+TOP=$(mktemp -d "$BUILD/bench.XXXXXX")
+WORK=$TOP
+FS_MOUNTED=
 cleanup() {
-        chmod -R u+w "$WORK" 2>/dev/null || true
-        rm -rf "$WORK"
+        if [[ -n $FS_MOUNTED ]]; then
+                umount "$TOP/fs" || umount -l "$TOP/fs"
+        fi
+        chmod -R u+w "$TOP" 2>/dev/null || true
+        rm -rf --one-file-system "$TOP"
 }
 bench_traps
+case ${BENCH_FS:-fresh} in
+fresh)
+        bench_need_root "BENCH_FS=fresh mounts a filesystem of its own; BENCH_FS=build does not"
+        truncate -s 16G "$TOP/fs.img"
+        mkfs.ext4 -q -F "$TOP/fs.img"
+        mkdir "$TOP/fs"
+        mount -o loop "$TOP/fs.img" "$TOP/fs"
+        FS_MOUNTED=1
+        FS_NOTE="a new ext4 filesystem (mkfs.ext4's defaults, in a file on the build's disk)"
+        WORK="$TOP/fs"
+        ;;
+build) FS_NOTE="beside the build" ;;
+*)
+        echo "bench: BENCH_FS must be fresh or build, not '$BENCH_FS'" >&2
+        exit 2
+        ;;
+esac
 
 BASE="$WORK/base"       # the tree as first imported
 DELTA="$WORK/delta"     # only the 1,000 new files, laid out as in the tree
@@ -217,7 +245,7 @@ uring_status() {
 print_header() {
         echo "layerfs Store vs git: $DIRS x $FILES_PER_DIR files of $FILE_SIZE bytes," \
                 "then $((DIRS * CHANGED_PER_DIR)) of them changed; median of $TRIALS trials"
-        echo "work dir: $WORK ($(df --output=fstype "$WORK" | tail -1) on $(df --output=source "$WORK" | tail -1))"
+        echo "work dir: $WORK ($(df --output=fstype "$WORK" | tail -1) on $(df --output=source "$WORK" | tail -1): $FS_NOTE)"
         echo "$("$LAYERFS" --version), $(git --version), kernel $(uname -r), $(nproc) CPUs"
         echo
 }
