@@ -148,14 +148,9 @@ static int write_files(export_walk *ew, lfs_error **err) {
         write_batch batches[2] = { 0 };
         write_batch *filling = &batches[0], *writing = &batches[1];
         int r = 0;
-        /* The files are taken from the list's two halves in turn: a create holds its
-         * directory's lock, so the io-wq workers of a batch taken in the list's order (one
-         * directory after another) wait for each other; two halves are mostly in different
-         * directories, and each half stays in the packs' order. */
-        size_t half = (ew->n + 1) / 2;
         for (size_t off = 0; off < ew->n && r == 0;) {
                 for (; off < ew->n && filling->k < LFS_IO_BATCH && r == 0; off++) {
-                        export_file *f = &ew->files[off % 2 ? half + off / 2 : off / 2];
+                        export_file *f = &ew->files[off];
                         /* A loose object is copied by its data, so its holes stay holes. */
                         if (f->size > LFS_PACK_MAX_BLOB) {
                                 r = copy_large(ew, f, err);
