@@ -27,15 +27,25 @@ expect_error InvalidInput lfs branch list # two projects: say which
 LAYERFS_PROJECT=two lfs branch list >/dev/null
 ok
 
-# A file that changes while it is imported: refused, and no project is left.
+# A file that changes while it is imported: refused, and no project is left. The file
+# grows at a named step (userspace-lib/base/fault.h): listed at its size, opened, not read.
 mkdir -p "$WORK/growing"
 for i in $(seq 1 200); do echo "$i" >"$WORK/growing/f$i"; done
-(while :; do head -c 65536 /dev/zero; done >"$WORK/growing/log") &
-writer=$!
-sleep 0.2
-expect_error InvalidInput lfs project init grow --from "$WORK/growing"
-kill $writer
-wait $writer 2>/dev/null || true
+head -c $((1 << 20)) /dev/urandom >"$WORK/growing/log"
+fault_fifo "$WORK/grow.step"
+LAYERFS_FAULT="blob-large-opened@$WORK/grow.step" lfs project init grow --from "$WORK/growing" \
+        >/dev/null 2>"$WORK/grow.err" &
+importer=$!
+fault_reached "$importer" "$WORK/grow.step" >/dev/null || fail "the import ended before it read the growing file"
+echo more >>"$WORK/growing/log"
+fault_release "$WORK/grow.step"
+status=0
+wait "$importer" || status=$?
+assert_eq "$status" 125 "the exit status of an import whose file grew while it was read"
+case "$(cat "$WORK/grow.err")" in
+"InvalidInput: "*"changed or vanished while it was being read"*) ok ;;
+*) fail "an import whose file grew said '$(cat "$WORK/grow.err")', expected InvalidInput" ;;
+esac
 no_projects_made "$(printf 'one\ntwo')"
 
 # Input that cannot be read: PermissionDenied naming it, and nothing made. Root reads

@@ -65,12 +65,20 @@ static int private_db_file(lfs_home *home, lfs_error **err) {
         if (fd < 0 && e != EEXIST)
                 return lfs_fail(err, e == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, e,
                                 "cannot make %s/home.db: %s", home->path, strerror(e));
+        /* What opening it read-write would have said, without a descriptor: SQLite's own
+         * refusal names no cause ("unable to open database file"). */
+        if (fd < 0 && faccessat(home->fd, "home.db", R_OK | W_OK, AT_EACCESS) < 0)
+                return lfs_fail(err, errno == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, errno,
+                                "cannot open %s/home.db: %s", home->path, strerror(errno));
         static const char *const files[] = { "home.db", "home.db-wal", "home.db-shm" };
         for (size_t i = 0; i < ELEMENTSOF(files); i++) {
                 struct stat st;
                 if (fstatat(home->fd, files[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-                    (st.st_mode & 077) && st.st_uid == geteuid())
-                        (void)fchmodat(home->fd, files[i], 0600, 0);
+                    (st.st_mode & 077) && st.st_uid == geteuid() &&
+                    fchmodat(home->fd, files[i], 0600, 0) < 0)
+                        return lfs_fail(err, LFS_FAILED, errno,
+                                        "cannot make %s/%s readable by its owner alone (mode %o): %s",
+                                        home->path, files[i], st.st_mode & 07777, strerror(errno));
         }
         return 0;
 }
