@@ -78,7 +78,8 @@ static int rings_by_id(uint32_t id) {
         return TAKE_FD(fd);
 }
 
-_Static_assert(LFS_MAX_SANDBOXES_PER_ROOT == WATCH_MAX_SANDBOXES, "numbers.h bounds the test's size by the map's");
+_Static_assert(LFS_MAX_SANDBOXES_PER_ROOT == WATCH_MAX_SANDBOXES,
+               "numbers.h bounds the test's size by the map's");
 
 uint32_t lfs_watcher_max_sandboxes(void) {
         /* sandbox create and the daemon's start refused a bad value (InvalidInput); one
