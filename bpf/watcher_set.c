@@ -25,6 +25,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "numbers.h"
 #include "util.h"
 #include "watcher.h"
 #include "watcher_set.h"
@@ -77,10 +78,14 @@ static int rings_by_id(uint32_t id) {
         return TAKE_FD(fd);
 }
 
+_Static_assert(LFS_MAX_SANDBOXES_PER_ROOT == WATCH_MAX_SANDBOXES,
+               "numbers.h bounds the test's size by the map's");
+
 uint32_t lfs_watcher_max_sandboxes(void) {
-        const char *v = getenv("LAYERFS_TEST_MAX_SANDBOXES_PER_ROOT");
-        unsigned long n = v ? strtoul(v, NULL, 10) : 0;
-        return n > 0 && n < WATCH_MAX_SANDBOXES ? (uint32_t)n : WATCH_MAX_SANDBOXES;
+        /* sandbox create and the daemon's start refused a bad value (InvalidInput); one
+         * set in between goes as unset, the production bound. */
+        uint64_t n;
+        return lfs_test_max_sandboxes_per_root(&n, NULL) < 0 ? WATCH_MAX_SANDBOXES : (uint32_t)n;
 }
 
 int lfs_watcher_root_lock(const char *root) {

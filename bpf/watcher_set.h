@@ -19,7 +19,8 @@ int lfs_bpf(int cmd, union bpf_attr *attr);
 
 /* The bound on the Sandboxes of one cgroup root, the map of rings' size:
  * WATCH_MAX_SANDBOXES, or for the tests a smaller one from
- * LAYERFS_TEST_MAX_SANDBOXES_PER_ROOT (read when a daemon makes a root's map). */
+ * LAYERFS_TEST_MAX_SANDBOXES_PER_ROOT (read when a daemon makes a root's map, as numbers.h
+ * parses it). */
 uint32_t lfs_watcher_max_sandboxes(void);
 
 /* Held fds of a root's set: while any daemon holds its links, the programs stay attached;

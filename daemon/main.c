@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
         }
         /* The settings the library checked at create, read the same way (numbers.h). */
         lfs_error *err = NULL;
-        uint64_t n, ready_fd = 0, base = 0, disk_bytes = 0;
+        uint64_t n, ready_fd = 0, base = 0, disk_bytes = 0, max_per_root;
         double idle_seconds;
         const lfs_platform *p = lfs_platform_find(platform);
         if (!p) {
@@ -315,7 +315,8 @@ int main(int argc, char **argv) {
             (disk && lfs_parse_whole("--disk", disk, LFS_MIN_DISK, LFS_MAX_DISK, &disk_bytes, &err) < 0) ||
             lfs_command_identity(&d.uid, &d.gid, &err) < 0 || lfs_idle_seconds(&idle_seconds, &err) < 0 ||
             lfs_gc_after_deletes(&d.gc_after_deletes, &err) < 0 ||
-            lfs_watcher_load_wait_ms(&d.watcher_load_wait_ms, &err) < 0) {
+            lfs_watcher_load_wait_ms(&d.watcher_load_wait_ms, &err) < 0 ||
+            lfs_test_max_sandboxes_per_root(&max_per_root, &err) < 0) {
                 fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
                 lfs_error_free(err);
                 return 2;

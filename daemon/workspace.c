@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The Workspace's filesystem operations; see workspace.h for the shape. */
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -728,6 +729,8 @@ static void restore_entry(ws_fs *fs, ws_inode *dir, size_t i) {
                 [EVICTED_LINK] = LFS_MODE_LINK,
                 [EVICTED_DIR] = LFS_MODE_DIR,
         };
+        /* Only an entry evict_child freed lacks a record, and it kept its kind there. */
+        assert(dir->evicted);
         const ws_evicted *ev = &dir->evicted[i];
         lfs_entry e = { .mode = tree_mode[ev->kind], .size = ev->size, .id = ev->id };
         uint64_t ino = dir->ents[i].ino;
@@ -2593,7 +2596,10 @@ static uint32_t entry_kind(ws_fs *fs, const ws_inode *dir, size_t i) {
                 [EVICTED_DIR] = S_IFDIR,
         };
         const ws_inode *in = inode_get(fs, dir->ents[i].ino);
-        return in ? in->mode & S_IFMT : kind_mode[dir->evicted[i].kind];
+        if (in)
+                return in->mode & S_IFMT;
+        assert(dir->evicted); /* as in restore_entry: a name without a record was evicted */
+        return kind_mode[dir->evicted[i].kind];
 }
 
 /* The listing of ino from offset, to fill (plain) or fill_plus (with attributes and

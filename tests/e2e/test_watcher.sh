@@ -189,6 +189,11 @@ ok
 # The wait is a number of milliseconds from 100 to 600,000, refused before anything is made.
 expect_refusal InvalidInput LAYERFS_WATCHER_LOAD_WAIT_MS env LAYERFS_WATCHER_LOAD_WAIT_MS=50 "$LAYERFS" sandbox create
 expect_refusal InvalidInput LAYERFS_WATCHER_LOAD_WAIT_MS env LAYERFS_WATCHER_LOAD_WAIT_MS=5x "$LAYERFS" sandbox create
+# So is the tests' size of a root's map of rings, from 1 to 4,096 (test_watcher_limit.sh).
+for v in 12abc -1 0 4097 " 2"; do
+        expect_refusal InvalidInput "LAYERFS_TEST_MAX_SANDBOXES_PER_ROOT '$v'" \
+                env LAYERFS_TEST_MAX_SANDBOXES_PER_ROOT="$v" "$LAYERFS" sandbox create
+done
 ok
 
 # A load held past LAYERFS_WATCHER_LOAD_WAIT_MS (a root's lock held by a stopped daemon, or

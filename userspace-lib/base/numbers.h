@@ -82,5 +82,10 @@ int lfs_gc_after_deletes(uint64_t *ret, lfs_error **err);
 #define LFS_WATCHER_LOAD_WAIT_MS 5000
 #define LFS_MAX_WATCHER_LOAD_WAIT_MS 600000
 int lfs_watcher_load_wait_ms(uint64_t *ret, lfs_error **err);
+/* LAYERFS_TEST_MAX_SANDBOXES_PER_ROOT, for the tests: the size of a cgroup root's map of
+ * rings, from 1 to LFS_MAX_SANDBOXES_PER_ROOT (unset: that bound). The bound is the BPF
+ * watcher's WATCH_MAX_SANDBOXES (bpf/watcher.h, which the BPF program includes). */
+#define LFS_MAX_SANDBOXES_PER_ROOT 4096
+int lfs_test_max_sandboxes_per_root(uint64_t *ret, lfs_error **err);
 
 #endif

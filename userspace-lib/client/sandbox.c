@@ -247,7 +247,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         uid_t uid;
         gid_t gid;
         double idle;
-        uint64_t gc_after, watcher_wait;
+        uint64_t gc_after, watcher_wait, max_per_root;
         const char *runtime = "native";
         /* The daemon reads the same settings (the identity, the idle close): refused here,
          * before anything is made. */
@@ -259,7 +259,9 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
             (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
             (r = check_daemon_choices(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
             (r = lfs_idle_seconds(&idle, err)) < 0 || (r = lfs_gc_after_deletes(&gc_after, err)) < 0 ||
-            (r = lfs_watcher_load_wait_ms(&watcher_wait, err)) < 0 || (r = check_workspace_memory(err)) < 0)
+            (r = lfs_watcher_load_wait_ms(&watcher_wait, err)) < 0 ||
+            (r = lfs_test_max_sandboxes_per_root(&max_per_root, err)) < 0 ||
+            (r = check_workspace_memory(err)) < 0)
                 return r;
         /* The runtime's own checks (linux: root, cgroup2, for namespaces the kernel's
          * namespaces and LAYERFS_ID_RANGE; one this build lacks: Unsupported). */
