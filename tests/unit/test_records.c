@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The home's records (records.c): openers that meet on a new home.db, and openers that
- * meet a transaction of another connection of the process. */
+ * meet a transaction of another connection of the process, and a home made again under a
+ * handle of it. */
 #include <spawn.h>
 
 #include "helpers.h"
@@ -154,11 +155,45 @@ static void test_wal_switch_keeps_a_writers_lock(void **state) {
         assert_msg(strstr(said, "locked"), "sqlite3 failed otherwise than on the lock: %s", said);
 }
 
+/* A home removed while a handle of it is open, then made again at its path (by another
+ * process's create, or by this handle's next records open): the handle held the removed
+ * directory, so every records open failed ("cannot make <home>/home.db: No such file or
+ * directory") until the process ended. The handle follows the path. */
+static void test_home_made_again(void **state) {
+        test_env *env = *state;
+        char path[PATH_MAX];
+        fmt_path(path, "%s/home.db", env->home_dir);
+        sqlite3 *db = NULL;
+        assert_ok(env, lfs_records_open(env->home, &db, &env->err));
+        assert_int_equal(sqlite3_exec(db, "CREATE TABLE old_home(x)", NULL, NULL, NULL), SQLITE_OK);
+        lfs_records_close(db);
+
+        assert_int_equal(remove_tree(env->home_dir), 0);
+        int fd = -1;
+        assert_int_equal(lfs_home_dir(env->home, "sandboxes", 0711, false, &fd, &env->err), -ENOENT);
+        assert_int_equal(mkdir(env->home_dir, 0711), 0); /* another process's create */
+        db = NULL;
+        assert_ok(env, lfs_records_open(env->home, &db, &env->err));
+        int old = sqlite3_exec(db, "SELECT x FROM old_home", NULL, NULL, NULL);
+        lfs_records_close(db);
+        assert_msg(old != SQLITE_OK, "the records opened were the removed home's");
+        assert_int_equal(access(path, F_OK), 0);
+
+        assert_int_equal(remove_tree(env->home_dir), 0); /* this time made again by the open */
+        db = NULL;
+        assert_ok(env, lfs_records_open(env->home, &db, &env->err));
+        lfs_records_close(db);
+        assert_int_equal(access(path, F_OK), 0);
+        assert_ok(env, lfs_home_dir(env->home, "sandboxes", 0711, true, &fd, &env->err));
+        close(fd);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 env_test(test_concurrent_first_opens),
                 env_test(test_open_keeps_a_writers_lock),
                 env_test(test_wal_switch_keeps_a_writers_lock),
+                env_test(test_home_made_again),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -192,9 +192,50 @@ int lfs_home_open(const char *dir, lfs_home **ret_home, lfs_error **err) {
         return 0;
 }
 
+/* Whether home->fd is still the directory its path names. A home removed (or moved away)
+ * and made again at the same path is another directory, the one SQLite opens home.db in
+ * by path: the handle follows the path. */
+static bool home_fd_current(const lfs_home *home) {
+        struct stat held, named;
+        return fstat(home->fd, &held) == 0 && held.st_nlink > 0 && lstat(home->path, &named) == 0 &&
+               held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+static void home_fields_free(lfs_home *h) {
+        if (h->fd >= 0)
+                close(h->fd);
+        free(h->path);
+}
+
+/* Points a stale home->fd at the directory now at home->path, checked as at open;
+ * -ENOENT (no error set) when there is none. The descriptor's number is kept (dup3):
+ * another thread of the process using home->fd meanwhile gets the old directory or the
+ * new one, never whatever a closed number was reused for. */
+static int rebind_home(lfs_home *home, lfs_error **err) {
+        _cleanup_(home_fields_free) lfs_home fresh = { .fd = -1 };
+        int r = resolve_home(&fresh, home->path, err);
+        if (r < 0)
+                return r;
+        if (fresh.fd < 0)
+                return -ENOENT;
+        if (strcmp(fresh.path, home->path) != 0)
+                return lfs_fail(err, LFS_FAILED, ESTALE,
+                                "the home '%s' was removed and is now '%s'; open the home again",
+                                home->path, fresh.path);
+        if (dup3(fresh.fd, home->fd, O_CLOEXEC) < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot hold the home '%s' again: %s", home->path,
+                                strerror(errno));
+        return 0;
+}
+
 int lfs_home_make(lfs_home *home, lfs_error **err) {
-        if (home->fd >= 0)
+        if (home->fd >= 0 && home_fd_current(home))
                 return 0;
+        if (home->fd >= 0) {
+                int r = rebind_home(home, err);
+                if (r != -ENOENT)
+                        return r;
+        }
         /* The parents that are missing, 0755 (the command identity passes through to the
          * Sandboxes), then the home, 0711: it lists nothing to anyone else. */
         _cleanup_free_ char *walk = xstrdup(home->path);
@@ -218,14 +259,16 @@ int lfs_home_make(lfs_home *home, lfs_error **err) {
         }
         /* Checked again: someone may have made it first. */
         _cleanup_free_ char *path = xstrdup(home->path);
-        int r = resolve_home(home, path, err);
-        if (r == 0 && home->fd < 0)
+        int r = home->fd >= 0 ? rebind_home(home, err) : resolve_home(home, path, err);
+        if (r == -ENOENT || (r == 0 && home->fd < 0))
                 r = lfs_fail(err, LFS_FAILED, ENOENT, "the home '%s' disappeared as it was made", path);
         return r;
 }
 
 int lfs_home_dir(lfs_home *home, const char *name, mode_t mode, bool create, int *ret_fd, lfs_error **err) {
-        int r = create ? lfs_home_make(home, err) : 0;
+        int r = create ? lfs_home_make(home, err)
+                : home->fd >= 0 && !home_fd_current(home) ? rebind_home(home, err)
+                                                          : 0;
         if (r < 0)
                 return r;
         if (home->fd < 0)
