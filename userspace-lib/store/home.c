@@ -220,8 +220,8 @@ static int rebind_home(lfs_home *home, lfs_error **err) {
                 return -ENOENT;
         if (strcmp(fresh.path, home->path) != 0)
                 return lfs_fail(err, LFS_FAILED, ESTALE,
-                                "the home '%s' was removed and is now '%s'; open the home again",
-                                home->path, fresh.path);
+                                "the home '%s' was removed and is now '%s'; open the home again", home->path,
+                                fresh.path);
         if (dup3(fresh.fd, home->fd, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot hold the home '%s' again: %s", home->path,
                                 strerror(errno));
@@ -266,7 +266,7 @@ int lfs_home_make(lfs_home *home, lfs_error **err) {
 }
 
 int lfs_home_dir(lfs_home *home, const char *name, mode_t mode, bool create, int *ret_fd, lfs_error **err) {
-        int r = create ? lfs_home_make(home, err)
+        int r = create                                    ? lfs_home_make(home, err)
                 : home->fd >= 0 && !home_fd_current(home) ? rebind_home(home, err)
                                                           : 0;
         if (r < 0)
