@@ -266,9 +266,11 @@ int lfs_home_make(lfs_home *home, lfs_error **err) {
 }
 
 int lfs_home_dir(lfs_home *home, const char *name, mode_t mode, bool create, int *ret_fd, lfs_error **err) {
-        int r = create                                    ? lfs_home_make(home, err)
-                : home->fd >= 0 && !home_fd_current(home) ? rebind_home(home, err)
-                                                          : 0;
+        int r = 0;
+        if (create)
+                r = lfs_home_make(home, err);
+        else if (home->fd >= 0 && !home_fd_current(home))
+                r = rebind_home(home, err);
         if (r < 0)
                 return r;
         if (home->fd < 0)
