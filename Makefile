@@ -439,7 +439,7 @@ SANITIZE_FUSE_DEV_E2E := test_workspace_posix.sh test_workspace_crash.sh
 SANITIZE_FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh
 sanitize: deps
 	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
-	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan \
+	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan:log_exe_name=1 UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan:log_exe_name=1 \
 	CRASH_ROUNDS=4 FSOPS_OPS=2000 SPARSE_UNIT_MIB=128 \
 	BIG_DIRECTORY_FILES=2000 DEEP_TREE_DEPTH=10000 DEEP_STORE_DEPTH=20000 HARD_LINKS_MIB=4 \
 	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
@@ -447,7 +447,8 @@ sanitize: deps
 		E2E_WATCHERS=$(SANITIZE_WATCHERS) FUSE_DEV_E2E="$(SANITIZE_FUSE_DEV_E2E)" \
 		FUSE_DEV_NO_PASSTHROUGH_E2E="$(SANITIZE_FUSE_DEV_NO_PASSTHROUGH_E2E)" \
 		unit e2e load adversarial
-	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then head -50 $(SAN_LOGS)/*; echo "sanitize: the reports above failed the run"; exit 1; fi
+	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then ls -l $(SAN_LOGS); head -50 $(SAN_LOGS)/*; \
+		echo "sanitize: the reports above (named by program and pid) failed the run"; exit 1; fi
 
 # clang-tidy and cppcheck on every core: lint is a tenth of make check.
 LINT_JOBS ?= $(shell nproc)
