@@ -39,8 +39,9 @@ INIT_PATH := $(LIBEXECDIR)/layerfs/layerfs-init
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 # Fortified as Debian builds it (dpkg-buildflags), so that what fails its build (an ignored
-# result of a call marked warn_unused_result) fails here first.
-CFLAGS ?= -O2 -g -D_FORTIFY_SOURCE=2
+# result of a call marked warn_unused_result) fails here first; undefined first, since
+# some compilers define it already (Ubuntu's gcc: 3), and a redefinition fails -Werror.
+CFLAGS ?= -O2 -g -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2
 # The layers, bottom to top (docs/architecture.md): each folder's files are compiled with
 # the include paths of their own folder and of the layers below it only, so an include
 # that goes up a layer fails to compile (tests/lint/layers.sh says so by name first).

@@ -2,6 +2,8 @@
 /* The home's records (records.c): openers that meet on a new home.db, and openers that
  * meet a transaction of another connection of the process, and a home made again under a
  * handle of it. */
+#include <dirent.h>
+#include <pthread.h>
 #include <spawn.h>
 
 #include "helpers.h"
@@ -186,6 +188,84 @@ static void test_home_made_again(void **state) {
         assert_int_equal(access(path, F_OK), 0);
         assert_ok(env, lfs_home_dir(env->home, "sandboxes", 0711, true, &fd, &env->err));
         close(fd);
+
+        /* A handle opened before the home existed finds what another made since. */
+        assert_int_equal(remove_tree(env->home_dir), 0);
+        lfs_home *early = NULL;
+        assert_ok(env, lfs_home_open(env->home_dir, &early, &env->err));
+        assert_ok(env, lfs_home_dir(env->home, "sandboxes", 0711, true, &fd, &env->err));
+        close(fd);
+        fd = -1;
+        int r = lfs_home_dir(early, "sandboxes", 0711, false, &fd, &env->err);
+        lfs_home_close(early);
+        assert_ok(env, r);
+        close(fd);
+}
+
+/* A library client's threads, at once, on a handle opened before its home existed: each
+ * records open makes the home. The first bind replaced home->fd and home->path without
+ * a thought for the others: a closed descriptor number reused for a file ("cannot make
+ * <home>/home.db: Not a directory") and a double free of the path (an abort within a
+ * second, mostly). */
+#define MAKERS 4
+#define MAKE_ROUNDS 300
+
+typedef struct maker {
+        lfs_home *home;
+        pthread_barrier_t *start;
+        int failed;
+        char said[256];
+} maker;
+
+static void *make_and_open(void *arg) {
+        maker *m = arg;
+        pthread_barrier_wait(m->start);
+        lfs_error *err = NULL;
+        sqlite3 *db = NULL;
+        if (lfs_records_open(m->home, &db, &err) < 0) {
+                m->failed = 1;
+                snprintf(m->said, sizeof(m->said), "%s", err ? err->message : "(no message)");
+                lfs_error_free(err);
+                return NULL;
+        }
+        lfs_records_close(db);
+        return NULL;
+}
+
+static size_t open_descriptors(void) {
+        size_t n = 0;
+        DIR *d = opendir("/proc/self/fd");
+        assert_non_null(d);
+        for (struct dirent *e; (e = readdir(d));)
+                n += e->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+static void test_threads_make_a_missing_home_at_once(void **state) {
+        test_env *env = *state;
+        size_t before = open_descriptors();
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, MAKERS);
+        for (int round = 0; round < MAKE_ROUNDS; round++) {
+                assert_true(access(env->home_dir, F_OK) < 0 || remove_tree(env->home_dir) == 0);
+                lfs_home *home = NULL;
+                assert_ok(env, lfs_home_open(env->home_dir, &home, &env->err));
+                maker m[MAKERS];
+                pthread_t t[MAKERS];
+                for (int k = 0; k < MAKERS; k++) {
+                        m[k] = (maker){ .home = home, .start = &start };
+                        assert_int_equal(pthread_create(&t[k], NULL, make_and_open, &m[k]), 0);
+                }
+                for (int k = 0; k < MAKERS; k++)
+                        pthread_join(t[k], NULL);
+                lfs_home_close(home);
+                for (int k = 0; k < MAKERS; k++)
+                        assert_msg(!m[k].failed, "round %d: a thread's records open failed: %s", round,
+                                   m[k].said);
+        }
+        pthread_barrier_destroy(&start);
+        assert_int_equal(open_descriptors(), before);
 }
 
 int main(void) {
@@ -194,6 +274,7 @@ int main(void) {
                 env_test(test_open_keeps_a_writers_lock),
                 env_test(test_wal_switch_keeps_a_writers_lock),
                 env_test(test_home_made_again),
+                env_test(test_threads_make_a_missing_home_at_once),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -167,8 +167,21 @@ static int resolve_home(lfs_home *home, const char *abs, lfs_error **err) {
         int r = check_strict_modes(abs, real, false, err);
         if (r < 0)
                 return r;
+        /* The names below it, one slash between each and none at the end: the path the
+         * home will have once made, which the handle keeps (lfs_home_make). */
+        _cleanup_free_ char *names = xstrdup(rest);
+        char *out = names;
+        for (const char *p = rest + strspn(rest, "/"); *p; p += strspn(p, "/")) {
+                size_t n = strcspn(p, "/");
+                if (out != names)
+                        *out++ = '/';
+                memmove(out, p, n);
+                out += n;
+                p += n;
+        }
+        *out = 0;
         free(home->path);
-        home->path = xasprintf("%s/%s", strcmp(real, "/") ? real : "", rest + strspn(rest, "/"));
+        home->path = xasprintf("%s/%s", strcmp(real, "/") ? real : "", names);
         return 0;
 }
 
@@ -207,35 +220,43 @@ static void home_fields_free(lfs_home *h) {
         free(h->path);
 }
 
-/* Points a stale home->fd at the directory now at home->path, checked as at open;
- * -ENOENT (no error set) when there is none. The descriptor's number is kept (dup3):
- * another thread of the process using home->fd meanwhile gets the old directory or the
- * new one, never whatever a closed number was reused for. */
-static int rebind_home(lfs_home *home, lfs_error **err) {
+/* Holds the directory now at home->path, checked as at open: -ENOENT (no error set) when
+ * there is none. Threads of the daemon and of a library client share a handle, so neither
+ * its path (kept from the open) nor a descriptor number another thread may be using
+ * changes: the first bind publishes its descriptor once (a thread that lost the race
+ * drops its own), a later one puts the new directory onto the same number (dup3), so a
+ * thread using home->fd meanwhile gets the old directory or the new one, never whatever
+ * a closed number was reused for. */
+static int bind_home(lfs_home *home, lfs_error **err) {
         _cleanup_(home_fields_free) lfs_home fresh = { .fd = -1 };
         int r = resolve_home(&fresh, home->path, err);
         if (r < 0)
                 return r;
         if (fresh.fd < 0)
                 return -ENOENT;
-        if (strcmp(fresh.path, home->path) != 0)
-                return lfs_fail(err, LFS_FAILED, ESTALE,
-                                "the home '%s' was removed and is now '%s'; open the home again", home->path,
-                                fresh.path);
-        if (dup3(fresh.fd, home->fd, O_CLOEXEC) < 0)
+        int held = -1;
+        if (__atomic_compare_exchange_n(&home->fd, &held, fresh.fd, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+                fresh.fd = -1;
+                return 0;
+        }
+        if (dup3(fresh.fd, held, O_CLOEXEC) < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot hold the home '%s' again: %s", home->path,
                                 strerror(errno));
         return 0;
 }
 
-int lfs_home_make(lfs_home *home, lfs_error **err) {
+/* Whether the handle holds the directory at its path now, binding it if it exists. */
+static int home_bound(lfs_home *home, lfs_error **err) {
         if (home->fd >= 0 && home_fd_current(home))
                 return 0;
-        if (home->fd >= 0) {
-                int r = rebind_home(home, err);
-                if (r != -ENOENT)
-                        return r;
-        }
+        return bind_home(home, err);
+}
+
+int lfs_home_make(lfs_home *home, lfs_error **err) {
+        int r = home_bound(home, err);
+        if (r != -ENOENT)
+                return r;
         /* The parents that are missing, 0755 (the command identity passes through to the
          * Sandboxes), then the home, 0711: it lists nothing to anyone else. */
         _cleanup_free_ char *walk = xstrdup(home->path);
@@ -258,23 +279,17 @@ int lfs_home_make(lfs_home *home, lfs_error **err) {
                 *p = saved;
         }
         /* Checked again: someone may have made it first. */
-        _cleanup_free_ char *path = xstrdup(home->path);
-        int r = home->fd >= 0 ? rebind_home(home, err) : resolve_home(home, path, err);
-        if (r == -ENOENT || (r == 0 && home->fd < 0))
-                r = lfs_fail(err, LFS_FAILED, ENOENT, "the home '%s' disappeared as it was made", path);
+        r = bind_home(home, err);
+        if (r == -ENOENT)
+                r = lfs_fail(err, LFS_FAILED, ENOENT, "the home '%s' disappeared as it was made",
+                             home->path);
         return r;
 }
 
 int lfs_home_dir(lfs_home *home, const char *name, mode_t mode, bool create, int *ret_fd, lfs_error **err) {
-        int r = 0;
-        if (create)
-                r = lfs_home_make(home, err);
-        else if (home->fd >= 0 && !home_fd_current(home))
-                r = rebind_home(home, err);
+        int r = create ? lfs_home_make(home, err) : home_bound(home, err);
         if (r < 0)
                 return r;
-        if (home->fd < 0)
-                return -ENOENT;
         if (create && mkdirat(home->fd, name, mode) < 0 && errno != EEXIST)
                 return lfs_fail(err, errno == EACCES ? LFS_PERMISSION_DENIED : LFS_FAILED, errno,
                                 "cannot make %s/%s: %s", home->path, name, strerror(errno));
