@@ -67,8 +67,8 @@ typedef struct ws_inode {
          * unload_dir with the same names (as_loaded: no name came or went since the load),
          * and subdirs stays true while it is unloaded. */
         bool numbered;
-        /* Never loaded, but subdirs is its tree's count, which the Store keeps beside the
-         * tree (stat_of): its stat reads no tree. */
+        /* Not loaded yet, and subdirs is its tree's count, which the Store keeps beside
+         * the tree (stat_of): its stat reads no tree. Moot once numbered. */
         bool counted;
         bool as_loaded;
         bool sweep_due; /* records were made since its last evict_idle */
@@ -979,7 +979,8 @@ static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
          * entry). */
         if (S_ISDIR(in->mode) && !in->numbered && !in->counted) {
                 uint64_t n;
-                if (!in->loaded && in->has_tree && lfs_db_tree_subdirs(fs->store, &in->tree, &n, NULL) == 0) {
+                if (!in->loaded && in->has_tree &&
+                    lfs_db_tree_subdirs(fs->store, &in->tree, &n, NULL) == 0) {
                         in->subdirs = n;
                         in->counted = true;
                 } else {

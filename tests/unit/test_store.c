@@ -1259,17 +1259,22 @@ static void test_tree_subdirs_stored_by_every_writer(void **state) {
         assert_int_equal(w.stored, w.trees);
         assert_int_equal(root_subdirs(env, "main"), 3);
 
-        commit_spec(env, "main", TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), EMPTY_DIR("d4")), "commit");
+        commit_spec(env, "main", TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), EMPTY_DIR("d4")),
+                    "commit");
         w = walk_subdirs(env, "main");
         assert_int_equal(w.stored, w.trees);
         assert_int_equal(root_subdirs(env, "main"), 3);
 
         /* A merge of branches (merge.c's trees through branch merge). */
         assert_ok(env, lfs_branch_create(env->store, "side", NULL, NULL, &env->err));
-        commit_spec(env, "side", TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), EMPTY_DIR("d4"),
-                                      REG("s/f", "side"), REG("s/t/g", "side")), "side");
-        lfs_id base = commit_spec(env, "main", TREE(REG("a", "1"), REG("d1/x", "1"), REG("d1/m/f", "m"),
-                                                    EMPTY_DIR("d2"), EMPTY_DIR("d4")), "main");
+        commit_spec(env, "side",
+                    TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), EMPTY_DIR("d4"),
+                         REG("s/f", "side"), REG("s/t/g", "side")),
+                    "side");
+        lfs_id base = commit_spec(
+                env, "main",
+                TREE(REG("a", "1"), REG("d1/x", "1"), REG("d1/m/f", "m"), EMPTY_DIR("d2"), EMPTY_DIR("d4")),
+                "main");
         lfs_merge_result mr;
         assert_ok(env, lfs_branch_merge(env->store, "side", "main", &mr, &env->err));
         assert_false(mr.fast_forward);
@@ -1319,13 +1324,15 @@ static void test_tree_subdirs_stored_by_every_writer(void **state) {
  * theirs stored, and verify passes. */
 static void test_tree_subdirs_of_a_store_made_before_them(void **state) {
         test_env *env = *state;
-        env_init_project(env, "proj", TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), REG("d3/sub/y", "2")));
+        env_init_project(env, "proj",
+                         TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), REG("d3/sub/y", "2")));
         const char *project = env_close_store(env);
         store_db_exec(env, project, "DROP TABLE tree_subdirs");
         env_reopen_store(env, project);
         sqlite3_stmt *st;
-        assert_int_equal(sqlite3_prepare_v2(env->store->db, "SELECT count(*) FROM tree_subdirs", -1, &st, NULL),
-                         SQLITE_OK);
+        assert_int_equal(
+                sqlite3_prepare_v2(env->store->db, "SELECT count(*) FROM tree_subdirs", -1, &st, NULL),
+                SQLITE_OK);
         assert_int_equal(sqlite3_step(st), SQLITE_ROW);
         assert_int_equal(sqlite3_column_int(st, 0), 0);
         sqlite3_finalize(st);
@@ -1341,8 +1348,8 @@ static void test_tree_subdirs_of_a_store_made_before_them(void **state) {
         const lfs_path_change change = { "d3/new", LFS_ENTRY_FILE, env_path(env, "new-file"), NULL, 0 };
         lfs_id commit;
         int merged = -1;
-        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, &change, 1, "ws", &commit, &merged,
-                                                &env->err));
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, &change, 1, "ws", &commit,
+                                                &merged, &env->err));
         w = walk_subdirs(env, "main");
         assert_int_equal(w.trees, 5);
         assert_int_equal(w.stored, 2);
@@ -1351,8 +1358,9 @@ static void test_tree_subdirs_of_a_store_made_before_them(void **state) {
 
         /* A commit of the whole directory writes every tree again: each already there gets
          * its count too. */
-        commit_spec(env, "main", TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), REG("d3/sub/y", "2"),
-                                      EMPTY_DIR("d3/e")),
+        commit_spec(env, "main",
+                    TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), REG("d3/sub/y", "2"),
+                         EMPTY_DIR("d3/e")),
                     "commit");
         w = walk_subdirs(env, "main");
         assert_int_equal(w.trees, 5); /* d2 and d3/e: the empty tree, once */

@@ -16,7 +16,8 @@
  * whole tree again (6 MB read, 132 ms, for a 6 MB row against 4 KB, 0.04 ms, here). A
  * tree without a row (written by a layerfs before the table) has its count read from the
  * tree itself (lfs_db_tree_subdirs). */
-#define TREE_SUBDIRS_TABLE "CREATE TABLE tree_subdirs(id BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
+#define TREE_SUBDIRS_TABLE                                                                                  \
+        "CREATE TABLE tree_subdirs(id BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
 
 static const char schema[] =
         "CREATE TABLE trees(id BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;" TREE_SUBDIRS_TABLE

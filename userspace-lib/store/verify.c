@@ -57,8 +57,8 @@ static int verify_tree(void *userdata, const lfs_id *id, const lfs_tree *t, lfs_
         int r = lfs_db_stored_subdirs(vw->s, id, &stored, err);
         if (r == 0 && stored != lfs_tree_subdirs(t)) {
                 _cleanup_free_ char *why = xasprintf(
-                        "has %llu subdirectories stored beside it but holds %zu (the table tree_subdirs "
-                        "is damaged)",
+                        "has %llu subdirectories stored beside it but holds %zu: table tree_subdirs is "
+                        "damaged; deleting the tree's row there makes the Store count from the tree",
                         (unsigned long long)stored, lfs_tree_subdirs(t));
                 return bad_object(vw->s, "tree", id, why, err);
         }
