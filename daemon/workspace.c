@@ -67,6 +67,9 @@ typedef struct ws_inode {
          * unload_dir with the same names (as_loaded: no name came or went since the load),
          * and subdirs stays true while it is unloaded. */
         bool numbered;
+        /* Not loaded yet, and subdirs is its tree's count, which the Store keeps beside
+         * the tree (stat_of): its stat reads no tree. Moot once numbered. */
+        bool counted;
         bool as_loaded;
         bool sweep_due; /* records were made since its last evict_idle */
         uint32_t n_numbered;
@@ -968,10 +971,22 @@ static blkcnt_t lower_blocks(ws_fs *fs, ws_inode *in) {
 static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         ws_inode *in = inode_get(fs, ino);
         passthrough_refresh(fs, in);
-        /* A directory's link count needs its subdirectories: load its names (one tree read,
-         * no record of an entry) unless it was loaded once (unload_dir keeps the count). */
-        if (S_ISDIR(in->mode) && !in->numbered)
-                (void)load_names(fs, ino);
+        /* A directory's link count needs its subdirectories: kept up to date from its load
+         * on (unload_dir and the listed table keep it); before that its tree's, which the
+         * Store keeps beside the tree (one indexed lookup, whatever the directory's size:
+         * loading its names to count them read and indexed a 100,000-entry directory for
+         * its first stat). Its names as a last resort (one tree read, no record of an
+         * entry). */
+        if (S_ISDIR(in->mode) && !in->numbered && !in->counted) {
+                uint64_t n;
+                if (!in->loaded && in->has_tree &&
+                    lfs_db_tree_subdirs(fs->store, &in->tree, &n, NULL) == 0) {
+                        in->subdirs = n;
+                        in->counted = true;
+                } else {
+                        (void)load_names(fs, ino);
+                }
+        }
         in = inode_get(fs, ino);
         *st = (struct stat){ 0 };
         st->st_ino = ino;
@@ -3544,7 +3559,7 @@ static void subtree_gone(ws_fs *fs, uint64_t ino) {
         dir->n_ents = dir->cap_ents = dir->live_ents = dir->subdirs = 0;
         dir->n_evicted = dir->n_numbered = 0;
         dir->loaded = true;
-        dir->has_tree = dir->numbered = false;
+        dir->has_tree = dir->numbered = dir->counted = false;
         dir->nlink = 0;
         drop_if_gone(fs, ino);
 }
@@ -3712,6 +3727,7 @@ static void commit_clean(change_walk *cw) {
                 dir->touched = false;
                 dir->has_tree = true;
                 dir->tree = cw->clean[i].tree;
+                dir->counted = false; /* a count of another tree (the dir is loaded anyway) */
         }
 }
 

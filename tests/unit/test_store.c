@@ -1192,6 +1192,199 @@ static void test_gc_counts_deletions_since_the_last(void **state) {
         assert_int_equal(n, 0);
 }
 
+/* ---- each tree's count of subdirectories (tree_subdirs) ---- */
+
+typedef struct subdirs_walk {
+        test_env *env;
+        size_t trees, stored; /* trees visited, those with a count stored */
+} subdirs_walk;
+
+static int check_stored_subdirs(void *userdata, const lfs_id *id, const lfs_tree *t, lfs_error **err) {
+        (void)err;
+        subdirs_walk *w = userdata;
+        uint64_t n = 12345;
+        int r = lfs_db_stored_subdirs(w->env->store, id, &n, &w->env->err);
+        w->trees++;
+        if (r == -ENOENT) {
+                assert_int_equal(n, 12345);
+        } else {
+                assert_ok(w->env, r);
+                assert_int_equal(n, lfs_tree_subdirs(t));
+                w->stored++;
+        }
+        /* Stored or not, the Store answers the tree's own count. */
+        n = 12345;
+        assert_ok(w->env, lfs_db_tree_subdirs(w->env->store, id, &n, &w->env->err));
+        assert_int_equal(n, lfs_tree_subdirs(t));
+        return 0;
+}
+
+/* Every tree of ref's commit: how many, and how many have their count stored (each the
+ * tree's own). */
+static subdirs_walk walk_subdirs(test_env *env, const char *ref) {
+        lfs_commit_info c = commit_info(env, ref);
+        subdirs_walk w = { .env = env };
+        lfs_idset seen = { 0 };
+        assert_ok(env, lfs_for_each_tree(env->store, &c.tree, &seen, check_stored_subdirs, &w, &env->err));
+        lfs_idset_done(&seen);
+        return w;
+}
+
+static uint64_t root_subdirs(test_env *env, const char *ref) {
+        lfs_commit_info c = commit_info(env, ref);
+        uint64_t n = 12345;
+        assert_ok(env, lfs_db_stored_subdirs(env->store, &c.tree, &n, &env->err));
+        return n;
+}
+
+/* Runs sql (each statement) on the project's store.db behind the library's back. */
+static void store_db_exec(test_env *env, const char *project, const char *sql) {
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(env_path(env, "home/projects/%s/store.db", project), &db), SQLITE_OK);
+        char *msg = NULL;
+        int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+        assert_msg(rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
+        sqlite3_close(db);
+}
+
+/* The trees import, commit, a Workspace's commit and both merges write have their count
+ * of subdirectories stored beside them, and gc takes it away with the tree. */
+static void test_tree_subdirs_stored_by_every_writer(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj",
+                         TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), REG("d3/sub/y", "2"),
+                              LINK("l", "a")));
+        subdirs_walk w = walk_subdirs(env, "main");
+        assert_int_equal(w.trees, 5);
+        assert_int_equal(w.stored, w.trees);
+        assert_int_equal(root_subdirs(env, "main"), 3);
+
+        commit_spec(env, "main", TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), EMPTY_DIR("d4")),
+                    "commit");
+        w = walk_subdirs(env, "main");
+        assert_int_equal(w.stored, w.trees);
+        assert_int_equal(root_subdirs(env, "main"), 3);
+
+        /* A merge of branches (merge.c's trees through branch merge). */
+        assert_ok(env, lfs_branch_create(env->store, "side", NULL, NULL, &env->err));
+        commit_spec(env, "side",
+                    TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), EMPTY_DIR("d4"),
+                         REG("s/f", "side"), REG("s/t/g", "side")),
+                    "side");
+        lfs_id base = commit_spec(
+                env, "main",
+                TREE(REG("a", "1"), REG("d1/x", "1"), REG("d1/m/f", "m"), EMPTY_DIR("d2"), EMPTY_DIR("d4")),
+                "main");
+        lfs_merge_result mr;
+        assert_ok(env, lfs_branch_merge(env->store, "side", "main", &mr, &env->err));
+        assert_false(mr.fast_forward);
+        w = walk_subdirs(env, "main");
+        assert_int_equal(w.stored, w.trees);
+        assert_int_equal(root_subdirs(env, "main"), 4); /* d1, d2, d4, s */
+
+        /* A Workspace's commit (commit.c's trees), merged with the branch moved meanwhile. */
+        write_text(env_path(env, "new-file"), "new");
+        const lfs_path_change changes[] = {
+                { "w/deep/f", LFS_ENTRY_FILE, env_path(env, "new-file"), NULL, 0 },
+                { "w/e", LFS_ENTRY_DIR, NULL, NULL, 0 },
+        };
+        lfs_id commit;
+        int merged = -1;
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, changes, COUNT_OF(changes), "ws",
+                                                &commit, &merged, &env->err));
+        assert_int_equal(merged, 1);
+        w = walk_subdirs(env, "main");
+        assert_int_equal(w.stored, w.trees);
+        assert_int_equal(root_subdirs(env, "main"), 5); /* d1, d2, d4, s, w */
+
+        /* gc: the counts go with their trees. */
+        assert_ok(env, lfs_branch_create(env->store, "gone", NULL, NULL, &env->err));
+        commit_spec(env, "gone", TREE(REG("only/here/f", "gone")), "gone");
+        assert_ok(env, lfs_store_delete_branch(env->store, "gone", NULL, NULL, NULL, &env->err));
+        lfs_gc_result res;
+        run_gc(env, &res);
+        assert_true(res.trees >= 3);
+        lfs_gc_result_done(&res);
+        sqlite3_stmt *st;
+        assert_int_equal(sqlite3_prepare_v2(env->store->db,
+                                            "SELECT (SELECT count(*) FROM trees), (SELECT count(*) FROM "
+                                            "tree_subdirs), (SELECT count(*) FROM tree_subdirs WHERE id NOT "
+                                            "IN (SELECT id FROM trees))",
+                                            -1, &st, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(st, 2), 0);
+        assert_int_equal(sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
+        sqlite3_finalize(st);
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+}
+
+/* A Store made before the table (its trees without a count): opened, it gets the table;
+ * its trees' counts come from the trees themselves, the trees written from then on have
+ * theirs stored, and verify passes. */
+static void test_tree_subdirs_of_a_store_made_before_them(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj",
+                         TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), REG("d3/sub/y", "2")));
+        const char *project = env_close_store(env);
+        store_db_exec(env, project, "DROP TABLE tree_subdirs");
+        env_reopen_store(env, project);
+        sqlite3_stmt *st;
+        assert_int_equal(
+                sqlite3_prepare_v2(env->store->db, "SELECT count(*) FROM tree_subdirs", -1, &st, NULL),
+                SQLITE_OK);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(st, 0), 0);
+        sqlite3_finalize(st);
+        subdirs_walk w = walk_subdirs(env, "main");
+        assert_int_equal(w.trees, 5);
+        assert_int_equal(w.stored, 0);
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+
+        /* A Workspace's commit writes only the trees on the changed path (the root, d3):
+         * they have their count; d1, d2 and d3/sub, not written again, still none. */
+        lfs_id base = head_of(env, "main");
+        write_text(env_path(env, "new-file"), "new");
+        const lfs_path_change change = { "d3/new", LFS_ENTRY_FILE, env_path(env, "new-file"), NULL, 0 };
+        lfs_id commit;
+        int merged = -1;
+        assert_ok(env, lfs_store_commit_changes(env->store, "main", &base, &change, 1, "ws", &commit,
+                                                &merged, &env->err));
+        w = walk_subdirs(env, "main");
+        assert_int_equal(w.trees, 5);
+        assert_int_equal(w.stored, 2);
+        assert_int_equal(root_subdirs(env, "main"), 3);
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+
+        /* A commit of the whole directory writes every tree again: each already there gets
+         * its count too. */
+        commit_spec(env, "main",
+                    TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), REG("d3/sub/y", "2"),
+                         EMPTY_DIR("d3/e")),
+                    "commit");
+        w = walk_subdirs(env, "main");
+        assert_int_equal(w.trees, 5); /* d2 and d3/e: the empty tree, once */
+        assert_int_equal(w.stored, w.trees);
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+}
+
+/* A count stored that is not the tree's own is damage verify reports. */
+static void test_verify_fails_on_a_wrong_subdir_count(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("a", "1"), REG("d1/x", "1")));
+        lfs_commit_info c = commit_info(env, "main");
+        char hex[LFS_HEX_LEN + 1];
+        lfs_id_to_hex(&c.tree, hex);
+        const char *project = env_close_store(env);
+        _cleanup_free_ char *sql = xasprintf("UPDATE tree_subdirs SET n=7 WHERE id=X'%s'", hex);
+        store_db_exec(env, project, sql);
+        env_reopen_store(env, project);
+        int r = lfs_store_verify(env->store, NULL, &env->err);
+        assert_non_null(env->err);
+        assert_non_null(strstr(env->err->message ?: "", "7 subdirectories stored beside it but holds 1"));
+        assert_error(env, r, LFS_FAILED, hex);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 env_test(test_init_refuses_bad_names),
@@ -1241,6 +1434,9 @@ int main(void) {
                 env_test(test_no_uring_gives_identical_ids),
                 env_test(test_io_layer_plain),
                 env_test(test_io_layer_uring),
+                env_test(test_tree_subdirs_stored_by_every_writer),
+                env_test(test_tree_subdirs_of_a_store_made_before_them),
+                env_test(test_verify_fails_on_a_wrong_subdir_count),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -612,6 +612,8 @@ static int delete_rows(gc_run *g, lfs_pack_writer *pw, lfs_error **err) {
                 return r;
         if ((r = delete_ids(s, "DELETE FROM commits WHERE id=?", &g->dead_commits, err)) == 0 &&
             (r = delete_ids(s, "DELETE FROM trees WHERE id=?", &g->dead_trees, err)) == 0 &&
+            (!s->has_tree_subdirs ||
+             (r = delete_ids(s, "DELETE FROM tree_subdirs WHERE id=?", &g->dead_trees, err)) == 0) &&
             (r = delete_ids(s, "DELETE FROM blobs WHERE id=?", &g->dead_blobs, err)) == 0 &&
             (r = delete_pack_rows(g, "DELETE FROM blobs WHERE pack=?", err)) == 0 &&
             (r = lfs_pack_writer_insert_rows(pw, err)) == 0 &&

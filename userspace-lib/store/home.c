@@ -393,7 +393,7 @@ int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs
                 if (from_dir)
                         r = lfs_snapshot_dir(s, w, from_dir, NULL, &rows, &tree, err);
                 else
-                        lfs_tree_rows_add(&rows, &tree, NULL, 0);
+                        lfs_tree_rows_add(&rows, &tree, NULL, 0, 0);
         }
         if (r == 0) {
                 _cleanup_free_ char *message =

@@ -187,7 +187,8 @@ int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const 
                 return r;
         }
         for (size_t i = 0; i < mine.n; i++)
-                lfs_tree_rows_add(rows, &mine.items[i].id, TAKE_PTR(mine.items[i].data), mine.items[i].len);
+                lfs_tree_rows_add(rows, &mine.items[i].id, TAKE_PTR(mine.items[i].data), mine.items[i].len,
+                                  mine.items[i].subdirs);
         lfs_tree_rows_done(&mine);
         *ret_tree = tree;
         return 0;

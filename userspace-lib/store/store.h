@@ -38,6 +38,8 @@ void lfs_tree_done(lfs_tree *t);
 void lfs_tree_add(lfs_tree *t, char *name, uint32_t mode, uint64_t size, const lfs_id *id);
 void lfs_tree_sort(lfs_tree *t);
 const lfs_entry *lfs_tree_find(const lfs_tree *t, const char *name);
+/* Its entries that are directories. */
+size_t lfs_tree_subdirs(const lfs_tree *t);
 void lfs_tree_serialize(const lfs_tree *t, char **ret_data, size_t *ret_len);
 int lfs_tree_parse(const void *data, size_t len, lfs_tree *ret, lfs_error **err);
 /* The id of the empty tree. */
@@ -130,6 +132,8 @@ struct lfs_store {
         size_t n_pack_fds, cap_pack_fds;
         sqlite3 *db;
         sqlite3_stmt *get_tree_stmt, *put_tree_stmt, *get_commit_stmt, *locate_stmt;
+        sqlite3_stmt *get_subdirs_stmt, *put_subdirs_stmt;
+        bool has_tree_subdirs; /* the table is there (see db.c) */
         lfs_io *io;
         int gc_lock_fd; /* gc.lock, or -1 until first held */
         unsigned gc_holds; /* lfs_store_hold's depth (gc's own hold counts one) */
@@ -170,7 +174,15 @@ bool lfs_db_begin_read(lfs_store *s);
 void lfs_db_end_read(lfs_store *s, bool *began);
 
 int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err);
-int lfs_db_put_tree(lfs_store *s, const lfs_id *id, const void *data, size_t len, lfs_error **err);
+/* subdirs: the tree's count of subdirectories (lfs_tree_subdirs), stored beside it. */
+int lfs_db_put_tree(lfs_store *s, const lfs_id *id, const void *data, size_t len, size_t subdirs,
+                    lfs_error **err);
+/* A tree's count of subdirectories as stored beside it: 0, or -ENOENT (no error set) when
+ * none is (a tree written before the Store had the table). */
+int lfs_db_stored_subdirs(lfs_store *s, const lfs_id *id, uint64_t *ret, lfs_error **err);
+/* A tree's count of subdirectories: the stored one (one indexed lookup, whatever the
+ * tree's size), else counted from the tree. */
+int lfs_db_tree_subdirs(lfs_store *s, const lfs_id *id, uint64_t *ret, lfs_error **err);
 int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_error **err);
 int lfs_db_put_commit(lfs_store *s, const lfs_commit_info *c, lfs_error **err);
 /* 0 and *ret set, or -ENOENT (no error set) when the branch does not exist. */
@@ -283,12 +295,13 @@ typedef struct lfs_tree_row {
         lfs_id id;
         char *data;
         size_t len;
+        size_t subdirs; /* lfs_tree_subdirs */
 } lfs_tree_row;
 typedef struct lfs_tree_rows {
         lfs_tree_row *items;
         size_t n, cap;
 } lfs_tree_rows;
-void lfs_tree_rows_add(lfs_tree_rows *rows, const lfs_id *id, char *data, size_t len);
+void lfs_tree_rows_add(lfs_tree_rows *rows, const lfs_id *id, char *data, size_t len, size_t subdirs);
 int lfs_tree_rows_insert(lfs_store *s, lfs_tree_rows *rows, lfs_error **err);
 void lfs_tree_rows_done(lfs_tree_rows *rows);
 /* Serializes t, queues the row and returns its id. */

@@ -47,6 +47,13 @@ const lfs_entry *lfs_tree_find(const lfs_tree *t, const char *name) {
         return bsearch(&key, t->entries, t->n, sizeof(lfs_entry), entry_cmp);
 }
 
+size_t lfs_tree_subdirs(const lfs_tree *t) {
+        size_t n = 0;
+        for (size_t i = 0; i < t->n; i++)
+                n += lfs_mode_is_dir(t->entries[i].mode);
+        return n;
+}
+
 void lfs_tree_serialize(const lfs_tree *t, char **ret_data, size_t *ret_len) {
         size_t cap = 64, len = 0;
         for (size_t i = 0; i < t->n; i++)
@@ -110,9 +117,9 @@ const lfs_id *lfs_empty_tree_id(void) {
         return &id;
 }
 
-void lfs_tree_rows_add(lfs_tree_rows *rows, const lfs_id *id, char *data, size_t len) {
+void lfs_tree_rows_add(lfs_tree_rows *rows, const lfs_id *id, char *data, size_t len, size_t subdirs) {
         GROW(rows->items, rows->cap, rows->n + 1);
-        rows->items[rows->n++] = (lfs_tree_row){ .id = *id, .data = data, .len = len };
+        rows->items[rows->n++] = (lfs_tree_row){ .id = *id, .data = data, .len = len, .subdirs = subdirs };
 }
 
 void lfs_tree_store(lfs_tree *t, lfs_tree_rows *rows, lfs_id *ret_id) {
@@ -121,13 +128,13 @@ void lfs_tree_store(lfs_tree *t, lfs_tree_rows *rows, lfs_id *ret_id) {
         lfs_tree_sort(t);
         lfs_tree_serialize(t, &data, &len);
         lfs_sha256(data, len, ret_id);
-        lfs_tree_rows_add(rows, ret_id, data, len);
+        lfs_tree_rows_add(rows, ret_id, data, len, lfs_tree_subdirs(t));
 }
 
 int lfs_tree_rows_insert(lfs_store *s, lfs_tree_rows *rows, lfs_error **err) {
         for (size_t i = 0; i < rows->n; i++) {
                 lfs_tree_row *row = &rows->items[i];
-                int r = lfs_db_put_tree(s, &row->id, row->data, row->len, err);
+                int r = lfs_db_put_tree(s, &row->id, row->data, row->len, row->subdirs, err);
                 if (r < 0)
                         return r;
         }

@@ -40,7 +40,8 @@ static int verify_blob(verify_walk *vw, const lfs_entry *e, lfs_error **err) {
         return 0;
 }
 
-/* A tree hashes to its name; each of its blobs not checked yet does too. */
+/* A tree hashes to its name, and its count of subdirectories stored beside it (if any)
+ * is its own; each of its blobs not checked yet hashes to its name too. */
 static int verify_tree(void *userdata, const lfs_id *id, const lfs_tree *t, lfs_error **err) {
         verify_walk *vw = userdata;
         char *data;
@@ -52,7 +53,18 @@ static int verify_tree(void *userdata, const lfs_id *id, const lfs_tree *t, lfs_
         if (!lfs_id_eq(&got, id))
                 return bad_object(vw->s, "tree", id, "does not hash to its name", err);
         vw->checked++;
-        int r = 0;
+        uint64_t stored;
+        int r = lfs_db_stored_subdirs(vw->s, id, &stored, err);
+        if (r == 0 && stored != lfs_tree_subdirs(t)) {
+                _cleanup_free_ char *why = xasprintf(
+                        "has %llu subdirectories stored beside it but holds %zu: table tree_subdirs is "
+                        "damaged; deleting the tree's row there makes the Store count from the tree",
+                        (unsigned long long)stored, lfs_tree_subdirs(t));
+                return bad_object(vw->s, "tree", id, why, err);
+        }
+        if (r < 0 && r != -ENOENT)
+                return r;
+        r = 0;
         for (size_t i = 0; i < t->n && r == 0; i++) {
                 const lfs_entry *e = &t->entries[i];
                 if (!lfs_mode_is_dir(e->mode) && lfs_idset_add(&vw->seen, &e->id))

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# A directory's link count (issue 18): 2 + its subdirectories, as ext4 gives it (find
+# relies on it), for directories never listed, listed (and forgotten by the kernel since),
+# and changed in the Workspace (mkdir, rmdir). The first stat of a directory never listed
+# reads no tree: the Store keeps each tree's count of subdirectories beside it (table
+# tree_subdirs). Before, it loaded the directory's names to count them: a stat of a
+# directory of BIG (default 100,000) files read its 5 MB tree and indexed every name.
+# Counted in bytes the daemon reads (rchar of /proc/PID/io) and in what its namespace
+# takes (list_workspaces' metadata_bytes), not timed. A Store made before the table
+# (dropped here) gives the same counts, from the trees.
+source "$(dirname "$0")/lib.sh"
+use_private_sandboxes
+export LAYERFS_PROJECT=nlink
+BIG=${NLINK_BIG_FILES:-100000}
+
+SHM=$(mktemp -d /dev/shm/layerfs-nlink.XXXXXX)
+# shellcheck disable=SC2034 # lib.sh's teardown runs it
+TEARDOWN_EXTRA="rm -rf '$SHM'"
+# big: BIG empty files and 3 subdirectories (s1 with one of its own); small: 2, each
+# empty; a file at the top.
+python3 - "$SHM/src" "$BIG" <<'EOF'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for d in ("big/s1/inner", "big/s2", "big/s3", "small/a", "small/b"):
+    os.makedirs(os.path.join(root, d))
+for i in range(n):
+    open(os.path.join(root, "big", "f%06d" % i), "wb").close()
+open(os.path.join(root, "top"), "wb").close()
+EOF
+lfs project init nlink --from "$SHM/src" >/dev/null
+rm -rf "$SHM/src"
+
+# mount: a new Sandbox with main mounted; sets n, ws and pid (its daemon).
+mount_main() {
+        n=$(lfs sandbox create)
+        ws=$(lfs workspace mount "$n" main)
+        pid=$(records "SELECT pid FROM sandboxes WHERE number=$n")
+        [ -n "$pid" ] || fail "sandbox $n has no daemon"
+}
+usage() { lfs --json sandbox list_workspaces "$n" | json_get "j[0]['$1']"; }
+read_bytes() { awk '/^rchar/ {print $2}' "/proc/$pid/io"; }
+links() { stat -c %h "$ws/$1"; }
+# assert_links PATH COUNT WHAT
+assert_links() { assert_eq "$(links "$1")" "$2" "st_nlink of $1 ($3)"; }
+evict() {
+        sync
+        echo 2 >/proc/sys/vm/drop_caches
+}
+
+mount_main
+tree_bytes=$((BIG * 49))
+# The first stat of big: its count from the Store, not its tree. The top directory's
+# names are loaded first (the lookup of big needs them): a read of any tree may read a
+# big one beside it in the Store's database (SQLite compares the whole row of a divider
+# key of a WITHOUT ROWID table), which is not what is counted here.
+stat "$ws/top" >/dev/null
+before=$(read_bytes)
+before_meta=$(usage metadata_bytes)
+nlink=$(links big)
+read=$(($(read_bytes) - before))
+meta=$(($(usage metadata_bytes) - before_meta))
+echo "first stat of a directory of $BIG files: the daemon read $read bytes, its namespace grew by $meta bytes"
+assert_eq "$nlink" 5 "st_nlink of big, never listed (2 + s1, s2, s3)"
+[ "$read" -lt $((tree_bytes / 8)) ] ||
+        fail "the first stat of big read $read bytes (its tree: about $tree_bytes): it read the tree"
+[ "$meta" -lt $((BIG * 8)) ] ||
+        fail "the first stat of big grew the namespace by $meta bytes: it loaded $BIG names"
+ok
+assert_links small 4 "never listed"
+assert_links big/s1 3 "never listed, below one never listed"
+assert_links big/s2 2 "empty"
+assert_eq "$(stat -c %h "$ws/top")" 1 "st_nlink of a file"
+ok
+
+# Listed, then forgotten by the kernel (the listed table keeps the count).
+ls "$ws/small" "$ws/big/s1" >/dev/null
+assert_links small 4 "listed"
+assert_links big/s1 3 "listed"
+evict
+assert_links small 4 "listed, then evicted"
+assert_links big/s1 3 "listed, then evicted"
+assert_links big 5 "stat'ed only, then evicted"
+ok
+
+# Changed: subdirectories made and removed in directories stat'ed but never listed, and in
+# one listed.
+mkdir "$ws/big/new"
+assert_links big 6 "after mkdir big/new"
+rmdir "$ws/big/s2"
+assert_links big 5 "after rmdir big/s2"
+rmdir "$ws/big/s1/inner"
+assert_links big/s1 2 "after rmdir big/s1/inner"
+mkdir "$ws/small/c" "$ws/small/d"
+rmdir "$ws/small/a"
+assert_links small 5 "after mkdir small/c small/d, rmdir small/a"
+touch "$ws/small/file"
+assert_links small 5 "after a file made in it"
+evict
+assert_links big 5 "changed, then evicted"
+assert_links small 5 "changed, then evicted"
+ok
+
+# Committed: the Workspace's commit stores its trees' counts; another Workspace of main
+# stats them without reading them, and verify checks them.
+lfs workspace commit "$n" main -m dirs >/dev/null
+assert_links big 5 "after the commit"
+lfs project verify >/dev/null || fail "project verify after the commit"
+first=$n
+mount_main
+stat "$ws/top" >/dev/null
+before=$(read_bytes)
+assert_links big 5 "committed, in another Workspace"
+read=$(($(read_bytes) - before))
+[ "$read" -lt $((tree_bytes / 8)) ] || fail "the first stat of big, committed, read $read bytes: it read the tree"
+assert_links small 5 "committed, in another Workspace"
+assert_links big/s1 2 "committed, in another Workspace"
+ok
+lfs workspace unmount "$n" main >/dev/null
+lfs workspace unmount "$first" main >/dev/null
+
+# A Store made before tree_subdirs: the counts come from the trees.
+sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.db" "DROP TABLE tree_subdirs" ||
+        fail "could not drop tree_subdirs"
+mount_main
+assert_links big 5 "in a Store made before tree_subdirs"
+assert_links small 5 "in a Store made before tree_subdirs"
+assert_links big/s1 2 "in a Store made before tree_subdirs"
+assert_eq "$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.db" \
+        "SELECT count(*) FROM sqlite_master WHERE name='tree_subdirs'")" 1 "tree_subdirs made again on open"
+lfs project verify >/dev/null || fail "project verify of a Store made before tree_subdirs"
+ok
+finish
