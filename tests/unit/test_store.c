@@ -1444,12 +1444,12 @@ static void test_tree_lookup_reads_only_its_own_row(void **state) {
                 total += read;
         }
         free(small);
-        print_message("big tree %zu bytes; %d lookups of small trees read %" PRIu64 " bytes, at most %" PRIu64
-                      " for one\n",
+        print_message("big tree %zu bytes; %d lookups of small trees read %" PRIu64
+                      " bytes, at most %" PRIu64 " for one\n",
                       big_len, SMALL, total, most);
         assert_msg(big_len > 4000000, "the big tree holds only %zu bytes", big_len);
-        assert_msg(most < big_len / 10, "a small tree's lookup read %" PRIu64 " bytes, the big tree is %zu", most,
-                   big_len);
+        assert_msg(most < big_len / 10, "a small tree's lookup read %" PRIu64 " bytes, the big tree is %zu",
+                   most, big_len);
 }
 
 /* Each tree's id and data, in id order, as hex; and whether table trees is WITHOUT ROWID
@@ -1458,15 +1458,17 @@ static char *trees_dump(test_env *env, const char *project, bool *ret_without_ro
         sqlite3 *db;
         assert_int_equal(sqlite3_open(env_path(env, "home/projects/%s/store.db", project), &db), SQLITE_OK);
         sqlite3_stmt *st;
-        assert_int_equal(sqlite3_prepare_v2(db,
-                                            "SELECT (SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM "
-                                            "(SELECT id, data FROM trees ORDER BY id)), (SELECT sql LIKE "
-                                            "'%WITHOUT ROWID%' FROM sqlite_schema WHERE name='trees'), "
-                                            "(SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema "
-                                            "WHERE tbl_name LIKE 'trees%' ORDER BY name)), (SELECT integrity_check FROM "
-                                            "pragma_integrity_check)",
-                                            -1, &st, NULL),
-                         SQLITE_OK);
+        assert_int_equal(
+                sqlite3_prepare_v2(
+                        db,
+                        "SELECT (SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM "
+                        "(SELECT id, data FROM trees ORDER BY id)), (SELECT sql LIKE "
+                        "'%WITHOUT ROWID%' FROM sqlite_schema WHERE name='trees'), "
+                        "(SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema "
+                        "WHERE tbl_name LIKE 'trees%' ORDER BY name)), (SELECT integrity_check FROM "
+                        "pragma_integrity_check)",
+                        -1, &st, NULL),
+                SQLITE_OK);
         assert_int_equal(sqlite3_step(st), SQLITE_ROW);
         char *dump = xstrdup((const char *)sqlite3_column_text(st, 0));
         *ret_without_rowid = sqlite3_column_int(st, 1);

@@ -29,8 +29,7 @@
  * (migrate_trees). */
 #define TREES_TABLE(name) "CREATE TABLE " name "(id BLOB PRIMARY KEY, data BLOB NOT NULL);"
 
-static const char schema[] =
-        TREES_TABLE("trees") TREE_SUBDIRS_TABLE
+static const char schema[] = TREES_TABLE("trees") TREE_SUBDIRS_TABLE
         "CREATE TABLE commits(id BLOB PRIMARY KEY, tree BLOB NOT NULL, parent1 BLOB,"
         " parent2 BLOB, author TEXT NOT NULL, time INTEGER NOT NULL, message TEXT NOT NULL)"
         " WITHOUT ROWID;"
