@@ -1250,6 +1250,15 @@ static void store_db_exec(test_env *env, const char *project, const char *sql) {
         sqlite3_close(db);
 }
 
+/* The row sql gives on db, stepped to (finalize it when done). */
+static sqlite3_stmt *query_row(sqlite3 *db, const char *sql) {
+        sqlite3_stmt *st = NULL;
+        assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                   sqlite3_errmsg(db));
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        return st;
+}
+
 /* The trees import, commit, a Workspace's commit and both merges write have their count
  * of subdirectories stored beside them, and gc takes it away with the tree. */
 static void test_tree_subdirs_stored_by_every_writer(void **state) {
@@ -1308,14 +1317,10 @@ static void test_tree_subdirs_stored_by_every_writer(void **state) {
         run_gc(env, &res);
         assert_true(res.trees >= 3);
         lfs_gc_result_done(&res);
-        sqlite3_stmt *st;
-        assert_int_equal(sqlite3_prepare_v2(env->store->db,
-                                            "SELECT (SELECT count(*) FROM trees), (SELECT count(*) FROM "
-                                            "tree_subdirs), (SELECT count(*) FROM tree_subdirs WHERE id NOT "
-                                            "IN (SELECT id FROM trees))",
-                                            -1, &st, NULL),
-                         SQLITE_OK);
-        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        sqlite3_stmt *st =
+                query_row(env->store->db, "SELECT (SELECT count(*) FROM trees), (SELECT count(*) FROM "
+                                          "tree_subdirs), (SELECT count(*) FROM tree_subdirs WHERE id NOT "
+                                          "IN (SELECT id FROM trees))");
         assert_int_equal(sqlite3_column_int(st, 2), 0);
         assert_int_equal(sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
         sqlite3_finalize(st);
@@ -1332,11 +1337,7 @@ static void test_tree_subdirs_of_a_store_made_before_them(void **state) {
         const char *project = env_close_store(env);
         store_db_exec(env, project, "DROP TABLE tree_subdirs");
         env_reopen_store(env, project);
-        sqlite3_stmt *st;
-        assert_int_equal(
-                sqlite3_prepare_v2(env->store->db, "SELECT count(*) FROM tree_subdirs", -1, &st, NULL),
-                SQLITE_OK);
-        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        sqlite3_stmt *st = query_row(env->store->db, "SELECT count(*) FROM tree_subdirs");
         assert_int_equal(sqlite3_column_int(st, 0), 0);
         sqlite3_finalize(st);
         subdirs_walk w = walk_subdirs(env, "main");
@@ -1457,19 +1458,13 @@ static void test_tree_lookup_reads_only_its_own_row(void **state) {
 static char *trees_dump(test_env *env, const char *project, bool *ret_without_rowid) {
         sqlite3 *db;
         assert_int_equal(sqlite3_open(env_path(env, "home/projects/%s/store.db", project), &db), SQLITE_OK);
-        sqlite3_stmt *st;
-        assert_int_equal(
-                sqlite3_prepare_v2(
-                        db,
-                        "SELECT (SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM "
-                        "(SELECT id, data FROM trees ORDER BY id)), (SELECT sql LIKE "
-                        "'%WITHOUT ROWID%' FROM sqlite_schema WHERE name='trees'), "
-                        "(SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema "
-                        "WHERE tbl_name LIKE 'trees%' ORDER BY name)), (SELECT integrity_check FROM "
-                        "pragma_integrity_check)",
-                        -1, &st, NULL),
-                SQLITE_OK);
-        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        sqlite3_stmt *st =
+                query_row(db, "SELECT (SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM "
+                              "(SELECT id, data FROM trees ORDER BY id)), (SELECT sql LIKE "
+                              "'%WITHOUT ROWID%' FROM sqlite_schema WHERE name='trees'), "
+                              "(SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema "
+                              "WHERE tbl_name LIKE 'trees%' ORDER BY name)), (SELECT "
+                              "integrity_check FROM pragma_integrity_check)");
         char *dump = xstrdup((const char *)sqlite3_column_text(st, 0));
         *ret_without_rowid = sqlite3_column_int(st, 1);
         /* No table left over from a copy, and the index on id follows its table's name. */
