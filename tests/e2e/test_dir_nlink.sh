@@ -116,6 +116,19 @@ read=$(($(read_bytes) - before))
 assert_links small 5 "committed, in another Workspace"
 assert_links big/s1 2 "committed, in another Workspace"
 ok
+# Another writer's commit adds subdirectories under names this mount never looked up; this Workspace's commit merges it: the parents' link counts follow at once
+# (the kernel kept them for an hour: the daemon told it only of the names).
+assert_links small 5 "before another writer's commit"
+assert_links big/s3 2 "before another writer's commit"
+lfs branch export main "$SHM/other" >/dev/null
+mkdir "$SHM/other/small/from-other" "$SHM/other/big/s3/deeper"
+lfs branch commit main --from "$SHM/other" -m other >/dev/null
+rm -rf "$SHM/other"
+echo mine >"$ws/mine"
+lfs workspace commit "$n" main -m mine >/dev/null
+assert_links small 6 "after a merge that added small/from-other"
+assert_links big/s3 3 "after a merge that added big/s3/deeper"
+ok
 lfs workspace unmount "$n" main >/dev/null
 lfs workspace unmount "$first" main >/dev/null
 
@@ -124,7 +137,7 @@ sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.db" "DROP TABL
         fail "could not drop tree_subdirs"
 mount_main
 assert_links big 5 "in a Store made before tree_subdirs"
-assert_links small 5 "in a Store made before tree_subdirs"
+assert_links small 6 "in a Store made before tree_subdirs"
 assert_links big/s1 2 "in a Store made before tree_subdirs"
 assert_eq "$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.db" \
         "SELECT count(*) FROM sqlite_master WHERE name='tree_subdirs'")" 1 "tree_subdirs made again on open"
