@@ -448,7 +448,10 @@ sanitize: deps
 		E2E_WATCHERS=$(SANITIZE_WATCHERS) FUSE_DEV_E2E="$(SANITIZE_FUSE_DEV_E2E)" \
 		FUSE_DEV_NO_PASSTHROUGH_E2E="$(SANITIZE_FUSE_DEV_NO_PASSTHROUGH_E2E)" \
 		unit e2e load adversarial
-	@if [ -n "$$(ls -A $(SAN_LOGS))" ]; then ls -l $(SAN_LOGS); head -50 $(SAN_LOGS)/*; \
+	@empty=$$(find $(SAN_LOGS) -type f -empty); \
+	if [ -n "$$empty" ]; then echo "sanitize: empty report files (their writers died before they wrote; docs/testing.md):"; \
+		ls -l $$empty; fi; \
+	if [ -n "$$(find $(SAN_LOGS) -type f ! -empty)" ]; then find $(SAN_LOGS) -type f ! -empty -exec head -50 {} +; \
 		echo "sanitize: the reports above (named by program and pid) failed the run"; exit 1; fi
 
 # clang-tidy and cppcheck on every core: lint is a tenth of make check.

@@ -33,12 +33,15 @@ static void *serve_mount(void *arg) {
 
 /* A name a merged commit replaced. With the old inode named, the kernel treats it as
  * deleted (its link count cleared), so it is evicted and FORGET lets its upper file go;
- * a directory that is not empty in the kernel's cache can only be forgotten. */
+ * a directory that is not empty in the kernel's cache can only be forgotten. The parent's
+ * attributes go too: the kernel refreshes them with the name's only when it has the name
+ * cached, and a subdirectory added or removed under a name it never looked up left the
+ * parent's link count stale for the hour its attributes are valid. */
 static void invalidate(void *userdata, uint64_t parent, uint64_t child, const char *name) {
         workspace *w = userdata;
-        if (child && ws_session_notify_delete(w->session, parent, child, name) == 0)
-                return;
-        ws_session_notify_inval_entry(w->session, parent, name);
+        if (!child || ws_session_notify_delete(w->session, parent, child, name) < 0)
+                ws_session_notify_inval_entry(w->session, parent, name);
+        ws_session_notify_inval_inode(w->session, parent);
 }
 
 static void ws_release_slot(workspace *w) {

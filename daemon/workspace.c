@@ -975,12 +975,14 @@ static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
          * on (unload_dir and the listed table keep it); before that its tree's, which the
          * Store keeps beside the tree (one indexed lookup, whatever the directory's size:
          * loading its names to count them read and indexed a 100,000-entry directory for
-         * its first stat). Its names as a last resort (one tree read, no record of an
-         * entry). */
+         * its first stat). Without a stored count (a tree an older layerfs wrote), its
+         * names (one tree read, no record of an entry), which also numbers it: the listed
+         * table then keeps the count past a FORGET (a count from the tree alone went with
+         * the record, and every stat after a FORGET read the tree again). */
         if (S_ISDIR(in->mode) && !in->numbered && !in->counted) {
                 uint64_t n;
                 if (!in->loaded && in->has_tree &&
-                    lfs_db_tree_subdirs(fs->store, &in->tree, &n, NULL) == 0) {
+                    lfs_db_stored_subdirs(fs->store, &in->tree, &n, NULL) == 0) {
                         in->subdirs = n;
                         in->counted = true;
                 } else {

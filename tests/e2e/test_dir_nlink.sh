@@ -7,12 +7,13 @@
 # directory of BIG (default 100,000) files read its 5 MB tree and indexed every name.
 # Counted in bytes the daemon reads (rchar of /proc/PID/io) and in what its namespace
 # takes (list_workspaces' metadata_bytes), not timed. A Store made before the table
-# (dropped here) gives the same counts, from the trees. The load of a small directory
-# reads no big tree beside it in the Store: in table trees' old shape (WITHOUT ROWID),
-# SQLite compared a lookup's key with a big tree's whole row when it was a divider key of
-# an interior page, and another mount's load of the top directory (3 entries) after the
-# commit read big's tree, 9.8 MB; a Store of the old shape (made here) is copied into the
-# new one when opened.
+# (dropped here) gives the same counts, from the trees, each read once; a tampered count
+# is not used, and gc removes the counts of trees that are gone. The load of a small
+# directory reads no big tree beside it in the Store: in table trees' old shape (WITHOUT
+# ROWID), SQLite compared a lookup's key with a big tree's whole row when it was a
+# divider key of an interior page, and another mount's load of the top directory (3
+# entries) after the commit read big's trees, 9.8 MB; a Store of the old shape (made
+# here) is copied into the new one when opened.
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 export LAYERFS_PROJECT=nlink
@@ -128,6 +129,19 @@ read=$(($(read_bytes) - before))
 assert_links small 5 "committed, in another Workspace"
 assert_links big/s1 2 "committed, in another Workspace"
 ok
+# Another writer's commit adds subdirectories under names this mount never looked up; this Workspace's commit merges it: the parents' link counts follow at once
+# (the kernel kept them for an hour: the daemon told it only of the names).
+assert_links small 5 "before another writer's commit"
+assert_links big/s3 2 "before another writer's commit"
+lfs branch export main "$SHM/other" >/dev/null
+mkdir "$SHM/other/small/from-other" "$SHM/other/big/s3/deeper"
+lfs branch commit main --from "$SHM/other" -m other >/dev/null
+rm -rf "$SHM/other"
+echo mine >"$ws/mine"
+lfs workspace commit "$n" main -m mine >/dev/null
+assert_links small 6 "after a merge that added small/from-other"
+assert_links big/s3 3 "after a merge that added big/s3/deeper"
+ok
 lfs workspace unmount "$n" main >/dev/null
 lfs workspace unmount "$first" main >/dev/null
 
@@ -144,10 +158,39 @@ assert_eq "$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.d
         "SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_master WHERE name='trees'")" 0 \
         "table trees of the new shape once the Store was opened"
 assert_links big 5 "in a Store made before tree_subdirs"
-assert_links small 5 "in a Store made before tree_subdirs"
+assert_links small 6 "in a Store made before tree_subdirs"
 assert_links big/s1 2 "in a Store made before tree_subdirs"
 assert_eq "$(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.db" \
         "SELECT count(*) FROM sqlite_master WHERE name='tree_subdirs'")" 1 "tree_subdirs made again on open"
 lfs project verify >/dev/null || fail "project verify of a Store made before tree_subdirs"
+# Without its row, big's count came from its names, which also numbered it: the listed
+# table keeps it past a FORGET. (A count kept with the record alone went with it, and
+# every stat after a FORGET read the tree again: 14.7 MB over three.)
+evict
+stat "$ws/top" >/dev/null
+before=$(read_bytes)
+assert_links big 5 "in a Store made before tree_subdirs, after an eviction"
+read=$(($(read_bytes) - before))
+[ "$read" -lt $((tree_bytes / 8)) ] ||
+        fail "a stat of big after an eviction read $read bytes: its count went with its record"
+ok
+lfs workspace unmount "$n" main >/dev/null
+
+# Rows no directory can have (tampered with): not used, and verify names the tree; gc
+# removes the rows of trees that are gone (an older layerfs's gc left them).
+store_sql() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.db" "$@"; }
+big_trees="FROM trees WHERE length(data) > $((tree_bytes / 2))" # before and after the commit
+[ "$(store_sql "SELECT count(*) $big_trees")" -gt 0 ] || fail "big's tree is not in the Store"
+store_sql "INSERT OR REPLACE INTO tree_subdirs SELECT id, 4294967294 $big_trees"
+mount_main
+assert_links big 5 "with a count past 2^32 - 3 stored"
+lfs workspace unmount "$n" main >/dev/null
+expect_refusal Failed "no directory can have" lfs project verify
+store_sql "DELETE FROM tree_subdirs WHERE id IN (SELECT id $big_trees)"
+store_sql "INSERT INTO tree_subdirs VALUES(zeroblob(32), 7)"
+lfs project gc >/dev/null
+assert_eq "$(store_sql "SELECT count(*) FROM tree_subdirs WHERE id NOT IN (SELECT id FROM trees)")" 0 \
+        "rows of trees that are gone, after gc"
+out=$(lfs project verify 2>&1 >/dev/null) || fail "project verify after gc: $out"
 ok
 finish

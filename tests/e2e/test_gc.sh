@@ -5,7 +5,8 @@
 # the database shrinks when most of it was garbage, --dry-run and refused input change
 # nothing, progress shows on a terminal only, and a gc
 # SIGKILLed at each of its steps (LAYERFS_FAULT) leaves a Store that verifies, loses
-# nothing reachable, and whose next gc finishes the work. `project verify` after each.
+# nothing reachable, and whose next gc finishes the work. `project verify` after each. A
+# pack that holds only empty files' blobs stays.
 source "$(dirname "$0")/lib.sh"
 export LAYERFS_PROJECT=g
 P=$LAYERFS_HOME/projects/g
@@ -226,4 +227,17 @@ for step in $STEPS; do
 done
 echo "   $INTERRUPTED of $(wc -w <<<"$STEPS") gcs killed inside the work"
 assert_eq "$INTERRUPTED" "$(wc -w <<<"$STEPS")" "gcs whose kill landed at their step"
+
+# A pack whose live blobs are all empty files' (0 bytes each): gc judged packs by their
+# live bytes, called this one dead, removed it and the rows of its blobs, and the next
+# verify found the empty file's blob missing.
+mkdir -p "$WORK/empties/d"
+: >"$WORK/empties/empty"
+: >"$WORK/empties/d/also-empty"
+lfs --project empties project init empties --from "$WORK/empties" >/dev/null
+lfs --project empties project gc >/dev/null
+lfs --project empties project verify >/dev/null || fail "verify after gc of a project of empty files"
+lfs --project empties branch export main "$WORK/empties-out" >/dev/null
+assert_eq "$(tree_manifest "$WORK/empties-out")" "$(tree_manifest "$WORK/empties")" \
+        "a project of empty files exported after gc"
 finish

@@ -15,8 +15,8 @@
  * trees: a column added to the Stores made before it would come after data, and SQLite
  * reads a column past a blob that spills onto overflow pages by walking their chain, the
  * whole tree again (6 MB read, 132 ms, for a 6 MB row against 4 KB, 0.04 ms, here). A
- * tree without a row (written by a layerfs before the table) has its count read from the
- * tree itself (lfs_db_tree_subdirs). */
+ * tree without a row (written by a layerfs before the table) is counted from the tree
+ * itself by whoever needs it (the Workspace loads the directory's names). */
 #define TREE_SUBDIRS_TABLE                                                                                  \
         "CREATE TABLE tree_subdirs(id BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
 
@@ -108,6 +108,9 @@ static int prepare(lfs_store *s, sqlite3_stmt **slot, const char *sql, lfs_error
         return 0;
 }
 
+/* How long a statement waits for another connection's lock before it fails. */
+#define LFS_DB_BUSY_MS 10000
+
 /* Whether "SELECT what FROM table" makes sense in this Store: the table is there, and so is
  * the column (a WITHOUT ROWID table has no rowid to select). */
 static bool can_select(lfs_store *s, const char *what, const char *table) {
@@ -141,10 +144,8 @@ static int migrate_trees(lfs_store *s, lfs_error **err) {
 }
 
 static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
-        int r = lfs_db_exec(s, "PRAGMA busy_timeout=10000", err);
-        if (r < 0)
-                return r;
-        int app_id = 0, version = 0;
+        sqlite3_busy_timeout(s->db, LFS_DB_BUSY_MS);
+        int app_id = 0, version = 0, r;
         if ((r = pragma_int(s, "PRAGMA application_id", &app_id, err)) < 0 ||
             (r = pragma_int(s, "PRAGMA user_version", &version, err)) < 0)
                 return r;
@@ -175,17 +176,29 @@ static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
          * their data). Two opening at once may both try; a writer holding the Store for
          * longer than busy_timeout leaves it for the next open, counting from the trees
          * meanwhile. */
-        if (!s->has_tree_subdirs) {
-                (void)lfs_db_exec(s, TREE_SUBDIRS_TABLE, NULL);
-                s->has_tree_subdirs = can_select(s, "1", "tree_subdirs");
-        }
-        /* The old shape still reads and writes right, only slower past a big tree: a
-         * Store a writer holds past busy_timeout (or one that cannot take the copy now) is
-         * left as it is for the next open. */
+        if (!s->has_tree_subdirs)
+                (void)lfs_db_tree_subdirs_table(s);
+        /* The old shape still reads and writes right, only slower past a big tree: never
+         * waited for (as tree_subdirs above), a Store another writer holds, or one that
+         * cannot take the copy now, is left as it is for the next open. */
         if (!can_select(s, "rowid", "trees")) {
+                sqlite3_busy_timeout(s->db, 0);
                 (void)migrate_trees(s, NULL);
+                sqlite3_busy_timeout(s->db, LFS_DB_BUSY_MS);
         }
         return 0;
+}
+
+bool lfs_db_tree_subdirs_table(lfs_store *s) {
+        if (s->has_tree_subdirs)
+                return true;
+        /* Never waited for: a writer holding the Store (gc's VACUUM) made every open of a
+         * Store without the table, read-only commands' too, wait out busy_timeout. */
+        sqlite3_busy_timeout(s->db, 0);
+        (void)lfs_db_exec(s, TREE_SUBDIRS_TABLE, NULL);
+        sqlite3_busy_timeout(s->db, LFS_DB_BUSY_MS);
+        s->has_tree_subdirs = can_select(s, "1", "tree_subdirs");
+        return s->has_tree_subdirs;
 }
 
 int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bool create, lfs_store **ret,
@@ -371,29 +384,15 @@ int lfs_db_stored_subdirs(lfs_store *s, const lfs_id *id, uint64_t *ret, lfs_err
         int rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 r = -ENOENT;
-        else if (rc != SQLITE_ROW || sqlite3_column_type(st, 0) != SQLITE_INTEGER ||
-                 sqlite3_column_int64(st, 0) < 0)
+        else if (rc != SQLITE_ROW)
                 r = lfs_db_fail(s, err, "read a tree's count of subdirectories");
+        else if (sqlite3_column_type(st, 0) != SQLITE_INTEGER || sqlite3_column_int64(st, 0) < 0 ||
+                 sqlite3_column_int64(st, 0) > LFS_MAX_SUBDIRS)
+                r = -EBADMSG;
         else
                 *ret = (uint64_t)sqlite3_column_int64(st, 0);
         sqlite3_reset(st);
         return r;
-}
-
-int lfs_db_tree_subdirs(lfs_store *s, const lfs_id *id, uint64_t *ret, lfs_error **err) {
-        if (lfs_id_eq(id, lfs_empty_tree_id())) {
-                *ret = 0;
-                return 0;
-        }
-        int r = lfs_db_stored_subdirs(s, id, ret, err);
-        if (r != -ENOENT)
-                return r;
-        lfs_tree t;
-        if ((r = lfs_db_get_tree(s, id, &t, err)) < 0)
-                return r;
-        *ret = lfs_tree_subdirs(&t);
-        lfs_tree_done(&t);
-        return 0;
 }
 
 void lfs_commit_info_done(lfs_commit_info *c) {

@@ -209,6 +209,9 @@ typedef struct gc_pack {
         sqlite3_int64 id;
         char *name;
         uint64_t size, disk, live;
+        /* Its blobs that something reaches: an empty file's blob is live and takes no
+         * bytes, so live (bytes) alone would call such a pack dead. */
+        uint64_t live_blobs;
         lfs_gc_pack_action action; /* 0: kept */
 } gc_pack;
 
@@ -420,8 +423,10 @@ static int plan_packs(gc_run *g, lfs_error **err) {
                 memcpy(id.bytes, sqlite3_column_blob(st, 0), LFS_ID_LEN);
                 gc_pack *p = find_pack(g, sqlite3_column_int64(st, 1));
                 if (lfs_idset_has(&g->live, &id)) {
-                        if (p)
+                        if (p) {
                                 p->live += (uint64_t)sqlite3_column_int64(st, 2);
+                                p->live_blobs++;
+                        }
                 } else {
                         id_list_add(&dead_all, &id);
                 }
@@ -434,7 +439,7 @@ static int plan_packs(gc_run *g, lfs_error **err) {
         g->result.packed_blobs = dead_all.n;
         for (size_t i = 0; i < g->n_packs; i++) {
                 gc_pack *p = &g->packs[i];
-                if (p->live == 0)
+                if (p->live_blobs == 0)
                         p->action = LFS_GC_PACK_REMOVED;
                 else if (p->live * 100 < (uint64_t)g->repack_below * p->size)
                         p->action = LFS_GC_PACK_REWRITTEN;
@@ -604,6 +609,24 @@ static int delete_pack_rows(gc_run *g, const char *sql, lfs_error **err) {
         return r;
 }
 
+/* The counts of the trees gone: this gc's, and those an older layerfs's gc (or one whose
+ * connection found no table) deleted without theirs. */
+#define ORPHAN_COUNTS "DELETE FROM tree_subdirs WHERE id NOT IN (SELECT id FROM trees)"
+
+/* Whether such counts are left: work for a gc that finds nothing else dead. */
+static bool has_orphan_counts(lfs_store *s) {
+        if (!lfs_db_tree_subdirs_table(s))
+                return false;
+        sqlite3_stmt *st = NULL;
+        bool has =
+                sqlite3_prepare_v2(
+                        s->db, "SELECT 1 FROM tree_subdirs WHERE id NOT IN (SELECT id FROM trees) LIMIT 1",
+                        -1, &st, NULL) == SQLITE_OK &&
+                sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+        return has;
+}
+
 /* One transaction: the dead rows go, the moved blobs point at the new pack. */
 static int delete_rows(gc_run *g, lfs_pack_writer *pw, lfs_error **err) {
         lfs_store *s = g->s;
@@ -612,8 +635,7 @@ static int delete_rows(gc_run *g, lfs_pack_writer *pw, lfs_error **err) {
                 return r;
         if ((r = delete_ids(s, "DELETE FROM commits WHERE id=?", &g->dead_commits, err)) == 0 &&
             (r = delete_ids(s, "DELETE FROM trees WHERE id=?", &g->dead_trees, err)) == 0 &&
-            (!s->has_tree_subdirs ||
-             (r = delete_ids(s, "DELETE FROM tree_subdirs WHERE id=?", &g->dead_trees, err)) == 0) &&
+            (!lfs_db_tree_subdirs_table(s) || (r = lfs_db_exec(s, ORPHAN_COUNTS, err)) == 0) &&
             (r = delete_ids(s, "DELETE FROM blobs WHERE id=?", &g->dead_blobs, err)) == 0 &&
             (r = delete_pack_rows(g, "DELETE FROM blobs WHERE pack=?", err)) == 0 &&
             (r = lfs_pack_writer_insert_rows(pw, err)) == 0 &&
@@ -778,7 +800,8 @@ int lfs_store_gc(lfs_store *s, const lfs_gc_options *options, lfs_gc_result *ret
                                 strerror(-r));
         s->gc_holds = 1;
         r = plan(&g, err);
-        bool work = g.dead_commits.n || g.dead_trees.n || g.dead_blobs.n || g.n_files || g.n_stale_pins;
+        bool work = g.dead_commits.n || g.dead_trees.n || g.dead_blobs.n || g.n_files || g.n_stale_pins ||
+                    (r == 0 && has_orphan_counts(s));
         uint64_t deletes = 0;
         if (r == 0 && !opt->dry_run && work)
                 r = sweep(&g, err);

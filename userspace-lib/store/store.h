@@ -177,12 +177,16 @@ int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **e
 /* subdirs: the tree's count of subdirectories (lfs_tree_subdirs), stored beside it. */
 int lfs_db_put_tree(lfs_store *s, const lfs_id *id, const void *data, size_t len, size_t subdirs,
                     lfs_error **err);
-/* A tree's count of subdirectories as stored beside it: 0, or -ENOENT (no error set) when
- * none is (a tree written before the Store had the table). */
+/* A tree's count of subdirectories as stored beside it: 0; -ENOENT (no error set) when
+ * none is (a tree written before the Store had the table, or by an older layerfs);
+ * -EBADMSG (no error set) when the row holds no count a directory can have (negative, not
+ * a number, or past LFS_MAX_SUBDIRS: a link count of 2 + it would not fit st_nlink's 32
+ * bits in a FUSE reply). */
+#define LFS_MAX_SUBDIRS (UINT32_MAX - 2)
 int lfs_db_stored_subdirs(lfs_store *s, const lfs_id *id, uint64_t *ret, lfs_error **err);
-/* A tree's count of subdirectories: the stored one (one indexed lookup, whatever the
- * tree's size), else counted from the tree. */
-int lfs_db_tree_subdirs(lfs_store *s, const lfs_id *id, uint64_t *ret, lfs_error **err);
+/* Whether the Store has table tree_subdirs, adding it if it can at once (never waiting for
+ * another writer): a Store made before it, or an open that found a writer. */
+bool lfs_db_tree_subdirs_table(lfs_store *s);
 int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_error **err);
 int lfs_db_put_commit(lfs_store *s, const lfs_commit_info *c, lfs_error **err);
 /* 0 and *ret set, or -ENOENT (no error set) when the branch does not exist. */

@@ -62,6 +62,12 @@ static int verify_tree(void *userdata, const lfs_id *id, const lfs_tree *t, lfs_
                         (unsigned long long)stored, lfs_tree_subdirs(t));
                 return bad_object(vw->s, "tree", id, why, err);
         }
+        if (r == -EBADMSG)
+                return bad_object(vw->s, "tree", id,
+                                  "has a count of subdirectories stored beside it that no directory can "
+                                  "have: table tree_subdirs is damaged; deleting the tree's row there makes "
+                                  "the Store count from the tree",
+                                  err);
         if (r < 0 && r != -ENOENT)
                 return r;
         r = 0;
