@@ -1511,6 +1511,22 @@ static void test_trees_of_an_old_store_get_the_new_shape(void **state) {
         assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
 }
 
+/* Project "proj" (closed) still has the old table, with the trees of before; the next
+ * open copies them into the new one, the same trees, and the Store verifies. */
+static void check_left_then_copied(test_env *env, const char *before) {
+        bool without_rowid = false;
+        _cleanup_free_ char *left = trees_dump(env, "proj", &without_rowid);
+        assert_true(without_rowid);
+        assert_string_equal(left, before);
+
+        env_reopen_store(env, "proj");
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+        env_close_store(env);
+        _cleanup_free_ char *after = trees_dump(env, "proj", &without_rowid);
+        assert_false(without_rowid);
+        assert_string_equal(after, before);
+}
+
 /* The open that copies the trees, killed at the step before its transaction commits,
  * leaves the old table whole; the next open copies them. */
 static void test_trees_copy_killed_midway_keeps_the_old_table(void **state) {
@@ -1546,17 +1562,26 @@ static void test_trees_copy_killed_midway_keeps_the_old_table(void **state) {
         assert_msg(!strncmp(line, "store-migrate-trees ", 20),
                    "the open ended without reaching step store-migrate-trees (it said '%s')", line);
 
-        bool without_rowid = false;
-        _cleanup_free_ char *killed = trees_dump(env, "proj", &without_rowid);
-        assert_true(without_rowid);
-        assert_string_equal(killed, before);
+        check_left_then_copied(env, before);
+}
 
+/* An open that finds another writer holding a Store of the old shape neither waits for it
+ * nor fails: it leaves the old table, which reads right, and the next open copies. */
+static void test_trees_copy_left_while_another_writer_holds_the_store(void **state) {
+        test_env *env = *state;
+        _cleanup_free_ char *before = make_old_store(env, "proj");
+        sqlite3 *holder;
+        assert_int_equal(sqlite3_open(env_path(env, "home/projects/proj/store.db"), &holder), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
         env_reopen_store(env, "proj");
-        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+        lfs_commit_info c = commit_info(env, "main");
+        lfs_tree t;
+        assert_ok(env, lfs_db_get_tree(env->store, &c.tree, &t, &env->err));
+        lfs_tree_done(&t);
         env_close_store(env);
-        _cleanup_free_ char *after = trees_dump(env, "proj", &without_rowid);
-        assert_false(without_rowid);
-        assert_string_equal(after, before);
+        assert_int_equal(sqlite3_exec(holder, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(holder);
+        check_left_then_copied(env, before);
 }
 
 int main(void) {
@@ -1614,6 +1639,7 @@ int main(void) {
                 env_test(test_tree_lookup_reads_only_its_own_row),
                 env_test(test_trees_of_an_old_store_get_the_new_shape),
                 env_test(test_trees_copy_killed_midway_keeps_the_old_table),
+                env_test(test_trees_copy_left_while_another_writer_holds_the_store),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
