@@ -157,19 +157,6 @@ static inline size_t read_to_end(int fd, char *out, size_t size) {
         return len;
 }
 
-/* Bytes this process has read through read(2) and its kin (/proc/self/io, rchar). */
-static inline uint64_t bytes_read(void) {
-        FILE *f = fopen("/proc/self/io", "re");
-        assert_non_null(f);
-        unsigned long long rchar = 0;
-        char line[128];
-        while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "rchar: %llu", &rchar) == 1)
-                        break;
-        fclose(f);
-        return rchar;
-}
-
 /* ---- directories described by a table ---- */
 
 typedef enum entry_kind {

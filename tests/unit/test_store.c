@@ -4,10 +4,7 @@
  * compare-and-swap moves, commits of change sets, verification of damaged objects,
  * directory round trips, and the io layer with and without io_uring.
  */
-#include <inttypes.h>
-#include <poll.h>
 #include <sqlite3.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 
 #include "helpers.h"
@@ -1246,15 +1243,6 @@ static void store_db_exec(test_env *env, const char *project, const char *sql) {
         sqlite3_close(db);
 }
 
-/* The row sql gives on db, stepped to (finalize it when done). */
-static sqlite3_stmt *query_row(sqlite3 *db, const char *sql) {
-        sqlite3_stmt *st = NULL;
-        assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                   sqlite3_errmsg(db));
-        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-        return st;
-}
-
 /* The trees import, commit, a Workspace's commit and both merges write have their count
  * of subdirectories stored beside them, and gc takes it away with the tree. */
 static void test_tree_subdirs_stored_by_every_writer(void **state) {
@@ -1313,10 +1301,14 @@ static void test_tree_subdirs_stored_by_every_writer(void **state) {
         run_gc(env, &res);
         assert_true(res.trees >= 3);
         lfs_gc_result_done(&res);
-        sqlite3_stmt *st =
-                query_row(env->store->db, "SELECT (SELECT count(*) FROM trees), (SELECT count(*) FROM "
-                                          "tree_subdirs), (SELECT count(*) FROM tree_subdirs WHERE id NOT "
-                                          "IN (SELECT id FROM trees))");
+        sqlite3_stmt *st;
+        assert_int_equal(sqlite3_prepare_v2(env->store->db,
+                                            "SELECT (SELECT count(*) FROM trees), (SELECT count(*) FROM "
+                                            "tree_subdirs), (SELECT count(*) FROM tree_subdirs WHERE id NOT "
+                                            "IN (SELECT id FROM trees))",
+                                            -1, &st, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
         assert_int_equal(sqlite3_column_int(st, 2), 0);
         assert_int_equal(sqlite3_column_int(st, 0), sqlite3_column_int(st, 1));
         sqlite3_finalize(st);
@@ -1333,7 +1325,11 @@ static void test_tree_subdirs_of_a_store_made_before_them(void **state) {
         const char *project = env_close_store(env);
         store_db_exec(env, project, "DROP TABLE tree_subdirs");
         env_reopen_store(env, project);
-        sqlite3_stmt *st = query_row(env->store->db, "SELECT count(*) FROM tree_subdirs");
+        sqlite3_stmt *st;
+        assert_int_equal(
+                sqlite3_prepare_v2(env->store->db, "SELECT count(*) FROM tree_subdirs", -1, &st, NULL),
+                SQLITE_OK);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
         assert_int_equal(sqlite3_column_int(st, 0), 0);
         sqlite3_finalize(st);
         subdirs_walk w = walk_subdirs(env, "main");
@@ -1383,205 +1379,6 @@ static void test_verify_fails_on_a_wrong_subdir_count(void **state) {
         assert_non_null(env->err);
         assert_non_null(strstr(env->err->message ?: "", "7 subdirectories stored beside it but holds 1"));
         assert_error(env, r, LFS_FAILED, hex);
-}
-
-/* ---- the shape of table trees ---- */
-
-/* table trees as Stores made before 2026-12-07 have it. */
-#define OLD_TREES_TABLE "CREATE TABLE trees(id BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID"
-
-/* A tree of n files named "<prefix><i>" (all one blob), written to the Store; its id. */
-static lfs_id put_tree_of(test_env *env, const char *prefix, size_t n, size_t *ret_len) {
-        lfs_id blob, id;
-        lfs_sha256("x", 1, &blob);
-        lfs_tree t = { 0 };
-        for (size_t i = 0; i < n; i++)
-                lfs_tree_add(&t, xasprintf("%s%zu", prefix, i), LFS_MODE_FILE, 1, &blob);
-        lfs_tree_rows rows = { 0 };
-        lfs_tree_store(&t, &rows, &id);
-        if (ret_len)
-                *ret_len = rows.items[0].len;
-        assert_ok(env, lfs_tree_rows_insert(env->store, &rows, &env->err));
-        lfs_tree_rows_done(&rows);
-        lfs_tree_done(&t);
-        return id;
-}
-
-/* The lookup of a small tree reads that tree, not a big one beside it. In a WITHOUT ROWID
- * table SQLite compares a lookup's key with whole records, a big tree's overflow pages
- * and all, whenever its binary search passes one: on the old shape the lookups of the
- * small trees below read the 5 MB tree again, most 5.1 MB each. */
-static void test_tree_lookup_reads_only_its_own_row(void **state) {
-        test_env *env = *state;
-        env_init_project(env, "proj", TREE(REG("a", "1")));
-        enum { SMALL = 3000 };
-        lfs_id *small = calloc(SMALL, sizeof(*small));
-        assert_non_null(small);
-        size_t big_len = 0;
-        assert_ok(env, lfs_db_begin(env->store, &env->err));
-        for (size_t i = 0; i < SMALL; i++) {
-                char prefix[32];
-                fmt_path(prefix, "small-%zu-", i);
-                small[i] = put_tree_of(env, prefix, 1, NULL);
-        }
-        (void)put_tree_of(env, "a-file-of-a-big-directory-", 100000, &big_len);
-        assert_ok(env, lfs_db_commit(env->store, &env->err));
-        /* A connection of its own, as another mount's: nothing in SQLite's cache. */
-        env_reopen_store(env, env_close_store(env));
-
-        uint64_t most = 0, total = 0;
-        for (size_t i = 0; i < SMALL; i++) {
-                uint64_t before = bytes_read();
-                lfs_tree t;
-                assert_ok(env, lfs_db_get_tree(env->store, &small[i], &t, &env->err));
-                uint64_t read = bytes_read() - before;
-                assert_int_equal(t.n, 1);
-                lfs_tree_done(&t);
-                most = read > most ? read : most;
-                total += read;
-        }
-        free(small);
-        print_message("big tree %zu bytes; %d lookups of small trees read %" PRIu64
-                      " bytes, at most %" PRIu64 " for one\n",
-                      big_len, SMALL, total, most);
-        assert_msg(big_len > 4000000, "the big tree holds only %zu bytes", big_len);
-        assert_msg(most < big_len / 10, "a small tree's lookup read %" PRIu64 " bytes, the big tree is %zu",
-                   most, big_len);
-}
-
-/* Each tree's id and data, in id order, as hex; and whether table trees is WITHOUT ROWID
- * (read behind the library's back). */
-static char *trees_dump(test_env *env, const char *project, bool *ret_without_rowid) {
-        sqlite3 *db;
-        assert_int_equal(sqlite3_open(env_path(env, "home/projects/%s/store.db", project), &db), SQLITE_OK);
-        sqlite3_stmt *st =
-                query_row(db, "SELECT (SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM "
-                              "(SELECT id, data FROM trees ORDER BY id)), (SELECT sql LIKE "
-                              "'%WITHOUT ROWID%' FROM sqlite_schema WHERE name='trees'), "
-                              "(SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema "
-                              "WHERE tbl_name LIKE 'trees%' ORDER BY name)), (SELECT "
-                              "integrity_check FROM pragma_integrity_check)");
-        char *dump = xstrdup((const char *)sqlite3_column_text(st, 0));
-        *ret_without_rowid = sqlite3_column_int(st, 1);
-        /* No table left over from a copy, and the index on id follows its table's name. */
-        assert_string_equal((const char *)sqlite3_column_text(st, 2),
-                            *ret_without_rowid ? "trees" : "sqlite_autoindex_trees_1 trees");
-        assert_string_equal((const char *)sqlite3_column_text(st, 3), "ok");
-        sqlite3_finalize(st);
-        sqlite3_close(db);
-        return dump;
-}
-
-/* A project whose table trees has the shape Stores made before 2026-12-07 have, closed;
- * its trees' dump. */
-static char *make_old_store(test_env *env, const char *project) {
-        env_init_project(env, project,
-                         TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), REG("d3/sub/y", "2"),
-                              LINK("l", "a")));
-        commit_spec(env, "main", TREE(REG("a", "2"), REG("d1/x", "1"), REG("d4/z", "3")), "second");
-        env_close_store(env);
-        bool without_rowid = false;
-        char *dump = trees_dump(env, project, &without_rowid);
-        store_db_exec(env, project,
-                      "BEGIN; ALTER TABLE trees RENAME TO trees_new; " OLD_TREES_TABLE
-                      "; INSERT INTO trees SELECT id, data FROM trees_new; DROP TABLE trees_new; COMMIT");
-        char *old = trees_dump(env, project, &without_rowid);
-        assert_true(without_rowid);
-        assert_string_equal(old, dump);
-        free(old);
-        return dump;
-}
-
-/* A Store made with the old shape of table trees is opened: its trees are copied into the
- * new shape, the same trees, and it verifies and takes commits. */
-static void test_trees_of_an_old_store_get_the_new_shape(void **state) {
-        test_env *env = *state;
-        _cleanup_free_ char *before = make_old_store(env, "proj");
-        env_reopen_store(env, "proj");
-        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
-        commit_spec(env, "main", TREE(REG("a", "3"), REG("d5/w", "4")), "third");
-        env_close_store(env);
-        bool without_rowid = true;
-        _cleanup_free_ char *after = trees_dump(env, "proj", &without_rowid);
-        assert_false(without_rowid);
-        /* Every tree of before still there (the third commit added its own). */
-        for (char *save = NULL, *row = strtok_r(before, ",", &save); row; row = strtok_r(NULL, ",", &save))
-                assert_msg(strstr(after, row), "tree %.64s is gone", row);
-        env_reopen_store(env, "proj");
-        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
-}
-
-/* Project "proj" (closed) still has the old table, with the trees of before; the next
- * open copies them into the new one, the same trees, and the Store verifies. */
-static void check_left_then_copied(test_env *env, const char *before) {
-        bool without_rowid = false;
-        _cleanup_free_ char *left = trees_dump(env, "proj", &without_rowid);
-        assert_true(without_rowid);
-        assert_string_equal(left, before);
-
-        env_reopen_store(env, "proj");
-        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
-        env_close_store(env);
-        _cleanup_free_ char *after = trees_dump(env, "proj", &without_rowid);
-        assert_false(without_rowid);
-        assert_string_equal(after, before);
-}
-
-/* The open that copies the trees, killed at the step before its transaction commits,
- * leaves the old table whole; the next open copies them. */
-static void test_trees_copy_killed_midway_keeps_the_old_table(void **state) {
-        test_env *env = *state;
-        _cleanup_free_ char *before = make_old_store(env, "proj");
-        const char *fifo = env_path(env, "fault");
-        assert_int_equal(mkfifo(fifo, 0600), 0);
-        int fd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        assert_true(fd >= 0);
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                _cleanup_free_ char *fault = xasprintf("store-migrate-trees@%s", fifo);
-                lfs_store *store = NULL;
-                setenv("LAYERFS_FAULT", fault, 1);
-                _exit(lfs_store_open(env->home, "proj", &store, NULL) < 0 ? 1 : 0);
-        }
-        int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        assert_true(pidfd >= 0);
-        /* The child reaches the step (and writes to the pipe) or ends without it. */
-        struct pollfd fds[] = { { .fd = fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
-        assert_true(poll(fds, 2, 120 * 1000) > 0);
-        char line[128] = "";
-        ssize_t n = fds[0].revents & POLLIN ? read(fd, line, sizeof(line) - 1) : 0;
-        line[n > 0 ? n : 0] = 0;
-        kill(pid, SIGKILL);
-        siginfo_t si;
-        assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED), 0);
-        close(pidfd);
-        close(fd);
-        assert_msg(!strncmp(line, "store-migrate-trees ", 20),
-                   "the open ended without reaching step store-migrate-trees (it said '%s')", line);
-
-        check_left_then_copied(env, before);
-}
-
-/* An open that finds another writer holding a Store of the old shape neither waits for it
- * nor fails: it leaves the old table, which reads right, and the next open copies. */
-static void test_trees_copy_left_while_another_writer_holds_the_store(void **state) {
-        test_env *env = *state;
-        _cleanup_free_ char *before = make_old_store(env, "proj");
-        sqlite3 *holder;
-        assert_int_equal(sqlite3_open(env_path(env, "home/projects/proj/store.db"), &holder), SQLITE_OK);
-        assert_int_equal(sqlite3_exec(holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-        env_reopen_store(env, "proj");
-        lfs_commit_info c = commit_info(env, "main");
-        lfs_tree t;
-        assert_ok(env, lfs_db_get_tree(env->store, &c.tree, &t, &env->err));
-        lfs_tree_done(&t);
-        env_close_store(env);
-        assert_int_equal(sqlite3_exec(holder, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
-        sqlite3_close(holder);
-        check_left_then_copied(env, before);
 }
 
 int main(void) {
@@ -1636,10 +1433,6 @@ int main(void) {
                 env_test(test_tree_subdirs_stored_by_every_writer),
                 env_test(test_tree_subdirs_of_a_store_made_before_them),
                 env_test(test_verify_fails_on_a_wrong_subdir_count),
-                env_test(test_tree_lookup_reads_only_its_own_row),
-                env_test(test_trees_of_an_old_store_get_the_new_shape),
-                env_test(test_trees_copy_killed_midway_keeps_the_old_table),
-                env_test(test_trees_copy_left_while_another_writer_holds_the_store),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

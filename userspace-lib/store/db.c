@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "fault.h"
 #include "json_path.h"
 #include "store.h"
 
@@ -20,16 +19,8 @@
 #define TREE_SUBDIRS_TABLE                                                                                  \
         "CREATE TABLE tree_subdirs(id BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
 
-/* A rowid table, not WITHOUT ROWID: the latter is a B-tree of whole records, so a big tree
- * (100,000 entries: a 9.8 MB row on overflow pages) could be a divider key of an interior
- * page, and SQLite reads a divider's whole record, overflow chain and all, to compare
- * with it: every lookup passing it read the big tree (9.8 MB for another mount's load of
- * a 3-entry directory). A rowid table's interior pages hold only rowids, its index on id
- * only (id, rowid). Stores made with the old shape are rebuilt when opened
- * (migrate_trees). */
-#define TREES_TABLE(name) "CREATE TABLE " name "(id BLOB PRIMARY KEY, data BLOB NOT NULL);"
-
-static const char schema[] = TREES_TABLE("trees") TREE_SUBDIRS_TABLE
+static const char schema[] =
+        "CREATE TABLE trees(id BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;" TREE_SUBDIRS_TABLE
         "CREATE TABLE commits(id BLOB PRIMARY KEY, tree BLOB NOT NULL, parent1 BLOB,"
         " parent2 BLOB, author TEXT NOT NULL, time INTEGER NOT NULL, message TEXT NOT NULL)"
         " WITHOUT ROWID;"
@@ -111,36 +102,12 @@ static int prepare(lfs_store *s, sqlite3_stmt **slot, const char *sql, lfs_error
 /* How long a statement waits for another connection's lock before it fails. */
 #define LFS_DB_BUSY_MS 10000
 
-/* Whether "SELECT what FROM table" makes sense in this Store: the table is there, and so is
- * the column (a WITHOUT ROWID table has no rowid to select). */
-static bool can_select(lfs_store *s, const char *what, const char *table) {
-        _cleanup_free_ char *sql = xasprintf("SELECT %s FROM %s LIMIT 0", what, table);
+static bool has_table(lfs_store *s, const char *name) {
+        _cleanup_free_ char *sql = xasprintf("SELECT 1 FROM %s LIMIT 0", name);
         sqlite3_stmt *st = NULL;
-        bool can = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK;
+        bool has = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK;
         sqlite3_finalize(st);
-        return can;
-}
-
-/* A Store whose trees are in a WITHOUT ROWID table (made before 2026-12-07): its trees
- * copied into a rowid table of the same name and columns, in one transaction, so that a
- * crash leaves the old table whole, and the copy is made again at the next open. The
- * schema's version stays: every layerfs reads and writes either shape with the same SQL.
- * Another process may have copied them since this one looked: looked at again once the
- * Store is held. */
-static int migrate_trees(lfs_store *s, lfs_error **err) {
-        int r = lfs_db_begin(s, err);
-        if (r < 0)
-                return r;
-        if (!can_select(s, "rowid", "trees") &&
-            ((r = lfs_db_exec(s, TREES_TABLE("trees_rowid"), err)) < 0 ||
-             (r = lfs_db_exec(s, "INSERT INTO trees_rowid(id, data) SELECT id, data FROM trees", err)) < 0 ||
-             (r = lfs_db_exec(s, "DROP TABLE trees", err)) < 0 ||
-             (r = lfs_db_exec(s, "ALTER TABLE trees_rowid RENAME TO trees", err)) < 0)) {
-                lfs_db_rollback(s);
-                return r;
-        }
-        lfs_fault_point("store-migrate-trees");
-        return lfs_db_commit(s, err);
+        return has;
 }
 
 static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
@@ -170,7 +137,7 @@ static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
         }
         if ((r = lfs_db_exec(s, "PRAGMA synchronous=FULL", err)) < 0)
                 return r;
-        s->has_tree_subdirs = can_select(s, "1", "tree_subdirs");
+        s->has_tree_subdirs = has_table(s, "tree_subdirs");
         /* A Store made before the table: added (the schema's version stays, since a layerfs
          * without it reads and writes the Store as before, its trees then counted from
          * their data). Two opening at once may both try; a writer holding the Store for
@@ -178,14 +145,6 @@ static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
          * meanwhile. */
         if (!s->has_tree_subdirs)
                 (void)lfs_db_tree_subdirs_table(s);
-        /* The old shape still reads and writes right, only slower past a big tree: never
-         * waited for (as tree_subdirs above), a Store another writer holds, or one that
-         * cannot take the copy now, is left as it is for the next open. */
-        if (!can_select(s, "rowid", "trees")) {
-                sqlite3_busy_timeout(s->db, 0);
-                (void)migrate_trees(s, NULL);
-                sqlite3_busy_timeout(s->db, LFS_DB_BUSY_MS);
-        }
         return 0;
 }
 
@@ -197,7 +156,7 @@ bool lfs_db_tree_subdirs_table(lfs_store *s) {
         sqlite3_busy_timeout(s->db, 0);
         (void)lfs_db_exec(s, TREE_SUBDIRS_TABLE, NULL);
         sqlite3_busy_timeout(s->db, LFS_DB_BUSY_MS);
-        s->has_tree_subdirs = can_select(s, "1", "tree_subdirs");
+        s->has_tree_subdirs = has_table(s, "tree_subdirs");
         return s->has_tree_subdirs;
 }
 
