@@ -157,6 +157,17 @@ static inline size_t read_to_end(int fd, char *out, size_t size) {
         return len;
 }
 
+/* The descriptors this process holds now (of /proc/self/fd, less the listing's own). */
+static inline size_t open_descriptors(void) {
+        DIR *d = opendir("/proc/self/fd");
+        assert_non_null(d);
+        size_t n = 0;
+        for (struct dirent *e; (e = readdir(d));)
+                n += e->d_name[0] != '.';
+        closedir(d);
+        return n - 1;
+}
+
 /* ---- directories described by a table ---- */
 
 typedef enum entry_kind {

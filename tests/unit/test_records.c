@@ -2,7 +2,6 @@
 /* The home's records (records.c): openers that meet on a new home.db, and openers that
  * meet a transaction of another connection of the process, and a home made again under a
  * handle of it. */
-#include <dirent.h>
 #include <pthread.h>
 #include <spawn.h>
 
@@ -230,16 +229,6 @@ static void *make_and_open(void *arg) {
         }
         lfs_records_close(db);
         return NULL;
-}
-
-static size_t open_descriptors(void) {
-        size_t n = 0;
-        DIR *d = opendir("/proc/self/fd");
-        assert_non_null(d);
-        for (struct dirent *e; (e = readdir(d));)
-                n += e->d_name[0] != '.';
-        closedir(d);
-        return n;
 }
 
 static void test_threads_make_a_missing_home_at_once(void **state) {

@@ -50,16 +50,6 @@ static char *read_chain(const char *dir, size_t levels, const char *leaf) {
         return buf;
 }
 
-static int open_fds(void) {
-        DIR *d = opendir("/proc/self/fd");
-        assert_non_null(d);
-        int n = 0;
-        while (readdir(d))
-                n++;
-        closedir(d);
-        return n;
-}
-
 /* 2,047 levels and "f": 4,095 bytes, recorded and written out again; "ff" is one byte
  * too many, for import and for commit_changes alike. */
 static void test_longest_path_goes_in_and_out(void **state) {
@@ -287,9 +277,9 @@ static void test_rm_rf_at_deep_tree(void **state) {
                 fd = next;
         }
         close(fd);
-        int before = open_fds();
+        size_t before = open_descriptors();
         assert_int_equal(rm_rf_at(root, "deep"), 0);
-        assert_int_equal(open_fds(), before);
+        assert_int_equal(open_descriptors(), before);
         struct stat st;
         assert_int_equal(fstatat(root, "deep", &st, AT_SYMLINK_NOFOLLOW), -1);
         assert_int_equal(errno, ENOENT);

@@ -324,9 +324,7 @@ int lfs_home_dir(lfs_home *home, const char *name, mode_t mode, bool create, int
 void lfs_home_close(lfs_home *home) {
         if (!home)
                 return;
-        if (home->fd >= 0)
-                close(home->fd);
-        free(home->path);
+        home_fields_free(home);
         free(home);
 }
 
