@@ -447,12 +447,13 @@ sanitize: deps
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" NATIVE_PASSES=no URING_PASSES=no LOAD_ROUNDS=2 \
 		E2E_WATCHERS=$(SANITIZE_WATCHERS) FUSE_DEV_E2E="$(SANITIZE_FUSE_DEV_E2E)" \
 		FUSE_DEV_NO_PASSTHROUGH_E2E="$(SANITIZE_FUSE_DEV_NO_PASSTHROUGH_E2E)" \
-		unit e2e load adversarial
-	@empty=$$(find $(SAN_LOGS) -type f -empty); \
+		unit e2e load adversarial || tests_failed=1; \
+	empty=$$(find $(SAN_LOGS) -type f -empty); \
 	if [ -n "$$empty" ]; then echo "sanitize: empty report files (their writers died before they wrote; docs/testing.md):"; \
 		ls -l $$empty; fi; \
 	if [ -n "$$(find $(SAN_LOGS) -type f ! -empty)" ]; then find $(SAN_LOGS) -type f ! -empty -exec head -50 {} +; \
-		echo "sanitize: the reports above (named by program and pid) failed the run"; exit 1; fi
+		echo "sanitize: the reports above (named by program and pid) failed the run"; exit 1; fi; \
+	exit $${tests_failed:-0}
 
 # clang-tidy and cppcheck on every core: lint is a tenth of make check.
 LINT_JOBS ?= $(shell nproc)

@@ -32,7 +32,7 @@ m = mmap.mmap(src, 65536, mmap.MAP_PRIVATE, mmap.PROT_READ)  # not read yet
 open(sys.argv[4], 'w').write('mapped\n')
 open(sys.argv[3]).read()
 os.pwrite(fd, m, 0)                                # faults on m inside the write
-" "$WS/f" "$wsb/n" "$WORK/go" "$WORK/ready" &
+" "$WS/f" "$wsb/n" "$WORK/go" "$WORK/ready" 2>"$WORK/writer.err" &
 writer=$!
 read -r -t 60 _ <"$WORK/ready" || fail "the writer did not map its source"
 kill -STOP "$dpid_b"
@@ -40,11 +40,18 @@ echo >"$WORK/go"
 # The writer waits for the stopped daemon's answer (a FUSE request), inside its write.
 for _ in $(seq 600); do
         grep -q request_wait_answer "/proc/$writer/wchan" 2>/dev/null && break
-        grep -q '^State:.*[SD]' "/proc/$writer/status" && grep -q fuse "/proc/$writer/stack" 2>/dev/null && break
+        [ -d "/proc/$writer" ] || break
+        grep -q '^State:.*[SD]' "/proc/$writer/status" 2>/dev/null && grep -q fuse "/proc/$writer/stack" 2>/dev/null && break
         sleep 0.05
 done
-grep -q 'request_wait_answer\|fuse' "/proc/$writer/wchan" "/proc/$writer/stack" 2>/dev/null ||
+if ! grep -q 'request_wait_answer\|fuse' "/proc/$writer/wchan" "/proc/$writer/stack" 2>/dev/null; then
+        if [ ! -d "/proc/$writer" ]; then
+                status=0
+                wait "$writer" || status=$?
+                fail "the writer ended before it waited (status $status, stderr: $(cat "$WORK/writer.err"); the second Sandbox's daemon $dpid_b: $(grep '^State' "/proc/$dpid_b/status" 2>&1))"
+        fi
         fail "the writer is not waiting inside its write ($(cat "/proc/$writer/wchan" 2>&1))"
+fi
 # The commit looks while the write is under way (it has nothing new to record yet), and
 # answers: a write the daemon never sees must not hold it (nor the Workspace: its lock).
 rc=0
