@@ -968,6 +968,21 @@ static blkcnt_t lower_blocks(ws_fs *fs, ws_inode *in) {
         return in->lower_blocks;
 }
 
+/* Whether directory in has its count of subdirectories from its tree's count in the Store
+ * (one indexed lookup, no name loaded; taken now if it is stored): not for a directory
+ * loaded (its names count), nor one whose tree has no stored count (a tree an older
+ * layerfs wrote). */
+static bool count_stored(ws_fs *fs, ws_inode *in) {
+        uint64_t n;
+        if (in->counted)
+                return true;
+        if (in->loaded || !in->has_tree || lfs_db_stored_subdirs(fs->store, &in->tree, &n, NULL) < 0)
+                return false;
+        in->subdirs = n;
+        in->counted = true;
+        return true;
+}
+
 static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
         ws_inode *in = inode_get(fs, ino);
         passthrough_refresh(fs, in);
@@ -979,16 +994,8 @@ static void stat_of(ws_fs *fs, uint64_t ino, struct stat *st) {
          * names (one tree read, no record of an entry), which also numbers it: the listed
          * table then keeps the count past a FORGET (a count from the tree alone went with
          * the record, and every stat after a FORGET read the tree again). */
-        if (S_ISDIR(in->mode) && !in->numbered && !in->counted) {
-                uint64_t n;
-                if (!in->loaded && in->has_tree &&
-                    lfs_db_stored_subdirs(fs->store, &in->tree, &n, NULL) == 0) {
-                        in->subdirs = n;
-                        in->counted = true;
-                } else {
-                        (void)load_names(fs, ino);
-                }
-        }
+        if (S_ISDIR(in->mode) && !in->numbered && !count_stored(fs, in))
+                (void)load_names(fs, ino);
         in = inode_get(fs, ino);
         *st = (struct stat){ 0 };
         st->st_ino = ino;
@@ -2619,11 +2626,29 @@ static uint32_t entry_kind(ws_fs *fs, const ws_inode *dir, size_t i) {
         return kind_mode[dir->evicted[i].kind];
 }
 
+/* Whether READDIRPLUS answers entry i of dir (its record in, or NULL) as a lookup: a file,
+ * or a directory whose link count needs none of its names (loaded already, numbered by
+ * the listed table, or counted in the Store; an entry without a record is made again for
+ * the Store's count, and freed again if there is none). Others (a tree an older layerfs
+ * wrote) are left to a LOOKUP of their own, so that a listing loads no subdirectory. */
+static bool plus_with_entry(ws_fs *fs, ws_inode *dir, size_t i, ws_inode *in, uint32_t kind) {
+        if (in)
+                return !S_ISDIR(in->mode) || in->loaded || in->numbered || count_stored(fs, in);
+        if (!S_ISDIR(kind) || listed_find(fs, dir->ents[i].ino))
+                return true;
+        restore_entry(fs, dir, i);
+        in = inode_get(fs, dir->ents[i].ino);
+        if (count_stored(fs, in))
+                return true;
+        evict_child(fs, in);
+        return false;
+}
+
 /* The listing of ino from offset, to fill (plain) or fill_plus (with attributes and
  * lookups counted). Only the entries given make their records again, and only those
- * READDIRPLUS answers as lookups (files, and directories whose numbers the listed table
- * keeps): making every record evict_child freed on each chunk made listing a big
- * directory under memory pressure quadratic (each FORGET between chunks freed some). */
+ * READDIRPLUS answers as lookups (plus_with_entry): making every record evict_child freed
+ * on each chunk made listing a big directory under memory pressure quadratic (each
+ * FORGET between chunks freed some). */
 static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, ws_fill_plus_fn fill_plus,
                         void *userdata) {
         ws_inode *dir;
@@ -2650,10 +2675,9 @@ static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, 
                         continue;
                 }
                 ws_inode *in = inode_get(fs, d->ino);
-                bool with_entry = in ? !S_ISDIR(in->mode) || in->loaded || in->numbered
-                                     : !S_ISDIR(st.st_mode) || listed_find(fs, d->ino);
+                bool with_entry = plus_with_entry(fs, dir, i, in, st.st_mode);
                 if (with_entry) {
-                        if (!in)
+                        if (!inode_get(fs, d->ino))
                                 restore_entry(fs, dir, i);
                         stat_of(fs, d->ino, &st);
                 }
