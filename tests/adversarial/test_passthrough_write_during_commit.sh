@@ -22,6 +22,7 @@ nb=$(lfs sandbox create)
 wsb=$(lfs workspace mount "$nb" main)
 [ -f "$wsb/n" ] || fail "the second Sandbox's Workspace has no n at '$wsb'"
 dpid_b=$(records "SELECT pid FROM sandboxes WHERE number=$nb")
+[ -n "$dpid_b" ] && [ -d "/proc/$dpid_b" ] || fail "the second Sandbox ($nb) has no daemon (pid '$dpid_b')"
 TEARDOWN_EXTRA="kill -CONT $dpid_b 2>/dev/null"
 mkfifo "$WORK/go" "$WORK/ready"
 python3 -c "
@@ -35,7 +36,15 @@ os.pwrite(fd, m, 0)                                # faults on m inside the writ
 " "$WS/f" "$wsb/n" "$WORK/go" "$WORK/ready" 2>"$WORK/writer.err" &
 writer=$!
 read -r -t 60 _ <"$WORK/ready" || fail "the writer did not map its source"
-kill -STOP "$dpid_b"
+kill -STOP "$dpid_b" || fail "could not stop the second Sandbox's daemon $dpid_b"
+# Every thread of it stopped before the write begins (a thread still running could take
+# the write's READ).
+for _ in $(seq 600); do
+        ! grep -L '^State:.*T' /proc/"$dpid_b"/task/*/status | grep -q . && break
+        sleep 0.05
+done
+! grep -L '^State:.*T' /proc/"$dpid_b"/task/*/status | grep -q . ||
+        fail "threads of the second Sandbox's daemon $dpid_b did not stop: $(grep -L '^State:.*T' /proc/"$dpid_b"/task/*/status)"
 echo >"$WORK/go"
 # The writer waits for the stopped daemon's answer (a FUSE request), inside its write.
 for _ in $(seq 600); do
