@@ -143,7 +143,12 @@ static int diff_trees(lfs_store *s, const lfs_id *a_id, const lfs_id *b_id, lfs_
 
 int lfs_tree_diff(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_change_list *ret, lfs_error **err) {
         lfs_change_list out = { 0 };
+        /* Every tree of both sides read in one snapshot, and its locks taken once (a read
+         * transaction per tree took two fcntl and an fstat each: 6,000 calls for a diff
+         * of 1,000 directories). */
+        bool reading = lfs_db_begin_read(s);
         int r = lfs_id_eq(a, b) ? 0 : diff_trees(s, a, b, &out, err);
+        lfs_db_end_read(s, &reading);
         if (r < 0) {
                 lfs_change_list_free(out.items, out.n);
                 return r;
