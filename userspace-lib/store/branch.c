@@ -210,17 +210,20 @@ static int merge_held(lfs_store *s, const char *from, const char *into, lfs_merg
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                 "cannot merge branch '%s' into itself; name two different branches", into);
         lfs_merge_result result = { .commit = ours };
-        bool contained;
-        if ((r = lfs_is_ancestor(s, &theirs, &ours, &contained, err)) < 0)
+        /* The fast forward is asked first: its walk, from theirs, stops at ours, while the
+         * question whether theirs is already in ours walks all of ours' history when it is
+         * not. Two different commits cannot each be the other's ancestor, so the order
+         * changes no answer. */
+        bool ff = false, contained = lfs_id_eq(&theirs, &ours);
+        if (!contained && (r = lfs_is_ancestor(s, &ours, &theirs, &ff, err)) < 0)
+                return r;
+        if (!contained && !ff && (r = lfs_is_ancestor(s, &theirs, &ours, &contained, err)) < 0)
                 return r;
         if (contained) {
                 result.up_to_date = 1;
                 *ret = result;
                 return 0;
         }
-        bool ff;
-        if ((r = lfs_is_ancestor(s, &ours, &theirs, &ff, err)) < 0)
-                return r;
         if (ff) {
                 if ((r = lfs_db_cas_branch(s, into, &ours, &theirs, err)) < 0)
                         return r;

@@ -194,40 +194,64 @@ int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const 
         return 0;
 }
 
-int lfs_for_each_ancestor(lfs_store *s, const lfs_id *start, lfs_idset *seen, lfs_commit_visit_fn visit,
-                          void *userdata, lfs_error **err) {
-        lfs_id *stack = NULL;
-        size_t n = 0, cap = 0;
+/* Adds start and each of its ancestors not yet in seen to seen, calling visit for each;
+ * stops early, *ret_met set, once it adds until (when given): a question about one
+ * ancestor needs no more of the history than the commits that lead to it. Breadth first,
+ * so that it reaches a recent ancestor after the commits since it: depth first went down
+ * a merged Workspace commit's own parent, an older base, to the first commit, and only
+ * then back up. */
+static int walk_ancestors(lfs_store *s, const lfs_id *start, const lfs_id *until, lfs_idset *seen,
+                          lfs_commit_visit_fn visit, void *userdata, bool *ret_met, lfs_error **err) {
+        lfs_id *queue = NULL;
+        size_t head = 0, n = 0, cap = 0;
         int r = 0;
-        GROW(stack, cap, 1);
-        stack[n++] = *start;
-        while (n && r == 0) {
-                lfs_id id = stack[--n];
+        bool met = false;
+        /* A question's commits read in one snapshot, its locks taken once
+         * (lfs_db_begin_read); not a visit's, which may read much more for long (verify). */
+        bool reading = until && lfs_db_begin_read(s);
+        GROW(queue, cap, 1);
+        queue[n++] = *start;
+        while (head < n && r == 0 && !met) {
+                lfs_id id = queue[head++];
+                if (head > 4096 && head * 2 > n) { /* the queue holds what is still to visit */
+                        memmove(queue, queue + head, (n - head) * sizeof(*queue));
+                        n -= head;
+                        head = 0;
+                }
                 if (!lfs_idset_add(seen, &id))
                         continue;
+                if (until && lfs_id_eq(&id, until)) {
+                        met = true;
+                        break;
+                }
                 lfs_commit_info c;
                 if ((r = lfs_db_get_commit(s, &id, &c, err)) < 0)
                         break;
                 if (visit)
                         r = visit(userdata, &c, err);
-                GROW(stack, cap, n + 2);
+                GROW(queue, cap, n + 2);
                 for (size_t i = 0; i < c.n_parents; i++)
-                        stack[n++] = c.parents[i];
+                        queue[n++] = c.parents[i];
                 lfs_commit_info_done(&c);
         }
-        free(stack);
+        lfs_db_end_read(s, &reading);
+        free(queue);
+        if (r == 0 && ret_met)
+                *ret_met = met;
         return r;
 }
 
-static int mark_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *set, lfs_error **err) {
-        return lfs_for_each_ancestor(s, start, set, NULL, NULL, err);
+int lfs_for_each_ancestor(lfs_store *s, const lfs_id *start, lfs_idset *seen, lfs_commit_visit_fn visit,
+                          void *userdata, lfs_error **err) {
+        return walk_ancestors(s, start, NULL, seen, visit, userdata, NULL, err);
 }
 
 int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err) {
         lfs_idset set = { 0 };
-        int r = mark_ancestors(s, b, &set, err);
+        bool met = false;
+        int r = walk_ancestors(s, b, a, &set, NULL, NULL, &met, err);
         if (r == 0)
-                *ret = lfs_idset_has(&set, a);
+                *ret = met;
         lfs_idset_done(&set);
         return r;
 }
@@ -235,7 +259,19 @@ int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, l
 int lfs_merge_base(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_id *ret, bool *ret_found,
                    lfs_error **err) {
         lfs_idset of_a = { 0 }, seen = { 0 };
-        int r = mark_ancestors(s, a, &of_a, err);
+        /* b itself, when it is an ancestor of a (a Branch that moved on since a
+         * Workspace's base): found by the walk from a as soon as it reaches b, not after
+         * the whole history (every merged commit read every commit ever made: O(history)
+         * per commit). Otherwise the walk has marked every ancestor of a, and the nearest
+         * of them to b is searched for below. */
+        bool b_in_a = false;
+        int r = walk_ancestors(s, a, b, &of_a, NULL, NULL, &b_in_a, err);
+        if (r == 0 && b_in_a) {
+                lfs_idset_done(&of_a);
+                *ret = *b;
+                *ret_found = true;
+                return 0;
+        }
         /* Breadth first from b: the first ancestor of a met is the nearest common one. */
         lfs_id *queue = NULL;
         size_t head = 0, n = 0, cap = 0;
