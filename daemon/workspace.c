@@ -2688,7 +2688,7 @@ static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, 
                 }
                 if (with_entry)
                         inode_get(fs, d->ino)->nlookup++;
-                dir = inode_get(fs, ino); /* stat_of may have loaded a directory: same record */
+                dir = inode_get(fs, ino); /* the same record: stat_of loads no names here */
         }
         return 0;
 }
