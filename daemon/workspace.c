@@ -3773,6 +3773,19 @@ static int branch_gone(const ws_fs *fs, lfs_error **err) {
                         fs->branch, fs->branch, hex);
 }
 
+/* A commit the Branch's history names is not in the Store, while the Branch is there: the
+ * Store is damaged (not a deleted Branch, which branch_gone tells). */
+static int history_damaged(const ws_fs *fs, lfs_error **err) {
+        _cleanup_free_ char *what = xstrdup((*err)->message);
+        lfs_error_free(*err);
+        *err = NULL;
+        return lfs_fail(err, LFS_FAILED, EIO,
+                        "the Store of this Workspace's project lacks a commit of branch '%s''s history "
+                        "(%s); nothing was committed and the Workspace keeps its changes; 'layerfs project "
+                        "verify' says what else is damaged",
+                        fs->branch, what);
+}
+
 int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merged, lfs_error **err) {
         int r = lfs_check_commit_message(message, err);
         if (r < 0)
@@ -3819,8 +3832,11 @@ int ws_commit(ws_fs *fs, const char *message, lfs_id *ret_commit, int *ret_merge
         if (r == 0)
                 r = lfs_store_commit_tree(cw.store, cw.w, &cw.rows, fs->branch, &fs->base, &cw.root, message,
                                           &commit, &merged, err);
-        if (r < 0 && err && *err && (*err)->code == LFS_NO_SUCH_BRANCH)
-                r = branch_gone(fs, err);
+        if (r < 0 && err && *err && (*err)->code == LFS_NO_SUCH_BRANCH) {
+                lfs_id head;
+                r = lfs_branch_head(cw.store, fs->branch, &head, NULL) < 0 ? branch_gone(fs, err)
+                                                                           : history_damaged(fs, err);
+        }
         if (r == 0)
                 commit_clean(&cw);
         /* Nothing to record: the view stays on its base, even if the Branch moved. */

@@ -45,6 +45,18 @@ out=$(lfs --json branch merge feature main 2>&1) ||
         fail "branch merge of a Branch ahead of main read the history past main's head: $out"
 assert_eq "$(json_get 'j["fast_forward"]' <<<"$out")" True "feature fast-forwarded into main"
 ok
+# A Store that lacks the Workspace's base commit (damaged) is said to be so, not taken
+# for a deleted Branch (NoSuchBranch "was deleted after it was mounted", before).
 lfs workspace unmount "$n" main >/dev/null
+ws=$(lfs workspace mount "$n" main)
+base=$(lfs --json branch list | json_get '[b["commit"] for b in j if b["branch"] == "main"][0]')
+echo more >"$WORK/feature/d"
+lfs branch commit main --from "$WORK/feature" -m more >/dev/null
+echo again >"$ws/again"
+store_sql "DELETE FROM commits WHERE hex(id) = upper('$base')"
+expect_refusal Failed "lacks a commit of branch 'main''s history" lfs workspace commit "$n" main -m again
+assert_eq "$(cat "$ws/again")" again "the Workspace keeps its change after the refusal"
+ok
+lfs workspace unmount "$n" main --discard >/dev/null
 lfs sandbox close "$n" >/dev/null
 finish
