@@ -168,6 +168,19 @@ static inline size_t open_descriptors(void) {
         return n - 1;
 }
 
+/* Bytes this process has read through read(2) and its kin (/proc/self/io, rchar). */
+static inline uint64_t bytes_read(void) {
+        FILE *f = fopen("/proc/self/io", "re");
+        assert_non_null(f);
+        unsigned long long rchar = 0;
+        char line[128];
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "rchar: %llu", &rchar) == 1)
+                        break;
+        fclose(f);
+        return rchar;
+}
+
 /* ---- directories described by a table ---- */
 
 typedef enum entry_kind {

@@ -118,19 +118,6 @@ static void test_stream_keeps_holes(void **state) {
         assert_int_equal(lfs_stream_sparse(in, size + 1, -1, NULL, NULL, &got), -EIO);
 }
 
-/* Bytes this process has read through read(2) and its kin (/proc/self/io, rchar). */
-static uint64_t bytes_read(void) {
-        FILE *f = fopen("/proc/self/io", "re");
-        assert_non_null(f);
-        unsigned long long rchar = 0;
-        char line[128];
-        while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "rchar: %llu", &rchar) == 1)
-                        break;
-        fclose(f);
-        return rchar;
-}
-
 /* A file stored as a loose object is read once on import: hashed as it is copied into the
  * Store, not hashed first and read again to copy it (twice its bytes). A file known from
  * the tree before and unchanged is read once and not written. */

@@ -4,7 +4,10 @@
  * compare-and-swap moves, commits of change sets, verification of damaged objects,
  * directory round trips, and the io layer with and without io_uring.
  */
+#include <inttypes.h>
+#include <poll.h>
 #include <sqlite3.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 
 #include "helpers.h"
@@ -1243,6 +1246,15 @@ static void store_db_exec(test_env *env, const char *project, const char *sql) {
         sqlite3_close(db);
 }
 
+/* The row sql gives on db, stepped to (finalize it when done). */
+static sqlite3_stmt *query_row(sqlite3 *db, const char *sql) {
+        sqlite3_stmt *st = NULL;
+        assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                   sqlite3_errmsg(db));
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        return st;
+}
+
 /* The trees import, commit, a Workspace's commit and both merges write have their count
  * of subdirectories stored beside them, and gc takes it away with the tree. */
 static void test_tree_subdirs_stored_by_every_writer(void **state) {
@@ -1381,6 +1393,343 @@ static void test_verify_fails_on_a_wrong_subdir_count(void **state) {
         assert_error(env, r, LFS_FAILED, hex);
 }
 
+/* ---- the shape of table trees ---- */
+
+/* table trees as Stores made before 2026-12-07 have it. */
+#define OLD_TREES_TABLE "CREATE TABLE trees(id BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID"
+
+/* A tree of n files named "<prefix><i>" (all the blob "1", which the Store must have),
+ * written to the Store; its id. */
+static lfs_id put_tree_of(test_env *env, const char *prefix, size_t n, size_t *ret_len) {
+        lfs_id blob, id;
+        lfs_sha256("1", 1, &blob);
+        lfs_tree t = { 0 };
+        for (size_t i = 0; i < n; i++)
+                lfs_tree_add(&t, xasprintf("%s%zu", prefix, i), LFS_MODE_FILE, 1, &blob);
+        lfs_tree_rows rows = { 0 };
+        lfs_tree_store(&t, &rows, &id);
+        if (ret_len)
+                *ret_len = rows.items[0].len;
+        assert_ok(env, lfs_tree_rows_insert(env->store, &rows, &env->err));
+        lfs_tree_rows_done(&rows);
+        lfs_tree_done(&t);
+        return id;
+}
+
+/* The lookup of a small tree reads that tree, not a big one beside it. In a WITHOUT ROWID
+ * table SQLite compares a lookup's key with whole records, a big tree's overflow pages
+ * and all, whenever its binary search passes one: on the old shape the lookups of the
+ * small trees below read the 5 MB tree again, most 5.1 MB each. */
+static void test_tree_lookup_reads_only_its_own_row(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", TREE(REG("a", "1")));
+        enum { SMALL = 3000 };
+        lfs_id *small = calloc(SMALL, sizeof(*small));
+        assert_non_null(small);
+        size_t big_len = 0;
+        assert_ok(env, lfs_db_begin(env->store, &env->err));
+        for (size_t i = 0; i < SMALL; i++) {
+                char prefix[32];
+                fmt_path(prefix, "small-%zu-", i);
+                small[i] = put_tree_of(env, prefix, 1, NULL);
+        }
+        (void)put_tree_of(env, "a-file-of-a-big-directory-", 100000, &big_len);
+        assert_ok(env, lfs_db_commit(env->store, &env->err));
+        /* A connection of its own, as another mount's: nothing in SQLite's cache. */
+        env_reopen_store(env, env_close_store(env));
+
+        uint64_t most = 0, total = 0;
+        for (size_t i = 0; i < SMALL; i++) {
+                uint64_t before = bytes_read();
+                lfs_tree t;
+                assert_ok(env, lfs_db_get_tree(env->store, &small[i], &t, &env->err));
+                uint64_t read = bytes_read() - before;
+                assert_int_equal(t.n, 1);
+                lfs_tree_done(&t);
+                most = read > most ? read : most;
+                total += read;
+        }
+        free(small);
+        print_message("big tree %zu bytes; %d lookups of small trees read %" PRIu64
+                      " bytes, at most %" PRIu64 " for one\n",
+                      big_len, SMALL, total, most);
+        assert_msg(big_len > 4000000, "the big tree holds only %zu bytes", big_len);
+        assert_msg(most < big_len / 10, "a small tree's lookup read %" PRIu64 " bytes, the big tree is %zu",
+                   most, big_len);
+}
+
+/* What table trees holds, read behind the library's back. */
+typedef struct trees_state {
+        char *dump; /* each tree's id and data, in id order, as hex, of both tables */
+        bool without_rowid; /* table trees is WITHOUT ROWID */
+        bool split; /* the old table is there too */
+        int version; /* the schema's */
+} trees_state;
+
+static trees_state trees_look(test_env *env, const char *project) {
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(env_path(env, "home/projects/%s/store.db", project), &db), SQLITE_OK);
+        sqlite3_busy_timeout(db, 10000);
+        trees_state ts = { 0 };
+        sqlite3_stmt *st = query_row(db, "SELECT (SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_schema WHERE "
+                                         "name='trees'), (SELECT count(*) FROM sqlite_schema WHERE "
+                                         "name='" LFS_TREES_OLD "'), (SELECT user_version FROM "
+                                         "pragma_user_version), (SELECT integrity_check FROM "
+                                         "pragma_integrity_check)");
+        ts.without_rowid = sqlite3_column_int(st, 0);
+        ts.split = sqlite3_column_int(st, 1);
+        ts.version = sqlite3_column_int(st, 2);
+        assert_string_equal((const char *)sqlite3_column_text(st, 3), "ok");
+        sqlite3_finalize(st);
+        st = query_row(db, ts.split ? "SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM (SELECT id, "
+                                      "data FROM trees UNION SELECT id, data FROM " LFS_TREES_OLD " ORDER BY id)"
+                                    : "SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM (SELECT id, "
+                                      "data FROM trees ORDER BY id)");
+        ts.dump = xstrdup((const char *)sqlite3_column_text(st, 0) ?: "");
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        /* Split exactly while the schema's version says so. */
+        assert_int_equal(ts.version, ts.split ? LFS_STORE_SCHEMA_SPLIT : LFS_STORE_SCHEMA);
+        return ts;
+}
+
+/* Every tree of before is in after. */
+static void assert_trees_kept(const char *before, const char *after) {
+        _cleanup_free_ char *rows = xstrdup(before);
+        for (char *save = NULL, *row = strtok_r(rows, ",", &save); row; row = strtok_r(NULL, ",", &save))
+                assert_msg(strstr(after, row), "tree %.64s is gone", row);
+}
+
+/* A project whose table trees has the shape Stores made before 2026-12-07 have, closed;
+ * its trees' dump. extra trees of n entries each are added first (n 0: none). */
+static char *make_old_store(test_env *env, const char *project, size_t extra, size_t n) {
+        env_init_project(env, project,
+                         TREE(REG("a", "1"), REG("d1/x", "1"), EMPTY_DIR("d2"), REG("d3/sub/y", "2"),
+                              LINK("l", "a")));
+        commit_spec(env, "main", TREE(REG("a", "2"), REG("d1/x", "1"), REG("d4/z", "3")), "second");
+        if (extra) {
+                /* Reachable (a gc keeps them): the directories of a commit on branch big. */
+                lfs_tree top = { 0 };
+                for (size_t i = 0; i < extra; i++) {
+                        char prefix[32];
+                        fmt_path(prefix, "big-%zu-", i);
+                        lfs_id id = put_tree_of(env, prefix, n, NULL);
+                        lfs_tree_add(&top, xasprintf("big%zu", i), LFS_MODE_DIR, 0, &id);
+                }
+                lfs_tree_rows rows = { 0 };
+                lfs_commit_info c = { .author = "test", .message = "big", .time = 1 };
+                lfs_tree_store(&top, &rows, &c.tree);
+                lfs_commit_compute_id(&c);
+                assert_ok(env, lfs_tree_rows_insert(env->store, &rows, &env->err));
+                assert_ok(env, lfs_db_put_commit(env->store, &c, &env->err));
+                assert_ok(env, lfs_db_cas_branch(env->store, "big", NULL, &c.id, &env->err));
+                lfs_tree_rows_done(&rows);
+                lfs_tree_done(&top);
+        }
+        env_close_store(env);
+        trees_state ts = trees_look(env, project);
+        assert_false(ts.without_rowid);
+        store_db_exec(env, project,
+                      "BEGIN; ALTER TABLE trees RENAME TO trees_new; " OLD_TREES_TABLE
+                      "; INSERT INTO trees SELECT id, data FROM trees_new; DROP TABLE trees_new; COMMIT");
+        trees_state old = trees_look(env, project);
+        assert_true(old.without_rowid);
+        assert_string_equal(old.dump, ts.dump);
+        free(old.dump);
+        return ts.dump;
+}
+
+/* A Store of the old shape converted one tree a step: in every state between, the Store
+ * verifies, takes a commit (its new tree in the rowid table) and verifies again; at the end
+ * table trees has the rowid shape, the schema's version is back, and every tree is kept. */
+static void test_trees_of_an_old_store_converted_step_by_step(void **state) {
+        test_env *env = *state;
+        _cleanup_free_ char *before = make_old_store(env, "proj", 0, 0);
+        env_reopen_store(env, "proj");
+        uint64_t moved = 0;
+        int steps = 0, r;
+        while ((r = lfs_trees_convert_step(env->store, 1, &moved, &env->err)) > 0) {
+                steps++;
+                trees_state ts = trees_look(env, "proj");
+                assert_trees_kept(before, ts.dump);
+                free(ts.dump);
+                if (ts.split) {
+                        assert_false(ts.without_rowid);
+                        assert_true(lfs_db_trees_split(env->store));
+                }
+                assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+                char content[16];
+                fmt_path(content, "%d", steps);
+                commit_spec(env, "main", TREE(REG("a", content), REG("d1/x", "1"), REG("d5/n", content)),
+                            "during the conversion");
+                assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+        }
+        assert_ok(env, r);
+        /* The split, a step a tree, and the old table dropped. */
+        int trees = 0;
+        for (const char *p = before; *p; p++)
+                trees += *p == ',';
+        assert_int_equal(moved, trees + 1);
+        assert_int_equal(steps, trees + 1 + 2);
+        trees_state ts = trees_look(env, "proj");
+        assert_false(ts.without_rowid);
+        assert_false(ts.split);
+        assert_trees_kept(before, ts.dump);
+        free(ts.dump);
+        assert_false(lfs_db_trees_split(env->store));
+        assert_int_equal(lfs_trees_convert_step(env->store, 1, &moved, &env->err), 0);
+        env_reopen_store(env, env_close_store(env));
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+        lfs_id head = head_of(env, "main");
+        lfs_commit_info c;
+        assert_ok(env, lfs_db_get_commit(env->store, &head, &c, &env->err));
+        lfs_commit_info_done(&c);
+}
+
+/* A child gc of project with LAYERFS_FAULT=step (STEP#N@ is added), stopped there: its pid
+ * in *ret_pidfd (a pidfd). The step must be reached. */
+static void gc_child_at(test_env *env, const char *project, const char *step, int *ret_pidfd) {
+        const char *fifo = env_path(env, "fault-%s", project);
+        assert_int_equal(mkfifo(fifo, 0600), 0);
+        int fd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        assert_true(fd >= 0);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                _cleanup_free_ char *fault = xasprintf("%s@%s", step, fifo);
+                lfs_store *store = NULL;
+                lfs_gc_result res = { 0 };
+                setenv("LAYERFS_FAULT", fault, 1);
+                _exit(lfs_store_open(env->home, project, &store, NULL) < 0 ||
+                                      lfs_store_gc(store, NULL, &res, NULL) < 0
+                              ? 1
+                              : 0);
+        }
+        int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        assert_true(pidfd >= 0);
+        /* The child reaches the step (and writes to the pipe) or ends without it. */
+        struct pollfd fds[] = { { .fd = fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+        assert_true(poll(fds, 2, 120 * 1000) > 0);
+        char line[128] = "";
+        ssize_t n = fds[0].revents & POLLIN ? read(fd, line, sizeof(line) - 1) : 0;
+        line[n > 0 ? n : 0] = 0;
+        if (!(fds[0].revents & POLLIN))
+                kill(pid, SIGKILL);
+        close(fd);
+        const char *name = strchr(step, '#') ? strndupa(step, (size_t)(strchr(step, '#') - step)) : step;
+        assert_msg(!strncmp(line, name, strlen(name)), "the gc ended without reaching step %s (it said '%s')",
+                   step, line);
+        *ret_pidfd = pidfd;
+}
+
+/* The child stopped at its step goes on: the test's side of the pipe opened and closed. */
+static void gc_child_go(test_env *env, const char *project) {
+        int fd = open(env_path(env, "fault-%s", project), O_WRONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        close(fd);
+}
+
+static void gc_child_kill(int pidfd) {
+        siginfo_t si;
+        assert_int_equal(syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0), 0);
+        assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED), 0);
+        close(pidfd);
+}
+
+/* A gc killed inside each step of the conversion (the split, a move, the drop; each in a
+ * transaction not committed yet) leaves a Store that has every tree and verifies; the
+ * next gc ends the conversion. */
+static void test_trees_conversion_killed_at_each_step(void **state) {
+        test_env *env = *state;
+        for (int nth = 1; nth <= 3; nth++) {
+                char project[16], step[32];
+                fmt_path(project, "proj%d", nth);
+                fmt_path(step, "store-trees-step#%d", nth);
+                _cleanup_free_ char *before = make_old_store(env, project, 0, 0);
+                int pidfd;
+                gc_child_at(env, project, step, &pidfd);
+                gc_child_kill(pidfd);
+                trees_state ts = trees_look(env, project);
+                assert_string_equal(ts.dump, before);
+                /* Killed inside the split, nothing changed; inside the move, still split. */
+                assert_int_equal(ts.split, nth > 1);
+                free(ts.dump);
+                env_reopen_store(env, project);
+                assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+                lfs_gc_result res;
+                run_gc(env, &res);
+                lfs_gc_result_done(&res);
+                assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+                env_close_store(env);
+                ts = trees_look(env, project);
+                assert_false(ts.without_rowid);
+                assert_false(ts.split);
+                assert_string_equal(ts.dump, before);
+                free(ts.dump);
+        }
+}
+
+static off_t file_size(const char *path) {
+        struct stat st;
+        return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+/* A gc converts a Store with 44 MB of trees (6 of 100,000 entries) while this process
+ * commits: stopped between two steps, a commit goes through at once, and commits made all
+ * along the rest of the conversion succeed (a step holds the Store as long as a commit).
+ * The database grows by about a step, not by the trees again, and the WAL stays about a
+ * step long. */
+static void test_trees_conversion_beside_a_writer(void **state) {
+        test_env *env = *state;
+        _cleanup_free_ char *before = make_old_store(env, "proj", 6, 100000);
+        const char *db = env_path(env, "home/projects/proj/store.db");
+        const char *wal = env_path(env, "home/projects/proj/store.db-wal");
+        off_t db_before = file_size(db);
+        int pidfd;
+        /* The split, then the first move. */
+        gc_child_at(env, "proj", "gc-trees-stepped#2", &pidfd);
+        env_reopen_store(env, "proj");
+        assert_true(lfs_db_trees_split(env->store));
+        commit_spec(env, "main", TREE(REG("a", "between two steps")), "between");
+        int commits = 0;
+        gc_child_go(env, "proj");
+        off_t wal_most = 0;
+        for (;;) {
+                struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+                if (poll(&pfd, 1, 0) > 0)
+                        break;
+                char content[32];
+                fmt_path(content, "%d", commits++);
+                commit_spec(env, "main", TREE(REG("a", content), REG("b", "1")), "during");
+                off_t w = file_size(wal);
+                wal_most = w > wal_most ? w : wal_most;
+        }
+        siginfo_t si;
+        assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED), 0);
+        close(pidfd);
+        assert_int_equal(si.si_code, CLD_EXITED);
+        assert_int_equal(si.si_status, 0);
+        assert_false(lfs_db_trees_split(env->store));
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+        env_close_store(env);
+        off_t db_after = file_size(db);
+        print_message("%d commits during the conversion; store.db %lld bytes before, %lld after; WAL at most "
+                      "%lld\n",
+                      commits, (long long)db_before, (long long)db_after, (long long)wal_most);
+        trees_state ts = trees_look(env, "proj");
+        assert_false(ts.without_rowid);
+        assert_false(ts.split);
+        assert_trees_kept(before, ts.dump);
+        free(ts.dump);
+        assert_msg(db_after < db_before + 4 * (off_t)LFS_TREES_MOVE_BYTES,
+                   "the conversion grew store.db from %lld to %lld bytes", (long long)db_before,
+                   (long long)db_after);
+        assert_msg(wal_most < 4 * (off_t)LFS_TREES_MOVE_BYTES, "the WAL grew to %lld bytes",
+                   (long long)wal_most);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 env_test(test_init_refuses_bad_names),
@@ -1433,6 +1782,10 @@ int main(void) {
                 env_test(test_tree_subdirs_stored_by_every_writer),
                 env_test(test_tree_subdirs_of_a_store_made_before_them),
                 env_test(test_verify_fails_on_a_wrong_subdir_count),
+                env_test(test_tree_lookup_reads_only_its_own_row),
+                env_test(test_trees_of_an_old_store_converted_step_by_step),
+                env_test(test_trees_conversion_killed_at_each_step),
+                env_test(test_trees_conversion_beside_a_writer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,7 +20,7 @@
         "CREATE TABLE tree_subdirs(id BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
 
 static const char schema[] =
-        "CREATE TABLE trees(id BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;" TREE_SUBDIRS_TABLE
+        LFS_TREES_TABLE("trees") TREE_SUBDIRS_TABLE
         "CREATE TABLE commits(id BLOB PRIMARY KEY, tree BLOB NOT NULL, parent1 BLOB,"
         " parent2 BLOB, author TEXT NOT NULL, time INTEGER NOT NULL, message TEXT NOT NULL)"
         " WITHOUT ROWID;"
@@ -77,7 +77,7 @@ void lfs_db_end_read(lfs_store *s, bool *began) {
         *began = false;
 }
 
-static int pragma_int(lfs_store *s, const char *sql, int *ret, lfs_error **err) {
+int lfs_db_pragma_int(lfs_store *s, const char *sql, int *ret, lfs_error **err) {
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
                 return lfs_db_fail(s, err, "read the Store's header");
@@ -99,22 +99,19 @@ static int prepare(lfs_store *s, sqlite3_stmt **slot, const char *sql, lfs_error
         return 0;
 }
 
-/* How long a statement waits for another connection's lock before it fails. */
-#define LFS_DB_BUSY_MS 10000
-
-static bool has_table(lfs_store *s, const char *name) {
-        _cleanup_free_ char *sql = xasprintf("SELECT 1 FROM %s LIMIT 0", name);
+bool lfs_db_can_select(lfs_store *s, const char *what, const char *table) {
+        _cleanup_free_ char *sql = xasprintf("SELECT %s FROM %s LIMIT 0", what, table);
         sqlite3_stmt *st = NULL;
-        bool has = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK;
+        bool can = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) == SQLITE_OK;
         sqlite3_finalize(st);
-        return has;
+        return can;
 }
 
 static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
         sqlite3_busy_timeout(s->db, LFS_DB_BUSY_MS);
         int app_id = 0, version = 0, r;
-        if ((r = pragma_int(s, "PRAGMA application_id", &app_id, err)) < 0 ||
-            (r = pragma_int(s, "PRAGMA user_version", &version, err)) < 0)
+        if ((r = lfs_db_pragma_int(s, "PRAGMA application_id", &app_id, err)) < 0 ||
+            (r = lfs_db_pragma_int(s, "PRAGMA user_version", &version, err)) < 0)
                 return r;
         if (create) {
                 char sql[sizeof(schema) + 256];
@@ -129,15 +126,15 @@ static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
                                 "%s/store.db is not a LayerFS Store (application id %#x); check "
                                 "--home and --project, or move the file away",
                                 s->path, (unsigned)app_id);
-        } else if (version != LFS_STORE_SCHEMA) {
+        } else if (version != LFS_STORE_SCHEMA && version != LFS_STORE_SCHEMA_SPLIT) {
                 return lfs_fail(err, LFS_UNSUPPORTED, 0,
-                                "%s/store.db has schema version %d; this layerfs reads version "
-                                "%d; use a matching layerfs",
-                                s->path, version, LFS_STORE_SCHEMA);
+                                "%s/store.db has schema version %d; this layerfs reads versions "
+                                "%d and %d; use a matching layerfs",
+                                s->path, version, LFS_STORE_SCHEMA, LFS_STORE_SCHEMA_SPLIT);
         }
         if ((r = lfs_db_exec(s, "PRAGMA synchronous=FULL", err)) < 0)
                 return r;
-        s->has_tree_subdirs = has_table(s, "tree_subdirs");
+        s->has_tree_subdirs = lfs_db_can_select(s, "1", "tree_subdirs");
         /* A Store made before the table: added (the schema's version stays, since a layerfs
          * without it reads and writes the Store as before, its trees then counted from
          * their data). Two opening at once may both try; a writer holding the Store for
@@ -156,7 +153,7 @@ bool lfs_db_tree_subdirs_table(lfs_store *s) {
         sqlite3_busy_timeout(s->db, 0);
         (void)lfs_db_exec(s, TREE_SUBDIRS_TABLE, NULL);
         sqlite3_busy_timeout(s->db, LFS_DB_BUSY_MS);
-        s->has_tree_subdirs = has_table(s, "tree_subdirs");
+        s->has_tree_subdirs = lfs_db_can_select(s, "1", "tree_subdirs");
         return s->has_tree_subdirs;
 }
 
@@ -233,6 +230,8 @@ void lfs_store_close(lfs_store *s) {
         if (!s)
                 return;
         sqlite3_finalize(s->get_tree_stmt);
+        sqlite3_finalize(s->get_old_tree_stmt);
+        sqlite3_finalize(s->version_stmt);
         sqlite3_finalize(s->put_tree_stmt);
         sqlite3_finalize(s->get_subdirs_stmt);
         sqlite3_finalize(s->put_subdirs_stmt);
@@ -277,31 +276,62 @@ static bool column_id(sqlite3_stmt *st, int col, lfs_id *ret) {
         return true;
 }
 
+bool lfs_db_trees_split(lfs_store *s) {
+        int version = LFS_STORE_SCHEMA;
+        if (prepare(s, &s->version_stmt, "PRAGMA user_version", NULL) == 0 &&
+            sqlite3_step(s->version_stmt) == SQLITE_ROW)
+                version = sqlite3_column_int(s->version_stmt, 0);
+        sqlite3_reset(s->version_stmt);
+        return version == LFS_STORE_SCHEMA_SPLIT;
+}
+
+#define GET_TREE "SELECT data FROM trees WHERE id=?"
+
+/* Steps the lookup of id in one table of trees: 1 with *st on its row, 0 without one. */
+static int find_tree(lfs_store *s, sqlite3_stmt **st, const char *sql, const lfs_id *id, lfs_error **err) {
+        int r = prepare(s, st, sql, err);
+        if (r < 0)
+                return r;
+        bind_id(*st, 1, id);
+        int rc = sqlite3_step(*st);
+        if (rc == SQLITE_ROW)
+                return 1;
+        sqlite3_reset(*st);
+        return rc == SQLITE_DONE ? 0 : lfs_db_fail(s, err, "read a tree");
+}
+
 int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err) {
         if (lfs_id_eq(id, lfs_empty_tree_id())) {
                 *ret = (lfs_tree){ 0 };
                 return 0;
         }
-        int r = prepare(s, &s->get_tree_stmt, "SELECT data FROM trees WHERE id=?", err);
-        if (r < 0)
-                return r;
-        sqlite3_stmt *st = s->get_tree_stmt;
-        bind_id(st, 1, id);
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE) {
+        sqlite3_stmt **st = &s->get_tree_stmt;
+        int r = find_tree(s, st, GET_TREE, id, err);
+        bool began = false;
+        if (r == 0) {
+                /* Not in trees: in the old table while a conversion is under way. The
+                 * state and both lookups in one snapshot: between two statements of their
+                 * own, a chunk may have moved the row, or the conversion ended. */
+                began = lfs_db_begin_read(s);
+                r = find_tree(s, st, GET_TREE, id, err);
+                if (r == 0 && lfs_db_trees_split(s)) {
+                        st = &s->get_old_tree_stmt;
+                        r = find_tree(s, st, "SELECT data FROM " LFS_TREES_OLD " WHERE id=?", id, err);
+                }
+        }
+        if (r == 0) {
                 char hex[LFS_HEX_LEN + 1];
                 lfs_id_to_hex(id, hex);
                 r = lfs_fail(err, LFS_FAILED, ENOENT,
                              "tree %s is missing from the Store of project '%s'; the Store is "
                              "damaged",
                              hex, s->project);
-        } else if (rc != SQLITE_ROW) {
-                r = lfs_db_fail(s, err, "read a tree");
-        } else {
-                r = lfs_tree_parse(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), ret,
+        } else if (r > 0) {
+                r = lfs_tree_parse(sqlite3_column_blob(*st, 0), (size_t)sqlite3_column_bytes(*st, 0), ret,
                                    err);
+                sqlite3_reset(*st);
         }
-        sqlite3_reset(st);
+        lfs_db_end_read(s, &began);
         return r;
 }
 

@@ -235,6 +235,7 @@ typedef struct gc_run {
         size_t n_stale_pins, cap_stale_pins;
         lfs_gc_result result;
         uint64_t marked;
+        bool split; /* table trees split by a conversion (trees_move.c), which waits for gc */
 } gc_run;
 
 static void report(gc_run *g, const char *phase, uint64_t done, uint64_t total) {
@@ -611,18 +612,21 @@ static int delete_pack_rows(gc_run *g, const char *sql, lfs_error **err) {
 
 /* The counts of the trees gone: this gc's, and those an older layerfs's gc (or one whose
  * connection found no table) deleted without theirs. */
-#define ORPHAN_COUNTS "DELETE FROM tree_subdirs WHERE id NOT IN (SELECT id FROM trees)"
+#define ORPHAN_COUNTS(trees) "DELETE FROM tree_subdirs WHERE id NOT IN (SELECT id FROM " trees ")"
+#define ALL_TREES "trees UNION ALL SELECT id FROM " LFS_TREES_OLD
 
 /* Whether such counts are left: work for a gc that finds nothing else dead. */
-static bool has_orphan_counts(lfs_store *s) {
-        if (!lfs_db_tree_subdirs_table(s))
+static bool has_orphan_counts(gc_run *g) {
+        if (!lfs_db_tree_subdirs_table(g->s))
                 return false;
         sqlite3_stmt *st = NULL;
-        bool has =
-                sqlite3_prepare_v2(
-                        s->db, "SELECT 1 FROM tree_subdirs WHERE id NOT IN (SELECT id FROM trees) LIMIT 1",
-                        -1, &st, NULL) == SQLITE_OK &&
-                sqlite3_step(st) == SQLITE_ROW;
+        bool has = sqlite3_prepare_v2(g->s->db,
+                                      g->split ? "SELECT 1 FROM tree_subdirs WHERE id NOT IN (SELECT id FROM " ALL_TREES
+                                                 ") LIMIT 1"
+                                               : "SELECT 1 FROM tree_subdirs WHERE id NOT IN (SELECT id FROM "
+                                                 "trees) LIMIT 1",
+                                      -1, &st, NULL) == SQLITE_OK &&
+                   sqlite3_step(st) == SQLITE_ROW;
         sqlite3_finalize(st);
         return has;
 }
@@ -635,7 +639,10 @@ static int delete_rows(gc_run *g, lfs_pack_writer *pw, lfs_error **err) {
                 return r;
         if ((r = delete_ids(s, "DELETE FROM commits WHERE id=?", &g->dead_commits, err)) == 0 &&
             (r = delete_ids(s, "DELETE FROM trees WHERE id=?", &g->dead_trees, err)) == 0 &&
-            (!lfs_db_tree_subdirs_table(s) || (r = lfs_db_exec(s, ORPHAN_COUNTS, err)) == 0) &&
+            (!g->split ||
+             (r = delete_ids(s, "DELETE FROM " LFS_TREES_OLD " WHERE id=?", &g->dead_trees, err)) == 0) &&
+            (!lfs_db_tree_subdirs_table(s) ||
+             (r = lfs_db_exec(s, g->split ? ORPHAN_COUNTS(ALL_TREES) : ORPHAN_COUNTS("trees"), err)) == 0) &&
             (r = delete_ids(s, "DELETE FROM blobs WHERE id=?", &g->dead_blobs, err)) == 0 &&
             (r = delete_pack_rows(g, "DELETE FROM blobs WHERE pack=?", err)) == 0 &&
             (r = lfs_pack_writer_insert_rows(pw, err)) == 0 &&
@@ -715,8 +722,14 @@ static int plan(gc_run *g, lfs_error **err) {
         if (r == 0)
                 r = find_dead_rows(g, "SELECT id, length(author) + length(message) + 104 FROM commits",
                                    &g->dead_commits, err);
+        /* A tree in both tables (written again while split) is listed once. */
+        g->split = lfs_db_trees_split(g->s);
         if (r == 0)
-                r = find_dead_rows(g, "SELECT id, length(data) FROM trees", &g->dead_trees, err);
+                r = find_dead_rows(g,
+                                   g->split ? "SELECT id, length(data) FROM trees UNION SELECT id, length(data) "
+                                              "FROM " LFS_TREES_OLD
+                                            : "SELECT id, length(data) FROM trees",
+                                   &g->dead_trees, err);
         if (r == 0)
                 r = plan_packs(g, err);
         if (r == 0)
@@ -741,6 +754,26 @@ static int plan(gc_run *g, lfs_error **err) {
                 };
         }
         return 0;
+}
+
+/* Table trees of a Store made before 2026-12-07 converted to the rowid shape, step by step
+ * after the gc let go of gc.lock: a step holds the Store as long as a commit does, so
+ * writers in between wait for one step, not for the whole conversion. Another writer
+ * holding the Store past busy_timeout leaves the rest for the next gc (every state reads
+ * and writes right). */
+static int convert_trees(gc_run *g, lfs_error **err) {
+        _cleanup_error_ lfs_error *e = NULL;
+        uint64_t moved = 0;
+        int r;
+        while ((r = lfs_trees_convert_step(g->s, LFS_TREES_MOVE_BYTES, &moved, &e)) > 0) {
+                report(g, "gc: converting table trees (trees moved)", moved, 0);
+                lfs_fault_point("gc-trees-stepped"); /* a step committed, no lock held */
+        }
+        if (r == -EBUSY)
+                return 0;
+        if (r < 0 && err)
+                *err = TAKE_PTR(e);
+        return r;
 }
 
 static void gc_run_done(gc_run *g) {
@@ -801,7 +834,7 @@ int lfs_store_gc(lfs_store *s, const lfs_gc_options *options, lfs_gc_result *ret
         s->gc_holds = 1;
         r = plan(&g, err);
         bool work = g.dead_commits.n || g.dead_trees.n || g.dead_blobs.n || g.n_files || g.n_stale_pins ||
-                    (r == 0 && has_orphan_counts(s));
+                    (r == 0 && has_orphan_counts(&g));
         uint64_t deletes = 0;
         if (r == 0 && !opt->dry_run && work)
                 r = sweep(&g, err);
@@ -815,6 +848,8 @@ int lfs_store_gc(lfs_store *s, const lfs_gc_options *options, lfs_gc_result *ret
         }
         s->gc_holds = 0;
         (void)flock(fd, LOCK_UN);
+        if (r == 0 && !opt->dry_run)
+                r = convert_trees(&g, err);
         if (r == 0) {
                 *ret = g.result;
                 g.result = (lfs_gc_result){ 0 };

@@ -132,6 +132,7 @@ struct lfs_store {
         size_t n_pack_fds, cap_pack_fds;
         sqlite3 *db;
         sqlite3_stmt *get_tree_stmt, *put_tree_stmt, *get_commit_stmt, *locate_stmt;
+        sqlite3_stmt *get_old_tree_stmt, *version_stmt; /* while table trees is split (trees_move.c) */
         sqlite3_stmt *get_subdirs_stmt, *put_subdirs_stmt;
         bool has_tree_subdirs; /* the table is there (see db.c) */
         lfs_io *io;
@@ -153,7 +154,23 @@ int lfs_home_dir(lfs_home *home, const char *name, mode_t mode, bool create, int
 int lfs_store_project_list(lfs_home *home, lfs_project_info **ret_projects, size_t *ret_n, lfs_error **err);
 
 #define LFS_STORE_APPLICATION_ID 0x4C465331 /* 'LFS1' */
+/* How long a statement waits for another connection's lock before it fails. */
+#define LFS_DB_BUSY_MS 10000
 #define LFS_STORE_SCHEMA 1
+/* Table trees split while a conversion to the rowid shape is under way: its rows are in
+ * trees (the rowid shape) or in LFS_TREES_OLD (the WITHOUT ROWID shape). A layerfs that
+ * reads only version 1 reads table trees alone, and so refuses such a Store at its open
+ * rather than missing the rows of the old table (trees_move.c). */
+#define LFS_STORE_SCHEMA_SPLIT 2
+
+/* A rowid table, not WITHOUT ROWID: the latter is a B-tree of whole records, so a big tree
+ * (100,000 entries: a 9.8 MB row on overflow pages) could be a divider key of an interior
+ * page, and SQLite reads a divider's whole record, overflow chain and all, to compare
+ * with it: every lookup passing it read the big tree (9.8 MB for another mount's load of
+ * a 3-entry directory). A rowid table's interior pages hold only rowids, its index on id
+ * only (id, rowid). NOT NULL: a rowid table's PRIMARY KEY takes NULL otherwise. */
+#define LFS_TREES_TABLE(name) "CREATE TABLE " name "(id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL);"
+#define LFS_TREES_OLD "trees_old"
 
 /* Opens (create: makes) the store in dirfd/path, which must be the project's directory. */
 /* The project's name: project itself, or the home's only project when it is NULL,
@@ -172,6 +189,22 @@ void lfs_db_rollback(lfs_store *s);
  * for lfs_db_end_read. */
 bool lfs_db_begin_read(lfs_store *s);
 void lfs_db_end_read(lfs_store *s, bool *began);
+
+/* Whether "SELECT what FROM table" makes sense in this Store: the table is there, and so is
+ * the column (a WITHOUT ROWID table has no rowid to select). */
+bool lfs_db_can_select(lfs_store *s, const char *what, const char *table);
+int lfs_db_pragma_int(lfs_store *s, const char *sql, int *ret, lfs_error **err);
+/* Whether table trees is split (LFS_STORE_SCHEMA_SPLIT), in the current transaction's
+ * snapshot, or now. */
+bool lfs_db_trees_split(lfs_store *s);
+
+/* One short transaction of the conversion of table trees to the rowid shape (a Store made
+ * before 2026-12-07): the split (the old table renamed LFS_TREES_OLD, a new trees), or the
+ * move of about budget bytes of trees into the new table, or, the old table empty, its
+ * drop. Holds gc.lock shared (as a writer) for that transaction only. 1: more to do (*moved
+ * grows by the trees moved); 0: table trees has the rowid shape. */
+int lfs_trees_convert_step(lfs_store *s, size_t budget, uint64_t *moved, lfs_error **err);
+#define LFS_TREES_MOVE_BYTES (4u << 20)
 
 int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err);
 /* subdirs: the tree's count of subdirectories (lfs_tree_subdirs), stored beside it. */
