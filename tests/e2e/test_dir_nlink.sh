@@ -8,7 +8,13 @@
 # Counted in bytes the daemon reads (rchar of /proc/PID/io) and in what its namespace
 # takes (list_workspaces' metadata_bytes), not timed. A Store made before the table
 # (dropped here) gives the same counts, from the trees, each read once; a tampered count
-# is not used, and gc removes the counts of trees that are gone.
+# is not used, and gc removes the counts of trees that are gone. The load of a small
+# directory reads no big tree beside it in the Store: in table trees' old shape (WITHOUT
+# ROWID), SQLite compared a lookup's key with a big tree's whole row when it was a
+# divider key of an interior page, and another mount's load of the top directory (3
+# entries) after the commit read big's trees, 9.8 MB. A Store of the old shape (made
+# here) reads and writes right before, during (a gc killed midway) and after gc converts
+# it, and verifies.
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 export LAYERFS_PROJECT=nlink
@@ -108,7 +114,18 @@ assert_links big 5 "after the commit"
 lfs project verify >/dev/null || fail "project verify after the commit"
 first=$n
 mount_main
-stat "$ws/top" >/dev/null
+# check_top_load WHAT [ASSERT]: what another mount's load of the top directory's few names
+# reads; with ASSERT, no big tree.
+check_top_load() {
+        local before read
+        before=$(read_bytes)
+        stat "$ws/top" >/dev/null
+        read=$(($(read_bytes) - before))
+        echo "another mount's load of the top directory (3 to 5 names) $1: the daemon read $read bytes"
+        [ -z "${2:-}" ] || [ "$read" -lt $((tree_bytes / 8)) ] ||
+                fail "the load of the top directory $1 read $read bytes: it read big's tree (about $tree_bytes)"
+}
+check_top_load "after the commit of big" assert
 before=$(read_bytes)
 assert_links big 5 "committed, in another Workspace"
 read=$(($(read_bytes) - before))
@@ -132,10 +149,44 @@ ok
 lfs workspace unmount "$n" main >/dev/null
 lfs workspace unmount "$first" main >/dev/null
 
-# A Store made before tree_subdirs: the counts come from the trees.
-sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.db" "DROP TABLE tree_subdirs" ||
-        fail "could not drop tree_subdirs"
+# A Store made before tree_subdirs, with table trees of the old shape: the counts come
+# from the trees; gc converts the table, in steps.
+store_sql() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.db" "$@"; }
+store_sql "BEGIN; DROP TABLE tree_subdirs; ALTER TABLE trees RENAME TO trees_new;
+        CREATE TABLE trees(id BLOB PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
+        INSERT INTO trees SELECT id, data FROM trees_new; DROP TABLE trees_new; COMMIT" ||
+        fail "could not make the Store's tables the old ones"
+# shape: the Store's table trees, old, split or rowid; and the schema's version.
+shape() {
+        store_sql "SELECT CASE WHEN (SELECT count(*) FROM sqlite_master WHERE name='trees_old') THEN 'split'
+                WHEN (SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_master WHERE name='trees') THEN 'old'
+                ELSE 'rowid' END || ' ' || (SELECT user_version FROM pragma_user_version)"
+}
 mount_main
+check_top_load "in a Store of the old shape"
+# A gc killed inside its second step (the first, the split, committed); the mount above
+# goes on reading and writing, the next mount too.
+fault_fifo "$WORK/fault"
+LAYERFS_FAULT="store-trees-step#2@$WORK/fault" lfs project gc >/dev/null 2>&1 &
+kill_at_step "$WORK/fault" $! || fail "gc ended without reaching step store-trees-step#2"
+assert_eq "$(shape)" "split 2" "table trees after a gc killed midway"
+assert_links big 5 "in a Store split by a gc killed midway"
+assert_links small 6 "in a Store split by a gc killed midway"
+echo split >"$ws/split"
+lfs workspace commit "$n" main -m "while split" >/dev/null
+lfs project verify >/dev/null || fail "project verify of a Store split by a gc killed midway"
+old_mount=$n old_ws=$ws
+mount_main
+check_top_load "in a Store split by a gc killed midway"
+assert_eq "$(cat "$ws/split")" split "a file committed while split, in another mount"
+lfs workspace unmount "$n" main >/dev/null
+n=$old_mount ws=$old_ws
+lfs project gc >/dev/null
+assert_eq "$(shape)" "rowid 1" "table trees after gc"
+assert_links big/s3 3 "in the mount made before gc converted the Store"
+lfs workspace unmount "$n" main >/dev/null
+mount_main
+check_top_load "in a Store gc converted" assert
 assert_links big 5 "in a Store made before tree_subdirs"
 assert_links small 6 "in a Store made before tree_subdirs"
 assert_links big/s1 2 "in a Store made before tree_subdirs"
@@ -157,7 +208,6 @@ lfs workspace unmount "$n" main >/dev/null
 
 # Rows no directory can have (tampered with): not used, and verify names the tree; gc
 # removes the rows of trees that are gone (an older layerfs's gc left them).
-store_sql() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/nlink/store.db" "$@"; }
 big_trees="FROM trees WHERE length(data) > $((tree_bytes / 2))" # before and after the commit
 [ "$(store_sql "SELECT count(*) $big_trees")" -gt 0 ] || fail "big's tree is not in the Store"
 store_sql "INSERT OR REPLACE INTO tree_subdirs SELECT id, 4294967294 $big_trees"
