@@ -1776,6 +1776,41 @@ static void test_gc_while_trees_are_split(void **state) {
         sqlite3_finalize(st);
 }
 
+/* Two processes converting one Store at once, a tree a step: both end well, taking turns
+ * (each step looks at the state again under the write lock), and every tree is kept once. */
+static void test_trees_converted_by_two_processes_at_once(void **state) {
+        test_env *env = *state;
+        _cleanup_free_ char *before = make_old_store(env, "proj", 0, 0);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pids[2];
+        for (size_t i = 0; i < ELEMENTSOF(pids); i++) {
+                pids[i] = fork();
+                assert_true(pids[i] >= 0);
+                if (pids[i] == 0) {
+                        lfs_store *store = NULL;
+                        uint64_t moved = 0;
+                        int r = lfs_store_open(env->home, "proj", &store, NULL);
+                        while (r == 0 && (r = lfs_trees_convert_step(store, 1, &moved, NULL)) > 0)
+                                r = 0;
+                        _exit(r < 0 ? 1 : 0);
+                }
+        }
+        for (size_t i = 0; i < ELEMENTSOF(pids); i++) {
+                int status;
+                assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+                assert_true(WIFEXITED(status));
+                assert_int_equal(WEXITSTATUS(status), 0);
+        }
+        trees_state ts = trees_look(env, "proj");
+        assert_false(ts.without_rowid);
+        assert_false(ts.split);
+        assert_string_equal(ts.dump, before);
+        free(ts.dump);
+        env_reopen_store(env, "proj");
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 env_test(test_init_refuses_bad_names),
@@ -1833,6 +1868,7 @@ int main(void) {
                 env_test(test_trees_conversion_killed_at_each_step),
                 env_test(test_trees_conversion_beside_a_writer),
                 env_test(test_gc_while_trees_are_split),
+                env_test(test_trees_converted_by_two_processes_at_once),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
