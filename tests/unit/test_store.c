@@ -1471,20 +1471,22 @@ static trees_state trees_look(test_env *env, const char *project) {
         assert_int_equal(sqlite3_open(env_path(env, "home/projects/%s/store.db", project), &db), SQLITE_OK);
         sqlite3_busy_timeout(db, 10000);
         trees_state ts = { 0 };
-        sqlite3_stmt *st = query_row(db, "SELECT (SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_schema WHERE "
-                                         "name='trees'), (SELECT count(*) FROM sqlite_schema WHERE "
-                                         "name='" LFS_TREES_OLD "'), (SELECT user_version FROM "
-                                         "pragma_user_version), (SELECT integrity_check FROM "
-                                         "pragma_integrity_check)");
+        sqlite3_stmt *st =
+                query_row(db, "SELECT (SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_schema WHERE "
+                              "name='trees'), (SELECT count(*) FROM sqlite_schema WHERE "
+                              "name='" LFS_TREES_OLD "'), (SELECT user_version FROM "
+                              "pragma_user_version), (SELECT integrity_check FROM "
+                              "pragma_integrity_check)");
         ts.without_rowid = sqlite3_column_int(st, 0);
         ts.split = sqlite3_column_int(st, 1);
         ts.version = sqlite3_column_int(st, 2);
         assert_string_equal((const char *)sqlite3_column_text(st, 3), "ok");
         sqlite3_finalize(st);
-        st = query_row(db, ts.split ? "SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM (SELECT id, "
-                                      "data FROM trees UNION SELECT id, data FROM " LFS_TREES_OLD " ORDER BY id)"
-                                    : "SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM (SELECT id, "
-                                      "data FROM trees ORDER BY id)");
+        st = query_row(db,
+                       ts.split ? "SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM (SELECT id, "
+                                  "data FROM trees UNION SELECT id, data FROM " LFS_TREES_OLD " ORDER BY id)"
+                                : "SELECT group_concat(hex(id) || ':' || hex(data), ',') FROM (SELECT id, "
+                                  "data FROM trees ORDER BY id)");
         ts.dump = xstrdup((const char *)sqlite3_column_text(st, 0) ?: "");
         sqlite3_finalize(st);
         sqlite3_close(db);
@@ -1626,8 +1628,8 @@ static void gc_child_at(test_env *env, const char *project, const char *step, in
                 kill(pid, SIGKILL);
         close(fd);
         const char *name = strchr(step, '#') ? strndupa(step, (size_t)(strchr(step, '#') - step)) : step;
-        assert_msg(!strncmp(line, name, strlen(name)), "the gc ended without reaching step %s (it said '%s')",
-                   step, line);
+        assert_msg(!strncmp(line, name, strlen(name)),
+                   "the gc ended without reaching step %s (it said '%s')", step, line);
         *ret_pidfd = pidfd;
 }
 
@@ -1722,9 +1724,10 @@ static void test_trees_conversion_beside_a_writer(void **state) {
         assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
         env_close_store(env);
         off_t db_after = file_size(db);
-        print_message("%d commits during the conversion; store.db %lld bytes before, %lld after; WAL at most "
-                      "%lld\n",
-                      commits, (long long)db_before, (long long)db_after, (long long)wal_most);
+        print_message(
+                "%d commits during the conversion; store.db %lld bytes before, %lld after; WAL at most "
+                "%lld\n",
+                commits, (long long)db_before, (long long)db_after, (long long)wal_most);
         trees_state ts = trees_look(env, "proj");
         assert_false(ts.without_rowid);
         assert_false(ts.split);
@@ -1733,8 +1736,7 @@ static void test_trees_conversion_beside_a_writer(void **state) {
         assert_msg(db_after < db_before + 4 * (off_t)LFS_TREES_MOVE_BYTES,
                    "the conversion grew store.db from %lld to %lld bytes", (long long)db_before,
                    (long long)db_after);
-        assert_msg(wal_most < db_before / 2, "the WAL grew to %lld bytes",
-                   (long long)wal_most);
+        assert_msg(wal_most < db_before / 2, "the WAL grew to %lld bytes", (long long)wal_most);
 }
 
 /* A gc while table trees is split removes the dead trees of both tables (and their
@@ -1768,8 +1770,9 @@ static void test_gc_while_trees_are_split(void **state) {
         lfs_gc_result_done(&res);
         assert_false(lfs_db_trees_split(env->store));
         assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
-        sqlite3_stmt *st = query_row(env->store->db, "SELECT (SELECT count(*) FROM trees), (SELECT count(*) FROM "
-                                                     "tree_subdirs WHERE id NOT IN (SELECT id FROM trees))");
+        sqlite3_stmt *st =
+                query_row(env->store->db, "SELECT (SELECT count(*) FROM trees), (SELECT count(*) FROM "
+                                          "tree_subdirs WHERE id NOT IN (SELECT id FROM trees))");
         assert_int_equal(sqlite3_column_int(st, 1), 0);
         /* main's two commits: its top trees, d, e. */
         assert_int_equal(sqlite3_column_int(st, 0), 4);

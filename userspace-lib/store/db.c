@@ -19,8 +19,7 @@
 #define TREE_SUBDIRS_TABLE                                                                                  \
         "CREATE TABLE tree_subdirs(id BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
 
-static const char schema[] =
-        LFS_TREES_TABLE("trees") TREE_SUBDIRS_TABLE
+static const char schema[] = LFS_TREES_TABLE("trees") TREE_SUBDIRS_TABLE
         "CREATE TABLE commits(id BLOB PRIMARY KEY, tree BLOB NOT NULL, parent1 BLOB,"
         " parent2 BLOB, author TEXT NOT NULL, time INTEGER NOT NULL, message TEXT NOT NULL)"
         " WITHOUT ROWID;"

@@ -620,12 +620,13 @@ static bool has_orphan_counts(gc_run *g) {
         if (!lfs_db_tree_subdirs_table(g->s))
                 return false;
         sqlite3_stmt *st = NULL;
-        bool has = sqlite3_prepare_v2(g->s->db,
-                                      g->split ? "SELECT 1 FROM tree_subdirs WHERE id NOT IN (SELECT id FROM " ALL_TREES
-                                                 ") LIMIT 1"
-                                               : "SELECT 1 FROM tree_subdirs WHERE id NOT IN (SELECT id FROM "
-                                                 "trees) LIMIT 1",
-                                      -1, &st, NULL) == SQLITE_OK &&
+        bool has = sqlite3_prepare_v2(
+                           g->s->db,
+                           g->split ? "SELECT 1 FROM tree_subdirs WHERE id NOT IN (SELECT id FROM " ALL_TREES
+                                      ") LIMIT 1"
+                                    : "SELECT 1 FROM tree_subdirs WHERE id NOT IN (SELECT id FROM "
+                                      "trees) LIMIT 1",
+                           -1, &st, NULL) == SQLITE_OK &&
                    sqlite3_step(st) == SQLITE_ROW;
         sqlite3_finalize(st);
         return has;
@@ -725,11 +726,12 @@ static int plan(gc_run *g, lfs_error **err) {
         /* A tree in both tables (written again while split) is listed once. */
         g->split = lfs_db_trees_split(g->s);
         if (r == 0)
-                r = find_dead_rows(g,
-                                   g->split ? "SELECT id, length(data) FROM trees UNION SELECT id, length(data) "
-                                              "FROM " LFS_TREES_OLD
-                                            : "SELECT id, length(data) FROM trees",
-                                   &g->dead_trees, err);
+                r = find_dead_rows(
+                        g,
+                        g->split ? "SELECT id, length(data) FROM trees UNION SELECT id, length(data) "
+                                   "FROM " LFS_TREES_OLD
+                                 : "SELECT id, length(data) FROM trees",
+                        &g->dead_trees, err);
         if (r == 0)
                 r = plan_packs(g, err);
         if (r == 0)

@@ -84,10 +84,9 @@ static int step(lfs_store *s, size_t budget, uint64_t *moved, lfs_error **err) {
                 if (lfs_db_can_select(s, "rowid", "trees"))
                         return 0;
                 /* The rename takes the old table's index along (sqlite_autoindex_trees_1). */
-                _cleanup_free_ char *sql =
-                        xasprintf("ALTER TABLE trees RENAME TO " LFS_TREES_OLD ";" LFS_TREES_TABLE(
-                                          "trees") " PRAGMA user_version=%d",
-                                  LFS_STORE_SCHEMA_SPLIT);
+                _cleanup_free_ char *sql = xasprintf("ALTER TABLE trees RENAME TO " LFS_TREES_OLD
+                                                     ";" LFS_TREES_TABLE("trees") " PRAGMA user_version=%d",
+                                                     LFS_STORE_SCHEMA_SPLIT);
                 int r = lfs_db_exec(s, sql, err);
                 if (r < 0)
                         return r;
@@ -98,8 +97,8 @@ static int step(lfs_store *s, size_t budget, uint64_t *moved, lfs_error **err) {
         if (r != 0)
                 return r;
         /* The old table empty: the Store whole again, of the rowid shape. */
-        _cleanup_free_ char *sql = xasprintf("DROP TABLE " LFS_TREES_OLD "; PRAGMA user_version=%d",
-                                             LFS_STORE_SCHEMA);
+        _cleanup_free_ char *sql =
+                xasprintf("DROP TABLE " LFS_TREES_OLD "; PRAGMA user_version=%d", LFS_STORE_SCHEMA);
         r = lfs_db_exec(s, sql, err);
         return r < 0 ? r : 1;
 }
