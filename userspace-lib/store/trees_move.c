@@ -104,8 +104,12 @@ static int step(lfs_store *s, size_t budget, uint64_t *moved, lfs_error **err) {
 }
 
 int lfs_trees_convert_step(lfs_store *s, size_t budget, uint64_t *moved, lfs_error **err) {
-        /* Nothing to do, looked at without the write lock: the common case costs no wait. */
-        if (!lfs_db_trees_split(s) && lfs_db_can_select(s, "rowid", "trees"))
+        /* Nothing to do, looked at without the write lock (in one snapshot: a split
+         * between the two looks would pass for the end): the common case waits for no one. */
+        bool began = lfs_db_begin_read(s);
+        bool done = !lfs_db_trees_split(s) && lfs_db_can_select(s, "rowid", "trees");
+        lfs_db_end_read(s, &began);
+        if (done)
                 return 0;
         _cleanup_store_hold_ lfs_store *held = NULL;
         int r = lfs_store_hold_scoped(s, &held, err), secure_delete = 0;
@@ -125,7 +129,8 @@ int lfs_trees_convert_step(lfs_store *s, size_t budget, uint64_t *moved, lfs_err
                         lfs_db_rollback(s);
                 }
         }
-        (void)lfs_db_exec(s, secure_delete ? "PRAGMA secure_delete=1" : "PRAGMA secure_delete=0", NULL);
+        _cleanup_free_ char *restore = xasprintf("PRAGMA secure_delete=%d", secure_delete);
+        (void)lfs_db_exec(s, restore, NULL);
         /* What the step wrote goes from the WAL into the database and the WAL is cut back,
          * so that it stays about one step long, not as long as the steps since a writer
          * last found it unread. Without waiting: a writer or a reader in the way makes it
