@@ -117,7 +117,7 @@ INSTALLED := $(BUILD)/liblayerfs.a $(BUILD)/liblayerfs.so $(BUILD)/layerfs $(BUI
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(INSTALLED) $(UNIT_BIN) $(BUILD)/fuse-floor $(BUILD)/lifecycle-floor $(BUILD)/lifecycle-lib
+all: $(INSTALLED) $(UNIT_BIN) $(BUILD)/fuse-floor $(BUILD)/lifecycle-floor $(BUILD)/lifecycle-lib $(BUILD)/export-floor
 
 help:
 	@echo "make deps      install the Debian packages the build and the tests need (as root)"
@@ -203,6 +203,7 @@ $(BUILD)/init/%.o: LAYER_INC = $(INIT_INC)
 $(BUILD)/tests/%.o: LAYER_INC = $(INCLUDES)
 $(BUILD)/bench/fuse_floor.o: LAYER_INC = $(FUSE_INC)
 $(BUILD)/lifecycle-floor: LAYER_INC = $(BASE_INC)
+$(BUILD)/export-floor: LAYER_INC = $(BASE_INC)
 $(BUILD)/lifecycle-lib: LAYER_INC = -Iinclude
 $(BUILD)/%.o: %.c $(HEADERS) $(BUILD)/config.h
 	@mkdir -p $(dir $@)
@@ -270,6 +271,10 @@ $(BUILD)/fuse-floor: $(BUILD)/bench/fuse_floor.o $(FUSE_OBJ) $(BUILD)/liblayerfs
 # The kernel's floors of bench/lifecycle.sh: posix_spawn, clone3 into a cgroup, cgroup.kill.
 $(BUILD)/lifecycle-floor: bench/lifecycle_floor.c bench/samples.h
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LDFLAGS)
+# The kernel's floor of an export (bench/export_floor.sh): 10,000 creates and writes with
+# plain system calls, threads or io_uring chains, and nothing of the Store.
+$(BUILD)/export-floor: bench/export_floor.c bench/samples.h
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LDFLAGS) -luring -lpthread
 # The same lifecycle through the library from one process, as a client sees it: only
 # layerfs.h (the public header), linked like the CLI.
 $(BUILD)/lifecycle-lib: bench/lifecycle_lib.c bench/samples.h include/layerfs.h $(BUILD)/liblayerfs.a
@@ -467,7 +472,7 @@ lint: $(BUILD)/bpf/watcher_obj.gen.h $(BUILD)/config.h
 	clang-format --dry-run -Werror $(FORMAT_FILES)
 	cppcheck -j $(LINT_JOBS) --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
 		--suppress=missingIncludeSystem -D_GNU_SOURCE $(INCLUDES) include userspace-lib proto cgroup backends $(BPF_LOADER_SRC) bpf/watcher_set.c bpf/watcher_gen.c fuse cli daemon init tests bench
-	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(FUSE_SRC) $(DAEMON_SRC) $(INIT_SRC) $(BPF_LOADER_SRC) bpf/watcher_gen.c bench/fuse_floor.c bench/lifecycle_floor.c bench/lifecycle_lib.c | \
+	printf '%s\n' $(LIB_SRC) $(CLI_SRC) $(FUSE_SRC) $(DAEMON_SRC) $(INIT_SRC) $(BPF_LOADER_SRC) bpf/watcher_gen.c bench/fuse_floor.c bench/lifecycle_floor.c bench/lifecycle_lib.c bench/export_floor.c | \
 		xargs -P $(LINT_JOBS) -n 16 sh -c 'clang-tidy --quiet "$$@" -- $(TIDY_FLAGS)' clang-tidy
 
 format:

@@ -9,28 +9,111 @@
 
 #include "store.h"
 
-typedef struct export_file {
-        char *path; /* relative to the export root */
-        lfs_id id;
-        uint64_t size;
-        mode_t mode;
-} export_file;
+/* One batch of small files: their objects read (and checked) into buffers, then created
+ * and written through the io layer. */
+typedef struct write_batch {
+        lfs_object_read rd[LFS_IO_BATCH];
+        lfs_io_item wr[LFS_IO_BATCH];
+        char *path[LFS_IO_BATCH]; /* relative to the export root */
+        size_t k;
+        bool started;
+} write_batch;
 
+/* Two batches: the walk fills one (its objects read as soon as it is full) while the io
+ * layer creates and writes the other. The walk itself (trees, directories) and the reads
+ * thus run while io_uring's workers create files; a list of thousands of files written
+ * once the walk had made it left the workers idle during the walk, and each list's last
+ * batch drained the pipeline (measured: bench/export_floor.sh). */
 typedef struct export_walk {
         lfs_store *s;
         int root_fd;
-        export_file *files; /* listed, not written yet */
-        size_t n, cap;
-        uint64_t written;
+        write_batch batches[2];
+        write_batch *filling, *writing;
+        uint64_t written; /* files started */
 } export_walk;
 
-/* Files listed before they are written: a list of the whole tree took an export of
- * 1,000,000 files to 97 MiB (19 at 100,000). Enough for the io_uring batches to stay full. */
-enum { FILES_AT_ONCE = 4096 };
+/* Waits for a batch's files (when started) and frees its buffers; reports a failure,
+ * naming the first file that failed, only with ok true. */
+static int finish_batch(export_walk *ew, write_batch *b, bool ok, lfs_error **err) {
+        int r = b->started ? lfs_io_wait_files(ew->s->io, b->wr, b->k) : 0;
+        if (ok && r < 0) {
+                size_t i = 0;
+                while (i + 1 < b->k && b->wr[i].result >= 0)
+                        i++;
+                r = lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", b->path[i], strerror(-r));
+        }
+        for (size_t i = 0; i < b->k; i++) {
+                free(b->rd[i].buf);
+                free(b->path[i]);
+        }
+        b->k = 0;
+        b->started = false;
+        return ok ? r : 0;
+}
 
-static int write_files(export_walk *ew, lfs_error **err);
+/* Reads the filling batch's objects and starts its files, then waits for the batch
+ * started before (the ring writes one batch while the next is read and checked). */
+static int flush_batch(export_walk *ew, lfs_error **err) {
+        write_batch *b = ew->filling;
+        int r = lfs_object_read_batch(ew->s, b->rd, b->k, err);
+        for (size_t i = 0; i < b->k && r == 0; i++) {
+                b->wr[i].buf = b->rd[i].buf;
+                b->wr[i].len = b->rd[i].size;
+        }
+        if (r == 0 && b->k) {
+                b->started = true;
+                int rr = lfs_io_start_files(ew->s->io, b->wr, b->k, true);
+                if (rr < 0)
+                        r = lfs_fail(err, LFS_FAILED, rr, "cannot write the exported files: %s",
+                                     strerror(-rr));
+        }
+        if (r == 0)
+                r = finish_batch(ew, ew->writing, true, err);
+        ew->written += b->k;
+        ew->filling = ew->writing;
+        ew->writing = b;
+        lfs_home *home = ew->s->home;
+        /* The whole count is not known before the walk ends: what is written so far. */
+        if (r == 0 && home && home->progress)
+                home->progress(home->progress_data, "writing files", ew->written, 0);
+        return r;
+}
 
-/* Makes the directories and symlinks of the tree and writes its files (FILES_AT_ONCE at a
+static int copy_large(export_walk *ew, const char *path, const lfs_entry *e, mode_t mode,
+                      lfs_error **err) {
+        _cleanup_close_ int in = lfs_object_open(ew->s, &e->id, err);
+        if (in < 0)
+                return in;
+        _cleanup_close_ int out = openat(ew->root_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+        if (out < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot write %s: %s", path, strerror(errno));
+        lfs_id got;
+        int r = lfs_stream_sparse(in, e->size, out, NULL, NULL, &got);
+        if (r == -EIO || (r == 0 && !lfs_id_eq(&got, &e->id)))
+                return lfs_object_damaged(ew->s, &e->id, err);
+        if (r < 0)
+                return lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", path, strerror(-r));
+        return 0;
+}
+
+/* A file of the tree at path: a large one is copied now (a loose object is copied by its
+ * data, so its holes stay holes); a small one joins the filling batch. */
+static int add_file(export_walk *ew, const char *path, const lfs_entry *e, lfs_error **err) {
+        mode_t mode = e->mode == LFS_MODE_EXEC ? 0755 : 0644;
+        if (e->size > LFS_PACK_MAX_BLOB)
+                return copy_large(ew, path, e, mode, err);
+        write_batch *b = ew->filling;
+        size_t i = b->k++;
+        b->path[i] = xstrdup(path);
+        b->rd[i] = (lfs_object_read){ .id = e->id, .size = e->size };
+        b->wr[i] = (lfs_io_item){ .dirfd = ew->root_fd,
+                                  .path = b->path[i],
+                                  .open_flags = O_WRONLY | O_CREAT | O_EXCL,
+                                  .mode = mode };
+        return b->k == LFS_IO_BATCH ? flush_batch(ew, err) : 0;
+}
+
+/* Makes the directories and symlinks of the tree and writes its files (a batch at a
  * time, once their directories are made), depth first with a stack of the trees on the
  * way down (no recursion) and one path buffer. */
 static int walk_tree(export_walk *ew, const lfs_id *root, lfs_error **err) {
@@ -41,6 +124,8 @@ static int walk_tree(export_walk *ew, const lfs_id *root, lfs_error **err) {
         level *stack = NULL;
         size_t n = 0, cap = 0;
         path_buf path = { 0 };
+        ew->filling = &ew->batches[0];
+        ew->writing = &ew->batches[1];
         GROW(stack, cap, 1);
         int r = lfs_db_get_tree(ew->s, root, &stack[0].t, err);
         if (r == 0)
@@ -82,116 +167,20 @@ static int walk_tree(export_walk *ew, const lfs_id *root, lfs_error **err) {
                                                      path.s, strerror(errno));
                         }
                 } else {
-                        GROW(ew->files, ew->cap, ew->n + 1);
-                        ew->files[ew->n++] = (export_file){
-                                .path = xstrdup(path.s),
-                                .id = e->id,
-                                .size = e->size,
-                                .mode = e->mode == LFS_MODE_EXEC ? 0755 : 0644,
-                        };
-                        if (ew->n == FILES_AT_ONCE)
-                                r = write_files(ew, err);
+                        r = add_file(ew, path.s, e, err);
                 }
         }
+        if (r == 0 && ew->filling->k)
+                r = flush_batch(ew, err);
         if (r == 0)
-                r = write_files(ew, err);
+                r = finish_batch(ew, ew->writing, true, err);
+        /* After a failure: nothing may still write from the buffers freed here. */
+        (void)finish_batch(ew, ew->writing, false, NULL);
+        (void)finish_batch(ew, ew->filling, false, NULL);
         for (size_t i = 0; i < n; i++)
                 lfs_tree_done(&stack[i].t);
         free(stack);
         path_buf_done(&path);
-        return r;
-}
-
-static int copy_large(export_walk *ew, const export_file *f, lfs_error **err) {
-        _cleanup_close_ int in = lfs_object_open(ew->s, &f->id, err);
-        if (in < 0)
-                return in;
-        _cleanup_close_ int out =
-                openat(ew->root_fd, f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, f->mode);
-        if (out < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot write %s: %s", f->path, strerror(errno));
-        lfs_id got;
-        int r = lfs_stream_sparse(in, f->size, out, NULL, NULL, &got);
-        if (r == -EIO || (r == 0 && !lfs_id_eq(&got, &f->id)))
-                return lfs_object_damaged(ew->s, &f->id, err);
-        if (r < 0)
-                return lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", f->path, strerror(-r));
-        return 0;
-}
-
-typedef struct write_batch {
-        lfs_object_read rd[LFS_IO_BATCH];
-        lfs_io_item wr[LFS_IO_BATCH];
-        size_t k;
-        bool started;
-} write_batch;
-
-static int export_write_failed(int r, lfs_error **err) {
-        return lfs_fail(err, LFS_FAILED, r, "cannot write the exported files: %s", strerror(-r));
-}
-
-/* Waits for a batch's files (when started) and frees its buffers; reports a failure only
- * with ok true. */
-static int finish_batch(export_walk *ew, write_batch *b, bool ok, lfs_error **err) {
-        int r = b->started ? lfs_io_wait_files(ew->s->io, b->wr, b->k) : 0;
-        for (size_t i = 0; i < b->k; i++)
-                free(b->rd[i].buf);
-        b->k = 0;
-        b->started = false;
-        return ok && r < 0 ? export_write_failed(r, err) : 0;
-}
-
-/* Reads objects and writes files, LFS_IO_BATCH at a time, both through the io layer: one
- * batch's objects are read and checked while the ring writes the batch before. */
-static int write_files(export_walk *ew, lfs_error **err) {
-        lfs_home *home = ew->s->home;
-        write_batch batches[2] = { 0 };
-        write_batch *filling = &batches[0], *writing = &batches[1];
-        int r = 0;
-        for (size_t off = 0; off < ew->n && r == 0;) {
-                for (; off < ew->n && filling->k < LFS_IO_BATCH && r == 0; off++) {
-                        export_file *f = &ew->files[off];
-                        /* A loose object is copied by its data, so its holes stay holes. */
-                        if (f->size > LFS_PACK_MAX_BLOB) {
-                                r = copy_large(ew, f, err);
-                                continue;
-                        }
-                        size_t i = filling->k++;
-                        filling->rd[i] = (lfs_object_read){ .id = f->id, .size = f->size };
-                        filling->wr[i] = (lfs_io_item){ .dirfd = ew->root_fd,
-                                                        .path = f->path,
-                                                        .open_flags = O_WRONLY | O_CREAT | O_EXCL,
-                                                        .mode = f->mode };
-                }
-                if (r == 0)
-                        r = lfs_object_read_batch(ew->s, filling->rd, filling->k, err);
-                for (size_t i = 0; i < filling->k && r == 0; i++) {
-                        filling->wr[i].buf = filling->rd[i].buf;
-                        filling->wr[i].len = filling->rd[i].size;
-                }
-                int rr;
-                if (r == 0 && filling->k) {
-                        filling->started = true;
-                        if ((rr = lfs_io_start_files(ew->s->io, filling->wr, filling->k, true)) < 0)
-                                r = export_write_failed(rr, err);
-                }
-                if (r == 0)
-                        r = finish_batch(ew, writing, true, err);
-                write_batch *t = writing;
-                writing = filling;
-                filling = t;
-                /* The whole count is not known before the walk ends: what is written so far. */
-                if (r == 0 && home && home->progress)
-                        home->progress(home->progress_data, "writing files", ew->written + off, 0);
-        }
-        if (r == 0)
-                r = finish_batch(ew, writing, true, err);
-        (void)finish_batch(ew, writing, false, NULL);
-        (void)finish_batch(ew, filling, false, NULL);
-        ew->written += ew->n;
-        for (size_t i = 0; i < ew->n; i++)
-                free(ew->files[i].path);
-        ew->n = 0;
         return r;
 }
 
@@ -256,9 +245,6 @@ int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error 
                              strerror(errno));
         if (r < 0)
                 rm_rf_at(AT_FDCWD, tmp);
-        for (size_t i = 0; i < ew.n; i++)
-                free(ew.files[i].path);
-        free(ew.files);
         if (ew.root_fd >= 0)
                 close(ew.root_fd);
         lfs_commit_info_done(&c);
