@@ -41,6 +41,27 @@ expect_error InvalidInput lfs --project sample branch export main "$WORK/empty-t
 ls -A "$WORK" | grep -q layerfs-export && fail "export left a temporary directory"
 ok
 
+# A target that fills up: the export fails naming the file it could not write, and why,
+# with and without io_uring, and leaves nothing behind. Files of three pages into a
+# tmpfs of 256: one file gets one page, so the ring's write of it is short (a count,
+# not an errno) and must still say "No space left on device".
+mkdir -p "$WORK/pages" "$WORK/small"
+for i in $(seq 100); do head -c 12288 /dev/urandom >"$WORK/pages/f$i"; done
+lfs project init pages --from "$WORK/pages" >/dev/null
+mount -t tmpfs -o size=1m layerfs-test "$WORK/small"
+trap 'umount -l "$WORK/small" 2>/dev/null || true; cleanup_work' EXIT
+for plain in 0 1; do
+        status=0
+        out=$(LAYERFS_NO_URING=$plain lfs --project pages branch export main "$WORK/small/out" 2>&1) || status=$?
+        assert_eq "$status" 125 "an export into 1 MiB (NO_URING=$plain): $out"
+        file=$(sed -n 's/^Failed: cannot write \([^:]*\): No space left on device$/\1/p' <<<"$out")
+        [ -n "$file" ] && [ -e "$WORK/pages/$file" ] || fail "NO_URING=$plain: the error names no file of the tree, or not ENOSPC: $out"
+        ok
+        assert_eq "$(ls -A "$WORK/small")" "" "a failed export leaves nothing behind (NO_URING=$plain)"
+done
+umount "$WORK/small"
+trap cleanup_work EXIT
+
 # An empty project: main holds an empty commit, and exports to an empty directory.
 lfs project init empty >/dev/null
 lfs --project empty branch export main "$WORK/empty-out" >/dev/null
@@ -50,7 +71,7 @@ assert_eq "$(ls -A "$WORK/empty-out")" "" "export of an empty project"
 out=$(lfs --json project init jsontest)
 assert_eq "$(echo "$out" | json_get 'j["project"], j["branch"], len(j["commit"])')" "('jsontest', 'main', 64)" "init --json"
 assert_eq "$(lfs --json project list | json_get '[p["project"] for p in j]')" \
-        "['empty', 'inc', 'inc-plain', 'jsontest', 'sample']" "project list --json"
+        "['empty', 'inc', 'inc-plain', 'jsontest', 'pages', 'sample']" "project list --json"
 # A tree that holds the home: the home is never recorded (the Store being written).
 mkdir -p "$WORK/withhome/src"
 echo a >"$WORK/withhome/src/a"

@@ -64,8 +64,10 @@ typedef struct lfs_io_item {
         mode_t mode;
         void *buf;
         size_t len;
-        int result; /* 0, or a negative errno; -EIO for a short transfer */
+        int result; /* 0, or a negative errno; -EIO for a short read */
         bool in_flight; /* started and not yet reaped */
+        bool write; /* set by the io layer */
+        size_t moved; /* a write the ring left short: the bytes it wrote (the io layer's) */
 } lfs_io_item;
 
 /* Falls back to plain syscalls when io_uring is unavailable or LAYERFS_NO_URING=1.

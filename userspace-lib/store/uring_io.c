@@ -160,8 +160,14 @@ static void dispatch(lfs_io *io, uint64_t user_data, int res) {
         lfs_io_item *it = item;
         if (op == OP_RENAME)
                 io->waited--;
-        if (op == OP_XFER && res >= 0 && (size_t)res != it->len)
-                res = -EIO; /* short write, or a file that shrank or grew */
+        if (op == OP_XFER && res >= 0 && (size_t)res != it->len) {
+                if (it->write && (size_t)res < it->len) {
+                        it->moved = (size_t)res; /* finished by finish_short_write */
+                        res = 0;
+                } else {
+                        res = -EIO; /* a file that shrank or grew */
+                }
+        }
         if (op == OP_CLOSE_GROUP0 || op == OP_CLOSE_GROUP1) {
                 io->chains[op - OP_CLOSE_GROUP0]--;
                 it->in_flight = false;
@@ -249,6 +255,8 @@ static int start_chains(lfs_io *io, lfs_io_item *items, size_t k, bool write) {
                 unsigned slot = group * LFS_IO_BATCH + (unsigned)i;
                 it->result = 0;
                 it->in_flight = true;
+                it->write = write;
+                it->moved = it->len;
                 struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
                 /* Direct descriptors never reach the fd table, and O_CLOEXEC is EINVAL here. */
                 io_uring_prep_openat_direct(sqe, it->dirfd, it->path, flags, it->mode, slot);
@@ -309,7 +317,29 @@ static int xfer_plain(lfs_io_item *it, bool write) {
         return 0;
 }
 
-static int first_failure(const lfs_io_item *items, size_t n) {
+/* A write the ring left short (a full disk, a quota, the file size limit) goes on the
+ * plain way once its chain is closed: the ring's answer was only a count, and the next
+ * write says why (ENOSPC rather than a bare EIO), or completes when space came back. */
+static int finish_short_write(lfs_io_item *it) {
+        _cleanup_close_ int fd = openat(it->dirfd, it->path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t k = lfs_pwrite_full(fd, (const char *)it->buf + it->moved, it->len - it->moved,
+                                    (off_t)it->moved);
+        if (k < 0)
+                return (int)k;
+        if ((size_t)k != it->len - it->moved)
+                return -EIO;
+        if (close(TAKE_FD(fd)) < 0)
+                return -errno;
+        return 0;
+}
+
+/* The items' first failure, once every short write is finished. */
+static int first_failure(lfs_io_item *items, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (items[i].write && items[i].result == 0 && items[i].moved < items[i].len)
+                        items[i].result = finish_short_write(&items[i]);
         for (size_t i = 0; i < n; i++)
                 if (items[i].result < 0)
                         return items[i].result;
