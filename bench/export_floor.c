@@ -172,7 +172,8 @@ static void run_ring(unsigned batch, unsigned depth, unsigned workers, bool roun
 
 int main(int argc, char **argv) {
         if (argc != 3 && argc != 6) {
-                fprintf(stderr, "usage: export-floor TARGET plain|threads:N|ring:B:D:W:d|r [DIRS FILES SIZE]\n");
+                fprintf(stderr,
+                        "usage: export-floor TARGET plain|threads:N|ring:B:D:W:d|r [DIRS FILES SIZE]\n");
                 return 2;
         }
         if (argc == 6) {

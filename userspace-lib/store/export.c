@@ -79,8 +79,7 @@ static int flush_batch(export_walk *ew, lfs_error **err) {
         return r;
 }
 
-static int copy_large(export_walk *ew, const char *path, const lfs_entry *e, mode_t mode,
-                      lfs_error **err) {
+static int copy_large(export_walk *ew, const char *path, const lfs_entry *e, mode_t mode, lfs_error **err) {
         _cleanup_close_ int in = lfs_object_open(ew->s, &e->id, err);
         if (in < 0)
                 return in;
