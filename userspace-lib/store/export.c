@@ -32,15 +32,21 @@ typedef struct export_walk {
         uint64_t written; /* files started */
 } export_walk;
 
+/* The io layer itself failed (no one file did): a submission or a wait. */
+static int ring_failed(int r, lfs_error **err) {
+        return lfs_fail(err, LFS_FAILED, r, "cannot write the exported files: %s", strerror(-r));
+}
+
 /* Waits for a batch's files (when started) and frees its buffers; reports a failure,
  * naming the first file that failed, only with ok true. */
 static int finish_batch(export_walk *ew, write_batch *b, bool ok, lfs_error **err) {
         int r = b->started ? lfs_io_wait_files(ew->s->io, b->wr, b->k) : 0;
         if (ok && r < 0) {
                 size_t i = 0;
-                while (i + 1 < b->k && b->wr[i].result >= 0)
+                while (i < b->k && b->wr[i].result >= 0)
                         i++;
-                r = lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", b->path[i], strerror(-r));
+                r = i < b->k ? lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", b->path[i], strerror(-r))
+                             : ring_failed(r, err);
         }
         for (size_t i = 0; i < b->k; i++) {
                 free(b->rd[i].buf);
@@ -64,8 +70,7 @@ static int flush_batch(export_walk *ew, lfs_error **err) {
                 b->started = true;
                 int rr = lfs_io_start_files(ew->s->io, b->wr, b->k, true);
                 if (rr < 0)
-                        r = lfs_fail(err, LFS_FAILED, rr, "cannot write the exported files: %s",
-                                     strerror(-rr));
+                        r = ring_failed(rr, err);
         }
         if (r == 0)
                 r = finish_batch(ew, ew->writing, true, err);
