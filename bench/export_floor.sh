@@ -24,21 +24,14 @@ WAYS=("$@")
 
 mkdir -p "$BUILD"
 TOP=$(mktemp -d "$BUILD/export-floor.XXXXXX")
-FS_MOUNTED=
 cleanup() {
-        if [[ -n $FS_MOUNTED ]]; then
-                umount "$TOP/fs" || umount -l "$TOP/fs"
-        fi
+        bench_fresh_fs_remove "$TOP"
         rm -rf --one-file-system "$TOP"
 }
 bench_traps
 # As store_vs_git.sh: a new filesystem, so that no other program's deletes weigh on the
-# creates (bench/README.md). Nothing is deleted until the end.
-truncate -s 16G "$TOP/fs.img"
-mkfs.ext4 -q -F "$TOP/fs.img"
-mkdir "$TOP/fs"
-mount -o loop "$TOP/fs.img" "$TOP/fs"
-FS_MOUNTED=1
+# creates. Nothing is deleted until the end.
+bench_fresh_fs "$TOP"
 WORK="$TOP/fs"
 
 for ((d = 0; d < DIRS; d++)); do

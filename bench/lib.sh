@@ -36,6 +36,26 @@ bench_traps() {
         trap 'echo "bench: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 }
 
+# bench_fresh_fs TOP: a new ext4 filesystem (mkfs.ext4's defaults, in a sparse file
+# TOP/fs.img on the build's disk) mounted at TOP/fs, FS_MOUNTED set; the caller's cleanup
+# calls bench_fresh_fs_remove TOP. A filesystem of its own, because on one that others
+# churn a create costs what they deleted minutes before (bench/README.md).
+bench_fresh_fs() {
+        truncate -s 16G "$1/fs.img"
+        mkfs.ext4 -q -F "$1/fs.img"
+        mkdir "$1/fs"
+        mount -o loop "$1/fs.img" "$1/fs"
+        FS_MOUNTED=1
+}
+
+FS_MOUNTED= # never from the environment: cleanup would unmount what it did not mount
+# bench_fresh_fs_remove TOP: unmounts what bench_fresh_fs mounted, if it did.
+bench_fresh_fs_remove() {
+        if [[ -n ${FS_MOUNTED:-} ]]; then
+                umount "$1/fs" || umount -l "$1/fs"
+        fi
+}
+
 # bench_stock_env: layerfs and git as they come, whatever the caller's environment and
 # configuration (~/.gitconfig, /etc/gitconfig, a repository from the environment: make may
 # run inside a git hook; the caller's home and project must not leak in); sort order and

@@ -39,11 +39,8 @@ GIT=(git -c gc.auto=0 -c maintenance.auto=false -c init.defaultBranch=main)
 mkdir -p "$BUILD"
 TOP=$(mktemp -d "$BUILD/bench.XXXXXX")
 WORK=$TOP
-FS_MOUNTED=
 cleanup() {
-        if [[ -n $FS_MOUNTED ]]; then
-                umount "$TOP/fs" || umount -l "$TOP/fs"
-        fi
+        bench_fresh_fs_remove "$TOP"
         chmod -R u+w "$TOP" 2>/dev/null || true
         rm -rf --one-file-system "$TOP"
 }
@@ -51,11 +48,7 @@ bench_traps
 case ${BENCH_FS:-fresh} in
 fresh)
         bench_need_root "BENCH_FS=fresh mounts a filesystem of its own; BENCH_FS=build does not"
-        truncate -s 16G "$TOP/fs.img"
-        mkfs.ext4 -q -F "$TOP/fs.img"
-        mkdir "$TOP/fs"
-        mount -o loop "$TOP/fs.img" "$TOP/fs"
-        FS_MOUNTED=1
+        bench_fresh_fs "$TOP"
         FS_NOTE="a new ext4 filesystem (mkfs.ext4's defaults, in a file on the build's disk)"
         WORK="$TOP/fs"
         ;;
