@@ -1695,27 +1695,22 @@ static bool rebuildable(const ws_fs *fs, const ws_inode *in) {
 
 /* The daemon's memory follows the kernel's cache. The record of an entry the kernel let
  * go of goes when it is what restore_entry would make again from its blob or tree id,
- * kind and size (rebuildable: the attributes of the load), and its name is still at the
- * index of its load in its directory (its number's row: first_child + index), whatever
- * else came or went there since: its name and number stay in the directory (n_evicted),
- * with what its tree entry says (40 bytes in the directory's evicted, by that index,
+ * kind and size (rebuildable: the attributes of the load), whatever else came or went
+ * in its directory since: its name and number stay in the directory (n_evicted), with
+ * what its tree entry says (40 bytes in the directory's evicted, by the entry's index,
  * against ~460 for the record). A lookup of its name makes it again alone
  * (restore_entry), and so does a change of its name (child_made) or a status that finds
- * it differs from the base (walk_entry). A name that moved (a rename makes a new entry;
- * dir_compact moves the live ones down) keeps its record: its number no longer gives its
- * row. A directory that was listed keeps its record (the numbers of its entries:
- * unload_dir). Until the names of a directory changed (as_loaded) was required too, and
- * a change of one name made every record of it again (load_dir): a change in each of
- * many big directories held a record for every entry of each until the unmount. */
-static void evict_child(ws_fs *fs, ws_inode *in) {
-        /* parent may be gone: a file with two names keeps the directory of its latest,
-         * which that name and then the directory may leave (named_twice). */
-        ws_inode *dir = inode_get(fs, in->parent);
-        if (!dir || in->parent == in->ino || !dir->loaded || in->ino < dir->first_child)
-                return;
-        uint64_t i = in->ino - dir->first_child;
-        if (i >= dir->n_numbered || i >= dir->n_ents || dir->ents[i].ino != in->ino || !dir->ents[i].name ||
-            !rebuildable(fs, in))
+ * it differs from the base (walk_entry). A directory that was listed keeps its record
+ * (the numbers of its entries: unload_dir). Until the names of a directory changed
+ * (as_loaded) was required too, and a change of one name made every record of it again
+ * (load_dir): a change in each of many big directories held a record for every entry
+ * of each until the unmount.
+ * Entry i of dir, if its record can go. The array covers the indexes of the load: the
+ * names made since are never rebuildable (new, or renamed in: their ctime moved), and
+ * dir_compact only moves names down. */
+static void evict_entry(ws_fs *fs, ws_inode *dir, size_t i) {
+        ws_inode *in = i < dir->n_ents && dir->ents[i].name ? inode_get(fs, dir->ents[i].ino) : NULL;
+        if (!in || in->parent != dir->ino || in->ino == dir->ino || i >= dir->n_numbered || !rebuildable(fs, in))
                 return;
         if (!dir->evicted) {
                 dir->evicted = xcalloc(dir->n_numbered, sizeof(ws_evicted));
@@ -1736,17 +1731,27 @@ static void evict_child(ws_fs *fs, ws_inode *in) {
         inode_free(fs, in);
 }
 
+/* The record in, whose entry the kernel let go of: found in its directory by its number
+ * (first_child + the index of its load: a record does not know its name), where it
+ * still is unless dir_compact moved it (the directory's sweep finds those: evict_idle). */
+static void evict_child(ws_fs *fs, ws_inode *in) {
+        /* parent may be gone: a file with two names keeps the directory of its latest,
+         * which that name and then the directory may leave (named_twice). */
+        ws_inode *dir = inode_get(fs, in->parent);
+        if (!dir || in->parent == in->ino || !dir->loaded || in->ino < dir->first_child ||
+            in->ino - dir->first_child >= dir->n_ents || dir->ents[in->ino - dir->first_child].ino != in->ino)
+                return;
+        evict_entry(fs, dir, in->ino - dir->first_child);
+}
+
 /* Every entry of directory ino the kernel does not hold, after records were made of
  * many of them (a listing, a walk of status or commit). */
 static void evict_idle(ws_fs *fs, uint64_t ino) {
         ws_inode *dir = inode_get(fs, ino);
         if (!dir || !dir->loaded)
                 return;
-        for (size_t i = 0; i < dir->n_ents; i++) {
-                ws_inode *in = inode_get(fs, dir->ents[i].ino);
-                if (in)
-                        evict_child(fs, in);
-        }
+        for (size_t i = 0; i < dir->n_ents; i++)
+                evict_entry(fs, dir, i);
         dir->sweep_due = false;
 }
 
@@ -2644,7 +2649,7 @@ static bool plus_with_entry(ws_fs *fs, ws_inode *dir, size_t i, ws_inode *in, ui
         in = inode_get(fs, dir->ents[i].ino);
         if (count_stored(fs, in))
                 return true;
-        evict_child(fs, in);
+        evict_entry(fs, dir, i);
         return false;
 }
 
@@ -2687,7 +2692,7 @@ static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, 
                 }
                 if (!fill_plus(userdata, d->name, &st, (off_t)i + 3, with_entry)) {
                         if (with_entry && !in) /* not given: freed again, as it was */
-                                evict_child(fs, inode_get(fs, d->ino));
+                                evict_entry(fs, dir, i);
                         break;
                 }
                 if (with_entry)
