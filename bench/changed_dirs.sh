@@ -19,24 +19,11 @@ PER_DIR=${2:-5000}
 RUNS=${BENCH_RUNS:-2}
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-bench_need_built layerfs layerfs-daemon
-bench_need_root "FUSE Workspaces"
-bench_stock_env
-bench_cgroup_mount
-bench_work_home changed
-tree=""
-cleanup() {
-        local rc=$?
-        set +e
-        trap - ERR
-        [ -z "$tree" ] || rm -rf "$tree"
-        bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" || rc=1
-        exit "$rc"
-}
-bench_traps
+bench_workspace_home changed "FUSE Workspaces"
+BENCH_TREE=""
+bench_sandbox_traps
 
 lfs() { "$LAYERFS" "$@"; }
-daemon_pid() { sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number = $1"; }
 forget() {
         sync
         echo 2 >/proc/sys/vm/drop_caches
@@ -54,8 +41,8 @@ row() {
                 "$(awk -v u=$(($(now_us) - $2)) 'BEGIN { printf "%.2f", u / 1e6 }')" "$inodes" "$bytes" "$rss"
 }
 
-tree=$(mktemp -d /dev/shm/layerfs-changed.XXXXXX)
-python3 - "$tree" "$DIRS" "$PER_DIR" <<'EOF'
+BENCH_TREE=$(mktemp -d /dev/shm/layerfs-changed.XXXXXX)
+python3 - "$BENCH_TREE" "$DIRS" "$PER_DIR" <<'EOF'
 import os, sys
 root, dirs, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for d in range(dirs):
@@ -65,9 +52,9 @@ for d in range(dirs):
         with open(os.path.join(p, "f%06d" % f), "w") as fh:
             fh.write("%d/%d\n" % (d, f))
 EOF
-lfs project init changed --from "$tree" >/dev/null
-rm -rf "$tree"
-tree=""
+lfs project init changed --from "$BENCH_TREE" >/dev/null
+rm -rf "$BENCH_TREE"
+BENCH_TREE=""
 export LAYERFS_PROJECT=changed
 BUILDS=("$BUILD")
 [ -z "${BENCH_COMPARE:-}" ] || BUILDS=("$BENCH_COMPARE" "$BUILD")
@@ -80,7 +67,7 @@ for ((run = 1; run <= RUNS; run++)); do
                 export LAYERFS_DAEMON=$build/layerfs-daemon
                 n=$(lfs sandbox create)
                 ws=$(lfs workspace mount "$n" main)
-                pid=$(daemon_pid "$n")
+                pid=$(bench_daemon_pid "$n")
                 start=$(now_us)
                 row mounted "$start"
                 ls -lR "$ws" >/dev/null

@@ -667,7 +667,7 @@ static lfs_entry evicted_entry(const ws_evicted *ev) {
 }
 
 /* The array is sized by n_numbered, which only a load or the loss of all names moves:
- * entries are evicted only at the index of their load (evict_child), below it. */
+ * only entries below it are evicted (evict_entry). */
 static void evicted_free(ws_fs *fs, ws_inode *dir) {
         if (!dir->evicted)
                 return;
@@ -709,7 +709,8 @@ static void dir_compact(ws_fs *fs, uint64_t ino) {
                         fs->slots[index_find(fs, ino, dir->ents[k].name, &found)].index = (uint32_t)k;
                         /* An entry without a record takes what restores it along (k < i, so
                          * both are below n_numbered); once restored, it is no longer at the
-                         * index of its load, and keeps its record (evict_child). */
+                         * index its number gives, and only its directory's sweep lets its
+                         * record go again (evict_idle). */
                         if (dir->evicted && i < dir->n_numbered)
                                 dir->evicted[k] = dir->evicted[i];
                 }
@@ -1198,8 +1199,8 @@ static inline void unlockp(pthread_mutex_t **m) {
 
 /* The directory inode with its names loaded (load_names; an entry's record is made
  * again by what needs it: child_made); or a negative errno. Making every record of the
- * directory for a change of one name kept them all until the unmount: 100,000 files
- * took ~50 MiB in the daemon for one file created among them. */
+ * directory for a change of one name kept them all until the unmount: one file made
+ * among 100,000 held ~52 MB of records (bench/changed_dirs.sh). */
 static int dir_ready(ws_fs *fs, uint64_t ino, ws_inode **ret) {
         ws_inode *dir = inode_get(fs, ino);
         if (!dir)
@@ -1693,24 +1694,23 @@ static bool rebuildable(const ws_fs *fs, const ws_inode *in) {
                (perm == 0644 || perm == 0755);
 }
 
-/* The daemon's memory follows the kernel's cache. The record of an entry the kernel let
- * go of goes when it is what restore_entry would make again from its blob or tree id,
- * kind and size (rebuildable: the attributes of the load), whatever else came or went
- * in its directory since: its name and number stay in the directory (n_evicted), with
- * what its tree entry says (40 bytes in the directory's evicted, by the entry's index,
- * against ~460 for the record). A lookup of its name makes it again alone
- * (restore_entry), and so does a change of its name (child_made) or a status that finds
- * it differs from the base (walk_entry). A directory that was listed keeps its record
- * (the numbers of its entries: unload_dir). Until the names of a directory changed
- * (as_loaded) was required too, and a change of one name made every record of it again
- * (load_dir): a change in each of many big directories held a record for every entry
- * of each until the unmount.
- * Entry i of dir, if its record can go. The array covers the indexes of the load: the
- * names made since are never rebuildable (new, or renamed in: their ctime moved), and
- * dir_compact only moves names down. */
+/* Entry i of dir, if its record can go. The daemon's memory follows the kernel's cache.
+ * The record of an entry the kernel let go of goes when it is what restore_entry would
+ * make again from its blob or tree id, kind and size (rebuildable: the attributes of
+ * the load), whatever else came or went in its directory since: its name and number
+ * stay in the directory (n_evicted), with what its tree entry says (40 bytes in the
+ * directory's evicted, by the entry's index, against ~460 for the record). A lookup of
+ * its name makes it again alone (restore_entry), and so does a change of its name
+ * (child_made) or a status that finds it differs from the base (walk_entry). A
+ * directory that was listed keeps its record (the numbers of its entries: unload_dir).
+ * Until 2026-12-07 the directory had to have the names of its load (as_loaded), and a
+ * change of one name made every record of it again (load_dir): a change in each of many
+ * big directories held a record for every entry of each until the unmount. The array
+ * covers the indexes of the load: the names made since are never rebuildable (new, or
+ * renamed in: their ctime moved), and dir_compact only moves names down. */
 static void evict_entry(ws_fs *fs, ws_inode *dir, size_t i) {
         ws_inode *in = i < dir->n_ents && dir->ents[i].name ? inode_get(fs, dir->ents[i].ino) : NULL;
-        if (!in || in->parent != dir->ino || in->ino == dir->ino || i >= dir->n_numbered || !rebuildable(fs, in))
+        if (!in || in->parent != dir->ino || i >= dir->n_numbered || !rebuildable(fs, in))
                 return;
         if (!dir->evicted) {
                 dir->evicted = xcalloc(dir->n_numbered, sizeof(ws_evicted));
@@ -1739,7 +1739,8 @@ static void evict_child(ws_fs *fs, ws_inode *in) {
          * which that name and then the directory may leave (named_twice). */
         ws_inode *dir = inode_get(fs, in->parent);
         if (!dir || in->parent == in->ino || !dir->loaded || in->ino < dir->first_child ||
-            in->ino - dir->first_child >= dir->n_ents || dir->ents[in->ino - dir->first_child].ino != in->ino)
+            in->ino - dir->first_child >= dir->n_ents ||
+            dir->ents[in->ino - dir->first_child].ino != in->ino)
                 return;
         evict_entry(fs, dir, in->ino - dir->first_child);
 }
@@ -3250,7 +3251,7 @@ static int record(change_walk *cw, walk_level *top, const char *name, uint32_t m
 static int walk_entry(change_walk *cw, walk_level *top, size_t i) {
         ws_fs *fs = cw->fs;
         ws_inode *dir = inode_get(fs, top->ino);
-        const ws_dirent entry = dir->ents[i], *d = &entry; /* a copy: pushing may move ents */
+        const ws_dirent entry = dir->ents[i], *d = &entry;
         ws_inode *child = inode_get(fs, d->ino);
         const lfs_entry *b = lfs_tree_find(&top->base, d->name);
         int r = 0;
@@ -3263,8 +3264,9 @@ static int walk_entry(change_walk *cw, walk_level *top, size_t i) {
                  * otherwise it is, and walked as any other. */
                 lfs_entry e = evicted_entry(&dir->evicted[i]);
                 if (b && b->mode == e.mode && lfs_id_eq(&b->id, &e.id))
-                        return cw->purpose == WALK_COMMIT ? record(cw, top, d->name, e.mode, e.size, &e.id, b)
-                                                          : 0;
+                        return cw->purpose == WALK_COMMIT
+                                       ? record(cw, top, d->name, e.mode, e.size, &e.id, b)
+                                       : 0;
                 restore_entry(fs, dir, i);
                 child = inode_get(fs, d->ino);
         }

@@ -201,8 +201,9 @@ status=$(lfs workspace status "$r" main | sort)
 lfs workspace commit "$r" main -m random >/dev/null
 assert_eq "$status" "$(lfs branch diff "$rbase" main | sort)" "the status after random operations, against its commit's branch diff"
 lfs branch export main "$SHM/exported" >/dev/null
-got=$(manifest "$SHM/exported") && want=$(manifest "$SHM/plain") && [ -n "$want" ] ||
+if ! got=$(manifest "$SHM/exported") || ! want=$(manifest "$SHM/plain") || [ -z "$want" ]; then
         fail "no manifest of the export or of the plain directory"
+fi
 assert_eq "$got" "$want" "the commit after random operations, against the plain directory"
 sync
 echo 2 >/proc/sys/vm/drop_caches
