@@ -322,7 +322,8 @@ NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test
 # served differently, which the crash test does not look at). test_workspace_passthrough.sh
 # picks its own. The sanitizer build splits the Workspace's tests between the two dev
 # passes instead of running them in both (SANITIZE_FUSE_DEV_*, by `make sanitize`).
-FUSE_DEV_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh test_dir_nlink.sh
+FUSE_DEV_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh test_dir_nlink.sh \
+	test_changed_dir_memory.sh
 FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh test_workspace_posix.sh
 # The same tests once more over io_uring rings (fuse/fuse_uring.c). The kernel offers
 # them only while its switch, one for the whole host, is on: the pass turns it on and

@@ -29,11 +29,7 @@ LIMIT=${BENCH_MEMORY:-40M}
 ROUNDS=${BENCH_ROUNDS:-3}
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-bench_need_built layerfs layerfs-daemon
-bench_need_root "FUSE Workspaces, cgroups"
-bench_stock_env
-bench_cgroup_mount
-bench_work_home evict
+bench_workspace_home evict "FUSE Workspaces, cgroups"
 
 # The command's memory cgroup: beside the Sandboxes' in cgroup v2 when the memory
 # controller is offered there, else in the v1 memory hierarchy (a hybrid host).
@@ -65,7 +61,6 @@ bench_traps
 mkdir "$MEMCG"
 
 lfs() { "$LAYERFS" "$@"; }
-daemon_pid() { sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number = $1"; }
 # cpu_ticks PID: its user and system time, in clock ticks; read_calls PID: its reads.
 cpu_ticks() { awk '{ print $14, $15 }' "/proc/$1/stat"; }
 read_calls() { awk '$1 == "syscr:" { print $2 }' "/proc/$1/io"; }
@@ -118,7 +113,7 @@ EOF
                 export LAYERFS_DAEMON=$build/layerfs-daemon
                 n=$(lfs sandbox create)
                 ws=$(lfs workspace mount "$n" main)
-                pid=$(daemon_pid "$n")
+                pid=$(bench_daemon_pid "$n")
                 sync
                 echo 2 >/proc/sys/vm/drop_caches
                 read -r user0 sys0 < <(cpu_ticks "$pid")

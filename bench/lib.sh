@@ -82,19 +82,35 @@ bench_work_home() {
         unset LAYERFS_PROJECT LAYERFS_SANDBOX
 }
 
-# bench_sandbox_traps: bench_traps with a cleanup that closes the Sandboxes and removes
-# the cgroup root LAYERFS_CGROUP_ROOT and WORK (bench_remove_sandboxes); fails the script
-# when anything is left.
+# bench_sandbox_traps: bench_traps with a cleanup that removes BENCH_TREE (a tree made
+# in memory to import, if set), closes the Sandboxes and removes the cgroup root
+# LAYERFS_CGROUP_ROOT and WORK (bench_remove_sandboxes); fails the script when anything
+# is left.
 bench_sandbox_traps() {
         cleanup() {
                 local rc=$?
                 set +e
                 trap - ERR
+                [ -z "${BENCH_TREE:-}" ] || rm -rf "$BENCH_TREE"
                 bench_remove_sandboxes "$LAYERFS_CGROUP_ROOT" || rc=1
                 exit "$rc"
         }
         bench_traps
 }
+
+# bench_workspace_home NAME WHY: the start of a script that mounts Workspaces: layerfs
+# and its daemon built, root (for WHY), the stock environment, and a home and cgroup
+# root of its own (bench_work_home NAME).
+bench_workspace_home() {
+        bench_need_built layerfs layerfs-daemon
+        bench_need_root "$2"
+        bench_stock_env
+        bench_cgroup_mount
+        bench_work_home "$1"
+}
+
+# bench_daemon_pid N: the pid of Sandbox N's daemon.
+bench_daemon_pid() { sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number = $1"; }
 
 # bench_remove_sandboxes CGROUP...: a cleanup's work for the scripts that make Sandboxes:
 # closes every Sandbox of $LAYERFS_HOME, ends and removes each cgroup tree given, and

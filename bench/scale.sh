@@ -73,15 +73,14 @@ speedup() {
         if [ "$1" = - ] || [ "$2" = - ]; then echo -; else awk -v g="$1" -v o="$2" 'BEGIN { printf "%.1f", g / (o > 0.005 ? o : 0.005) }'; fi
 }
 
-# daemon_pid N: Sandbox N's daemon.
-daemon_pid() { sqlite3 "$LAYERFS_HOME/home.db" "SELECT pid FROM sandboxes WHERE number = $1"; }
+# kib_of PID FIELD: a field of its /proc status, in KiB.
 kib_of() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 # measure_daemon N NAME CMD...: measure, and the daemon's own figures in D_BEFORE (its RSS
 # before, MiB), D_PEAK (its peak RSS during CMD: the peak is reset first, clear_refs 5).
 D_BEFORE=0 D_PEAK=0
 measure_daemon() {
         local pid
-        pid=$(daemon_pid "$1")
+        pid=$(bench_daemon_pid "$1")
         shift
         sync
         echo 5 >"/proc/$pid/clear_refs"
@@ -161,11 +160,11 @@ main() {
         sb=$(lfs sandbox create)
         measure "$LAYERFS" workspace mount "$sb" main
         ws=$(cat "$WORK/out")
-        row mount "$SECS" "$RSS" - - "daemon $(($(kib_of "$(daemon_pid "$sb")" VmRSS) / 1024)) MiB after"
+        row mount "$SECS" "$RSS" - - "daemon $(($(kib_of "$(bench_daemon_pid "$sb")" VmRSS) / 1024)) MiB after"
         measure bash -c "find '$ws' | wc -l"
         expect_count "find | wc -l" "$(cat "$WORK/out")" $((FILES + DIRS + 1))
         local after_find
-        after_find=$((($(kib_of "$(daemon_pid "$sb")" VmRSS) + 512) / 1024))
+        after_find=$((($(kib_of "$(bench_daemon_pid "$sb")" VmRSS) + 512) / 1024))
         row "find | wc -l" "$SECS" "$RSS" - - "daemon $after_find MiB after (the namespace listed)"
         # The kernel evicts what find looked up (under memory pressure; here drop_caches)
         # and sends FORGET: the daemon lets go of what the Store can give again. The stat
@@ -173,7 +172,7 @@ main() {
         # The host's dentries of git's tree go too: a find over it (untimed) brings them back.
         measure bash -c "sync; echo 2 >/proc/sys/vm/drop_caches; stat '$ws/d00000' >/dev/null"
         row "drop_caches (FORGET)" "$SECS" "$RSS" - - \
-                "daemon $after_find -> $((($(kib_of "$(daemon_pid "$sb")" VmRSS) + 512) / 1024)) MiB (what the kernel still holds)"
+                "daemon $after_find -> $((($(kib_of "$(bench_daemon_pid "$sb")" VmRSS) + 512) / 1024)) MiB (what the kernel still holds)"
         find "$TREE" >/dev/null
 
         # change 1,000 files, in the Workspace and in git's tree

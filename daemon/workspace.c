@@ -22,7 +22,7 @@ typedef struct ws_dirent {
         uint64_t ino;
 } ws_dirent;
 
-/* What evict_child keeps of an entry whose record it freed: what load_dir reads of it
+/* What evict_child keeps of an entry whose record it freed: what load_names reads of it
  * from the directory's tree (fill_from_entry), so that a lookup of its name makes its
  * record again alone, without reading the tree (restore_entry). */
 typedef struct ws_evicted {
@@ -65,7 +65,8 @@ typedef struct ws_inode {
         /* Loaded from its tree at least once: its entries' numbers are first_child + their
          * index in it (n_numbered of them), given again when it is loaded again after
          * unload_dir with the same names (as_loaded: no name came or went since the load),
-         * and subdirs stays true while it is unloaded. */
+         * and subdirs stays true while it is unloaded. An entry still at the index of its
+         * load keeps that number as its place (evict_child), whatever came or went since. */
         bool numbered;
         /* Not loaded yet, and subdirs is its tree's count, which the Store keeps beside
          * the tree (stat_of): its stat reads no tree. Moot once numbered. */
@@ -86,8 +87,8 @@ typedef struct ws_inode {
         bool named_twice; /* files: has had two names at once (ws_link), so no one parent */
         bool free_awaited; /* nameless upper file a short disk once waited for (await_frees) */
         bool nameless_listed; /* in fs->nameless */
-        ws_evicted *evicted; /* n_evicted's: n_ents of them, by index (kept once the last is
-                              * made again, until load_dir or the names go) */
+        ws_evicted *evicted; /* n_evicted's: n_numbered of them, by index in ents (kept once
+                              * the last is made again, until the names go) */
         uint64_t parent; /* the directory of its name (of a file's latest, see named_twice) */
         ws_dirent *ents;
         size_t n_ents, cap_ents, live_ents, subdirs;
@@ -400,7 +401,7 @@ static void listed_take(ws_fs *fs, ws_inode *dir) {
         listed_drop(fs, dir->ino);
 }
 
-/* A record under number ino (one given before: load_dir, or new: inode_new). */
+/* A record under number ino (one given before: load_names, or new: inode_new). */
 static void inode_make(ws_fs *fs, uint64_t ino, uint32_t mode, uid_t uid, gid_t gid) {
         if ((fs->n_live + 1) * 2 > fs->cap_itab)
                 itab_resize(fs);
@@ -608,7 +609,7 @@ static bool sticky_file(const ws_inode *in) {
         return in->named_twice || in->passed_written || in->writers;
 }
 
-/* A name in parent, loaded from its tree (load_dir) or new (child_add). */
+/* A name in parent, loaded from its tree (load_names) or new (child_add). */
 static void name_insert(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino) {
         ws_inode *dir = inode_get(fs, parent);
         GROW(dir->ents, dir->cap_ents, dir->n_ents + 1);
@@ -641,6 +642,55 @@ static void child_add(ws_fs *fs, uint64_t parent, const char *name, uint64_t ino
         mark_touched(fs, parent);
 }
 
+/* ---- entries without a record (ws_evicted) ---- */
+
+static ws_evicted evicted_of(const lfs_entry *e) {
+        return (ws_evicted){
+                .id = e->id,
+                .size = lfs_mode_is_dir(e->mode) ? 0 : e->size,
+                .kind = e->mode == LFS_MODE_DIR    ? EVICTED_DIR
+                        : e->mode == LFS_MODE_LINK ? EVICTED_LINK
+                        : e->mode == LFS_MODE_EXEC ? EVICTED_EXEC
+                                                   : EVICTED_FILE,
+        };
+}
+
+/* The tree entry (but its name) that ev was made from. */
+static lfs_entry evicted_entry(const ws_evicted *ev) {
+        static const uint32_t tree_mode[] = {
+                [EVICTED_FILE] = LFS_MODE_FILE,
+                [EVICTED_EXEC] = LFS_MODE_EXEC,
+                [EVICTED_LINK] = LFS_MODE_LINK,
+                [EVICTED_DIR] = LFS_MODE_DIR,
+        };
+        return (lfs_entry){ .mode = tree_mode[ev->kind], .size = ev->size, .id = ev->id };
+}
+
+/* The array is sized by n_numbered, which only a load or the loss of all names moves:
+ * only entries below it are evicted (evict_entry). */
+static void evicted_free(ws_fs *fs, ws_inode *dir) {
+        if (!dir->evicted)
+                return;
+        meta_sub(fs, dir->n_numbered * sizeof(ws_evicted));
+        free(dir->evicted);
+        dir->evicted = NULL;
+}
+
+/* The mode (its kind alone) of entry i of dir, with or without a record. */
+static uint32_t entry_kind(ws_fs *fs, const ws_inode *dir, size_t i) {
+        static const uint32_t kind_mode[] = {
+                [EVICTED_FILE] = S_IFREG,
+                [EVICTED_EXEC] = S_IFREG,
+                [EVICTED_LINK] = S_IFLNK,
+                [EVICTED_DIR] = S_IFDIR,
+        };
+        const ws_inode *in = inode_get(fs, dir->ents[i].ino);
+        if (in)
+                return in->mode & S_IFMT;
+        assert(dir->evicted); /* as in restore_entry: a name without a record was evicted */
+        return kind_mode[dir->evicted[i].kind];
+}
+
 /* Removed entries keep their place so that the offsets of a listing in progress stay
  * true; once they outnumber the live ones and no listing is open, the live entries move
  * down (their index slots follow) and the array shrinks. */
@@ -657,6 +707,12 @@ static void dir_compact(ws_fs *fs, uint64_t ino) {
                         bool found;
                         dir->ents[k] = dir->ents[i];
                         fs->slots[index_find(fs, ino, dir->ents[k].name, &found)].index = (uint32_t)k;
+                        /* An entry without a record takes what restores it along (k < i, so
+                         * both are below n_numbered); once restored, it is no longer at the
+                         * index its number gives, and only its directory's sweep lets its
+                         * record go again (evict_idle). */
+                        if (dir->evicted && i < dir->n_numbered)
+                                dir->evicted[k] = dir->evicted[i];
                 }
                 k++;
         }
@@ -672,8 +728,10 @@ static void child_remove(ws_fs *fs, uint64_t parent, const char *name) {
                 return;
         ws_inode *dir = inode_get(fs, parent);
         ws_dirent *d = &dir->ents[fs->slots[i].index];
-        if (S_ISDIR(inode_get(fs, d->ino)->mode))
+        if (S_ISDIR(entry_kind(fs, dir, fs->slots[i].index)))
                 dir->subdirs--;
+        if (!inode_get(fs, d->ino))
+                dir->n_evicted--; /* its record was freed, and so is what restores it now */
         mark_touched(fs, parent);
         meta_sub(fs, NAME_COST(strlen(d->name)));
         free(d->name);
@@ -704,38 +762,13 @@ static void fill_from_entry(ws_fs *fs, ws_inode *in, const lfs_entry *e) {
         }
 }
 
-static ws_evicted evicted_of(const lfs_entry *e) {
-        return (ws_evicted){
-                .id = e->id,
-                .size = lfs_mode_is_dir(e->mode) ? 0 : e->size,
-                .kind = e->mode == LFS_MODE_DIR    ? EVICTED_DIR
-                        : e->mode == LFS_MODE_LINK ? EVICTED_LINK
-                        : e->mode == LFS_MODE_EXEC ? EVICTED_EXEC
-                                                   : EVICTED_FILE,
-        };
-}
-
-static void evicted_free(ws_fs *fs, ws_inode *dir) {
-        if (!dir->evicted)
-                return;
-        meta_sub(fs, dir->n_ents * sizeof(ws_evicted));
-        free(dir->evicted);
-        dir->evicted = NULL;
-}
-
 /* The record of entry i of dir, which evict_child freed, made again from what it kept:
- * the same number (the entry's), and what load_dir would read from the tree. */
+ * the same number (the entry's), and what load_names would read from the tree. */
 static void restore_entry(ws_fs *fs, ws_inode *dir, size_t i) {
-        static const uint32_t tree_mode[] = {
-                [EVICTED_FILE] = LFS_MODE_FILE,
-                [EVICTED_EXEC] = LFS_MODE_EXEC,
-                [EVICTED_LINK] = LFS_MODE_LINK,
-                [EVICTED_DIR] = LFS_MODE_DIR,
-        };
         /* Only an entry evict_child freed lacks a record, and it kept its kind there. */
-        assert(dir->evicted);
+        assert(dir->evicted && i < dir->n_numbered);
         const ws_evicted *ev = &dir->evicted[i];
-        lfs_entry e = { .mode = tree_mode[ev->kind], .size = ev->size, .id = ev->id };
+        lfs_entry e = evicted_entry(ev);
         uint64_t ino = dir->ents[i].ino;
         inode_make(fs, ino, 0, fs->owner, fs->group);
         ws_inode *in = inode_get(fs, ino);
@@ -744,20 +777,19 @@ static void restore_entry(ws_fs *fs, ws_inode *dir, size_t i) {
         if (ev->kind == EVICTED_DIR)
                 listed_take(fs, in);
         /* The array stays when the last is made again: freed here, one name looked up and
-         * forgotten in turn made and freed n_ents of them each time. It goes with the
-         * names (unload_dir, inode_free) or once a change of a name needs every record
-         * (load_dir). */
+         * forgotten in turn made and freed n_numbered of them each time. It goes with the
+         * names (unload_dir, inode_free, subtree_gone). */
         dir->n_evicted--;
 }
 
-/* Every record evict_child freed in dir, made again (a listing, a status, a change of
- * a name need them all); the next FORGET in it sweeps those the kernel does not hold. */
-static void restore_evicted(ws_fs *fs, ws_inode *dir) {
-        for (size_t i = 0; i < dir->n_ents && dir->n_evicted; i++)
-                if (dir->ents[i].name && !inode_get(fs, dir->ents[i].ino))
-                        restore_entry(fs, dir, i);
-        evicted_free(fs, dir); /* sized by n_ents, which a change of a name moves */
-        dir->sweep_due = true;
+/* The inode named name in the loaded directory parent, with its record (made again if
+ * evict_child freed it: the name's alone), or 0. */
+static uint64_t child_made(ws_fs *fs, uint64_t parent, const char *name) {
+        uint32_t index;
+        uint64_t ino = child_get(fs, parent, name, &index);
+        if (ino && !inode_get(fs, ino))
+                restore_entry(fs, inode_get(fs, parent), index);
+        return ino;
 }
 
 /* The directory's names, read from its tree the first time and again after unload_dir,
@@ -780,8 +812,9 @@ static int load_names(ws_fs *fs, uint64_t ino) {
          * only while none came or went), so each gets the number it had, and a record
          * still there is taken as it is. A tree sorts its names: the same names come in
          * the same order. Each entry without a record is as evict_child leaves one (40
-         * bytes, against ~460 for a record): a lookup of its name makes its record, a
-         * listing all of them (load_dir). */
+         * bytes, against ~460 for a record): a lookup of its name makes its record, and
+         * so does whatever needs that entry's (a change of its name, a walk that finds it
+         * differs from the base: child_made, walk_entry), that entry's alone. */
         bool again = dir->numbered && dir->n_numbered == t.n;
         uint64_t first = again ? dir->first_child : fs->last_ino + 1;
         if (!again)
@@ -809,17 +842,6 @@ static int load_names(ws_fs *fs, uint64_t ino) {
         dir->first_child = first;
         dir->n_numbered = (uint32_t)t.n;
         lfs_tree_done(&t);
-        return 0;
-}
-
-/* The directory's entries with a record each (load_names, then restore_evicted). */
-static int load_dir(ws_fs *fs, uint64_t ino) {
-        int r = load_names(fs, ino);
-        if (r < 0)
-                return r;
-        ws_inode *dir = inode_get(fs, ino);
-        if (dir->evicted)
-                restore_evicted(fs, dir);
         return 0;
 }
 
@@ -1175,23 +1197,21 @@ static inline void unlockp(pthread_mutex_t **m) {
 #define LOCK_GUARD(fs)                                                                                      \
         _cleanup_(unlockp) pthread_mutex_t *_guard = (pthread_mutex_lock(&(fs)->lock), &(fs)->lock)
 
-/* The directory inode, loaded by load (load_dir or load_names); or a negative errno. */
-static int dir_loaded_by(ws_fs *fs, uint64_t ino, int (*load)(ws_fs *fs, uint64_t ino), ws_inode **ret) {
+/* The directory inode with its names loaded (load_names; an entry's record is made
+ * again by what needs it: child_made); or a negative errno. Making every record of the
+ * directory for a change of one name kept them all until the unmount: one file made
+ * among 100,000 held ~52 MB of records (bench/changed_dirs.sh). */
+static int dir_ready(ws_fs *fs, uint64_t ino, ws_inode **ret) {
         ws_inode *dir = inode_get(fs, ino);
         if (!dir)
                 return -ENOENT;
         if (!S_ISDIR(dir->mode))
                 return -ENOTDIR;
-        int r = load(fs, ino);
+        int r = load_names(fs, ino);
         if (r < 0)
                 return r;
         *ret = inode_get(fs, ino);
         return 0;
-}
-
-/* The directory inode, loaded with a record for each entry; or a negative errno. */
-static int dir_ready(ws_fs *fs, uint64_t ino, ws_inode **ret) {
-        return dir_loaded_by(fs, ino, load_dir, ret);
 }
 
 static int check_name(const char *name) {
@@ -1202,13 +1222,13 @@ static int check_name(const char *name) {
         return 0;
 }
 
-/* The inode named name in directory parent, or a negative errno. */
+/* The inode named name in directory parent, with its record, or a negative errno. */
 static int child_lookup(ws_fs *fs, uint64_t parent, const char *name, uint64_t *ret) {
         ws_inode *dir;
         int r = dir_ready(fs, parent, &dir);
         if (r < 0)
                 return r;
-        uint64_t ino = child_get(fs, parent, name, NULL);
+        uint64_t ino = child_made(fs, parent, name);
         if (!ino)
                 return -ENOENT;
         *ret = ino;
@@ -1222,17 +1242,9 @@ int ws_lookup(ws_fs *fs, uint64_t parent, const char *name, struct stat *ret) {
         int r;
         LOCK_GUARD(fs);
         do {
-                ws_inode *dir;
-                uint32_t index;
-                if ((r = check_name(name)) < 0 || (r = dir_loaded_by(fs, parent, load_names, &dir)) < 0)
+                uint64_t ino;
+                if ((r = check_name(name)) < 0 || (r = child_lookup(fs, parent, name, &ino)) < 0)
                         break;
-                uint64_t ino = child_get(fs, parent, name, &index);
-                if (!ino) {
-                        r = -ENOENT;
-                        break;
-                }
-                if (!inode_get(fs, ino))
-                        restore_entry(fs, dir, index);
                 entry_of(fs, ino, ret);
         } while (0);
         return r;
@@ -1662,7 +1674,7 @@ static void drop_if_gone(ws_fs *fs, uint64_t ino) {
         inode_free(fs, in);
 }
 
-/* Whether in's record is what load_dir would make again from its entry in its
+/* Whether in's record is what load_names would make again from its entry in its
  * directory's tree, with nothing the kernel or a handle holds: a file or symlink still
  * the Store's blob with its one name and the attributes of the load (any setattr, write
  * or xattr moves its ctime), never opened for writing or passed through; a directory
@@ -1682,25 +1694,27 @@ static bool rebuildable(const ws_fs *fs, const ws_inode *in) {
                (perm == 0644 || perm == 0755);
 }
 
-/* The daemon's memory follows the kernel's cache. The record of an entry the kernel let
- * go of goes when load_dir can make it again as it is (rebuildable) from its directory's
- * tree, whose names are still those of the load (as_loaded: its entry is the tree's in
- * the row of its number); its name and number stay in the directory (n_evicted), with
- * what its tree entry says (40 bytes in the directory's evicted, against ~460 for the
- * record), and a lookup of its name makes it again alone (restore_entry), a listing all
- * of them. A directory that was listed keeps its record (the numbers of its entries:
- * unload_dir). */
-static void evict_child(ws_fs *fs, ws_inode *in) {
-        /* parent may be gone: a file with two names keeps the directory of its latest,
-         * which that name and then the directory may leave (named_twice). */
-        ws_inode *dir = inode_get(fs, in->parent);
-        if (!dir || in->parent == in->ino || !dir->loaded || !dir->as_loaded || in->ino < dir->first_child ||
-            in->ino - dir->first_child >= dir->n_ents ||
-            dir->ents[in->ino - dir->first_child].ino != in->ino || !rebuildable(fs, in))
+/* Entry i of dir, if its record can go. The daemon's memory follows the kernel's cache.
+ * The record of an entry the kernel let go of goes when it is what restore_entry would
+ * make again from its blob or tree id, kind and size (rebuildable: the attributes of
+ * the load), whatever else came or went in its directory since: its name and number
+ * stay in the directory (n_evicted), with what its tree entry says (40 bytes in the
+ * directory's evicted, by the entry's index, against ~460 for the record). A lookup of
+ * its name makes it again alone (restore_entry), and so does a change of its name
+ * (child_made) or a status that finds it differs from the base (walk_entry). A
+ * directory that was listed keeps its record (the numbers of its entries: unload_dir).
+ * Until 2026-12-07 the directory had to have the names of its load (as_loaded), and a
+ * change of one name made every record of it again (load_dir): a change in each of many
+ * big directories held a record for every entry of each until the unmount. The array
+ * covers the indexes of the load: the names made since are never rebuildable (new, or
+ * renamed in: their ctime moved), and dir_compact only moves names down. */
+static void evict_entry(ws_fs *fs, ws_inode *dir, size_t i) {
+        ws_inode *in = i < dir->n_ents && dir->ents[i].name ? inode_get(fs, dir->ents[i].ino) : NULL;
+        if (!in || in->parent != dir->ino || i >= dir->n_numbered || !rebuildable(fs, in))
                 return;
         if (!dir->evicted) {
-                dir->evicted = xcalloc(dir->n_ents, sizeof(ws_evicted));
-                meta_add(fs, dir->n_ents * sizeof(ws_evicted));
+                dir->evicted = xcalloc(dir->n_numbered, sizeof(ws_evicted));
+                meta_add(fs, dir->n_numbered * sizeof(ws_evicted));
         }
         lfs_entry e = {
                 .mode = S_ISDIR(in->mode)   ? LFS_MODE_DIR
@@ -1710,24 +1724,35 @@ static void evict_child(ws_fs *fs, ws_inode *in) {
                 .size = in->size,
                 .id = S_ISDIR(in->mode) ? in->tree : in->blob,
         };
-        dir->evicted[in->ino - dir->first_child] = evicted_of(&e);
+        dir->evicted[i] = evicted_of(&e);
         dir->n_evicted++;
         if (in->numbered)
                 listed_keep(fs, in);
         inode_free(fs, in);
 }
 
-/* Every entry of directory ino the kernel does not hold, after a load made records of
- * all of them (a lookup of one name loads the whole directory). */
+/* The record in, whose entry the kernel let go of: found in its directory by its number
+ * (first_child + the index of its load: a record does not know its name), where it
+ * still is unless dir_compact moved it (the directory's sweep finds those: evict_idle). */
+static void evict_child(ws_fs *fs, ws_inode *in) {
+        /* parent may be gone: a file with two names keeps the directory of its latest,
+         * which that name and then the directory may leave (named_twice). */
+        ws_inode *dir = inode_get(fs, in->parent);
+        if (!dir || in->parent == in->ino || !dir->loaded || in->ino < dir->first_child ||
+            in->ino - dir->first_child >= dir->n_ents ||
+            dir->ents[in->ino - dir->first_child].ino != in->ino)
+                return;
+        evict_entry(fs, dir, in->ino - dir->first_child);
+}
+
+/* Every entry of directory ino the kernel does not hold, after records were made of
+ * many of them (a listing, a walk of status or commit). */
 static void evict_idle(ws_fs *fs, uint64_t ino) {
         ws_inode *dir = inode_get(fs, ino);
-        if (!dir || !dir->loaded || !dir->as_loaded)
+        if (!dir || !dir->loaded)
                 return;
-        for (size_t i = 0; i < dir->n_ents; i++) {
-                ws_inode *in = inode_get(fs, dir->ents[i].ino);
-                if (in)
-                        evict_child(fs, in);
-        }
+        for (size_t i = 0; i < dir->n_ents; i++)
+                evict_entry(fs, dir, i);
         dir->sweep_due = false;
 }
 
@@ -2107,8 +2132,8 @@ int ws_rename(ws_fs *fs, uint64_t parent, const char *name, uint64_t new_parent,
                         r = -EINVAL;
                         break;
                 }
-                uint64_t src = child_get(fs, parent, name, NULL);
-                uint64_t dst = child_get(fs, new_parent, new_name, NULL);
+                uint64_t src = child_made(fs, parent, name);
+                uint64_t dst = child_made(fs, new_parent, new_name);
                 if (!src) {
                         r = -ENOENT;
                         break;
@@ -2611,21 +2636,6 @@ void ws_releasedir(ws_fs *fs, uint64_t ino) {
         } while (0);
 }
 
-/* The mode (its kind alone) of entry i of dir, with or without a record. */
-static uint32_t entry_kind(ws_fs *fs, const ws_inode *dir, size_t i) {
-        static const uint32_t kind_mode[] = {
-                [EVICTED_FILE] = S_IFREG,
-                [EVICTED_EXEC] = S_IFREG,
-                [EVICTED_LINK] = S_IFLNK,
-                [EVICTED_DIR] = S_IFDIR,
-        };
-        const ws_inode *in = inode_get(fs, dir->ents[i].ino);
-        if (in)
-                return in->mode & S_IFMT;
-        assert(dir->evicted); /* as in restore_entry: a name without a record was evicted */
-        return kind_mode[dir->evicted[i].kind];
-}
-
 /* Whether READDIRPLUS answers entry i of dir (its record in, or NULL) as a lookup: a file,
  * or a directory whose link count needs none of its names (loaded already, numbered by
  * the listed table, or counted in the Store; an entry without a record is made again for
@@ -2640,7 +2650,7 @@ static bool plus_with_entry(ws_fs *fs, ws_inode *dir, size_t i, ws_inode *in, ui
         in = inode_get(fs, dir->ents[i].ino);
         if (count_stored(fs, in))
                 return true;
-        evict_child(fs, in);
+        evict_entry(fs, dir, i);
         return false;
 }
 
@@ -2652,7 +2662,7 @@ static bool plus_with_entry(ws_fs *fs, ws_inode *dir, size_t i, ws_inode *in, ui
 static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, ws_fill_plus_fn fill_plus,
                         void *userdata) {
         ws_inode *dir;
-        int r = dir_loaded_by(fs, ino, load_names, &dir);
+        int r = dir_ready(fs, ino, &dir);
         if (r < 0)
                 return r;
         struct stat st = { 0 };
@@ -2683,7 +2693,7 @@ static int readdir_walk(ws_fs *fs, uint64_t ino, off_t offset, ws_fill_fn fill, 
                 }
                 if (!fill_plus(userdata, d->name, &st, (off_t)i + 3, with_entry)) {
                         if (with_entry && !in) /* not given: freed again, as it was */
-                                evict_child(fs, inode_get(fs, d->ino));
+                                evict_entry(fs, dir, i);
                         break;
                 }
                 if (with_entry)
@@ -3237,14 +3247,29 @@ static int record(change_walk *cw, walk_level *top, const char *name, uint32_t m
         return 0;
 }
 
-/* One entry of the directory on top of the stack. */
-static int walk_entry(change_walk *cw, walk_level *top, const ws_dirent *d) {
+/* One entry of the directory on top of the stack, entry i of its ents. */
+static int walk_entry(change_walk *cw, walk_level *top, size_t i) {
         ws_fs *fs = cw->fs;
+        ws_inode *dir = inode_get(fs, top->ino);
+        const ws_dirent entry = dir->ents[i], *d = &entry;
         ws_inode *child = inode_get(fs, d->ino);
         const lfs_entry *b = lfs_tree_find(&top->base, d->name);
         int r = 0;
         if (b)
                 top->named_in_base++;
+        if (!child) {
+                /* Freed by evict_child: what it kept is the record's whole state (an
+                 * untouched directory's tree, a blob with the attributes of the load). As
+                 * its base entry, it is unchanged, and its record is not made again;
+                 * otherwise it is, and walked as any other. */
+                lfs_entry e = evicted_entry(&dir->evicted[i]);
+                if (b && b->mode == e.mode && lfs_id_eq(&b->id, &e.id))
+                        return cw->purpose == WALK_COMMIT
+                                       ? record(cw, top, d->name, e.mode, e.size, &e.id, b)
+                                       : 0;
+                restore_entry(fs, dir, i);
+                child = inode_get(fs, d->ino);
+        }
         if (S_ISDIR(child->mode)) {
                 if (b && lfs_mode_is_dir(b->mode)) {
                         /* A directory untouched (never listed, or nothing changed in it since it
@@ -3361,7 +3386,7 @@ static int leave_dir(change_walk *cw) {
 static int enter_dir(change_walk *cw, walk_level *top) {
         ws_fs *fs = cw->fs;
         top->entered = true;
-        int r = load_dir(fs, top->ino);
+        int r = load_names(fs, top->ino);
         if (r < 0)
                 return lfs_fail(cw->err, LFS_FAILED, -r, "cannot read directory '%s' from the Store",
                                 cw->path.s ? cw->path.s : "");
@@ -3395,12 +3420,12 @@ static int walk_changes(change_walk *cw) {
                         r = leave_dir(cw);
                         continue;
                 }
-                ws_dirent d = dir->ents[top->next++];
-                if (!d.name)
+                size_t i = top->next++;
+                if (!dir->ents[i].name)
                         continue;
                 path_buf_cut(&cw->path, top->path_len);
-                path_buf_push(&cw->path, d.name);
-                r = walk_entry(cw, top, &d); /* may push: top is stale after it */
+                path_buf_push(&cw->path, dir->ents[i].name);
+                r = walk_entry(cw, top, i); /* may push: top is stale after it */
         }
         while (cw->depth) { /* a dirty check's early end, an error */
                 walk_level *l = &cw->stack[--cw->depth];
@@ -3600,10 +3625,10 @@ static void view_take(ws_fs *fs, const char *path, const lfs_id *tree) {
         for (char *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
                 bool last = !save || !*save;
                 lfs_tree_done(&t);
-                if (lfs_db_get_tree(fs->store, &cur, &t, NULL) < 0 || load_dir(fs, dir) < 0)
+                if (lfs_db_get_tree(fs->store, &cur, &t, NULL) < 0 || load_names(fs, dir) < 0)
                         break;
                 const lfs_entry *e = lfs_tree_find(&t, part);
-                uint64_t child = child_get(fs, dir, part, NULL);
+                uint64_t child = child_made(fs, dir, part);
                 if (!last && e && lfs_mode_is_dir(e->mode) && child && S_ISDIR(inode_get(fs, child)->mode)) {
                         cur = e->id;
                         dir = child;

@@ -5,7 +5,7 @@ The same deterministic stream of random filesystem operations is applied to two
 directories (typically a plain reference directory and a mounted Workspace);
 every result must be identical and the two trees are compared periodically.
 
-  fsops.py run --seed S --ops N --check-every K DIR_A DIR_B
+  fsops.py run --seed S --ops N --check-every K [--forget-at-checks] DIR_A DIR_B
   fsops.py compare DIR_A DIR_B
   fsops.py manifest DIR
 
@@ -823,6 +823,15 @@ class OpGenerator:
         return Op("stat", f"lstat {quote(rel) or '.'!r}", action)
 
 
+def forget_all():
+    """The kernel drops the dentries and inodes no one uses (root only): a FUSE
+    filesystem gets a FORGET for each, and the operations after it meet entries the
+    daemon let go of (a Workspace frees what its Store can give again)."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as control:
+        control.write("2")
+
+
 def describe_bytes(data):
     """Comparable and printable summary of data read back (full equality via sha256)."""
     return f"{len(data)} bytes sha256 {hashlib.sha256(data).hexdigest()[:16]}"
@@ -832,8 +841,9 @@ def describe_bytes(data):
 # The commands
 
 class Runner:
-    def __init__(self, seed, dir_a, dir_b):
+    def __init__(self, seed, dir_a, dir_b, forget_at_checks=False):
         self.seed = seed
+        self.forget_at_checks = forget_at_checks
         self.dir_a, self.dir_b = dir_a, dir_b
         self.model = Model()
         self.pins = Pins(dir_a)
@@ -864,6 +874,8 @@ class Runner:
             if number % check_every == 0 or number == ops:
                 if not self.check(number):
                     return 1
+                if self.forget_at_checks:
+                    forget_all()
         self.print_summary(ops, time.monotonic() - started)
         return 0
 
@@ -915,7 +927,7 @@ def command_run(args):
         return 2
     # The same umask on every run makes the created modes reproducible.
     os.umask(0o022)
-    return Runner(args.seed, args.dir_a, args.dir_b).run(args.ops, args.check_every)
+    return Runner(args.seed, args.dir_a, args.dir_b, args.forget_at_checks).run(args.ops, args.check_every)
 
 
 def missing_directories(*directories):
@@ -990,6 +1002,8 @@ def parse_args(argv):
     run.add_argument("--seed", type=int, required=True)
     run.add_argument("--ops", type=non_negative_int, required=True)
     run.add_argument("--check-every", type=positive_int, required=True)
+    run.add_argument("--forget-at-checks", action="store_true",
+                     help="drop the kernel's dentries and inodes after each check (root)")
     run.add_argument("dir_a", metavar="DIR_A")
     run.add_argument("dir_b", metavar="DIR_B")
     compare = commands.add_parser("compare", help="compare two trees")
