@@ -141,6 +141,15 @@ typedef struct lfs_spawn_args {
         int born_fd;
 } lfs_spawn_args;
 
+/* The calling process's own limits that would end or cripple a long-lived daemon, as
+ * inherited from whoever started it (a Sandbox's creator with `ulimit -f`: the first
+ * Workspace write past it killed the daemon with SIGXFSZ, the Workspace lost; `ulimit -t`:
+ * SIGXCPU, then SIGKILL, after that much CPU; `ulimit -v`: its allocations): file size,
+ * CPU time, address space and data, lifted (to the hard limit without CAP_SYS_RESOURCE).
+ * Every child lfs_cgroup_spawn starts gets them back as they were, so that commands keep
+ * what their creator set. Called once, at the start. */
+void lfs_cgroup_lift_limits(void);
+
 /* Starts the child in its leaf with clone3(CLONE_INTO_CGROUP | CLONE_PIDFD), or with
  * fork + a write to cgroup.procs where the kernel refuses that (ENOSYS, E2BIG,
  * EOPNOTSUPP, EBUSY, EACCES) or LAYERFS_NO_CLONE3=1 asks for it. The child makes only

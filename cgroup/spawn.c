@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,7 +23,8 @@
 /* What the child reports through the error pipe when it cannot get to execve. */
 typedef struct child_failure {
         /* 1 joining the cgroup, 2 identity (and no_new_privs), 3 cwd, 4 terminal, 5 joining the
-         * namespaces, 6 the seccomp filter, 7 the scope of abstract unix sockets */
+         * namespaces, 6 the seccomp filter, 7 the scope of abstract unix sockets, 8 the
+         * creator's resource limits */
         int stage;
         int errnum;
 } child_failure;
@@ -31,6 +33,27 @@ static _Noreturn void child_fail(int pipe_fd, int stage, int errnum) {
         child_failure f = { .stage = stage, .errnum = errnum };
         (void)!write(pipe_fd, &f, sizeof(f));
         _exit(126);
+}
+
+/* The limits lfs_cgroup_lift_limits lifted for this process, as they were: what its
+ * children get back. */
+static const int lifted_resources[] = { RLIMIT_FSIZE, RLIMIT_CPU, RLIMIT_AS, RLIMIT_DATA };
+static struct rlimit creator_limits[ELEMENTSOF(lifted_resources)];
+static bool limits_lifted;
+
+void lfs_cgroup_lift_limits(void) {
+        for (size_t i = 0; i < ELEMENTSOF(lifted_resources); i++) {
+                struct rlimit *was = &creator_limits[i], none = { RLIM_INFINITY, RLIM_INFINITY };
+                if (getrlimit(lifted_resources[i], was) < 0) {
+                        *was = none;
+                        continue;
+                }
+                /* Without CAP_SYS_RESOURCE, as far as the hard limit. */
+                struct rlimit hard = { was->rlim_max, was->rlim_max };
+                if (setrlimit(lifted_resources[i], &none) < 0)
+                        (void)setrlimit(lifted_resources[i], &hard);
+        }
+        limits_lifted = true;
 }
 
 /* Runs in the child: async-signal-safe calls only. */
@@ -76,6 +99,11 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
          * command's, a process of the command identity (another command, a local user)
          * passed the kernel's ptrace check on this child (test_spawn_window.sh). The flag
          * is cleared again all the same. */
+        /* Lowering a limit needs no privilege: the command gets what its Sandbox's creator
+         * had (prlimit64 raw, as the identity's calls below). */
+        for (size_t i = 0; limits_lifted && i < ELEMENTSOF(lifted_resources); i++)
+                if (syscall(SYS_prlimit64, 0, lifted_resources[i], &creator_limits[i], NULL) < 0)
+                        child_fail(pipe_fd, 8, errno);
         if (a->uid != (uid_t)-1) {
                 if (syscall(SYS_setgroups, 0, NULL) < 0 ||
                     syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||

@@ -370,9 +370,16 @@ int main(int argc, char **argv) {
                 return 1;
         }
         signal(SIGPIPE, SIG_IGN);
+        /* A Workspace write past a file size limit the daemon could not lift (its
+         * creator's hard limit, without CAP_SYS_RESOURCE) fails EFBIG to its writer,
+         * rather than ending the daemon and the Workspace with it. Commands get the
+         * signal's default back (lfs_cgroup_spawn). */
+        signal(SIGXFSZ, SIG_IGN);
         /* Only interrupts a mount thread's read of /dev/fuse (end_mount_thread). */
         struct sigaction interrupt = { .sa_handler = ignore_signal };
         sigaction(SIGUSR1, &interrupt, NULL);
+        /* Nor may the creator's limits end the daemon; its commands get them back. */
+        lfs_cgroup_lift_limits();
         /* Many files may be open across the Workspaces. */
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
