@@ -68,14 +68,25 @@ settle_forgets() {
 # kept: registrations made and not let go, as the daemon's log says.
 kept() { echo $(($(requests BACKING_OPEN) - $(requests BACKING_CLOSE))); }
 [ "$(requests BACKING_OPEN)" -gt 0 ] || fail "no BACKING_OPEN in the daemon's log"
-opens=$(requests BACKING_OPEN)
-for _ in 1 2 3; do in_main "$n" sha256sum data; done >/dev/null
+# Another test's drop_caches (the whole host's) inside a window lets the kernel forget
+# the file, and its registration goes with it (a BACKING_CLOSE): the window again, five
+# times at most.
+for _ in 1 2 3 4 5; do
+        opens=$(requests BACKING_OPEN)
+        closes=$(requests BACKING_CLOSE)
+        for _ in 1 2 3; do in_main "$n" sha256sum data; done >/dev/null
+        [ "$(requests BACKING_CLOSE)" != "$closes" ] || break
+done
 assert_eq "$(requests BACKING_OPEN)" "$opens" "BACKING_OPEN requests for three more opens of a registered file"
 in_main "$n" sh -c 'printf small >small'
-opens=$(requests BACKING_OPEN)
-reads=$(requests READ)
-assert_eq "$(in_main "$n" cat small)" small "a small file written with passthrough"
-assert_eq "$(in_main "$n" cat small)" small "the same small file again"
+for _ in 1 2 3 4 5; do
+        opens=$(requests BACKING_OPEN)
+        closes=$(requests BACKING_CLOSE)
+        reads=$(requests READ)
+        assert_eq "$(in_main "$n" cat small)" small "a small file written with passthrough"
+        assert_eq "$(in_main "$n" cat small)" small "the same small file again"
+        [ "$(requests BACKING_CLOSE)" != "$closes" ] || break
+done
 assert_eq "$(requests BACKING_OPEN)/$(requests READ)" "$opens/$reads" \
         "BACKING_OPEN/READ requests for reads of a small file with its registration kept"
 [ "$(kept)" -gt 0 ] || fail "no registration kept after the last close"
