@@ -194,24 +194,37 @@ int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const 
         return 0;
 }
 
-/* Adds start and each of its ancestors not yet in seen to seen, calling visit for each;
- * stops early, *ret_met set, once it adds until (when given): a question about one
+/* Whether a walk ends at commit id, asked as the walk adds it to seen and before it reads
+ * it: the commit a question is about, or the first of a set of them. */
+typedef bool (*walk_stop_fn)(const void *stop_data, const lfs_id *id);
+
+static bool is_commit(const void *commit, const lfs_id *id) {
+        return lfs_id_eq(commit, id);
+}
+
+static bool in_set(const void *set, const lfs_id *id) {
+        return lfs_idset_has(set, id);
+}
+
+/* Adds start and each of its ancestors not yet in seen to seen, calling visit for each,
+ * and returns 0; with stop, ends at the first commit it adds that stop accepts, before
+ * reading it, and returns 1 with *ret_met (when given) that commit: a question about an
  * ancestor needs no more of the history than the commits that lead to it. Breadth first,
- * so that it reaches a recent ancestor after the commits since it: depth first went down
+ * so that it reaches a recent ancestor after the commits since it (depth first went down
  * a merged Workspace commit's own parent, an older base, to the first commit, and only
- * then back up. */
-static int walk_ancestors(lfs_store *s, const lfs_id *start, const lfs_id *until, lfs_idset *seen,
-                          lfs_commit_visit_fn visit, void *userdata, bool *ret_met, lfs_error **err) {
+ * then back up), and the first commit of a set it meets is one of the nearest. */
+static int walk_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *seen, walk_stop_fn stop,
+                          const void *stop_data, lfs_commit_visit_fn visit, void *userdata, lfs_id *ret_met,
+                          lfs_error **err) {
         lfs_id *queue = NULL;
         size_t head = 0, n = 0, cap = 0;
         int r = 0;
-        bool met = false;
         /* A question's commits read in one snapshot, its locks taken once
          * (lfs_db_begin_read); not a visit's, which may read much more for long (verify). */
-        bool reading = until && lfs_db_begin_read(s);
+        bool reading = stop && lfs_db_begin_read(s);
         GROW(queue, cap, 1);
         queue[n++] = *start;
-        while (head < n && r == 0 && !met) {
+        while (head < n && r == 0) {
                 lfs_id id = queue[head++];
                 if (head > 4096 && head * 2 > n) { /* the queue holds what is still to visit */
                         memmove(queue, queue + head, (n - head) * sizeof(*queue));
@@ -220,8 +233,10 @@ static int walk_ancestors(lfs_store *s, const lfs_id *start, const lfs_id *until
                 }
                 if (!lfs_idset_add(seen, &id))
                         continue;
-                if (until && lfs_id_eq(&id, until)) {
-                        met = true;
+                if (stop && stop(stop_data, &id)) {
+                        if (ret_met)
+                                *ret_met = id;
+                        r = 1;
                         break;
                 }
                 lfs_commit_info c;
@@ -236,24 +251,21 @@ static int walk_ancestors(lfs_store *s, const lfs_id *start, const lfs_id *until
         }
         lfs_db_end_read(s, &reading);
         free(queue);
-        if (r == 0 && ret_met)
-                *ret_met = met;
         return r;
 }
 
 int lfs_for_each_ancestor(lfs_store *s, const lfs_id *start, lfs_idset *seen, lfs_commit_visit_fn visit,
                           void *userdata, lfs_error **err) {
-        return walk_ancestors(s, start, NULL, seen, visit, userdata, NULL, err);
+        return walk_ancestors(s, start, seen, NULL, NULL, visit, userdata, NULL, err);
 }
 
 int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err) {
         lfs_idset set = { 0 };
-        bool met = false;
-        int r = walk_ancestors(s, b, a, &set, NULL, NULL, &met, err);
-        if (r == 0)
-                *ret = met;
+        int r = walk_ancestors(s, b, &set, is_commit, a, NULL, NULL, NULL, err);
+        if (r >= 0)
+                *ret = r > 0;
         lfs_idset_done(&set);
-        return r;
+        return r < 0 ? r : 0;
 }
 
 int lfs_merge_base(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_id *ret, bool *ret_found,
@@ -262,44 +274,15 @@ int lfs_merge_base(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_id *ret, 
         /* b itself, when it is an ancestor of a (a Branch that moved on since a
          * Workspace's base): found by the walk from a as soon as it reaches b, not after
          * the whole history (every merged commit read every commit ever made: O(history)
-         * per commit). Otherwise the walk has marked every ancestor of a, and the nearest
-         * of them to b is searched for below. */
-        bool b_in_a = false;
-        int r = walk_ancestors(s, a, b, &of_a, NULL, NULL, &b_in_a, err);
-        if (r == 0 && b_in_a) {
-                lfs_idset_done(&of_a);
-                *ret = *b;
-                *ret_found = true;
-                return 0;
-        }
-        /* Breadth first from b: the first ancestor of a met is the nearest common one. */
-        lfs_id *queue = NULL;
-        size_t head = 0, n = 0, cap = 0;
-        bool found = false;
-        GROW(queue, cap, 1);
-        queue[n++] = *b;
-        while (r == 0 && head < n && !found) {
-                lfs_id id = queue[head++];
-                if (!lfs_idset_add(&seen, &id))
-                        continue;
-                if (lfs_idset_has(&of_a, &id)) {
-                        *ret = id;
-                        found = true;
-                        break;
-                }
-                lfs_commit_info c;
-                r = lfs_db_get_commit(s, &id, &c, err);
-                if (r < 0)
-                        break;
-                GROW(queue, cap, n + 2);
-                for (size_t i = 0; i < c.n_parents; i++)
-                        queue[n++] = c.parents[i];
-                lfs_commit_info_done(&c);
-        }
-        free(queue);
+         * per commit). Otherwise the walk has marked every ancestor of a, and the walk
+         * from b, breadth first, meets the nearest of them first. */
+        int r = walk_ancestors(s, a, &of_a, is_commit, b, NULL, NULL, ret, err);
+        if (r == 0)
+                r = walk_ancestors(s, b, &seen, in_set, &of_a, NULL, NULL, ret, err);
         lfs_idset_done(&of_a);
         lfs_idset_done(&seen);
-        if (r == 0)
-                *ret_found = found;
-        return r;
+        if (r < 0)
+                return r;
+        *ret_found = r > 0;
+        return 0;
 }
