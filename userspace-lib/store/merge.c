@@ -244,7 +244,7 @@ static int walk_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *seen, wa
                         break;
                 if (visit)
                         r = visit(userdata, &c, err);
-                GROW(queue, cap, n + 2);
+                GROW(queue, cap, n + c.n_parents);
                 for (size_t i = 0; i < c.n_parents; i++)
                         queue[n++] = c.parents[i];
                 lfs_commit_info_done(&c);
