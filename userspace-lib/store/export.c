@@ -97,7 +97,8 @@ typedef struct export_walk {
 
 /* What to do about a write that failed with errnum, beyond its reason. */
 static const char *write_hint(int errnum) {
-        return errnum == EFBIG ? " (the file size limit, ulimit -f, is below the file's size; raise it)" : "";
+        return errnum == EFBIG ? " (the file size limit, ulimit -f, is below the file's size; raise it)"
+                               : "";
 }
 
 /* what ("write", "make") failed on path, shortened for the message (a path may be
@@ -167,8 +168,9 @@ static bool stop_requested(const void *userdata) {
 
 static int stopped(const export_walk *ew, lfs_error **err) {
         int sig = export_stop_signal(&ew->signals);
-        return lfs_fail(err, LFS_FAILED, EINTR, "the export into '%s' was stopped by SIG%s; nothing was left",
-                        ew->dir, sig ? sigabbrev_np(sig) : "?");
+        return lfs_fail(err, LFS_FAILED, EINTR,
+                        "the export into '%s' was stopped by SIG%s; nothing was left", ew->dir,
+                        sig ? sigabbrev_np(sig) : "?");
 }
 
 static int copy_large(export_walk *ew, const char *path, const lfs_entry *e, mode_t mode, lfs_error **err) {
