@@ -341,9 +341,14 @@ static void remove_stale_export(int parent_fd, const char *name) {
 static void remove_stale_exports(int parent_fd, const char *base) {
         _cleanup_free_ char *prefix = xasprintf(".%s" EXPORT_TMP_INFIX, base);
         size_t len = strlen(prefix);
-        DIR *d = lfs_opendir_at_fd(parent_fd);
-        if (!d)
+        /* parent_fd is O_PATH (a parent one may write in but not list is enough). */
+        int fd = openat(parent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
                 return;
+        }
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *pid = de->d_name + len;
@@ -400,7 +405,7 @@ int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error 
         lfs_commit_info_done(&c);
         _cleanup_free_ char *copy1 = xstrdup(dir), *copy2 = xstrdup(dir);
         const char *parent = dirname(copy1), *base = basename(copy2);
-        _cleanup_close_ int parent_fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (parent_fd < 0)
                 return lfs_fail(err, errno == ENOENT ? LFS_INVALID_INPUT : LFS_FAILED, errno,
                                 "cannot open the directory of '%s' (%s); does its parent exist?", dir,
