@@ -318,8 +318,8 @@ static int check_export_target(const char *dir, lfs_error **err) {
  * removed if that export is gone. Only a directory (not a symlink) of this user, and only
  * unlocked: a running export holds flock on its own (make_export_tmp), whatever pid
  * namespace it runs in. What is removed is what was checked: emptied through the
- * descriptor that holds the lock, then rmdir'ed by name, which removes nothing else than
- * an empty directory if the name was swapped meanwhile. */
+ * descriptor that holds the lock, then rmdir'ed by name, which removes at most an empty
+ * directory if the name was swapped meanwhile. */
 static void remove_stale_export(int parent_fd, const char *name) {
         _cleanup_close_ int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
@@ -378,10 +378,14 @@ static int make_export_tmp(int parent_fd, const char *name, const char *dir, lfs
         if (fd < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot open '%s' beside '%s': %s", name, dir,
                                 strerror(errno));
+        int locked = flock(fd, LOCK_EX | LOCK_NB) < 0 ? -errno : 0;
+        if (locked < 0 && locked != -EWOULDBLOCK)
+                return lfs_fail(err, LFS_FAILED, locked, "cannot lock '%s' beside '%s': %s", name, dir,
+                                strerror(-locked));
         /* Between the mkdir and the lock another export into dir may have taken it for a
-         * stale one: then it is no longer (or not only) ours. */
+         * stale one (and holds it, or removed it): then it is no longer (or not only) ours. */
         struct stat held, named;
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0 || fstat(fd, &held) < 0 ||
+        if (locked < 0 || fstat(fd, &held) < 0 ||
             fstatat(parent_fd, name, &named, AT_SYMLINK_NOFOLLOW) < 0 || held.st_dev != named.st_dev ||
             held.st_ino != named.st_ino)
                 return lfs_fail(err, LFS_BUSY, EBUSY,
