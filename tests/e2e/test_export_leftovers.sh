@@ -8,6 +8,7 @@
 # one left: only directories of that exact name, of this user, not symlinks, and never
 # one a running export holds (its flock), in whatever pid namespace it runs.
 source "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || skip "needs root (a directory of another user, new pid namespaces)"
 
 # beside PARENT: what PARENT holds, hidden entries too, on one line.
 beside() { ls -A "$1" | sort | tr '\n' ' '; }
