@@ -137,7 +137,8 @@ ok
 # A running export's directory stays, whatever its pid: pid 1 of one namespace while an
 # export into the same directory runs as pid 1 of another, or with any other pid.
 mkdir "$WORK/live"
-held_export "$WORK/live/out" unshare --pid --fork
+# --kill-child: a test that fails meanwhile ends it with its job (unshare).
+held_export "$WORK/live/out" unshare --pid --fork --kill-child
 assert_eq "$step_pid" 1 "the held export's pid in its namespace"
 files=$(find "$WORK/live/.out.layerfs-export-1" | wc -l)
 expect_refusal Busy "is a running export's" unshare --pid --fork "$LAYERFS" --project many branch export main "$WORK/live/out"
