@@ -221,7 +221,8 @@ static const command commands[] = {
           "layerfs branch export BRANCH|COMMIT DIR\n\n"
           "Writes the commit's files into DIR, which must not exist or be empty. Files are\n"
           "checked against their ids while being written; the result appears whole or not\n"
-          "at all.\n",
+          "at all: it is built beside DIR as .NAME.layerfs-export-PID, removed on a failure\n"
+          "or SIGINT/SIGTERM/SIGHUP, and by the next export into DIR after a SIGKILL.\n",
           NULL, "write a commit's files into a new or empty DIR" },
         { "branch", "commit", cmd_branch_commit, 1, 1, "from,m",
           "layerfs branch commit BRANCH --from DIR -m MESSAGE\n\n"

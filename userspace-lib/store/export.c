@@ -5,9 +5,70 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
+#include "fault.h"
 #include "store.h"
+
+/* The signals an export holds off while it writes, so that what it wrote goes rather than
+ * stays. A write past RLIMIT_FSIZE (ulimit -f) raises SIGXFSZ, whose default ends the
+ * process: held, it stays pending and the write fails EFBIG, reported as any other
+ * failure (io_uring's workers hold every signal already; a write the ring left short is
+ * finished in this thread). SIGHUP, SIGINT and SIGTERM, where their default would end the
+ * process (a caller's handler or SIG_IGN is left alone), stop the export at its next
+ * entry: its directory removed, the signal then takes its course. Only this thread's mask
+ * changes, and only meanwhile: the CLI and the commands it runs keep their defaults. */
+static const int held_signals[] = { SIGXFSZ, SIGHUP, SIGINT, SIGTERM };
+typedef struct export_signals {
+        sigset_t held; /* blocked here, not already by the caller */
+        sigset_t stops; /* of those, the ones that stop the export */
+} export_signals;
+
+static void export_signals_hold(export_signals *es) {
+        sigset_t want, old;
+        sigemptyset(&want);
+        sigemptyset(&es->held);
+        sigemptyset(&es->stops);
+        for (size_t i = 0; i < ELEMENTSOF(held_signals); i++) {
+                struct sigaction sa;
+                if (held_signals[i] == SIGXFSZ ||
+                    (sigaction(held_signals[i], NULL, &sa) == 0 && sa.sa_handler == SIG_DFL))
+                        sigaddset(&want, held_signals[i]);
+        }
+        pthread_sigmask(SIG_BLOCK, &want, &old);
+        for (size_t i = 0; i < ELEMENTSOF(held_signals); i++)
+                if (sigismember(&want, held_signals[i]) && !sigismember(&old, held_signals[i])) {
+                        sigaddset(&es->held, held_signals[i]);
+                        if (held_signals[i] != SIGXFSZ)
+                                sigaddset(&es->stops, held_signals[i]);
+                }
+}
+
+/* The signal that stops the export (pending since), or 0. */
+static int export_stop_signal(const export_signals *es) {
+        sigset_t pending;
+        if (sigpending(&pending) < 0)
+                return 0;
+        for (size_t i = 0; i < ELEMENTSOF(held_signals); i++)
+                if (sigismember(&es->stops, held_signals[i]) && sigismember(&pending, held_signals[i]))
+                        return held_signals[i];
+        return 0;
+}
+
+/* The SIGXFSZ a write raised here (reported as EFBIG) is taken back: it would end the
+ * process after all. A stop signal still pending takes its course. */
+static void export_signals_release(const export_signals *es) {
+        if (sigismember(&es->held, SIGXFSZ)) {
+                sigset_t fsize;
+                sigemptyset(&fsize);
+                sigaddset(&fsize, SIGXFSZ);
+                const struct timespec now = { 0 };
+                (void)sigtimedwait(&fsize, NULL, &now);
+        }
+        pthread_sigmask(SIG_UNBLOCK, &es->held, NULL);
+}
 
 /* One batch of small files: their objects read (and checked) into buffers, then created
  * and written through the io layer. */
@@ -27,10 +88,26 @@ typedef struct write_batch {
 typedef struct export_walk {
         lfs_store *s;
         int root_fd;
+        const char *dir; /* the target, for messages */
+        export_signals signals;
         write_batch batches[2];
         write_batch *filling, *writing;
         uint64_t written; /* files started */
 } export_walk;
+
+/* What to do about a write that failed with errnum, beyond its reason. */
+static const char *write_hint(int errnum) {
+        return errnum == EFBIG ? " (the file size limit, ulimit -f, is below the file's size; raise it)"
+                               : "";
+}
+
+/* what ("write", "make") failed on path, shortened for the message (a path may be
+ * 4,095 bytes); errnum is positive. */
+static int write_failed(const char *what, const char *path, int errnum, lfs_error **err) {
+        _cleanup_free_ char *shown = lfs_path_excerpt(path);
+        return lfs_fail(err, LFS_FAILED, errnum, "cannot %s %s: %s%s", what, shown, strerror(errnum),
+                        write_hint(errnum));
+}
 
 /* The io layer itself failed (no one file did): a submission or a wait. */
 static int ring_failed(int r, lfs_error **err) {
@@ -45,8 +122,7 @@ static int finish_batch(export_walk *ew, write_batch *b, bool ok, lfs_error **er
                 size_t i = 0;
                 while (i < b->k && b->wr[i].result >= 0)
                         i++;
-                r = i < b->k ? lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", b->path[i], strerror(-r))
-                             : ring_failed(r, err);
+                r = i < b->k ? write_failed("write", b->path[i], -r, err) : ring_failed(r, err);
         }
         for (size_t i = 0; i < b->k; i++) {
                 free(b->rd[i].buf);
@@ -60,6 +136,7 @@ static int finish_batch(export_walk *ew, write_batch *b, bool ok, lfs_error **er
 /* Reads the filling batch's objects and starts its files, then waits for the batch
  * started before (the ring writes one batch while the next is read and checked). */
 static int flush_batch(export_walk *ew, lfs_error **err) {
+        lfs_fault_point("export-batch"); /* the batches before written or writing, this one not */
         write_batch *b = ew->filling;
         int r = lfs_object_read_batch(ew->s, b->rd, b->k, err);
         for (size_t i = 0; i < b->k && r == 0; i++) {
@@ -84,19 +161,33 @@ static int flush_batch(export_walk *ew, lfs_error **err) {
         return r;
 }
 
+static bool stop_requested(const void *userdata) {
+        const export_walk *ew = userdata;
+        return export_stop_signal(&ew->signals) != 0;
+}
+
+static int stopped(const export_walk *ew, lfs_error **err) {
+        int sig = export_stop_signal(&ew->signals);
+        return lfs_fail(err, LFS_FAILED, EINTR,
+                        "the export into '%s' was stopped by SIG%s; nothing was left", ew->dir,
+                        sig ? sigabbrev_np(sig) : "?");
+}
+
 static int copy_large(export_walk *ew, const char *path, const lfs_entry *e, mode_t mode, lfs_error **err) {
         _cleanup_close_ int in = lfs_object_open(ew->s, &e->id, err);
         if (in < 0)
                 return in;
         _cleanup_close_ int out = openat(ew->root_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
         if (out < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot write %s: %s", path, strerror(errno));
+                return write_failed("write", path, errno, err);
         lfs_id got;
-        int r = lfs_stream_sparse(in, e->size, out, NULL, NULL, &got);
+        int r = lfs_stream_sparse(in, e->size, out, stop_requested, ew, &got);
+        if (r == -ECANCELED)
+                return stopped(ew, err);
         if (r == -EIO || (r == 0 && !lfs_id_eq(&got, &e->id)))
                 return lfs_object_damaged(ew->s, &e->id, err);
         if (r < 0)
-                return lfs_fail(err, LFS_FAILED, r, "cannot write %s: %s", path, strerror(-r));
+                return write_failed("write", path, -r, err);
         return 0;
 }
 
@@ -135,6 +226,10 @@ static int walk_tree(export_walk *ew, const lfs_id *root, lfs_error **err) {
         if (r == 0)
                 n = 1;
         while (n && r == 0) {
+                if (export_stop_signal(&ew->signals)) {
+                        r = stopped(ew, err);
+                        break;
+                }
                 level *top = &stack[n - 1];
                 if (top->next == top->t.n) {
                         lfs_tree_done(&top->t);
@@ -154,8 +249,7 @@ static int walk_tree(export_walk *ew, const lfs_id *root, lfs_error **err) {
                                 path.len, shown);
                 } else if (lfs_mode_is_dir(e->mode)) {
                         if (mkdirat(ew->root_fd, path.s, 0755) < 0) {
-                                r = lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", path.s,
-                                             strerror(errno));
+                                r = write_failed("make", path.s, errno, err);
                         } else {
                                 GROW(stack, cap, n + 1);
                                 stack[n] = (level){ .path_len = path.len };
@@ -167,8 +261,7 @@ static int walk_tree(export_walk *ew, const lfs_id *root, lfs_error **err) {
                         r = lfs_object_read_whole(ew->s, &e->id, e->size, &target, err);
                         if (r == 0 && target) {
                                 if (symlinkat(target, ew->root_fd, path.s) < 0)
-                                        r = lfs_fail(err, LFS_FAILED, errno, "cannot make symlink %s: %s",
-                                                     path.s, strerror(errno));
+                                        r = write_failed("make symlink", path.s, errno, err);
                         }
                 } else {
                         r = add_file(ew, path.s, e, err);
@@ -217,6 +310,91 @@ static int check_export_target(const char *dir, lfs_error **err) {
         return 0;
 }
 
+/* The temporary directory of an export into DIR is ".BASE" EXPORT_TMP_INFIX "PID" beside
+ * it (BASE being DIR's last component). */
+#define EXPORT_TMP_INFIX ".layerfs-export-"
+
+/* parent_fd/name, the temporary directory of an earlier export into the same directory:
+ * removed if that export is gone. Only a directory (not a symlink) of this user, and only
+ * unlocked: a running export holds flock on its own (make_export_tmp), whatever pid
+ * namespace it runs in. What is removed is what was checked: emptied through the
+ * descriptor that holds the lock, then rmdir'ed by name, which removes at most an empty
+ * directory if the name was swapped meanwhile. */
+static void remove_stale_export(int parent_fd, const char *name) {
+        _cleanup_close_ int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() || flock(fd, LOCK_EX | LOCK_NB) < 0)
+                return;
+        DIR *d = lfs_opendir_at_fd(fd);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+                        (void)rm_rf_at(fd, de->d_name);
+        closedir(d);
+        (void)unlinkat(parent_fd, name, AT_REMOVEDIR);
+}
+
+/* Removes what killed exports into parent_fd/base left (SIGKILL, a power cut): their
+ * names carry a pid, which a new export in another pid namespace may have again. */
+static void remove_stale_exports(int parent_fd, const char *base) {
+        _cleanup_free_ char *prefix = xasprintf(".%s" EXPORT_TMP_INFIX, base);
+        size_t len = strlen(prefix);
+        /* parent_fd is O_PATH (a parent one may write in but not list is enough). */
+        int fd = openat(parent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                const char *pid = de->d_name + len;
+                if (!strncmp(de->d_name, prefix, len) && *pid && !pid[strspn(pid, "0123456789")])
+                        remove_stale_export(parent_fd, de->d_name);
+        }
+        closedir(d);
+}
+
+/* Makes parent_fd/name, the export's temporary directory, and locks it for as long as
+ * the export runs (the fd returned): the lock tells a later export into the same
+ * directory that this one is alive. */
+static int make_export_tmp(int parent_fd, const char *name, const char *dir, lfs_error **err) {
+        if (mkdirat(parent_fd, name, 0755) < 0) {
+                int e = errno;
+                if (e == EEXIST)
+                        return lfs_fail(err, LFS_BUSY, e,
+                                        "'%s' beside '%s' is a running export's (or another user's); "
+                                        "export again once it is done",
+                                        name, dir);
+                return lfs_fail(err, e == ENOENT ? LFS_INVALID_INPUT : LFS_FAILED, e,
+                                "cannot make a directory beside '%s' (%s); does its parent exist "
+                                "and is it writable?",
+                                dir, strerror(e));
+        }
+        _cleanup_close_ int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return lfs_fail(err, LFS_FAILED, errno, "cannot open '%s' beside '%s': %s", name, dir,
+                                strerror(errno));
+        int locked = flock(fd, LOCK_EX | LOCK_NB) < 0 ? -errno : 0;
+        if (locked < 0 && locked != -EWOULDBLOCK)
+                return lfs_fail(err, LFS_FAILED, locked, "cannot lock '%s' beside '%s': %s", name, dir,
+                                strerror(-locked));
+        /* Between the mkdir and the lock another export into dir may have taken it for a
+         * stale one (and holds it, or removed it): then it is no longer (or not only) ours. */
+        struct stat held, named;
+        if (locked < 0 || fstat(fd, &held) < 0 ||
+            fstatat(parent_fd, name, &named, AT_SYMLINK_NOFOLLOW) < 0 || held.st_dev != named.st_dev ||
+            held.st_ino != named.st_ino)
+                return lfs_fail(err, LFS_BUSY, EBUSY,
+                                "another export into '%s' started at the same time; export again once "
+                                "it is done",
+                                dir);
+        return TAKE_FD(fd);
+}
+
 int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error **err) {
         lfs_id commit;
         lfs_commit_info c;
@@ -227,30 +405,28 @@ int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error 
                 return lfs_fail(err, LFS_INVALID_INPUT, 0, "give the directory to export into");
         if ((r = check_export_target(dir, err)) < 0 || (r = lfs_db_get_commit(s, &commit, &c, err)) < 0)
                 return r;
+        lfs_id tree = c.tree;
+        lfs_commit_info_done(&c);
         _cleanup_free_ char *copy1 = xstrdup(dir), *copy2 = xstrdup(dir);
         const char *parent = dirname(copy1), *base = basename(copy2);
-        _cleanup_free_ char *tmp = xasprintf("%s/.%s.layerfs-export-%d", parent, base, (int)getpid());
-        export_walk ew = { .s = s, .root_fd = -1 };
-        if (mkdir(tmp, 0755) < 0) {
-                int e = errno;
-                lfs_commit_info_done(&c);
-                return lfs_fail(err, e == ENOENT ? LFS_INVALID_INPUT : LFS_FAILED, e,
-                                "cannot make a directory beside '%s' (%s); does its parent exist "
-                                "and is it writable?",
-                                dir, strerror(e));
-        }
-        ew.root_fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int parent_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (parent_fd < 0)
+                return lfs_fail(err, errno == ENOENT ? LFS_INVALID_INPUT : LFS_FAILED, errno,
+                                "cannot open the directory of '%s' (%s); does its parent exist?", dir,
+                                strerror(errno));
+        remove_stale_exports(parent_fd, base);
+        _cleanup_free_ char *tmp = xasprintf(".%s" EXPORT_TMP_INFIX "%d", base, (int)getpid());
+        export_walk ew = { .s = s, .root_fd = make_export_tmp(parent_fd, tmp, dir, err), .dir = dir };
         if (ew.root_fd < 0)
-                r = lfs_fail(err, LFS_FAILED, errno, "cannot open %s: %s", tmp, strerror(errno));
-        if (r == 0)
-                r = walk_tree(&ew, &c.tree, err);
-        if (r == 0 && rename(tmp, dir) < 0)
+                return ew.root_fd;
+        export_signals_hold(&ew.signals);
+        r = walk_tree(&ew, &tree, err);
+        if (r == 0 && renameat(parent_fd, tmp, AT_FDCWD, dir) < 0)
                 r = lfs_fail(err, LFS_FAILED, errno, "cannot move the export into place at '%s': %s", dir,
                              strerror(errno));
         if (r < 0)
-                rm_rf_at(AT_FDCWD, tmp);
-        if (ew.root_fd >= 0)
-                close(ew.root_fd);
-        lfs_commit_info_done(&c);
+                rm_rf_at(parent_fd, tmp);
+        close(ew.root_fd);
+        export_signals_release(&ew.signals);
         return r;
 }
