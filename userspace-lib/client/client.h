@@ -41,6 +41,25 @@ int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_err
  * closes): create reclaims on the connection that then claims its number. */
 int lfs_reclaim_with(lfs_home *home, sqlite3 *db, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err);
 
+/* Opens the Sandbox's directory (rec->dir_fd) beneath the home, following no link. */
+int lfs_sandbox_open_dir(lfs_home *home, sandbox_record *rec, lfs_error **err);
+
+/* ---- the pool (pool.c) ---- */
+/* What a create takes from its caller, which a pooled Sandbox must have been made with. */
+typedef struct lfs_pool_request {
+        const char *project, *platform, *runtime, *daemon;
+        lfs_network network;
+        const lfs_sandbox_limits *limits;
+} lfs_pool_request;
+/* The key of the creates a Sandbox made now by this process may serve (64 hex digits). */
+char *lfs_pool_key(const lfs_pool_request *q);
+/* Takes a pooled Sandbox of project with key whose daemon answers: *ret_sandbox its
+ * number. -ENOENT when there is none; another negative errno when the records fail. */
+int lfs_pool_claim(lfs_home *home, sqlite3 *db, const char *project, const char *key, int *ret_sandbox);
+/* The home's fill lock (pool.lock), taken without waiting: -EWOULDBLOCK while another
+ * process fills. */
+int lfs_pool_lock(lfs_home *home, int *ret_fd);
+
 /* ---- the daemon (daemon.c) ---- */
 /* Waits (on a pidfd) until the record's owner has exited, at most timeout_ms. True when
  * it has. */
