@@ -291,9 +291,8 @@ LFS_PUBLIC int lfs_sandbox_create_with(lfs_home *home, const char *project,
  * once this process holds the fill lock or found another filler at work: a caller that
  * runs the fill in a process of its own waits on it and returns. A pooled Sandbox's idle
  * close (LAYERFS_IDLE_SECONDS) ends it as any other's. */
-LFS_PUBLIC int lfs_sandbox_pool_fill(lfs_home *home, const char *project,
-                                     const lfs_sandbox_options *options, int ready_fd,
-                                     lfs_error **err);
+LFS_PUBLIC int lfs_sandbox_pool_fill(lfs_home *home, const char *project, const lfs_sandbox_options *options,
+                                     int ready_fd, lfs_error **err);
 /* The limits a running Sandbox was made with, as its record keeps them. */
 LFS_PUBLIC int lfs_sandbox_get_limits(lfs_home *home, const char *project, int sandbox,
                                       lfs_sandbox_limits *ret, lfs_error **err);

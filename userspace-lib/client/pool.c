@@ -25,9 +25,20 @@
  * from a create's caller. Not the signals blocked or ignored: the daemon's start and each
  * command's set them all back to the default (a create run with '&' from a script, which
  * ignores SIGINT and SIGQUIT, takes from the same pool as one run in the foreground). */
-static const char *const inherited_status[] = { "Umask:",   "Uid:",    "Gid:",     "Groups:",     "CapInh:",
-                                                "CapPrm:",  "CapEff:", "CapBnd:",  "CapAmb:",     "NoNewPrivs:",
-                                                "Seccomp:", "Cpus_allowed_list:", "Mems_allowed_list:", NULL };
+static const char *const inherited_status[] = { "Umask:",
+                                                "Uid:",
+                                                "Gid:",
+                                                "Groups:",
+                                                "CapInh:",
+                                                "CapPrm:",
+                                                "CapEff:",
+                                                "CapBnd:",
+                                                "CapAmb:",
+                                                "NoNewPrivs:",
+                                                "Seccomp:",
+                                                "Cpus_allowed_list:",
+                                                "Mems_allowed_list:",
+                                                NULL };
 
 static void hash_text(lfs_hasher *h, const char *label, const char *value) {
         lfs_hasher_update(h, label, strlen(label) + 1);
@@ -44,8 +55,8 @@ static void hash_status(lfs_hasher *h) {
 }
 
 static void hash_namespaces(lfs_hasher *h) {
-        static const char *const kinds[] = { "mnt", "net", "pid_for_children", "uts", "ipc", "user",
-                                             "cgroup", "time_for_children" };
+        static const char *const kinds[] = { "mnt", "net",  "pid_for_children", "uts",
+                                             "ipc", "user", "cgroup",           "time_for_children" };
         char target[64];
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++) {
                 _cleanup_free_ char *link = xasprintf("/proc/self/ns/%s", kinds[i]);
@@ -54,9 +65,10 @@ static void hash_namespaces(lfs_hasher *h) {
                 hash_text(h, kinds[i], target);
         }
         struct stat root;
-        _cleanup_free_ char *r = stat("/", &root) == 0 ? xasprintf("%llu:%llu", (unsigned long long)root.st_dev,
-                                                                   (unsigned long long)root.st_ino)
-                                                       : NULL;
+        _cleanup_free_ char *r = stat("/", &root) == 0
+                                         ? xasprintf("%llu:%llu", (unsigned long long)root.st_dev,
+                                                     (unsigned long long)root.st_ino)
+                                         : NULL;
         hash_text(h, "root", r);
 }
 
@@ -95,9 +107,9 @@ char *lfs_pool_key(const lfs_pool_request *q) {
         hash_text(h, "platform", q->platform);
         hash_text(h, "runtime", q->runtime);
         hash_text(h, "network", lfs_network_name(q->network));
-        _cleanup_free_ char *limits =
-                xasprintf("%llu %llu %.17g %llu", (unsigned long long)q->limits->memory,
-                          (unsigned long long)q->limits->pids, q->limits->cpus, (unsigned long long)q->limits->disk);
+        _cleanup_free_ char *limits = xasprintf(
+                "%llu %llu %.17g %llu", (unsigned long long)q->limits->memory,
+                (unsigned long long)q->limits->pids, q->limits->cpus, (unsigned long long)q->limits->disk);
         hash_text(h, "limits", limits);
         /* The daemon's build: a new one installed serves no create from a pooled old one. */
         struct stat st;
@@ -159,7 +171,8 @@ int lfs_pool_claim(lfs_home *home, sqlite3 *db, const char *project, const char 
 }
 
 int lfs_pool_lock(lfs_home *home, int *ret_fd) {
-        _cleanup_close_ int fd = openat(home->fd, "pool.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int fd =
+                openat(home->fd, "pool.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
         if (flock(fd, LOCK_EX | LOCK_NB) < 0)

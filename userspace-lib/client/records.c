@@ -1111,7 +1111,8 @@ int lfs_record_pool_offer(sqlite3 *db, sandbox_record *rec, pid_t daemon, const 
         sqlite3_stmt *st;
         if (r < 0)
                 return r;
-        if (sqlite3_prepare_v2(db, "UPDATE sandboxes SET pool=? WHERE " SAME_OWNER, -1, &st, NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(db, "UPDATE sandboxes SET pool=? WHERE " SAME_OWNER, -1, &st, NULL) !=
+            SQLITE_OK)
                 return db_fail(db, err);
         sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
         bind_identity(st, 2, rec);
@@ -1170,9 +1171,10 @@ typedef struct pool_take {
 static bool take_one(void *userdata, sandbox_record *rec) {
         pool_take *t = userdata;
         sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(t->db,
-                               "UPDATE sandboxes SET state='running', pool=NULL WHERE state='pooled' AND " SAME_OWNER,
-                               -1, &st, NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(
+                    t->db,
+                    "UPDATE sandboxes SET state='running', pool=NULL WHERE state='pooled' AND " SAME_OWNER,
+                    -1, &st, NULL) != SQLITE_OK) {
                 t->r = -EIO;
                 return true;
         }
@@ -1190,8 +1192,8 @@ static bool take_one(void *userdata, sandbox_record *rec) {
         return true;
 }
 
-int lfs_record_pool_take(lfs_home *home, sqlite3 *db, const char *project, const char *key, sandbox_record *ret,
-                         lfs_error **err) {
+int lfs_record_pool_take(lfs_home *home, sqlite3 *db, const char *project, const char *key,
+                         sandbox_record *ret, lfs_error **err) {
         if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
                 return lfs_fail(err, LFS_BUSY, EBUSY, "the home's records are locked; try again");
         pool_take t = { .db = db, .taken = { .dir_fd = -1 } };

@@ -114,8 +114,8 @@ int lfs_record_pool_count(lfs_home *home, sqlite3 *db, const char *project, cons
 /* Takes the lowest pooled Sandbox of project with key whose daemon is alive: its record is
  * 'running' from then on (one transaction; no two takers get one). -ENOENT (no error set)
  * when there is none. */
-int lfs_record_pool_take(lfs_home *home, sqlite3 *db, const char *project, const char *key, sandbox_record *ret,
-                         lfs_error **err);
+int lfs_record_pool_take(lfs_home *home, sqlite3 *db, const char *project, const char *key,
+                         sandbox_record *ret, lfs_error **err);
 
 /* For the daemon's own teardown: deletes the record of this instance of project's
  * Sandbox number: its teardown finished. */

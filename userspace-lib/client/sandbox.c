@@ -321,8 +321,8 @@ static char *plan_pool_key(const create_plan *c) {
 
 /* Makes one Sandbox on db as the plan says: 'running' for its caller, or, with pool_key,
  * 'pooled' for a later create with that key. */
-static int create_one(lfs_home *home, sqlite3 *db, const create_plan *c, const char *pool_key, int *ret_sandbox,
-                      lfs_error **err) {
+static int create_one(lfs_home *home, sqlite3 *db, const create_plan *c, const char *pool_key,
+                      int *ret_sandbox, lfs_error **err) {
         /* Numbers held by dead Sandboxes become free again, reclaimed on the connection
          * that then claims the number and writes the record (one open of home.db). */
         lfs_reclaimed *gone = NULL;
@@ -333,8 +333,8 @@ static int create_one(lfs_home *home, sqlite3 *db, const create_plan *c, const c
         /* net_hold is kept until the create is done: by then the host's end of a private
          * network has its address, which keeps the /30 from every other home's create. */
         _cleanup_close_ int id_hold = -1, net_hold = -1;
-        int r = lfs_record_claim(home, db, c->project, c->place_root, c->runtime, &c->limits, c->network, &rec,
-                                 &id_hold, &net_hold, err);
+        int r = lfs_record_claim(home, db, c->project, c->place_root, c->runtime, &c->limits, c->network,
+                                 &rec, &id_hold, &net_hold, err);
         if (r < 0)
                 return r;
         lfs_fault_point("create-claimed");
@@ -376,8 +376,8 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         if (r == -ENOENT)
                 r = create_one(home, db, &c, NULL, ret_sandbox, err);
         else if (r < 0)
-                r = lfs_fail(err, LFS_FAILED, -r, "cannot take a pooled sandbox from %s/home.db: %s", home->path,
-                             strerror(-r));
+                r = lfs_fail(err, LFS_FAILED, -r, "cannot take a pooled sandbox from %s/home.db: %s",
+                             home->path, strerror(-r));
         lfs_records_close(db);
         return r;
 }
@@ -392,7 +392,8 @@ int lfs_sandbox_pool_fill(lfs_home *home, const char *project, const lfs_sandbox
         if (r == -EWOULDBLOCK)
                 return 0;
         if (r < 0)
-                return lfs_fail(err, LFS_FAILED, -r, "cannot lock %s/pool.lock: %s", home->path, strerror(-r));
+                return lfs_fail(err, LFS_FAILED, -r, "cannot lock %s/pool.lock: %s", home->path,
+                                strerror(-r));
         _cleanup_(create_plan_done) create_plan c = { .base = -1, .projects = -1 };
         if ((r = create_plan_make(home, project, options, &c, err)) < 0 || !c.pool)
                 return r;
@@ -405,8 +406,8 @@ int lfs_sandbox_pool_fill(lfs_home *home, const char *project, const lfs_sandbox
         for (uint64_t made = 0; made < c.pool; made++) {
                 size_t have = 0;
                 int number = 0;
-                if ((r = lfs_record_pool_count(home, db, c.project, key, &have, err)) < 0 || have >= c.pool ||
-                    (r = create_one(home, db, &c, key, &number, err)) < 0)
+                if ((r = lfs_record_pool_count(home, db, c.project, key, &have, err)) < 0 ||
+                    have >= c.pool || (r = create_one(home, db, &c, key, &number, err)) < 0)
                         break;
         }
         lfs_records_close(db);
