@@ -118,13 +118,14 @@ lib_stats() { awk -v s="$1" '$1 == s { printf "%.1f %.1f\n", $2 / 1000, $3 / 100
 
 # With a pool (LAYERFS_POOL=$POOL): the create takes a Sandbox made ahead. Through the CLI
 # its detached filler makes the next one; the next cycle starts once it is done (flock on
-# the home's pool.lock, untimed), so each create finds the pool full, as a fleet's does
+# its pool's lock, HOME/pool/KEY.lock, untimed), so each create finds the pool full, as a fleet's does
 # when its creates come slower than one fill. Through the library the pool is filled
 # before each cycle, untimed.
 POOL=${POOL:-2}
+pool_filled() { for f in "$LAYERFS_HOME"/pool/*.lock; do [ ! -e "$f" ] || flock "$f" true; done; }
 pool_create=() pool_to_first=()
 for ((i = 0; i < CYCLES; i++)); do
-        flock "$LAYERFS_HOME/pool.lock" true
+        pool_filled
         t0=$(now_us)
         sb=$(LAYERFS_POOL=$POOL "$LAYERFS" sandbox create)
         t1=$(now_us)
@@ -138,7 +139,7 @@ for ((i = 0; i < CYCLES; i++)); do
 done
 pool_lib_lines=$(LAYERFS_POOL=$POOL "$LIB_BIN" "$CYCLES")
 pool_lib_stats() { awk -v s="$1" '$1 == s { printf "%.1f %.1f\n", $2 / 1000, $3 / 1000 }' <<<"$pool_lib_lines"; }
-flock "$LAYERFS_HOME/pool.lock" true
+pool_filled
 for sb in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes WHERE state='pooled'"); do
         "$LAYERFS" sandbox close "$sb" >/dev/null
 done

@@ -16,7 +16,10 @@ pooled() { # pooled: the pooled numbers, one per line
         records "SELECT number FROM sandboxes WHERE state='pooled' ORDER BY number"
 }
 daemon_of() { records "SELECT pid FROM sandboxes WHERE number=$1"; }
-fill_done() { flock "$LAYERFS_HOME/pool.lock" true; }
+fill_done() { # every filler has ended (each holds its pool's lock while it fills)
+        local f
+        for f in "$LAYERFS_HOME"/pool/*.lock; do [ ! -e "$f" ] || flock "$f" true; done
+}
 listed() { lfs --json project list_sandboxes | json_get '" ".join(str(s["sandbox"]) for s in j)'; }
 
 # A bad size: refused, nothing made.
@@ -132,6 +135,85 @@ ok
 lfs workspace mount "$got" main >/dev/null
 in_main "$got" true
 fill_done
+
+# A pooled daemon that does not answer (stopped) is ended after the take's deadline, and
+# the create goes on with another.
+mapfile -t made < <(records "SELECT number FROM sandboxes WHERE state='pooled' AND pool='$key_default' ORDER BY number")
+[ "${#made[@]}" -ge 1 ] || fail "no pooled Sandbox to stop"
+stopped=$(daemon_of "${made[0]}")
+kill -STOP "$stopped"
+n=$(LAYERFS_POOL=2 "$LAYERFS" sandbox create)
+[ "$(daemon_of "$n")" != "$stopped" ] || fail "the create got Sandbox ${made[0]}, whose daemon is stopped"
+ok
+wait_exit "$stopped" 30 || fail "the stopped pooled daemon $stopped was not ended by the take that found it silent"
+lfs workspace mount "$n" main >/dev/null
+in_main "$n" true
+fill_done
+
+# The filler keeps nothing of its caller's: no descriptor beyond its stdio (on /dev/null),
+# / as its directory. It is held where it makes its next Sandbox (the create itself took
+# a pooled one, so the filler's first create-claimed is its own).
+fault_fifo "$WORK/filling"
+mkdir "$WORK/cwd"
+exec {held}>"$WORK/held-by-the-caller"
+(cd "$WORK/cwd" && LAYERFS_POOL=2 LAYERFS_FAULT="create-claimed#1@$WORK/filling" "$LAYERFS" sandbox create >/dev/null)
+line=$(fault_reached $$ "$WORK/filling" 60) || fail "no filler reached create-claimed"
+filler=${line##* }
+held_fds=$(find "/proc/$filler/fd" -lname "$WORK/held-by-the-caller" | wc -l)
+assert_eq "$held_fds" 0 "the filler's descriptors of a file its caller held open"
+assert_eq "$(readlink "/proc/$filler/cwd")" / "the filler's directory"
+fault_release "$WORK/filling"
+exec {held}>&-
+fill_done
+
+# Confined or scheduled otherwise: a caller under a seccomp filter (one that allows
+# everything: a filter cannot be compared, so none is served) neither takes nor fills;
+# one under another I/O priority or CPU policy does not take the default pool's.
+seccomp_allow() { # seccomp_allow COMMAND...: COMMAND under a seccomp filter that allows every call
+        python3 -c '
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+insn = struct.pack("HBBI", 0x06, 0, 0, 0x7FFF0000)  # BPF_RET|BPF_K SECCOMP_RET_ALLOW
+buf = ctypes.create_string_buffer(insn)
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+prog = Prog(1, ctypes.addressof(buf))
+if libc.prctl(38, 1, 0, 0, 0) or libc.syscall(317, 1, 0, ctypes.byref(prog)):  # NO_NEW_PRIVS; seccomp(SET_MODE_FILTER)
+    sys.exit("seccomp: %s" % os.strerror(ctypes.get_errno()))
+os.execvp(sys.argv[1], sys.argv[1:])' "$@"
+}
+before=" $(pooled | tr '\n' ' ') "
+n=$(LAYERFS_POOL=2 seccomp_allow "$LAYERFS" sandbox create)
+case "$before" in *" $n "*) fail "a create under a seccomp filter took pooled Sandbox $n" ;; esac
+ok
+fill_done
+assert_eq " $(pooled | tr '\n' ' ') " "$before" "pooled Sandboxes after a create under a seccomp filter"
+before=" $(pooled | tr '\n' ' ') "
+n=$(LAYERFS_POOL=1 ionice -c3 "$LAYERFS" sandbox create)
+case "$before" in *" $n "*) fail "a create under ionice -c3 took pooled Sandbox $n" ;; esac
+ok
+fill_done
+before=" $(pooled | tr '\n' ' ') "
+n=$(LAYERFS_POOL=1 chrt -b 0 "$LAYERFS" sandbox create)
+case "$before" in *" $n "*) fail "a create under chrt -b 0 took pooled Sandbox $n" ;; esac
+ok
+fill_done
+
+# Pooled Sandboxes never keep a create from being made: one that finds no private network
+# left ends the project's pooled Sandboxes (any key) and makes its own.
+if [ "$(new_runtime)" = namespaces ]; then
+        for n in $(records "SELECT number FROM sandboxes"); do lfs sandbox close "$n" --force >/dev/null; done
+        export LAYERFS_NET_RANGE=10.253.77.0/29 # two /30s
+        n=$(LAYERFS_POOL=1 "$LAYERFS" sandbox create --network private)
+        fill_done
+        assert_eq "$(pooled | wc -l)" 1 "pooled Sandboxes with a private network"
+        n2=$(LAYERFS_IDLE_SECONDS=100 "$LAYERFS" sandbox create --network private) ||
+                fail "a create that found every /30 held by a pooled Sandbox failed"
+        assert_eq "$(pooled | wc -l)" 0 "pooled Sandboxes after a create needed their network"
+        lfs sandbox close "$n" >/dev/null
+        lfs sandbox close "$n2" >/dev/null
+        unset LAYERFS_NET_RANGE
+fi
 
 # Creates at once: distinct Sandboxes, each working.
 pids=()

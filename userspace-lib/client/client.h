@@ -51,14 +51,18 @@ typedef struct lfs_pool_request {
         lfs_network network;
         const lfs_sandbox_limits *limits;
 } lfs_pool_request;
-/* The key of the creates a Sandbox made now by this process may serve (64 hex digits). */
+/* The key of the creates a Sandbox made now by this process may serve (64 hex digits);
+ * NULL for a caller that no pool serves (confined by a seccomp filter or an LSM profile). */
 char *lfs_pool_key(const lfs_pool_request *q);
-/* Takes a pooled Sandbox of project with key whose daemon answers: *ret_sandbox its
- * number. -ENOENT when there is none; another negative errno when the records fail. */
+/* Takes a pooled Sandbox of project with key whose daemon answers in time: *ret_sandbox
+ * its number. One that does not is ended. -ENOENT when there is none. */
 int lfs_pool_claim(lfs_home *home, sqlite3 *db, const char *project, const char *key, int *ret_sandbox);
-/* The home's fill lock (pool.lock), taken without waiting: -EWOULDBLOCK while another
- * process fills. */
-int lfs_pool_lock(lfs_home *home, int *ret_fd);
+/* Ends every pooled Sandbox of project, whatever its key (a create that found no number,
+ * id range or network left); how many. */
+int lfs_pool_drain(lfs_home *home, sqlite3 *db, const char *project);
+/* The fill lock of key's pool (HOME/pool/KEY16.lock), taken without waiting: -EWOULDBLOCK
+ * (no error set) while another process fills that pool. */
+int lfs_pool_lock(lfs_home *home, const char *key, int *ret_fd, lfs_error **err);
 
 /* ---- the daemon (daemon.c) ---- */
 /* Waits (on a pidfd) until the record's owner has exited, at most timeout_ms. True when

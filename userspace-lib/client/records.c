@@ -214,7 +214,8 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         }
         /* Columns added since the table was first made: platform (a row without one reads
          * as the platform its runtime implies), cgroup and socket, instance, the limits
-         * (NULL: none), the network (NULL: its runtime's default) and its addresses. */
+         * (NULL: none), the network (NULL: its runtime's default) and its addresses, the
+         * key of a pooled Sandbox (NULL for every other). */
         static const struct {
                 const char *probe, *add;
         } columns[] = {
@@ -1126,11 +1127,12 @@ static int pooled_each(lfs_home *home, sqlite3 *db, const char *project, const c
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(db,
                                "SELECT " RECORD_COLUMNS " FROM sandboxes WHERE project=? AND state='pooled' "
-                               "AND pool=? ORDER BY number",
+                               "AND (pool=?2 OR ?2 IS NULL) ORDER BY number",
                                -1, &st, NULL) != SQLITE_OK)
                 return db_fail(db, err);
         sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+        if (key)
+                sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
         _cleanup_free_ char *root = cgroup_root_or_null();
         int rc;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

@@ -361,6 +361,24 @@ static int create_one(lfs_home *home, sqlite3 *db, const create_plan *c, const c
         return r;
 }
 
+/* create_one, and once more after the project's pooled Sandboxes of every key are ended
+ * when it found no number, id range or network left: what a pool holds ahead is never
+ * what keeps a create from being made. */
+static int create_one_or_drain(lfs_home *home, sqlite3 *db, const create_plan *c, int *ret_sandbox,
+                               lfs_error **err) {
+        lfs_error *first = NULL;
+        int r = create_one(home, db, c, NULL, ret_sandbox, &first);
+        if (r < 0 && first && first->code == LFS_LIMIT_REACHED && lfs_pool_drain(home, db, c->project) > 0) {
+                lfs_error_free(TAKE_PTR(first));
+                r = create_one(home, db, c, NULL, ret_sandbox, &first);
+        }
+        if (err)
+                *err = first;
+        else
+                lfs_error_free(first);
+        return r;
+}
+
 int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandbox_options *options,
                             int *ret_sandbox, lfs_error **err) {
         _cleanup_(create_plan_done) create_plan c = { .base = -1, .projects = -1 };
@@ -374,7 +392,7 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         _cleanup_free_ char *key = c.pool ? plan_pool_key(&c) : NULL;
         r = key ? lfs_pool_claim(home, db, c.project, key, ret_sandbox) : -ENOENT;
         if (r == -ENOENT)
-                r = create_one(home, db, &c, NULL, ret_sandbox, err);
+                r = create_one_or_drain(home, db, &c, ret_sandbox, err);
         else if (r < 0)
                 r = lfs_fail(err, LFS_FAILED, -r, "cannot take a pooled sandbox from %s/home.db: %s",
                              home->path, strerror(-r));
@@ -384,23 +402,22 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
 
 int lfs_sandbox_pool_fill(lfs_home *home, const char *project, const lfs_sandbox_options *options,
                           int ready_fd, lfs_error **err) {
-        /* One filler at a time per home; one that finds another at work leaves it to that. */
-        _cleanup_close_ int lock = -1, ready = ready_fd;
-        int r = lfs_pool_lock(home, &lock);
+        _cleanup_close_ int ready = ready_fd, lock = -1;
+        _cleanup_(create_plan_done) create_plan c = { .base = -1, .projects = -1 };
+        int r = create_plan_make(home, project, options, &c, err);
+        _cleanup_free_ char *key = r == 0 && c.pool ? plan_pool_key(&c) : NULL;
+        /* One filler per pool at a time; one that finds another at work leaves it to that. */
+        if (key)
+                r = lfs_pool_lock(home, key, &lock, err);
         if (ready >= 0)
                 close(TAKE_FD(ready));
-        if (r == -EWOULDBLOCK)
-                return 0;
+        if (!key || r == -EWOULDBLOCK)
+                return r == -EWOULDBLOCK ? 0 : r;
         if (r < 0)
-                return lfs_fail(err, LFS_FAILED, -r, "cannot lock %s/pool.lock: %s", home->path,
-                                strerror(-r));
-        _cleanup_(create_plan_done) create_plan c = { .base = -1, .projects = -1 };
-        if ((r = create_plan_make(home, project, options, &c, err)) < 0 || !c.pool)
                 return r;
         sqlite3 *db = NULL;
         if ((r = lfs_records_open(home, &db, err)) < 0)
                 return r;
-        _cleanup_free_ char *key = plan_pool_key(&c);
         /* At most the pool's size of creates: pooled daemons that die as they are made do
          * not keep a filler going. */
         for (uint64_t made = 0; made < c.pool; made++) {
