@@ -10,8 +10,9 @@
 #   of /bin/true into it + its wait + rmdir (build/lifecycle-floor, bench/lifecycle_floor.c),
 #   the CLI's own start (`layerfs --version`) and /bin/true started by this shell (what the
 #   exec rows pay for their process beyond the CLI's), and a process's move from one cgroup
-#   to another (MOVES times, 0.1 s apart: what a pre-started daemon would pay to enter a
-#   Sandbox's cgroup, the floor of a create from a pool).
+#   to another (MOVES times, 0.1 s apart).
+# - create and create-to-first-exec with a pool of POOL Sandboxes made ahead (LAYERFS_POOL),
+#   through the CLI and the library.
 # - project list_sandboxes with LIST_COUNTS open Sandboxes (LIST_RUNS lists each).
 # - the same cycle through the C library from one process (build/lifecycle-lib,
 #   bench/lifecycle_lib.c): each step without a CLI process's start, as a long-lived client
@@ -115,6 +116,34 @@ done
 lib_lines=$("$LIB_BIN" "$CYCLES")
 lib_stats() { awk -v s="$1" '$1 == s { printf "%.1f %.1f\n", $2 / 1000, $3 / 1000 }' <<<"$lib_lines"; }
 
+# With a pool (LAYERFS_POOL=$POOL): the create takes a Sandbox made ahead. Through the CLI
+# its detached filler makes the next one; the next cycle starts once it is done (flock on
+# its pool's lock, HOME/pool/KEY.lock, untimed), so each create finds the pool full, as a fleet's does
+# when its creates come slower than one fill. Through the library the pool is filled
+# before each cycle, untimed.
+POOL=${POOL:-2}
+pool_filled() { for f in "$LAYERFS_HOME"/pool/*.lock; do [ ! -e "$f" ] || flock "$f" true; done; }
+pool_create=() pool_to_first=()
+for ((i = 0; i < CYCLES; i++)); do
+        pool_filled
+        t0=$(now_us)
+        sb=$(LAYERFS_POOL=$POOL "$LAYERFS" sandbox create)
+        t1=$(now_us)
+        "$LAYERFS" workspace mount "$sb" main >/dev/null
+        "$LAYERFS" workspace exec "$sb" main -- true
+        t3=$(now_us)
+        "$LAYERFS" workspace unmount "$sb" main >/dev/null
+        "$LAYERFS" sandbox close "$sb" >/dev/null
+        pool_create+=($((t1 - t0)))
+        pool_to_first+=($((t3 - t0)))
+done
+pool_lib_lines=$(LAYERFS_POOL=$POOL "$LIB_BIN" "$CYCLES")
+pool_lib_stats() { awk -v s="$1" '$1 == s { printf "%.1f %.1f\n", $2 / 1000, $3 / 1000 }' <<<"$pool_lib_lines"; }
+pool_filled
+for sb in $(sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/home.db" "SELECT number FROM sandboxes WHERE state='pooled'"); do
+        "$LAYERFS" sandbox close "$sb" >/dev/null
+done
+
 # Close of PROCS processes against cgroup.kill of the same tree, in turn.
 TREE="i=0; while [ \$i -lt $((PROCS / 2)) ]; do sleep 1000 & setsid sh -c 'sleep 1000 &'; i=\$((i+1)); done"
 count_procs() { find "$1" -name cgroup.procs -exec cat {} + | wc -l; }
@@ -178,6 +207,10 @@ row "library: exec -- true" "$(lib_stats exec)"
 row "library: unmount" "$(lib_stats unmount)"
 row "library: close (idle)" "$(lib_stats close)" "target < 10"
 row "library: create to first exec" "$(lib_stats create_to_first_exec)" "target < 20"
+row "pool $POOL: sandbox create" "$(stats "${pool_create[@]}")" "target < 5"
+row "pool $POOL: create to first exec" "$(stats "${pool_to_first[@]}")" "target < 20"
+row "pool $POOL, library: create" "$(pool_lib_stats create)" "target < 5"
+row "pool $POOL, library: create to first exec" "$(pool_lib_stats create_to_first_exec)" "target < 20"
 for r in "${list_rows[@]}"; do
         row "project list_sandboxes, ${r%%|*} open" "${r#*|}" "($LIST_RUNS lists)"
 done
@@ -193,9 +226,6 @@ echo
 ratio_of() { awk -v a="$(cut -d' ' -f1 <<<"$1")" -v b="$2" 'BEGIN { printf "%.2f", b ? a / b : 0 }'; }
 cli_plus_spawn=$(awk -v a="$(cut -d' ' -f1 <<<"$a_cli")" -v b="$(cut -d' ' -f1 <<<"$a_spawn")" 'BEGIN { print a + b }')
 echo "exec / (CLI start + posix_spawn): $(ratio_of "$(stats "${exec[@]}")" "$cli_plus_spawn") (target <= 2)"
-# LAYERFS_POOL (issue 17) is not built: a pre-started daemon would have to move into the
-# Sandbox's cgroup at create (cgroup2 refuses to rename one), and the CLI starts first.
-pool_floor=$(awk -v a="$(cut -d' ' -f1 <<<"$a_cli")" -v b="$(cut -d' ' -f1 <<<"$a_move")" 'BEGIN { printf "%.1f", a + b }')
-echo "create from a pool of pre-started daemons >= CLI start + a move: $pool_floor ms (target < 5; docs/runtime.md)"
+echo "create from the pool / without: $(ratio_of "$(stats "${pool_create[@]}")" "$(stats "${create[@]}" | cut -d' ' -f1)") (CLI), $(ratio_of "$(pool_lib_stats create)" "$(lib_stats create | cut -d' ' -f1)") (library)"
 echo "close of $PROCS processes / cgroup.kill floor: $(ratio_of "$(stats "${kill_close[@]}")" \
         "$(stats "${kill_floor[@]}" | cut -d' ' -f1)") (target <= 1.2)"

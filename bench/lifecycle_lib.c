@@ -9,7 +9,9 @@
  * N cycles, on $LAYERFS_HOME's only project, of: lfs_sandbox_create, lfs_workspace_mount of
  * main, lfs_workspace_exec of `true` twice, lfs_workspace_unmount, lfs_sandbox_close (of
  * the Sandbox now idle). Prints one line per step, "STEP median_us p99_us", the steps
- * create, mount, first_exec, exec, unmount, close, create_to_first_exec. Uses only
+ * create, mount, first_exec, exec, unmount, close, create_to_first_exec. With LAYERFS_POOL
+ * set, the pool is filled before each cycle, untimed (lfs_sandbox_pool_fill): each create
+ * takes a Sandbox made ahead, as a fleet's does when its pool keeps up. Uses only
  * layerfs.h, as any client would. Needs root (Sandboxes).
  */
 #include <layerfs.h>
@@ -79,9 +81,12 @@ int main(int argc, char **argv) {
         lfs_home *home = NULL;
         lfs_error *err = NULL;
         check(lfs_home_open(NULL, &home, &err), "home", &err);
+        const char *pool = getenv("LAYERFS_POOL");
         for (long i = 0; i < n; i++) {
                 int sandbox = 0;
                 char *path = NULL;
+                if (pool && *pool)
+                        check(lfs_sandbox_pool_fill(home, NULL, NULL, -1, &err), "pool fill", &err);
                 int64_t t0 = now_us();
                 check(lfs_sandbox_create(home, NULL, NULL, NULL, &sandbox, &err), "create", &err);
                 int64_t t1 = now_us();

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* layerfs sandbox ... and layerfs workspace ... */
+#include <fcntl.h>
+#include <sys/wait.h>
+
 #include "cli.h"
 #include "json_path.h"
 #include "numbers.h"
@@ -41,6 +44,46 @@ static char *network_text(const lfs_sandbox_network *n) {
                          n->host_address, n->host_link);
 }
 
+/* LAYERFS_POOL: the pool of Sandboxes made ahead for creates like this one is filled by a
+ * process of its own, detached: its own session, stdio on /dev/null, none of the caller's
+ * other descriptors (a jobserver's pipe, a reader waiting for EOF) and / as its directory
+ * (a file system the caller unmounts next), so that the create returns now and nothing
+ * of the caller's waits for the fill. The create waits only until the filler holds the
+ * pool's fill lock (or found another filler at work), so a caller that then takes the
+ * lock (flock HOME/pool/KEY.lock) waits for the pool to be full. */
+static void fill_pool_detached(cli_ctx *ctx, const lfs_sandbox_options *o) {
+        uint64_t pool = 0;
+        int ready[2];
+        if (lfs_pool_size(&pool, NULL) < 0 || !pool || pipe2(ready, O_CLOEXEC) < 0)
+                return;
+        fflush(NULL);
+        pid_t child = fork();
+        if (child == 0) {
+                (void)setsid();
+                if (fork() != 0)
+                        _exit(0);
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+                    dup2(ready[1], 3) < 0)
+                        _exit(1);
+                close_range(4, ~0U, 0);
+                lfs_home *home = NULL;
+                if (lfs_home_open(ctx->home_dir, &home, NULL) < 0 || chdir("/") < 0)
+                        _exit(1);
+                (void)lfs_sandbox_pool_fill(home, project_arg(ctx), o, 3, NULL);
+                _exit(0);
+        }
+        close(ready[1]);
+        if (child > 0) {
+                char byte;
+                while (read(ready[0], &byte, 1) < 0 && errno == EINTR)
+                        ;
+                while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        close(ready[0]);
+}
+
 int cmd_sandbox_create(cli_ctx *ctx) {
         int n, r = cli_open_home(ctx);
         lfs_sandbox_options o = { .image = cli_option(ctx, "image"),
@@ -63,6 +106,7 @@ int cmd_sandbox_create(cli_ctx *ctx) {
                                          "network", network_json(&net)));
         else
                 printf("%d\n", n);
+        fill_pool_detached(ctx, &o);
         return 0;
 }
 

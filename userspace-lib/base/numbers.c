@@ -182,6 +182,10 @@ int lfs_test_max_sandboxes_per_root(uint64_t *ret, lfs_error **err) {
                          LFS_MAX_SANDBOXES_PER_ROOT, ret, err);
 }
 
+int lfs_pool_size(uint64_t *ret, lfs_error **err) {
+        return env_whole("LAYERFS_POOL", 0, LFS_MAX_POOL, 0, ret, err);
+}
+
 /* A size from min to max (bytes); the floor is said in the unit it is written in. */
 static int parse_size_limit(const char *what, const char *text, uint64_t min, uint64_t max,
                             const char *why_min, uint64_t *ret, lfs_error **err) {

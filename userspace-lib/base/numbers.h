@@ -87,5 +87,9 @@ int lfs_watcher_load_wait_ms(uint64_t *ret, lfs_error **err);
  * watcher's WATCH_MAX_SANDBOXES (bpf/watcher.h, which the BPF program includes). */
 #define LFS_MAX_SANDBOXES_PER_ROOT 4096
 int lfs_test_max_sandboxes_per_root(uint64_t *ret, lfs_error **err);
+/* LAYERFS_POOL: how many Sandboxes a create keeps made ahead for creates like it, from 0
+ * to LFS_MAX_POOL (unset: 0, no pool). */
+#define LFS_MAX_POOL 16
+int lfs_pool_size(uint64_t *ret, lfs_error **err);
 
 #endif

@@ -41,6 +41,29 @@ int lfs_remove_remains(lfs_home *home, sqlite3 *db, sandbox_record *rec, lfs_err
  * closes): create reclaims on the connection that then claims its number. */
 int lfs_reclaim_with(lfs_home *home, sqlite3 *db, lfs_reclaimed **ret, size_t *ret_n, lfs_error **err);
 
+/* Opens the Sandbox's directory (rec->dir_fd) beneath the home, following no link. */
+int lfs_sandbox_open_dir(lfs_home *home, sandbox_record *rec, lfs_error **err);
+
+/* ---- the pool (pool.c) ---- */
+/* What a create takes from its caller, which a pooled Sandbox must have been made with. */
+typedef struct lfs_pool_request {
+        const char *project, *platform, *runtime, *daemon;
+        lfs_network network;
+        const lfs_sandbox_limits *limits;
+} lfs_pool_request;
+/* The key of the creates a Sandbox made now by this process may serve (64 hex digits);
+ * NULL for a caller that no pool serves (confined by a seccomp filter or an LSM profile). */
+char *lfs_pool_key(const lfs_pool_request *q);
+/* Takes a pooled Sandbox of project with key whose daemon answers in time: *ret_sandbox
+ * its number. One that does not is ended. -ENOENT when there is none. */
+int lfs_pool_claim(lfs_home *home, sqlite3 *db, const char *project, const char *key, int *ret_sandbox);
+/* Ends every pooled Sandbox of project, whatever its key (a create that found no number,
+ * id range or network left); how many. */
+int lfs_pool_drain(lfs_home *home, sqlite3 *db, const char *project);
+/* The fill lock of key's pool (HOME/pool/KEY16.lock), taken without waiting: -EWOULDBLOCK
+ * (no error set) while another process fills that pool. */
+int lfs_pool_lock(lfs_home *home, const char *key, int *ret_fd, lfs_error **err);
+
 /* ---- the daemon (daemon.c) ---- */
 /* Waits (on a pidfd) until the record's owner has exited, at most timeout_ms. True when
  * it has. */

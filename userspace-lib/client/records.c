@@ -214,7 +214,8 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         }
         /* Columns added since the table was first made: platform (a row without one reads
          * as the platform its runtime implies), cgroup and socket, instance, the limits
-         * (NULL: none), the network (NULL: its runtime's default) and its addresses. */
+         * (NULL: none), the network (NULL: its runtime's default) and its addresses, the
+         * key of a pooled Sandbox (NULL for every other). */
         static const struct {
                 const char *probe, *add;
         } columns[] = {
@@ -233,6 +234,7 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                 { "SELECT network, net_base FROM sandboxes LIMIT 0",
                   "ALTER TABLE sandboxes ADD COLUMN network TEXT; ALTER TABLE sandboxes ADD COLUMN net_base "
                   "INTEGER;" },
+                { "SELECT pool FROM sandboxes LIMIT 0", "ALTER TABLE sandboxes ADD COLUMN pool TEXT;" },
         };
         for (size_t i = 0; i < ELEMENTSOF(columns); i++) {
                 sqlite3_stmt *probe = NULL;
@@ -396,7 +398,7 @@ static char *cgroup_root_or_null(void) {
  * of the whole of /proc/self/mountinfo per record). */
 static int record_check(lfs_home *home, sqlite3_stmt *st, const char *cgroup_root, sandbox_record *ret,
                         lfs_error **err) {
-        static const char *const states[] = { "starting", "running", "removing", NULL };
+        static const char *const states[] = { "starting", "running", "removing", "pooled", NULL };
         const char *project = text_or_null(st, COL_PROJECT);
         if (!project || lfs_check_project_name(project, NULL) < 0)
                 return refuse(home, st, COL_PROJECT, "that is not a project name", err);
@@ -405,7 +407,7 @@ static int record_check(lfs_home *home, sqlite3_stmt *st, const char *cgroup_roo
                 return refuse(home, st, COL_NUMBER, "Sandboxes are numbered from 1 to 2147483647", err);
         const char *state = text_or_null(st, COL_STATE);
         if (!one_of(state, states))
-                return refuse(home, st, COL_STATE, "a record is starting, running or removing", err);
+                return refuse(home, st, COL_STATE, "a record is starting, running, pooled or removing", err);
         bool owned = sqlite3_column_type(st, COL_PID) != SQLITE_NULL;
         long long pid = sqlite3_column_int64(st, COL_PID);
         if ((owned && (sqlite3_column_type(st, COL_PID) != SQLITE_INTEGER || pid < 1 || pid > PID_LIMIT)) ||
@@ -1101,6 +1103,116 @@ int lfs_record_delete(sqlite3 *db, const sandbox_record *rec, lfs_error **err) {
         if (rec->instance)
                 sqlite3_bind_text(st, 3, rec->instance, -1, SQLITE_STATIC);
         return step_done(db, st, err);
+}
+
+/* ---- the pool (pool.c) ---- */
+
+int lfs_record_pool_offer(sqlite3 *db, sandbox_record *rec, pid_t daemon, const char *key, lfs_error **err) {
+        int r = lfs_record_set_owner(db, rec, daemon, "pooled", err);
+        sqlite3_stmt *st;
+        if (r < 0)
+                return r;
+        if (sqlite3_prepare_v2(db, "UPDATE sandboxes SET pool=? WHERE " SAME_OWNER, -1, &st, NULL) !=
+            SQLITE_OK)
+                return db_fail(db, err);
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        bind_identity(st, 2, rec);
+        return step_done(db, st, err);
+}
+
+/* The pooled records of project with key, checked, whose daemon is alive; fn stops the
+ * walk by returning true. */
+static int pooled_each(lfs_home *home, sqlite3 *db, const char *project, const char *key,
+                       bool (*fn)(void *userdata, sandbox_record *rec), void *userdata, lfs_error **err) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT " RECORD_COLUMNS " FROM sandboxes WHERE project=? AND state='pooled' "
+                               "AND (pool=?2 OR ?2 IS NULL) ORDER BY number",
+                               -1, &st, NULL) != SQLITE_OK)
+                return db_fail(db, err);
+        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+        if (key)
+                sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+        _cleanup_free_ char *root = cgroup_root_or_null();
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                sandbox_record rec = { .dir_fd = -1 };
+                /* A record of another shape is never handed out: the reclaims report it. */
+                if (record_check(home, st, root, &rec, NULL) < 0)
+                        continue;
+                bool stop = lfs_record_alive(&rec) && fn(userdata, &rec);
+                lfs_record_done(&rec);
+                if (stop)
+                        break;
+        }
+        sqlite3_finalize(st);
+        return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(db, err);
+}
+
+static bool count_one(void *userdata, sandbox_record *rec) {
+        (void)rec;
+        (*(size_t *)userdata)++;
+        return false;
+}
+
+int lfs_record_pool_count(lfs_home *home, sqlite3 *db, const char *project, const char *key, size_t *ret,
+                          lfs_error **err) {
+        size_t n = 0;
+        int r = pooled_each(home, db, project, key, count_one, &n, err);
+        if (r == 0)
+                *ret = n;
+        return r;
+}
+
+typedef struct pool_take {
+        sqlite3 *db;
+        sandbox_record taken;
+        int r;
+} pool_take;
+
+static bool take_one(void *userdata, sandbox_record *rec) {
+        pool_take *t = userdata;
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(
+                    t->db,
+                    "UPDATE sandboxes SET state='running', pool=NULL WHERE state='pooled' AND " SAME_OWNER,
+                    -1, &st, NULL) != SQLITE_OK) {
+                t->r = -EIO;
+                return true;
+        }
+        bind_identity(st, 1, rec);
+        if (step_done(t->db, st, NULL) < 0) {
+                t->r = -EIO;
+                return true;
+        }
+        if (sqlite3_changes(t->db) != 1)
+                return false;
+        t->taken = *rec;
+        *rec = (sandbox_record){ .dir_fd = -1 }; /* moved to t->taken */
+        free(t->taken.state);
+        t->taken.state = xstrdup("running");
+        return true;
+}
+
+int lfs_record_pool_take(lfs_home *home, sqlite3 *db, const char *project, const char *key,
+                         sandbox_record *ret, lfs_error **err) {
+        if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+                return lfs_fail(err, LFS_BUSY, EBUSY, "the home's records are locked; try again");
+        pool_take t = { .db = db, .taken = { .dir_fd = -1 } };
+        int r = pooled_each(home, db, project, key, take_one, &t, err);
+        if (r == 0 && t.r < 0)
+                r = db_fail(db, err);
+        if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+                r = db_fail(db, err);
+        if (r < 0) {
+                sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+                lfs_record_done(&t.taken);
+                return r;
+        }
+        if (!t.taken.project)
+                return -ENOENT;
+        *ret = t.taken;
+        return 0;
 }
 
 /* The daemon's end of its record (records.h): deleted once its teardown finished (done),

@@ -103,6 +103,20 @@ int lfs_record_set_owner(sqlite3 *db, sandbox_record *rec, pid_t pid, const char
 /* Deletes the record of this instance (and no later one with its number). */
 int lfs_record_delete(sqlite3 *db, const sandbox_record *rec, lfs_error **err);
 
+/* The pool (LAYERFS_POOL, pool.c). A pooled Sandbox is a whole Sandbox made ahead of its
+ * create: its record is 'pooled', owned by its daemon, with the key of the creates it may
+ * serve (pool column). Offer: rec (the filler's 'starting' record) becomes daemon's,
+ * pooled with key. */
+int lfs_record_pool_offer(sqlite3 *db, sandbox_record *rec, pid_t daemon, const char *key, lfs_error **err);
+/* How many pooled Sandboxes of project with key have a live daemon. */
+int lfs_record_pool_count(lfs_home *home, sqlite3 *db, const char *project, const char *key, size_t *ret,
+                          lfs_error **err);
+/* Takes the lowest pooled Sandbox of project with key (NULL: any key) whose daemon is
+ * alive: its record is 'running' from then on (one transaction; no two takers get one).
+ * -ENOENT (no error set) when there is none. */
+int lfs_record_pool_take(lfs_home *home, sqlite3 *db, const char *project, const char *key,
+                         sandbox_record *ret, lfs_error **err);
+
 /* For the daemon's own teardown: deletes the record of this instance of project's
  * Sandbox number: its teardown finished. */
 int lfs_sandbox_record_delete(lfs_home *home, const char *project, int number, const char *instance);

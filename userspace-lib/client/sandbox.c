@@ -51,6 +51,11 @@ static int open_sandbox_dir(lfs_home *home, const sandbox_record *rec, int *ret_
         return r < 0 ? r : open_sandbox_dir_in(base, rec, ret_fd, err);
 }
 
+int lfs_sandbox_open_dir(lfs_home *home, sandbox_record *rec, lfs_error **err) {
+        int r = open_sandbox_dir(home, rec, &rec->dir_fd, err);
+        return r == -ENOENT ? lfs_daemon_gone(rec, ENOENT, err) : r;
+}
+
 /* The runtime a checked record names (records.c refuses one that is not of the eight
  * platforms or the four runtimes), its platform, and the record as that runtime sees it. */
 const lfs_runtime *lfs_record_runtime(const lfs_home *home, const sandbox_record *rec,
@@ -238,12 +243,32 @@ static int prepare_runtime(const lfs_platform *p, const lfs_runtime **rt, const 
         return fallback->prepare(p, ret_root, err);
 }
 
-int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandbox_options *options,
-                            int *ret_sandbox, lfs_error **err) {
+/* What a create decided before anything is made: every setting checked, the platform,
+ * runtime and network chosen. */
+typedef struct create_plan {
+        const lfs_platform *platform;
+        const lfs_runtime *runtime;
+        lfs_sandbox_limits limits;
+        lfs_network network;
+        uint64_t pool;
+        char *project, *place_root, *daemon;
+        int base, projects; /* the home's sandboxes/ and projects/ */
+} create_plan;
+
+static void create_plan_done(create_plan *c) {
+        free(c->project);
+        free(c->place_root);
+        free(c->daemon);
+        if (c->base >= 0)
+                close(c->base);
+        if (c->projects >= 0)
+                close(c->projects);
+}
+
+static int create_plan_make(lfs_home *home, const char *project, const lfs_sandbox_options *options,
+                            create_plan *c, lfs_error **err) {
         /* The image is ignored for linux Sandboxes (SPEC 5). */
         const char *platform = options ? options->platform : NULL;
-        const lfs_platform *chosen = NULL;
-        lfs_sandbox_limits limits;
         uid_t uid;
         gid_t gid;
         double idle;
@@ -251,41 +276,53 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         const char *runtime = "native";
         /* The daemon reads the same settings (the identity, the idle close): refused here,
          * before anything is made. */
-        lfs_network network = LFS_NETWORK_NONE;
         const char *network_name = options ? options->network : NULL;
-        int r = lfs_parse_limits(options, &limits, err);
+        int r = lfs_parse_limits(options, &c->limits, err);
         if (r < 0 || (r = parse_network(network_name, err)) < 0 ||
             (r = lfs_default_runtime(&runtime, err)) < 0 ||
-            (r = lfs_platform_choose(home->path, platform, &chosen, err)) < 0 ||
+            (r = lfs_platform_choose(home->path, platform, &c->platform, err)) < 0 ||
             (r = check_daemon_choices(err)) < 0 || (r = lfs_command_identity(&uid, &gid, err)) < 0 ||
             (r = lfs_idle_seconds(&idle, err)) < 0 || (r = lfs_gc_after_deletes(&gc_after, err)) < 0 ||
             (r = lfs_watcher_load_wait_ms(&watcher_wait, err)) < 0 ||
             (r = lfs_test_max_sandboxes_per_root(&max_per_root, err)) < 0 ||
-            (r = check_workspace_memory(err)) < 0)
+            (r = check_workspace_memory(err)) < 0 || (r = lfs_pool_size(&c->pool, err)) < 0)
                 return r;
         /* The runtime's own checks (linux: root, cgroup2, for namespaces the kernel's
          * namespaces and LAYERFS_ID_RANGE; one this build lacks: Unsupported). */
-        _cleanup_free_ char *name = NULL, *place_root = NULL, *daemon = NULL;
-        const lfs_runtime *rt = NULL, *fallback = NULL;
+        const lfs_runtime *fallback = NULL;
         uint32_t id_first = 0, id_count = 0;
-        if ((r = lfs_platform_new_runtime(chosen, &rt, &fallback, err)) < 0 ||
+        if ((r = lfs_platform_new_runtime(c->platform, &c->runtime, &fallback, err)) < 0 ||
             (r = lfs_id_range(&id_first, &id_count, err)) < 0 ||
-            (r = prepare_runtime(chosen, &rt, fallback, &place_root, err)) < 0 ||
-            (r = rt->check_limits(chosen, place_root, &limits, err)) < 0 ||
-            (r = choose_network(network_name, rt, &network, err)) < 0 ||
-            (r = lfs_project_name(home, project, &name, err)) < 0 || (r = lfs_daemon_path(&daemon, err)) < 0)
+            (r = prepare_runtime(c->platform, &c->runtime, fallback, &c->place_root, err)) < 0 ||
+            (r = c->runtime->check_limits(c->platform, c->place_root, &c->limits, err)) < 0 ||
+            (r = choose_network(network_name, c->runtime, &c->network, err)) < 0 ||
+            (r = lfs_project_name(home, project, &c->project, err)) < 0 ||
+            (r = lfs_daemon_path(&c->daemon, err)) < 0)
                 return r;
         if ((r = check_traversable(home->path, uid, gid, err)) < 0)
                 return r;
         /* The Stores are not the commands' to read: a home from before keeps its
          * projects/ no more open than a new one (docs/security.md). */
-        _cleanup_close_ int base = -1, projects = -1;
-        if ((r = lfs_home_dir(home, "projects", 0700, true, &projects, err)) < 0 ||
-            (r = lfs_home_dir(home, "sandboxes", 0711, true, &base, err)) < 0)
+        if ((r = lfs_home_dir(home, "projects", 0700, true, &c->projects, err)) < 0 ||
+            (r = lfs_home_dir(home, "sandboxes", 0711, true, &c->base, err)) < 0)
                 return r;
-        sqlite3 *db = NULL;
-        if ((r = lfs_records_open(home, &db, err)) < 0)
-                return r;
+        return 0;
+}
+
+static char *plan_pool_key(const create_plan *c) {
+        lfs_pool_request q = { .project = c->project,
+                               .platform = c->platform->id,
+                               .runtime = c->runtime->name,
+                               .daemon = c->daemon,
+                               .network = c->network,
+                               .limits = &c->limits };
+        return lfs_pool_key(&q);
+}
+
+/* Makes one Sandbox on db as the plan says: 'running' for its caller, or, with pool_key,
+ * 'pooled' for a later create with that key. */
+static int create_one(lfs_home *home, sqlite3 *db, const create_plan *c, const char *pool_key,
+                      int *ret_sandbox, lfs_error **err) {
         /* Numbers held by dead Sandboxes become free again, reclaimed on the connection
          * that then claims the number and writes the record (one open of home.db). */
         lfs_reclaimed *gone = NULL;
@@ -296,18 +333,18 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         /* net_hold is kept until the create is done: by then the host's end of a private
          * network has its address, which keeps the /30 from every other home's create. */
         _cleanup_close_ int id_hold = -1, net_hold = -1;
-        if ((r = lfs_record_claim(home, db, name, place_root, rt, &limits, network, &rec, &id_hold,
-                                  &net_hold, err)) < 0) {
-                lfs_records_close(db);
+        int r = lfs_record_claim(home, db, c->project, c->place_root, c->runtime, &c->limits, c->network,
+                                 &rec, &id_hold, &net_hold, err);
+        if (r < 0)
                 return r;
-        }
         lfs_fault_point("create-claimed");
         pid_t pid = -1;
-        r = lfs_start_daemon(home, base, chosen, &rec, daemon, id_hold, &pid, err);
+        r = lfs_start_daemon(home, c->base, c->platform, &rec, c->daemon, id_hold, &pid, err);
         if (r == 0 && lfs_fault_fails("record"))
                 r = lfs_fail(err, LFS_FAILED, EIO,
                              "cannot record sandbox %d (LAYERFS_INJECT_FAILURE=record)", rec.number);
-        else if (r == 0 && (r = lfs_record_set_owner(db, &rec, pid, "running", err)) == -ESTALE)
+        else if (r == 0 && (r = pool_key ? lfs_record_pool_offer(db, &rec, pid, pool_key, err)
+                                         : lfs_record_set_owner(db, &rec, pid, "running", err)) == -ESTALE)
                 r = lfs_fail(err, LFS_FAILED, ESTALE,
                              "the record of sandbox %d of project '%s' changed while it was being created",
                              rec.number, rec.project);
@@ -320,8 +357,77 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         } else {
                 *ret_sandbox = rec.number;
         }
-        lfs_records_close(db);
         lfs_record_done(&rec);
+        return r;
+}
+
+/* create_one, and once more after the project's pooled Sandboxes of every key are ended
+ * when it found no number, id range or network left: what a pool holds ahead is never
+ * what keeps a create from being made. */
+static int create_one_or_drain(lfs_home *home, sqlite3 *db, const create_plan *c, int *ret_sandbox,
+                               lfs_error **err) {
+        lfs_error *first = NULL;
+        int r = create_one(home, db, c, NULL, ret_sandbox, &first);
+        if (r < 0 && first && first->code == LFS_LIMIT_REACHED && lfs_pool_drain(home, db, c->project) > 0) {
+                lfs_error_free(TAKE_PTR(first));
+                r = create_one(home, db, c, NULL, ret_sandbox, &first);
+        }
+        if (err)
+                *err = first;
+        else
+                lfs_error_free(first);
+        return r;
+}
+
+int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandbox_options *options,
+                            int *ret_sandbox, lfs_error **err) {
+        _cleanup_(create_plan_done) create_plan c = { .base = -1, .projects = -1 };
+        int r = create_plan_make(home, project, options, &c, err);
+        if (r < 0)
+                return r;
+        sqlite3 *db = NULL;
+        if ((r = lfs_records_open(home, &db, err)) < 0)
+                return r;
+        /* A pooled Sandbox made for a create like this one, if there is one (LAYERFS_POOL). */
+        _cleanup_free_ char *key = c.pool ? plan_pool_key(&c) : NULL;
+        r = key ? lfs_pool_claim(home, db, c.project, key, ret_sandbox) : -ENOENT;
+        if (r == -ENOENT)
+                r = create_one_or_drain(home, db, &c, ret_sandbox, err);
+        else if (r < 0)
+                r = lfs_fail(err, LFS_FAILED, -r, "cannot take a pooled sandbox from %s/home.db: %s",
+                             home->path, strerror(-r));
+        lfs_records_close(db);
+        return r;
+}
+
+int lfs_sandbox_pool_fill(lfs_home *home, const char *project, const lfs_sandbox_options *options,
+                          int ready_fd, lfs_error **err) {
+        _cleanup_close_ int ready = ready_fd, lock = -1;
+        _cleanup_(create_plan_done) create_plan c = { .base = -1, .projects = -1 };
+        int r = create_plan_make(home, project, options, &c, err);
+        _cleanup_free_ char *key = r == 0 && c.pool ? plan_pool_key(&c) : NULL;
+        /* One filler per pool at a time; one that finds another at work leaves it to that. */
+        if (key)
+                r = lfs_pool_lock(home, key, &lock, err);
+        if (ready >= 0)
+                close(TAKE_FD(ready));
+        if (!key || r == -EWOULDBLOCK)
+                return r == -EWOULDBLOCK ? 0 : r;
+        if (r < 0)
+                return r;
+        sqlite3 *db = NULL;
+        if ((r = lfs_records_open(home, &db, err)) < 0)
+                return r;
+        /* At most the pool's size of creates: pooled daemons that die as they are made do
+         * not keep a filler going. */
+        for (uint64_t made = 0; made < c.pool; made++) {
+                size_t have = 0;
+                int number = 0;
+                if ((r = lfs_record_pool_count(home, db, c.project, key, &have, err)) < 0 ||
+                    have >= c.pool || (r = create_one(home, db, &c, key, &number, err)) < 0)
+                        break;
+        }
+        lfs_records_close(db);
         return r;
 }
 
@@ -366,6 +472,13 @@ int lfs_sandbox_open_live(lfs_home *home, const char *project, int number, sandb
         const lfs_runtime *rt = lfs_record_runtime(home, ret, &p, &sb);
         /* Calls follow the record's platform and runtime, never the caller's default. */
         if ((r = rt->reach(p, &sb, err)) < 0) {
+                lfs_record_done(ret);
+        } else if (!strcmp(ret->state ? ret->state : "", "pooled")) {
+                /* Made ahead for a create (LAYERFS_POOL): no one's until a create takes it. */
+                r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ENOENT,
+                             "project '%s' has no sandbox %d: that number is a pooled Sandbox, made ahead "
+                             "for a 'sandbox create' (LAYERFS_POOL); the call did nothing",
+                             ret->project, ret->number);
                 lfs_record_done(ret);
         } else if (!strcmp(ret->state ? ret->state : "", "removing")) {
                 r = lfs_fail(err, LFS_NO_SUCH_SANDBOX, ESRCH,
@@ -444,7 +557,8 @@ static int sandbox_close_in(lfs_home *home, sqlite3 *db, const char *project, in
                                 "sandbox %d of project '%s' is still being created; try again in a moment",
                                 sandbox, project ? project : "");
         }
-        if (alive && !strcmp(state, "running")) {
+        /* A pooled Sandbox closes as a running one: the pool is one smaller. */
+        if (alive && (!strcmp(state, "running") || !strcmp(state, "pooled"))) {
                 lfs_error *refusal = NULL;
                 int fd = lfs_rpc_send(&rec, LFS_CALL_SANDBOX_CLOSE, json_pack("{s:b}", "force", force), NULL,
                                       0, &refusal);
