@@ -118,11 +118,11 @@ lib_stats() { awk -v s="$1" '$1 == s { printf "%.1f %.1f\n", $2 / 1000, $3 / 100
 
 # With a pool (LAYERFS_POOL=$POOL): the create takes a Sandbox made ahead. Through the CLI
 # its detached filler makes the next one; the next cycle starts once it is done (flock on
-# its pool's lock, HOME/pool/KEY.lock, untimed), so each create finds the pool full, as a fleet's does
+# the fillers' lock, HOME/pool/fillers.lock, untimed), so each create finds the pool full, as a fleet's does
 # when its creates come slower than one fill. Through the library the pool is filled
 # before each cycle, untimed.
 POOL=${POOL:-2}
-pool_filled() { for f in "$LAYERFS_HOME"/pool/*.lock; do [ ! -e "$f" ] || flock "$f" true; done; }
+pool_filled() { flock "$LAYERFS_HOME/pool/fillers.lock" true; }
 pool_create=() pool_to_first=()
 for ((i = 0; i < CYCLES; i++)); do
         pool_filled

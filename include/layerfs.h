@@ -285,11 +285,12 @@ LFS_PUBLIC int lfs_sandbox_create_with(lfs_home *home, const char *project,
                                        lfs_error **err);
 /* LAYERFS_POOL=N (0 to 16; unset: 0): creates with the same options and settings share a
  * pool of N Sandboxes made ahead, and lfs_sandbox_create_with takes one when there is one
- * (whose daemon answers) instead of making one. This makes pooled Sandboxes for creates
- * like one with these options until N are there; one process fills a home's pools at a
- * time (another that finds it at work returns 0 at once). ready_fd (or -1) is closed
- * once this process holds the fill lock or found another filler at work: a caller that
- * runs the fill in a process of its own waits on it and returns. A pooled Sandbox's idle
+ * (whose daemon answers) instead of making one (docs/runtime.md). This makes pooled
+ * Sandboxes for creates like one with these options until N are there; one process fills
+ * a pool at a time (another that finds it at work returns 0). ready_fd (or -1) is closed
+ * once this process holds the fillers' lock (HOME/pool/fillers.lock, shared): a caller
+ * that runs the fill in a process of its own waits on it and returns, and one that takes
+ * that lock exclusively waits until every fill under way is done. A pooled Sandbox's idle
  * close (LAYERFS_IDLE_SECONDS) ends it as any other's. */
 LFS_PUBLIC int lfs_sandbox_pool_fill(lfs_home *home, const char *project, const lfs_sandbox_options *options,
                                      int ready_fd, lfs_error **err);

@@ -16,10 +16,7 @@ pooled() { # pooled: the pooled numbers, one per line
         records "SELECT number FROM sandboxes WHERE state='pooled' ORDER BY number"
 }
 daemon_of() { records "SELECT pid FROM sandboxes WHERE number=$1"; }
-fill_done() { # every filler has ended (each holds its pool's lock while it fills)
-        local f
-        for f in "$LAYERFS_HOME"/pool/*.lock; do [ ! -e "$f" ] || flock "$f" true; done
-}
+fill_done() { flock "$LAYERFS_HOME/pool/fillers.lock" true; } # every fill under way has ended
 listed() { lfs --json project list_sandboxes | json_get '" ".join(str(s["sandbox"]) for s in j)'; }
 
 # A bad size: refused, nothing made.

@@ -61,7 +61,9 @@ int lfs_pool_claim(lfs_home *home, sqlite3 *db, const char *project, const char 
  * id range or network left); how many. */
 int lfs_pool_drain(lfs_home *home, sqlite3 *db, const char *project);
 /* The fill lock of key's pool (HOME/pool/KEY16.lock), taken without waiting: -EWOULDBLOCK
- * (no error set) while another process fills that pool. */
+ * (no error set) while another process fills that pool. With key NULL, the fillers' lock
+ * (HOME/pool/fillers.lock), shared: held by every filler while it runs, so that one who
+ * takes it exclusively (flock) waits for every fill under way. */
 int lfs_pool_lock(lfs_home *home, const char *key, int *ret_fd, lfs_error **err);
 
 /* ---- the daemon (daemon.c) ---- */

@@ -271,12 +271,16 @@ int lfs_pool_lock(lfs_home *home, const char *key, int *ret_fd, lfs_error **err)
         int r = lfs_home_dir(home, "pool", 0700, true, &dir, err);
         if (r < 0)
                 return r;
-        _cleanup_free_ char *name = xasprintf("%.16s.lock", key);
+        /* Every filler holds the fillers' lock shared (taken at once, unless a waiter holds
+         * it exclusively for a moment), its own pool's exclusively without waiting. */
+        _cleanup_free_ char *name = key ? xasprintf("%.16s.lock", key) : xstrdup("fillers.lock");
         _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot open %s/pool/%s: %s", home->path, name,
                                 strerror(errno));
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+        while ((r = flock(fd, key ? LOCK_EX | LOCK_NB : LOCK_SH)) < 0 && errno == EINTR)
+                ;
+        if (r < 0)
                 return errno == EWOULDBLOCK ? -EWOULDBLOCK
                                             : lfs_fail(err, LFS_FAILED, errno, "cannot lock %s/pool/%s: %s",
                                                        home->path, name, strerror(errno));

@@ -402,15 +402,20 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
 
 int lfs_sandbox_pool_fill(lfs_home *home, const char *project, const lfs_sandbox_options *options,
                           int ready_fd, lfs_error **err) {
-        _cleanup_close_ int ready = ready_fd, lock = -1;
+        _cleanup_close_ int ready = ready_fd, filling = -1, lock = -1;
+        /* Held from before ready is closed: a caller that then takes the fillers' lock
+         * exclusively waits for this fill. */
+        int r = lfs_pool_lock(home, NULL, &filling, err);
+        if (ready >= 0)
+                close(TAKE_FD(ready));
+        if (r < 0)
+                return r;
         _cleanup_(create_plan_done) create_plan c = { .base = -1, .projects = -1 };
-        int r = create_plan_make(home, project, options, &c, err);
+        r = create_plan_make(home, project, options, &c, err);
         _cleanup_free_ char *key = r == 0 && c.pool ? plan_pool_key(&c) : NULL;
         /* One filler per pool at a time; one that finds another at work leaves it to that. */
         if (key)
                 r = lfs_pool_lock(home, key, &lock, err);
-        if (ready >= 0)
-                close(TAKE_FD(ready));
         if (!key || r == -EWOULDBLOCK)
                 return r == -EWOULDBLOCK ? 0 : r;
         if (r < 0)
