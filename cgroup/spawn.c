@@ -36,8 +36,10 @@ static _Noreturn void child_fail(int pipe_fd, int stage, int errnum) {
 }
 
 /* The limits lfs_cgroup_lift_limits lifted for this process, as they were: what its
- * children get back. */
-static const int lifted_resources[] = { RLIMIT_FSIZE, RLIMIT_CPU, RLIMIT_AS, RLIMIT_DATA };
+ * children get back. Open files too: the daemon holds many across its Workspaces (never
+ * more than the kernel's nr_open: lifted to the hard limit), its commands as many as
+ * their creator. */
+static const int lifted_resources[] = { RLIMIT_FSIZE, RLIMIT_CPU, RLIMIT_AS, RLIMIT_DATA, RLIMIT_NOFILE };
 static struct rlimit creator_limits[ELEMENTSOF(lifted_resources)];
 static bool limits_lifted;
 

@@ -378,14 +378,9 @@ int main(int argc, char **argv) {
         /* Only interrupts a mount thread's read of /dev/fuse (end_mount_thread). */
         struct sigaction interrupt = { .sa_handler = ignore_signal };
         sigaction(SIGUSR1, &interrupt, NULL);
-        /* Nor may the creator's limits end the daemon; its commands get them back. */
+        /* Nor may the creator's limits end the daemon (nor its open files run out across
+         * the Workspaces); its commands get them back. */
         lfs_cgroup_lift_limits();
-        /* Many files may be open across the Workspaces. */
-        struct rlimit rl;
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-                rl.rlim_cur = rl.rlim_max;
-                setrlimit(RLIMIT_NOFILE, &rl);
-        }
         if (lfs_home_open(home_dir, &d.home, &err) < 0) {
                 fprintf(stderr, "%s: %s\n", lfs_code_name(err->code), err->message);
                 return 1;

@@ -22,7 +22,7 @@ ldd "$LAYERFS" | grep -q libasan && vlimit=""
 # create TRANSPORT [-S]: a Sandbox made from a shell with those limits (-S: soft ones
 # only; none: soft and hard); sets n, ws and dpid.
 create() {
-        n=$(LAYERFS_FUSE_TRANSPORT=$1 bash -c "ulimit \$2 -f 2048 && ulimit \$2 -t 1000 $vlimit && exec \"\${@:3}\"" \
+        n=$(LAYERFS_FUSE_TRANSPORT=$1 bash -c "ulimit \$2 -f 2048 && ulimit \$2 -t 1000 && ulimit \$2 -n 512 $vlimit && exec \"\${@:3}\"" \
                 sh "$1" "$2" "$LAYERFS" sandbox create)
         ws=$(lfs workspace mount "$n" main)
         dpid=$(records "SELECT pid FROM sandboxes WHERE number=$n")
@@ -32,8 +32,8 @@ create() {
 # commands_keep_limits WHAT: a command has the creator's limits, and its write past them
 # fails while the daemon lives.
 commands_keep_limits() {
-        assert_eq "$(in_main "$n" python3 -c 'import resource as r; print(r.getrlimit(r.RLIMIT_FSIZE)[0], r.getrlimit(r.RLIMIT_CPU)[0])')" \
-                "2097152 1000" "a command's file size and CPU time limits ($1)"
+        assert_eq "$(in_main "$n" python3 -c 'import resource as r; print(r.getrlimit(r.RLIMIT_FSIZE)[0], r.getrlimit(r.RLIMIT_CPU)[0], r.getrlimit(r.RLIMIT_NOFILE)[0])')" \
+                "2097152 1000 512" "a command's file size, CPU time and open files limits ($1)"
         local rc=0
         in_main "$n" sh -c 'head -c 3000000 /dev/zero >too-big' 2>/dev/null || rc=$?
         [ "$rc" != 0 ] || fail "a command wrote past its creator's ulimit -f ($1)"
