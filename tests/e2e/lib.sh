@@ -17,6 +17,11 @@ BUILD=${BUILD:-build}
 case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 LAYERFS="$BUILD/layerfs"
 
+# Commands get their Sandbox's creator's limits: this shell's. A test's command may hold
+# more files open than a login's soft limit (1,024 on many hosts; test_daemon_fds.sh holds
+# 1,500), which the hard limit allows.
+ulimit -Sn "$(ulimit -Hn)" 2>/dev/null || true
+
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/layerfs-e2e.XXXXXX")
 # Commands run as the command identity (501:20) in Workspaces below the home: it must
 # be able to pass through (mktemp makes 0700).
