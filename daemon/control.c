@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "fault.h"
 #include "frame.h"
 #include "log.h"
 #include "codec.h"
@@ -335,14 +336,17 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                         long long left = last_activity + idle_ms - lfs_now_ms();
                         if (left <= 0) {
                                 idle_gc(d);
+                                lfs_fault_point("idle-gc-done");
                                 /* A request that came while the gc ran (one served on another
                                  * thread, or one waiting to be accepted: a create taking this
                                  * Sandbox from a pool asks once) starts the idle time again. */
                                 struct pollfd waiting = { .fd = lfd, .events = POLLIN };
                                 bool asked = !paused && poll(&waiting, 1, 0) > 0;
                                 pthread_mutex_lock(&d->lock);
-                                if (!asked && d->last_activity_ms == last_activity && !d->closing &&
-                                    !mounted_any(d) && d->running_execs == 0)
+                                if (asked)
+                                        d->last_activity_ms = lfs_now_ms(); /* the loop accepts it */
+                                else if (d->last_activity_ms == last_activity && !d->closing &&
+                                         !mounted_any(d) && d->running_execs == 0)
                                         close_sandbox(d, "idle", 0, NULL);
                                 pthread_mutex_unlock(&d->lock);
                                 continue;

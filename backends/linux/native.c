@@ -84,9 +84,19 @@ _Noreturn void lfs_linux_exec_child(const char *exe, const char *const *argv, in
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         for (int sig = 1; sig < NSIG; sig++)
                 (void)sigaction(sig, &dfl, NULL);
-        /* Nothing else of the caller's. */
+        /* Nothing else of the caller's: no other descriptor, and of its environment only
+         * what the daemon and the init read (lfs_env_reaches_daemon), so that a Sandbox
+         * made ahead for a pool (whose key hashes the same) and one made by its own
+         * create get the same. Pointers only, on this stack: nothing is allocated here. */
         close_range(hold_fd >= 0 ? LFS_INIT_HOLD_FD + 1 : LFS_DAEMON_READY_FD + 1, ~0U, 0);
-        execv(exe, (char *const *)argv);
+        extern char **environ;
+        const char *envp[256];
+        size_t n = 0;
+        for (char **e = environ; e && *e && n < ELEMENTSOF(envp) - 1; e++)
+                if (lfs_env_reaches_daemon(*e))
+                        envp[n++] = *e;
+        envp[n] = NULL;
+        execve(exe, (char *const *)argv, (char *const *)envp);
         dprintf(2, "cannot run %s: %s\n", exe, strerror(errno));
         _exit(127);
 }

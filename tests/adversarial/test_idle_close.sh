@@ -54,5 +54,32 @@ done
 N=$(LAYERFS_IDLE_SECONDS=2 lfs sandbox create)
 assert_eq "$(knock "$N" good 6)" open "pings with the token keep the Sandbox open"
 lfs sandbox close "$N" --force >/dev/null
+
+# A request that came while the idle close's gc ran, still waiting to be accepted (the
+# daemon held after its gc, at idle-gc-done; the ping connects, then lets it go on): it
+# is answered, and the idle time starts again. Before, the daemon closed under it; a
+# first fix of that went round its loop without accepting it, at 100% CPU, for ever.
+fault_fifo "$WORK/gc-done"
+N=$(LAYERFS_IDLE_SECONDS=1 LAYERFS_FAULT="idle-gc-done#1@$WORK/gc-done" lfs sandbox create)
+DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$N")
+fault_reached "$DAEMON" "$WORK/gc-done" 60 >/dev/null || fail "the daemon $DAEMON closed without reaching idle-gc-done"
+answer=$(python3 - "$LAYERFS_HOME/sandboxes/idle-$N" "$WORK/gc-done" <<'PY'
+import json, socket, sys
+sandbox, fifo = sys.argv[1], sys.argv[2]
+token = open(sandbox + "/token").read().strip()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sandbox + "/control.sock")  # queued: the daemon is held
+with open(fifo, "w") as f:
+    f.write("go\n")
+s.sendall((json.dumps(dict(v=1, token=token, call="sandbox.ping")) + "\n").encode())
+s.settimeout(20)
+try:
+    print("answered" if b'"ok"' in s.recv(4096) else "refused")
+except OSError as e:
+    print("no answer: %s" % e)
+PY
+)
+assert_eq "$answer" answered "a ping that waited while the idle close's gc ran"
+wait_exit "$DAEMON" 30 || fail "the daemon $DAEMON did not idle-close after the ping it answered"
 assert_nothing_left "idle close"
 finish

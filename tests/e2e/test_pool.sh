@@ -56,6 +56,22 @@ lfs sandbox close "$ws" >/dev/null
 fill_done
 assert_eq "$(pooled | wc -l)" 2 "pooled Sandboxes once the second create's filler is done"
 
+# A variable that no process of a Sandbox reads (a CI's job id, ssh's connection) neither
+# reaches a daemon nor keeps a create from the pool.
+taken_daemon=$(daemon_of "$(records "SELECT number FROM sandboxes WHERE state='pooled' AND pool='$key_default' ORDER BY number" | head -1)")
+n=$(CI_JOB_ID=$RANDOM SSH_CONNECTION="10.0.0.1 $RANDOM 10.0.0.2 22" LAYERFS_POOL=2 "$LAYERFS" sandbox create)
+assert_eq "$(daemon_of "$n")" "$taken_daemon" "the daemon a create with other unrelated variables got"
+fill_done
+for d in $(records "SELECT pid FROM sandboxes"); do
+        ! tr '\0' '\n' <"/proc/$d/environ" | grep -q '^CI_JOB_ID=' || fail "daemon $d has its creator's CI_JOB_ID"
+done
+ok
+# A create inside `flock HOME/pool/fillers.lock` (which waits for fills) gets no fill
+# rather than waiting for itself.
+timeout 60 flock "$LAYERFS_HOME/pool/fillers.lock" env LAYERFS_POOL=2 "$LAYERFS" sandbox create >/dev/null ||
+        fail "a create run under the fillers' lock did not return"
+ok
+
 # Creates unlike the pooled ones (options, a setting, a resource limit) make their own.
 # own_create WHAT ENV... -- ARGS...: a create (in a subshell, after the commands in ENV)
 # must not take any Sandbox pooled before it; prints its number.
@@ -105,8 +121,8 @@ lfs workspace mount "$n" main >/dev/null
 in_main "$n" true
 fill_done
 lfs runtime reclaim >/dev/null
-assert_eq "$(records "SELECT count(*) FROM sandboxes WHERE number=${made[0]} AND state='pooled'")" 0 \
-        "pooled records of Sandbox ${made[0]} after its daemon was killed and a reclaim ran"
+assert_eq "$(records "SELECT count(*) FROM sandboxes WHERE pid=$dead")" 0 \
+        "records of pooled Sandbox ${made[0]}'s killed daemon after a reclaim"
 
 # Killed between its take and its answer: the create goes on with another.
 fault_fifo "$WORK/taken"
@@ -198,18 +214,21 @@ fill_done
 
 # Pooled Sandboxes never keep a create from being made: one that finds no private network
 # left ends the project's pooled Sandboxes (any key) and makes its own.
+# (The networks are the home's: another project's pool gives way too.)
 if [ "$(new_runtime)" = namespaces ]; then
         for n in $(records "SELECT number FROM sandboxes"); do lfs sandbox close "$n" --force >/dev/null; done
+        lfs project init q >/dev/null
         export LAYERFS_NET_RANGE=10.253.77.0/29 # two /30s
-        n=$(LAYERFS_POOL=1 "$LAYERFS" sandbox create --network private)
+        n=$(LAYERFS_POOL=1 "$LAYERFS" --project q sandbox create --network private)
         fill_done
         assert_eq "$(pooled | wc -l)" 1 "pooled Sandboxes with a private network"
-        n2=$(LAYERFS_IDLE_SECONDS=100 "$LAYERFS" sandbox create --network private) ||
-                fail "a create that found every /30 held by a pooled Sandbox failed"
+        n2=$(LAYERFS_IDLE_SECONDS=100 "$LAYERFS" --project p sandbox create --network private) ||
+                fail "a create that found every /30 held by another project's pooled Sandbox failed"
         assert_eq "$(pooled | wc -l)" 0 "pooled Sandboxes after a create needed their network"
-        lfs sandbox close "$n" >/dev/null
-        lfs sandbox close "$n2" >/dev/null
+        lfs --project q sandbox close "$n" >/dev/null
+        lfs --project p sandbox close "$n2" >/dev/null
         unset LAYERFS_NET_RANGE
+        export LAYERFS_PROJECT=p
 fi
 
 # Creates at once: distinct Sandboxes, each working.

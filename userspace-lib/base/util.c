@@ -418,6 +418,25 @@ ssize_t lfs_pwrite_full(int fd, const void *buf, size_t len, off_t offset) {
         return (ssize_t)done;
 }
 
+bool lfs_env_reaches_daemon(const char *entry) {
+        static const char *const prefixes[] = { "LAYERFS_", "LD_",     "GLIBC_",  "MALLOC_", "LC_",
+                                                "FUSE_",    "LIBBPF_", "SQLITE_", NULL };
+        static const char *const names[] = { "LANG",         "LANGUAGE",      "TZ",
+                                             "TZDIR",        "TMPDIR",        "PATH",
+                                             "NLSPATH",      "LOCPATH",       "GCONV_PATH",
+                                             "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+                                             "MSAN_OPTIONS", "TSAN_OPTIONS",  NULL };
+        for (size_t i = 0; prefixes[i]; i++)
+                if (!strncmp(entry, prefixes[i], strlen(prefixes[i])))
+                        return true;
+        for (size_t i = 0; names[i]; i++) {
+                size_t len = strlen(names[i]);
+                if (!strncmp(entry, names[i], len) && entry[len] == '=')
+                        return true;
+        }
+        return false;
+}
+
 /* What the child of lfs_run_in_shared_child runs, and what it returned. */
 typedef struct shared_child {
         int (*fn)(void *arg);

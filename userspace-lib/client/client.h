@@ -52,18 +52,19 @@ typedef struct lfs_pool_request {
         const lfs_sandbox_limits *limits;
 } lfs_pool_request;
 /* The key of the creates a Sandbox made now by this process may serve (64 hex digits);
- * NULL for a caller that no pool serves (confined by a seccomp filter or an LSM profile). */
+ * NULL for a caller that no pool serves (under a seccomp filter). */
 char *lfs_pool_key(const lfs_pool_request *q);
 /* Takes a pooled Sandbox of project with key whose daemon answers in time: *ret_sandbox
  * its number. One that does not is ended. -ENOENT when there is none. */
 int lfs_pool_claim(lfs_home *home, sqlite3 *db, const char *project, const char *key, int *ret_sandbox);
-/* Ends every pooled Sandbox of project, whatever its key (a create that found no number,
- * id range or network left); how many. */
-int lfs_pool_drain(lfs_home *home, sqlite3 *db, const char *project);
+/* Ends every pooled Sandbox of the home, whatever its project and key (a create that found
+ * no number, id range or network left: the ranges are the home's); how many. */
+int lfs_pool_drain(lfs_home *home, sqlite3 *db);
 /* The fill lock of key's pool (HOME/pool/KEY16.lock), taken without waiting: -EWOULDBLOCK
  * (no error set) while another process fills that pool. With key NULL, the fillers' lock
- * (HOME/pool/fillers.lock), shared: held by every filler while it runs, so that one who
- * takes it exclusively (flock) waits for every fill under way. */
+ * (HOME/pool/fillers.lock), shared and without waiting too (-EWOULDBLOCK while someone
+ * holds it exclusively): held by every filler while it runs, so that one who takes it
+ * exclusively (flock) waits for every fill under way. */
 int lfs_pool_lock(lfs_home *home, const char *key, int *ret_fd, lfs_error **err);
 
 /* ---- the daemon (daemon.c) ---- */

@@ -9,8 +9,8 @@
  * scheduling, umask, CPUs; docs/runtime.md lists it). A create whose own key is the same
  * takes one in one transaction and asks its daemon once, with a deadline (which starts
  * its idle time again). A create with another key makes its own, and so does a caller
- * confined by a seccomp filter or an LSM profile: a filter cannot be compared, so it is
- * never served, nor fills, a pool. Nothing but a create takes a pooled Sandbox: every
+ * under a seccomp filter: a filter cannot be compared, so it is never served, nor fills,
+ * a pool. Nothing but a create takes a pooled Sandbox: every
  * call but close and log refuses one (NoSuchSandbox), lists do not show one, and its idle
  * close, a reclaim and a home's reclaim end it like any other.
  */
@@ -83,31 +83,21 @@ static int compare_text(const void *a, const void *b) {
         return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The environment, sorted (the daemon and the init get all of it: LD_PRELOAD, a
- * sanitizer's options, the locale of their messages, the LAYERFS_ settings), but for the
- * variables that name the pool, the home and the project (the key's own parts), the
- * tests' failure steps (read by each process at the step; a daemon taken from a pool has
- * those it was made with), and a shell's bookkeeping, which no process of a Sandbox reads
- * and which differs between two commands of one script (bash lowers SHLVL for a command
- * run with '&'). */
+/* The environment the daemon and the init keep (lfs_env_reaches_daemon: the rest is dropped
+ * at their start), sorted, but for the settings that name the pool, the home and the
+ * project (the key's own parts) and the tests' failure steps (read by each process at the
+ * step; a daemon taken from a pool has those it was made with). */
 static void hash_settings(lfs_hasher *h) {
         extern char **environ;
-        static const char *const own[] = { "LAYERFS_POOL=",
-                                           "LAYERFS_HOME=",
-                                           "LAYERFS_PROJECT=",
-                                           "LAYERFS_FAULT=",
-                                           "_=",
-                                           "SHLVL=",
-                                           "PWD=",
-                                           "OLDPWD=",
-                                           NULL };
+        static const char *const own[] = { "LAYERFS_POOL=", "LAYERFS_HOME=", "LAYERFS_PROJECT=",
+                                           "LAYERFS_FAULT=", NULL };
         size_t n = 0;
         for (char **e = environ; *e; e++)
                 n++;
         _cleanup_free_ const char **set = xcalloc(n + 1, sizeof(*set));
         size_t k = 0;
         for (char **e = environ; *e; e++) {
-                bool skip = false;
+                bool skip = !lfs_env_reaches_daemon(*e);
                 for (size_t i = 0; !skip && own[i]; i++)
                         skip = !strncmp(*e, own[i], strlen(own[i]));
                 if (!skip)
@@ -154,26 +144,31 @@ static void hash_scheduling(lfs_hasher *h) {
         hash_text(h, "oom_score_adj", adj);
 }
 
-/* A caller confined by a seccomp filter (mode 2: filters cannot be compared) or by an LSM
- * profile (a label other than "unconfined"): its daemon and commands would be confined
- * alike, which a pooled Sandbox made under another confinement is not. */
-static bool confined(void) {
+/* A caller confined by a seccomp filter (mode 2): filters cannot be compared, and its
+ * daemon and commands would be filtered alike, which a pooled Sandbox made under another
+ * filter is not. (An LSM label is compared: it is in the key, see hash_label.) */
+static bool filtered(void) {
         _cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
         char line[256];
-        bool filtered = false;
+        bool mode = false;
         while (f && fgets(line, sizeof(line), f))
                 if (!strncmp(line, "Seccomp:", 8))
-                        filtered = atoi(line + 8) != 0;
-        char label[256] = "";
+                        mode = atoi(line + 8) != 0;
+        return mode;
+}
+
+/* The caller's LSM label (AppArmor's profile, SELinux's context), which its children keep:
+ * a filler is a fork of its caller, so the Sandboxes it makes run under the same. */
+static void hash_label(lfs_hasher *h) {
+        char label[4096] = "";
         _cleanup_close_ int fd = open("/proc/self/attr/current", O_RDONLY | O_CLOEXEC);
         ssize_t k = fd >= 0 ? read(fd, label, sizeof(label) - 1) : -1;
         label[k > 0 ? k : 0] = 0;
-        label[strcspn(label, "\n")] = 0;
-        return filtered || (*label && strcmp(label, "unconfined") != 0);
+        hash_text(h, "label", label);
 }
 
 char *lfs_pool_key(const lfs_pool_request *q) {
-        if (confined())
+        if (filtered())
                 return NULL;
         lfs_hasher *h = lfs_hasher_new_plain();
         hash_text(h, "pool", "2");
@@ -209,6 +204,7 @@ char *lfs_pool_key(const lfs_pool_request *q) {
         hash_scheduling(h);
         hash_namespaces(h);
         hash_status(h);
+        hash_label(h);
         lfs_id id;
         lfs_hasher_finish(h, &id);
         char *hex = xmalloc(LFS_HEX_LEN + 1);
@@ -254,11 +250,11 @@ int lfs_pool_claim(lfs_home *home, sqlite3 *db, const char *project, const char 
         }
 }
 
-int lfs_pool_drain(lfs_home *home, sqlite3 *db, const char *project) {
+int lfs_pool_drain(lfs_home *home, sqlite3 *db) {
         int drained = 0;
         for (;;) {
                 sandbox_record rec = { .dir_fd = -1 };
-                if (lfs_record_pool_take(home, db, project, NULL, &rec, NULL) < 0)
+                if (lfs_record_pool_take(home, db, NULL, NULL, &rec, NULL) < 0)
                         return drained;
                 end_taken(home, db, &rec);
                 lfs_record_done(&rec);
@@ -271,14 +267,16 @@ int lfs_pool_lock(lfs_home *home, const char *key, int *ret_fd, lfs_error **err)
         int r = lfs_home_dir(home, "pool", 0700, true, &dir, err);
         if (r < 0)
                 return r;
-        /* Every filler holds the fillers' lock shared (taken at once, unless a waiter holds
-         * it exclusively for a moment), its own pool's exclusively without waiting. */
+        /* Every filler holds the fillers' lock shared, its own pool's exclusively, both
+         * without waiting: one who holds the fillers' lock exclusively (a wait for the fills
+         * under way, or `flock LOCK layerfs sandbox create`, which would wait for itself)
+         * gets no fill. */
         _cleanup_free_ char *name = key ? xasprintf("%.16s.lock", key) : xstrdup("fillers.lock");
         _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return lfs_fail(err, LFS_FAILED, errno, "cannot open %s/pool/%s: %s", home->path, name,
                                 strerror(errno));
-        while ((r = flock(fd, key ? LOCK_EX | LOCK_NB : LOCK_SH)) < 0 && errno == EINTR)
+        while ((r = flock(fd, (key ? LOCK_EX : LOCK_SH) | LOCK_NB)) < 0 && errno == EINTR)
                 ;
         if (r < 0)
                 return errno == EWOULDBLOCK ? -EWOULDBLOCK

@@ -1126,11 +1126,12 @@ static int pooled_each(lfs_home *home, sqlite3 *db, const char *project, const c
                        bool (*fn)(void *userdata, sandbox_record *rec), void *userdata, lfs_error **err) {
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(db,
-                               "SELECT " RECORD_COLUMNS " FROM sandboxes WHERE project=? AND state='pooled' "
-                               "AND (pool=?2 OR ?2 IS NULL) ORDER BY number",
+                               "SELECT " RECORD_COLUMNS " FROM sandboxes WHERE (project=?1 OR ?1 IS NULL) "
+                               "AND state='pooled' AND (pool=?2 OR ?2 IS NULL) ORDER BY number",
                                -1, &st, NULL) != SQLITE_OK)
                 return db_fail(db, err);
-        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+        if (project)
+                sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
         if (key)
                 sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
         _cleanup_free_ char *root = cgroup_root_or_null();

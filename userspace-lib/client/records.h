@@ -111,8 +111,8 @@ int lfs_record_pool_offer(sqlite3 *db, sandbox_record *rec, pid_t daemon, const 
 /* How many pooled Sandboxes of project with key have a live daemon. */
 int lfs_record_pool_count(lfs_home *home, sqlite3 *db, const char *project, const char *key, size_t *ret,
                           lfs_error **err);
-/* Takes the lowest pooled Sandbox of project with key (NULL: any key) whose daemon is
- * alive: its record is 'running' from then on (one transaction; no two takers get one).
+/* Takes the lowest pooled Sandbox of project (NULL: any) with key (NULL: any) whose daemon
+ * is alive: its record is 'running' from then on (one transaction; no two takers get one).
  * -ENOENT (no error set) when there is none. */
 int lfs_record_pool_take(lfs_home *home, sqlite3 *db, const char *project, const char *key,
                          sandbox_record *ret, lfs_error **err);

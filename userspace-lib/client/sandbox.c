@@ -361,14 +361,14 @@ static int create_one(lfs_home *home, sqlite3 *db, const create_plan *c, const c
         return r;
 }
 
-/* create_one, and once more after the project's pooled Sandboxes of every key are ended
- * when it found no number, id range or network left: what a pool holds ahead is never
- * what keeps a create from being made. */
+/* create_one, and once more after the home's pooled Sandboxes (every project and key) are
+ * ended when it found no number, id range or network left: what a pool holds ahead is
+ * never what keeps a create from being made. */
 static int create_one_or_drain(lfs_home *home, sqlite3 *db, const create_plan *c, int *ret_sandbox,
                                lfs_error **err) {
         lfs_error *first = NULL;
         int r = create_one(home, db, c, NULL, ret_sandbox, &first);
-        if (r < 0 && first && first->code == LFS_LIMIT_REACHED && lfs_pool_drain(home, db, c->project) > 0) {
+        if (r < 0 && first && first->code == LFS_LIMIT_REACHED && lfs_pool_drain(home, db) > 0) {
                 lfs_error_free(TAKE_PTR(first));
                 r = create_one(home, db, c, NULL, ret_sandbox, &first);
         }
@@ -391,11 +391,10 @@ int lfs_sandbox_create_with(lfs_home *home, const char *project, const lfs_sandb
         /* A pooled Sandbox made for a create like this one, if there is one (LAYERFS_POOL). */
         _cleanup_free_ char *key = c.pool ? plan_pool_key(&c) : NULL;
         r = key ? lfs_pool_claim(home, db, c.project, key, ret_sandbox) : -ENOENT;
-        if (r == -ENOENT)
+        /* No pooled one, or none could be taken (the records busy): its own, as without a
+         * pool (whose records' errors are then the create's). */
+        if (r < 0)
                 r = create_one_or_drain(home, db, &c, ret_sandbox, err);
-        else if (r < 0)
-                r = lfs_fail(err, LFS_FAILED, -r, "cannot take a pooled sandbox from %s/home.db: %s",
-                             home->path, strerror(-r));
         lfs_records_close(db);
         return r;
 }
@@ -409,7 +408,7 @@ int lfs_sandbox_pool_fill(lfs_home *home, const char *project, const lfs_sandbox
         if (ready >= 0)
                 close(TAKE_FD(ready));
         if (r < 0)
-                return r;
+                return r == -EWOULDBLOCK ? 0 : r;
         _cleanup_(create_plan_done) create_plan c = { .base = -1, .projects = -1 };
         r = create_plan_make(home, project, options, &c, err);
         _cleanup_free_ char *key = r == 0 && c.pool ? plan_pool_key(&c) : NULL;
