@@ -101,18 +101,6 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
          * command's, a process of the command identity (another command, a local user)
          * passed the kernel's ptrace check on this child (test_spawn_window.sh). The flag
          * is cleared again all the same. */
-        /* The command gets what its Sandbox's creator had, never more than the daemon has
-         * now (an operator may have lowered it: prlimit): only lowered, which needs no
-         * privilege (prlimit64 raw, as the identity's calls below). */
-        for (size_t i = 0; limits_lifted && i < ELEMENTSOF(lifted_resources); i++) {
-                struct rlimit now, want = creator_limits[i];
-                if (syscall(SYS_prlimit64, 0, lifted_resources[i], NULL, &now) < 0)
-                        child_fail(pipe_fd, 8, errno);
-                want.rlim_max = want.rlim_max < now.rlim_max ? want.rlim_max : now.rlim_max;
-                want.rlim_cur = want.rlim_cur < want.rlim_max ? want.rlim_cur : want.rlim_max;
-                if (syscall(SYS_prlimit64, 0, lifted_resources[i], &want, NULL) < 0)
-                        child_fail(pipe_fd, 8, errno);
-        }
         if (a->uid != (uid_t)-1) {
                 if (syscall(SYS_setgroups, 0, NULL) < 0 ||
                     syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
@@ -146,6 +134,21 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                 child_fail(pipe_fd, 7, -scoped);
         /* Nothing of the daemon's reaches the command; the error pipe closes at execve. */
         syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+        /* The command gets what its Sandbox's creator had, never more than the daemon has
+         * now (an operator may have lowered it: prlimit): only lowered, which needs no
+         * privilege (prlimit64 raw, as the identity's calls above). After every step that
+         * makes a descriptor (the daemon's table may hold more files than the creator's
+         * soft limit: Landlock's ruleset then failed EMFILE). A limit the kernel refuses
+         * even lowered (open files above an fs.nr_open lowered since) stays the daemon's. */
+        for (size_t i = 0; limits_lifted && i < ELEMENTSOF(lifted_resources); i++) {
+                struct rlimit now, want = creator_limits[i];
+                if (syscall(SYS_prlimit64, 0, lifted_resources[i], NULL, &now) < 0)
+                        child_fail(pipe_fd, 8, errno);
+                want.rlim_max = want.rlim_max < now.rlim_max ? want.rlim_max : now.rlim_max;
+                want.rlim_cur = want.rlim_cur < want.rlim_max ? want.rlim_cur : want.rlim_max;
+                if (syscall(SYS_prlimit64, 0, lifted_resources[i], &want, NULL) < 0 && errno != EPERM)
+                        child_fail(pipe_fd, 8, errno);
+        }
         /* Last: the filter holds for everything the command does, nothing of ours before. */
         int r = a->seccomp ? lfs_seccomp_install(a->seccomp) : 0;
         if (r < 0)

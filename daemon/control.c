@@ -317,6 +317,7 @@ static bool mounted_any(daemon_state *d) {
 void control_serve(daemon_state *d, int lfd, long long idle_ms) {
         spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         bool paused = false;
+        long long given_again = -1; /* the idle time given once more for a waiting connection */
         pthread_mutex_lock(&d->lock);
         d->last_activity_ms = lfs_now_ms();
         pthread_mutex_unlock(&d->lock);
@@ -337,16 +338,21 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                         if (left <= 0) {
                                 idle_gc(d);
                                 lfs_fault_point("idle-gc-done");
-                                /* A request that came while the gc ran (one served on another
-                                 * thread, or one waiting to be accepted: a create taking this
-                                 * Sandbox from a pool asks once) starts the idle time again. */
+                                /* A request that came while the gc ran: one served on another
+                                 * thread (the idle time started again), or one waiting to be
+                                 * accepted (a create taking this Sandbox from a pool asks
+                                 * once), for which the idle time starts again once: the loop
+                                 * accepts it, and its request, if it has the token, is
+                                 * activity. Only once until a request is: connections with
+                                 * no request or a wrong one keep no Sandbox open. */
                                 struct pollfd waiting = { .fd = lfd, .events = POLLIN };
                                 bool asked = !paused && poll(&waiting, 1, 0) > 0;
                                 pthread_mutex_lock(&d->lock);
-                                if (asked)
-                                        d->last_activity_ms = lfs_now_ms(); /* the loop accepts it */
-                                else if (d->last_activity_ms == last_activity && !d->closing &&
-                                         !mounted_any(d) && d->running_execs == 0)
+                                bool unchanged = d->last_activity_ms == last_activity;
+                                if (asked && unchanged && last_activity != given_again) {
+                                        d->last_activity_ms = given_again = lfs_now_ms();
+                                } else if (unchanged && !d->closing && !mounted_any(d) &&
+                                           d->running_execs == 0)
                                         close_sandbox(d, "idle", 0, NULL);
                                 pthread_mutex_unlock(&d->lock);
                                 continue;

@@ -77,4 +77,33 @@ for transport in libfuse dev; do
         lfs sandbox close "$n" >/dev/null
         ok
 done
+
+# A creator's soft limit of open files below what the daemon holds: the command gets the
+# creator's limit and still starts. The limit used to be set before the spawn's last
+# descriptor (Landlock's ruleset, for a namespaces Sandbox on the host's network), which
+# then failed EMFILE once the daemon's table was past it.
+if [ "$(new_runtime)" = namespaces ]; then
+        n=$(bash -c 'ulimit -Sn 64 && exec "$@"' sh "$LAYERFS" sandbox create --network host)
+        ws=$(lfs workspace mount "$n" main)
+        dpid=$(records "SELECT pid FROM sandboxes WHERE number=$n")
+        in_main "$n" sh -c 'i=0; while [ $i -lt 300 ]; do echo x >f$i; i=$((i+1)); done'
+        mkfifo -m 666 "$ws/held"
+        # A command raises its own soft limit (up to the hard one) and holds them all open.
+        lfs process start "$n" main -- python3 -c "
+import resource
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+files = [open('f%d' % i, 'r+') for i in range(300)]
+with open('held', 'w') as f:
+    f.write('%d\\n' % len(files))
+open('held').read()
+" >/dev/null
+        read -r -t 120 held <"$ws/held" || fail "the command did not say it holds its files"
+        assert_eq "$held" 300 "files the command holds open"
+        fds=$(find "/proc/$dpid/fd" -mindepth 1 | wc -l)
+        [ "$fds" -gt 64 ] || fail "the daemon holds only $fds descriptors: the test needs more than 64"
+        assert_eq "$(in_main "$n" sh -c 'ulimit -n')" 64 "a command's limit of open files, its creator's 64 (the daemon holds $fds)"
+        echo done >"$ws/held"
+        lfs sandbox close "$n" --force >/dev/null
+fi
 finish

@@ -12,8 +12,8 @@ lfs project init idle >/dev/null
 export LAYERFS_PROJECT=idle
 
 # knock SANDBOX MODE SECONDS: connects every 0.2 s for SECONDS, each time sending MODE's
-# request (none: nothing; bad: a ping with a wrong token; good: a ping with the token),
-# until the socket is gone; prints "gone" or "open".
+# request (none: nothing; bad: a ping with a wrong token; good: a ping with the token;
+# flood: nothing, without a pause), until the socket is gone; prints "gone" or "open".
 knock() {
         python3 - "$LAYERFS_HOME/sandboxes/idle-$1" "$2" "$3" <<'PY'
 import json, socket, sys, time
@@ -27,7 +27,7 @@ while time.monotonic() < end:
     except OSError:
         print("gone")
         sys.exit(0)
-    if mode != "none":
+    if mode in ("bad", "good"):
         t = token if mode == "good" else "0" * len(token)
         s.sendall((json.dumps(dict(v=1, token=t, call="sandbox.ping")) + "\n").encode())
         s.settimeout(10)
@@ -36,7 +36,8 @@ while time.monotonic() < end:
         except OSError:
             pass
     s.close()
-    time.sleep(0.2)
+    if mode != "flood":
+        time.sleep(0.2)
 print("open")
 PY
 }
@@ -81,5 +82,20 @@ PY
 )
 assert_eq "$answer" answered "a ping that waited while the idle close's gc ran"
 wait_exit "$DAEMON" 30 || fail "the daemon $DAEMON did not idle-close after the ping it answered"
+
+# Connections that wait to be accepted give the idle time once more, not again and again:
+# three floods of connections with no request keep no idle Sandbox open.
+N=$(LAYERFS_IDLE_SECONDS=1 lfs sandbox create)
+DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$N")
+floods=()
+for i in 1 2 3; do
+        knock "$N" flood 60 >"$WORK/flood-$i" &
+        floods+=($!)
+done
+wait_exit "$DAEMON" 30 || fail "three floods of connections with no request kept the idle Sandbox $N open for 30 s"
+for i in 1 2 3; do
+        wait "${floods[i - 1]}"
+        assert_eq "$(cat "$WORK/flood-$i")" gone "flood $i, once the Sandbox closed"
+done
 assert_nothing_left "idle close"
 finish

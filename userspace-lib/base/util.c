@@ -419,8 +419,8 @@ ssize_t lfs_pwrite_full(int fd, const void *buf, size_t len, off_t offset) {
 }
 
 bool lfs_env_reaches_daemon(const char *entry) {
-        static const char *const prefixes[] = { "LAYERFS_", "LD_",     "GLIBC_",  "MALLOC_", "LC_",
-                                                "FUSE_",    "LIBBPF_", "SQLITE_", NULL };
+        static const char *const prefixes[] = { "LAYERFS_", "LD_",     "GLIBC_",  "MALLOC_",  "LC_",
+                                                "FUSE_",    "LIBBPF_", "SQLITE_", "OPENSSL_", NULL };
         static const char *const names[] = { "LANG",         "LANGUAGE",      "TZ",
                                              "TZDIR",        "TMPDIR",        "PATH",
                                              "NLSPATH",      "LOCPATH",       "GCONV_PATH",

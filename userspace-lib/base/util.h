@@ -148,7 +148,7 @@ int lfs_run_in_shared_child(int (*fn)(void *arg), void *arg, int flags);
 /* Whether an environment entry ("NAME=value") is one a Sandbox's daemon and init keep from
  * their creator's environment (the rest is dropped at their start): the LAYERFS_ settings;
  * what the dynamic loader, libc and the libraries they use read (LD_*, GLIBC_TUNABLES,
- * MALLOC_*, the locale, TZ, FUSE_*, LIBBPF_*, SQLITE_*); the temporary directory; PATH;
+ * MALLOC_*, the locale, TZ, FUSE_*, LIBBPF_*, SQLITE_*, OPENSSL_*); the temporary directory; PATH;
  * the sanitizers' options. A create's pool key hashes these (a daemon gets nothing else
  * of its caller's environment). Async-signal-safe. */
 bool lfs_env_reaches_daemon(const char *entry);
