@@ -18,7 +18,9 @@ daemon_limit() { awk -v l="$1" 'index($0, l) == 1 {print $(NF-2)}' "/proc/$dpid/
 # An address space limit is left out under the sanitizers: ASan reserves terabytes of
 # shadow memory at start and cannot run under one.
 vlimit="&& ulimit \$2 -v 4000000"
-ldd "$LAYERFS" | grep -q libasan && vlimit=""
+# (ldd's output taken whole: `ldd | grep -q` under pipefail failed when grep's early exit
+# cut ldd off with SIGPIPE, and the limit stayed.)
+case "$(ldd "$LAYERFS")" in *libasan*) vlimit="" ;; esac
 # create TRANSPORT [-S]: a Sandbox made from a shell with those limits (-S: soft ones
 # only; none: soft and hard); sets n, ws and dpid.
 create() {
