@@ -7,7 +7,8 @@
 # another, and a command in a Sandbox taken from a pool has its creator's limits; a
 # pooled daemon killed is not handed out, nor one killed between its take and its
 # answer (fault step pool-taken): the create goes on with another; concurrent creates
-# get distinct working Sandboxes; the idle close ends a pool and leaves nothing.
+# get distinct working Sandboxes; the idle close ends a pool and leaves nothing. Attacks
+# through the pool (a caller's confinement, its environment): test_pool_confinement.sh.
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 lfs project init p >/dev/null
@@ -179,38 +180,8 @@ fault_release "$WORK/filling"
 exec {held}>&-
 fill_done
 
-# Confined or scheduled otherwise: a caller under a seccomp filter (one that allows
-# everything: a filter cannot be compared, so none is served) neither takes nor fills;
-# one under another I/O priority or CPU policy does not take the default pool's.
-seccomp_allow() { # seccomp_allow COMMAND...: COMMAND under a seccomp filter that allows every call
-        python3 -c '
-import ctypes, os, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-insn = struct.pack("HBBI", 0x06, 0, 0, 0x7FFF0000)  # BPF_RET|BPF_K SECCOMP_RET_ALLOW
-buf = ctypes.create_string_buffer(insn)
-class Prog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-prog = Prog(1, ctypes.addressof(buf))
-if libc.prctl(38, 1, 0, 0, 0) or libc.syscall(317, 1, 0, ctypes.byref(prog)):  # NO_NEW_PRIVS; seccomp(SET_MODE_FILTER)
-    sys.exit("seccomp: %s" % os.strerror(ctypes.get_errno()))
-os.execvp(sys.argv[1], sys.argv[1:])' "$@"
-}
-before=" $(pooled | tr '\n' ' ') "
-n=$(LAYERFS_POOL=2 seccomp_allow "$LAYERFS" sandbox create)
-case "$before" in *" $n "*) fail "a create under a seccomp filter took pooled Sandbox $n" ;; esac
-ok
-fill_done
-assert_eq " $(pooled | tr '\n' ' ') " "$before" "pooled Sandboxes after a create under a seccomp filter"
-before=" $(pooled | tr '\n' ' ') "
-n=$(LAYERFS_POOL=1 ionice -c3 "$LAYERFS" sandbox create)
-case "$before" in *" $n "*) fail "a create under ionice -c3 took pooled Sandbox $n" ;; esac
-ok
-fill_done
-before=" $(pooled | tr '\n' ' ') "
-n=$(LAYERFS_POOL=1 chrt -b 0 "$LAYERFS" sandbox create)
-case "$before" in *" $n "*) fail "a create under chrt -b 0 took pooled Sandbox $n" ;; esac
-ok
-fill_done
+# Callers confined or scheduled otherwise, and one caller's environment: see
+# tests/adversarial/test_pool_confinement.sh.
 
 # Pooled Sandboxes never keep a create from being made: one that finds no private network
 # left ends the project's pooled Sandboxes (any key) and makes its own.
