@@ -59,6 +59,10 @@ not_from_pool "a create under chrt -b 0" env LAYERFS_POOL=1 chrt -b 0 "$LAYERFS"
 for n in $(records "SELECT number FROM sandboxes"); do lfs sandbox close "$n" --force >/dev/null; done
 preload=$(find /usr/lib /lib -name 'libz.so.1' -print -quit 2>/dev/null)
 [ -n "$preload" ] || fail "no libz.so.1 to preload (zlib is installed with the build's packages)"
+# Under the sanitizers ASan's runtime must come first (ldd's output taken whole: pipefail).
+asan=$(ldd "$LAYERFS")
+asan=$(awk '/libasan/ { print $3 }' <<<"$asan")
+preload="${asan:+$asan }$preload"
 not_from_pool "a create with LD_PRELOAD" env LD_PRELOAD="$preload" UNREAD_BY_LAYERFS=1 LAYERFS_POOL=1 "$LAYERFS" sandbox create >/dev/null
 n=$(not_from_pool "a create without LD_PRELOAD, beside a pool made with it" env LAYERFS_POOL=1 "$LAYERFS" sandbox create)
 d=$(records "SELECT pid FROM sandboxes WHERE number=$n")
