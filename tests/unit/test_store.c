@@ -12,6 +12,7 @@
 
 #include "helpers.h"
 #include "store.h"
+#include "store_helpers.h"
 
 /* Entries in dir other than "." and "..". */
 static size_t count_entries(const char *dir) {
@@ -1234,25 +1235,6 @@ static uint64_t root_subdirs(test_env *env, const char *ref) {
         uint64_t n = 12345;
         assert_ok(env, lfs_db_stored_subdirs(env->store, &c.tree, &n, &env->err));
         return n;
-}
-
-/* Runs sql (each statement) on the project's store.db behind the library's back. */
-static void store_db_exec(test_env *env, const char *project, const char *sql) {
-        sqlite3 *db;
-        assert_int_equal(sqlite3_open(env_path(env, "home/projects/%s/store.db", project), &db), SQLITE_OK);
-        char *msg = NULL;
-        int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-        assert_msg(rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
-        sqlite3_close(db);
-}
-
-/* The row sql gives on db, stepped to (finalize it when done). */
-static sqlite3_stmt *query_row(sqlite3 *db, const char *sql) {
-        sqlite3_stmt *st = NULL;
-        assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
-                   sqlite3_errmsg(db));
-        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-        return st;
 }
 
 /* The trees import, commit, a Workspace's commit and both merges write have their count

@@ -19,10 +19,16 @@
 #define TREE_SUBDIRS_TABLE                                                                                  \
         "CREATE TABLE tree_subdirs(id BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
 
+/* Each commit's generation (generation.c): in a Store made before it, a column added at
+ * the end of the rows (ALTER TABLE ADD COLUMN rewrites no row), NULL until filled; in a
+ * new one, beside the parents, before the text, which may spill onto overflow pages that a
+ * walk reading the parents and the generation then never reads. */
+#define COMMIT_GENERATION_COLUMN "generation INTEGER"
+
 static const char schema[] = LFS_TREES_TABLE("trees") TREE_SUBDIRS_TABLE
         "CREATE TABLE commits(id BLOB PRIMARY KEY, tree BLOB NOT NULL, parent1 BLOB,"
-        " parent2 BLOB, author TEXT NOT NULL, time INTEGER NOT NULL, message TEXT NOT NULL)"
-        " WITHOUT ROWID;"
+        " parent2 BLOB, " COMMIT_GENERATION_COLUMN ", author TEXT NOT NULL, time INTEGER NOT NULL,"
+        " message TEXT NOT NULL) WITHOUT ROWID;"
         "CREATE TABLE branches(name TEXT PRIMARY KEY, commit_id BLOB NOT NULL) WITHOUT ROWID;"
         "CREATE TABLE packs(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
         "CREATE TABLE blobs(id BLOB PRIMARY KEY, pack INTEGER NOT NULL REFERENCES packs(id),"
@@ -134,26 +140,51 @@ static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
         if ((r = lfs_db_exec(s, "PRAGMA synchronous=FULL", err)) < 0)
                 return r;
         s->has_tree_subdirs = lfs_db_can_select(s, "1", "tree_subdirs");
-        /* A Store made before the table: added (the schema's version stays, since a layerfs
-         * without it reads and writes the Store as before, its trees then counted from
-         * their data). Two opening at once may both try; a writer holding the Store for
-         * longer than busy_timeout leaves it for the next open, counting from the trees
-         * meanwhile. */
+        s->has_generations = lfs_db_can_select(s, "generation", "commits");
+        /* A Store made before the table or the column: added (the schema's version stays,
+         * since a layerfs without them reads and writes the Store as before, its trees then
+         * counted from their data, its commits then without a generation until
+         * generation.c fills them). Two opening at once may both try; a writer holding the
+         * Store for longer than busy_timeout leaves it for the next open (or, for the
+         * column, the first walk that needs it), counting from the trees meanwhile. */
         if (!s->has_tree_subdirs)
                 (void)lfs_db_tree_subdirs_table(s);
+        if (!s->has_generations)
+                (void)lfs_db_generation_column(s, false);
         return 0;
 }
 
+/* Runs sql, which adds to the schema what can_select then finds; whether it is there. */
+static bool schema_add(lfs_store *s, const char *sql, const char *what, const char *table, bool wait) {
+        /* Not waited for at an open: a writer holding the Store (gc's VACUUM) made every
+         * open of a Store without the table, read-only commands' too, wait out
+         * busy_timeout. */
+        if (!wait)
+                sqlite3_busy_timeout(s->db, 0);
+        (void)lfs_db_exec(s, sql, NULL);
+        if (!wait)
+                sqlite3_busy_timeout(s->db, LFS_DB_BUSY_MS);
+        return lfs_db_can_select(s, what, table);
+}
+
 bool lfs_db_tree_subdirs_table(lfs_store *s) {
-        if (s->has_tree_subdirs)
-                return true;
-        /* Never waited for: a writer holding the Store (gc's VACUUM) made every open of a
-         * Store without the table, read-only commands' too, wait out busy_timeout. */
-        sqlite3_busy_timeout(s->db, 0);
-        (void)lfs_db_exec(s, TREE_SUBDIRS_TABLE, NULL);
-        sqlite3_busy_timeout(s->db, LFS_DB_BUSY_MS);
-        s->has_tree_subdirs = lfs_db_can_select(s, "1", "tree_subdirs");
+        if (!s->has_tree_subdirs)
+                s->has_tree_subdirs = schema_add(s, TREE_SUBDIRS_TABLE, "1", "tree_subdirs", false);
         return s->has_tree_subdirs;
+}
+
+bool lfs_db_generation_column(lfs_store *s, bool wait) {
+        /* Another process may have added it since this one looked. */
+        if (!s->has_generations && !lfs_db_can_select(s, "generation", "commits"))
+                (void)schema_add(s, "ALTER TABLE commits ADD COLUMN " COMMIT_GENERATION_COLUMN, "generation",
+                                 "commits", wait);
+        if (!s->has_generations && lfs_db_can_select(s, "generation", "commits")) {
+                /* The statements that read or write none are made again. */
+                sqlite3_finalize(s->get_parents_stmt);
+                s->get_parents_stmt = NULL;
+                s->has_generations = true;
+        }
+        return s->has_generations;
 }
 
 int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bool create, lfs_store **ret,
@@ -235,6 +266,8 @@ void lfs_store_close(lfs_store *s) {
         sqlite3_finalize(s->get_subdirs_stmt);
         sqlite3_finalize(s->put_subdirs_stmt);
         sqlite3_finalize(s->get_commit_stmt);
+        sqlite3_finalize(s->get_parents_stmt);
+        sqlite3_finalize(s->set_generation_stmt);
         sqlite3_finalize(s->locate_stmt);
         for (size_t i = 0; i < s->n_pack_fds; i++) {
                 close(s->pack_fds[i].fd);
@@ -410,14 +443,17 @@ void lfs_commit_compute_id(lfs_commit_info *c) {
         lfs_sha256(text, len, &c->id);
 }
 
-int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_error **err) {
-        int r = prepare(s, &s->get_commit_stmt,
-                        "SELECT tree, parent1, parent2, author, time, message FROM commits WHERE id=?", err);
+/* Steps the lookup of commit id in *st (prepared with sql), counted: 0 with *st on its
+ * row, else negative with *st reset. */
+static int find_commit(lfs_store *s, sqlite3_stmt **st, const char *sql, const lfs_id *id, lfs_error **err) {
+        int r = prepare(s, st, sql, err);
         if (r < 0)
                 return r;
-        sqlite3_stmt *st = s->get_commit_stmt;
-        bind_id(st, 1, id);
-        int rc = sqlite3_step(st);
+        bind_id(*st, 1, id);
+        s->commits_read++;
+        int rc = sqlite3_step(*st);
+        if (rc == SQLITE_ROW)
+                return 0;
         if (rc == SQLITE_DONE) {
                 char hex[LFS_HEX_LEN + 1];
                 lfs_id_to_hex(id, hex);
@@ -425,15 +461,69 @@ int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_
                              "commit %s is not in the Store of project '%s'; 'layerfs branch log' "
                              "lists commits",
                              hex, s->project);
-        } else if (rc != SQLITE_ROW) {
-                r = lfs_db_fail(s, err, "read a commit");
         } else {
+                r = lfs_db_fail(s, err, "read a commit");
+        }
+        sqlite3_reset(*st);
+        return r;
+}
+
+/* The parents in columns col and col + 1 of st's row; the count of them. */
+static size_t column_parents(sqlite3_stmt *st, int col, lfs_id parents[2]) {
+        size_t n = 0;
+        if (column_id(st, col, &parents[0]))
+                n = 1;
+        if (n == 1 && column_id(st, col + 1, &parents[1]))
+                n = 2;
+        return n;
+}
+
+int lfs_db_get_parents(lfs_store *s, const lfs_id *id, lfs_id ret_parents[2], size_t *ret_n,
+                       uint64_t *ret_generation, lfs_error **err) {
+        sqlite3_stmt **st = &s->get_parents_stmt;
+        int r = find_commit(s, st,
+                            s->has_generations ? "SELECT parent1, parent2, generation FROM commits WHERE id=?"
+                                               : "SELECT parent1, parent2, NULL FROM commits WHERE id=?",
+                            id, err);
+        if (r < 0)
+                return r;
+        lfs_id parents[2];
+        size_t n = column_parents(*st, 0, parents);
+        /* NULL, or anything no generation is, reads as not known: a fill makes it right. */
+        sqlite3_int64 generation = sqlite3_column_type(*st, 2) == SQLITE_INTEGER ? sqlite3_column_int64(*st, 2) : 0;
+        sqlite3_reset(*st);
+        ret_parents[0] = parents[0];
+        ret_parents[1] = parents[1];
+        *ret_n = n;
+        *ret_generation = generation > 0 ? (uint64_t)generation : 0;
+        return 0;
+}
+
+int lfs_db_set_generation(lfs_store *s, const lfs_id *id, uint64_t generation, lfs_error **err) {
+        /* Only where none is: a generation is the commit's own (its id names its
+         * parents), so whoever wrote one first wrote this one. */
+        int r = prepare(s, &s->set_generation_stmt,
+                        "UPDATE commits SET generation=? WHERE id=? AND generation IS NULL", err);
+        if (r < 0)
+                return r;
+        sqlite3_stmt *st = s->set_generation_stmt;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)generation);
+        bind_id(st, 2, id);
+        if (sqlite3_step(st) != SQLITE_DONE)
+                r = lfs_db_fail(s, err, "record a commit's generation");
+        sqlite3_reset(st);
+        return r;
+}
+
+int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_error **err) {
+        sqlite3_stmt **slot = &s->get_commit_stmt;
+        int r = find_commit(s, slot, "SELECT tree, parent1, parent2, author, time, message FROM commits WHERE id=?",
+                            id, err);
+        if (r == 0) {
+                sqlite3_stmt *st = *slot;
                 lfs_commit_info c = { .id = *id };
                 bool ok = column_id(st, 0, &c.tree);
-                if (column_id(st, 1, &c.parents[0]))
-                        c.n_parents = 1;
-                if (c.n_parents == 1 && column_id(st, 2, &c.parents[1]))
-                        c.n_parents = 2;
+                c.n_parents = column_parents(st, 1, c.parents);
                 c.author = xstrdup((const char *)sqlite3_column_text(st, 3) ?: "");
                 c.time = sqlite3_column_int64(st, 4);
                 c.message = xstrdup((const char *)sqlite3_column_text(st, 5) ?: "");
@@ -444,16 +534,26 @@ int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_
                 } else {
                         *ret = c;
                 }
+                sqlite3_reset(st);
         }
-        sqlite3_reset(st);
         return r;
 }
 
 int lfs_db_put_commit(lfs_store *s, const lfs_commit_info *c, lfs_error **err) {
+        /* The generation from the parents' rows (those of earlier commits of the same
+         * transaction too): 1 + the highest of theirs, 1 without a parent; NULL (filled
+         * later, generation.c) when a parent's is not known yet, since SQLite's max() of a
+         * NULL is NULL. */
+        static const char with_generation[] =
+                "INSERT OR IGNORE INTO commits(id, tree, parent1, parent2, author, time, message, generation)"
+                " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 1 + max("
+                "coalesce((SELECT generation FROM commits WHERE id=?3), CASE WHEN ?3 IS NULL THEN 0 END),"
+                " coalesce((SELECT generation FROM commits WHERE id=?4), CASE WHEN ?4 IS NULL THEN 0 END)))";
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(s->db,
-                               "INSERT OR IGNORE INTO commits(id, tree, parent1, parent2, author, "
-                               "time, message) VALUES(?, ?, ?, ?, ?, ?, ?)",
+                               s->has_generations ? with_generation
+                                                  : "INSERT OR IGNORE INTO commits(id, tree, parent1, parent2, "
+                                                    "author, time, message) VALUES(?, ?, ?, ?, ?, ?, ?)",
                                -1, &st, NULL) != SQLITE_OK)
                 return lfs_db_fail(s, err, "write a commit");
         bind_id(st, 1, &c->id);

@@ -194,51 +194,25 @@ int lfs_merge_trees(lfs_store *s, const lfs_id *base, const lfs_id *ours, const 
         return 0;
 }
 
-/* Whether a walk ends at commit id, asked as the walk adds it to seen and before it reads
- * it: the commit a question is about, or the first of a set of them. */
-typedef bool (*walk_stop_fn)(const void *stop_data, const lfs_id *id);
-
-static bool is_commit(const void *commit, const lfs_id *id) {
-        return lfs_id_eq(commit, id);
-}
-
-static bool in_set(const void *set, const lfs_id *id) {
-        return lfs_idset_has(set, id);
-}
-
-/* Adds start and each of its ancestors not yet in seen to seen, calling visit for each,
- * and returns 0; with stop, ends at the first commit it adds that stop accepts, before
- * reading it, and returns 1 with *ret_met (when given) that commit: a question about an
- * ancestor needs no more of the history than the commits that lead to it. Breadth first,
- * so that it reaches a recent ancestor after the commits since it (depth first went down
- * a merged Workspace commit's own parent, an older base, to the first commit, and only
- * then back up), and the first commit of a set it meets is one of the nearest. */
-static int walk_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *seen, walk_stop_fn stop,
-                          const void *stop_data, lfs_commit_visit_fn visit, void *userdata, lfs_id *ret_met,
-                          lfs_error **err) {
+/* Adds start and each of its ancestors not yet in seen to seen, calling visit for each:
+ * the walks that need the whole history (verify, gc). Breadth first; the queue holds only
+ * what is still to visit. */
+static int walk_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *seen, lfs_commit_visit_fn visit,
+                          void *userdata, lfs_error **err) {
         lfs_id *queue = NULL;
         size_t head = 0, n = 0, cap = 0;
         int r = 0;
-        /* A question's commits read in one snapshot, its locks taken once
-         * (lfs_db_begin_read); not a visit's, which may read much more for long (verify). */
-        bool reading = stop && lfs_db_begin_read(s);
         GROW(queue, cap, 1);
         queue[n++] = *start;
         while (head < n && r == 0) {
                 lfs_id id = queue[head++];
-                if (head > 4096 && head * 2 > n) { /* the queue holds what is still to visit */
+                if (head > 4096 && head * 2 > n) {
                         memmove(queue, queue + head, (n - head) * sizeof(*queue));
                         n -= head;
                         head = 0;
                 }
                 if (!lfs_idset_add(seen, &id))
                         continue;
-                if (stop && stop(stop_data, &id)) {
-                        if (ret_met)
-                                *ret_met = id;
-                        r = 1;
-                        break;
-                }
                 lfs_commit_info c;
                 if ((r = lfs_db_get_commit(s, &id, &c, err)) < 0)
                         break;
@@ -249,40 +223,158 @@ static int walk_ancestors(lfs_store *s, const lfs_id *start, lfs_idset *seen, wa
                         queue[n++] = c.parents[i];
                 lfs_commit_info_done(&c);
         }
-        lfs_db_end_read(s, &reading);
         free(queue);
         return r;
 }
 
 int lfs_for_each_ancestor(lfs_store *s, const lfs_id *start, lfs_idset *seen, lfs_commit_visit_fn visit,
                           void *userdata, lfs_error **err) {
-        return walk_ancestors(s, start, seen, NULL, NULL, visit, userdata, NULL, err);
+        return walk_ancestors(s, start, seen, visit, userdata, err);
+}
+
+/* A commit the walk below has reached and not taken yet, read as it was queued: each
+ * commit is read once. */
+typedef struct gen_item {
+        uint64_t generation;
+        lfs_id id, parents[2];
+        size_t n_parents;
+} gen_item;
+
+/* A binary heap of them: the highest generation on top, then the smallest id (bytewise),
+ * so that the order of commits of one generation is the same in every run. */
+typedef struct gen_queue {
+        gen_item *items;
+        size_t n, cap;
+} gen_queue;
+
+static bool gen_before(const gen_item *x, const gen_item *y) {
+        if (x->generation != y->generation)
+                return x->generation > y->generation;
+        return memcmp(x->id.bytes, y->id.bytes, LFS_ID_LEN) < 0;
+}
+
+static void gen_swap(gen_queue *q, size_t i, size_t j) {
+        gen_item t = q->items[i];
+        q->items[i] = q->items[j];
+        q->items[j] = t;
+}
+
+/* Reads id and queues it, unless its generation is below min_generation: no commit below
+ * that can be what the walk looks for. */
+static int gen_queue_add(lfs_store *s, gen_queue *q, const lfs_id *id, uint64_t min_generation, lfs_error **err) {
+        gen_item it = { .id = *id };
+        int r = lfs_db_get_parents(s, id, it.parents, &it.n_parents, &it.generation, err);
+        if (r < 0)
+                return r;
+        /* Filled before the walk for every ancestor of its two ends (lfs_generations_fill). */
+        if (!it.generation) {
+                char hex[LFS_HEX_LEN + 1];
+                lfs_id_to_hex(id, hex);
+                return lfs_fail(err, LFS_FAILED, EIO,
+                                "commit %s of project '%s' lost its generation while a merge read its "
+                                "history; try again",
+                                hex, s->project);
+        }
+        if (it.generation < min_generation)
+                return 0;
+        GROW(q->items, q->cap, q->n + 1);
+        size_t i = q->n++;
+        q->items[i] = it;
+        for (; i > 0 && gen_before(&q->items[i], &q->items[(i - 1) / 2]); i = (i - 1) / 2)
+                gen_swap(q, i, (i - 1) / 2);
+        return 0;
+}
+
+static gen_item gen_queue_pop(gen_queue *q) {
+        gen_item top = q->items[0];
+        q->items[0] = q->items[--q->n];
+        for (size_t i = 0;;) {
+                size_t best = i, l = 2 * i + 1, rt = l + 1;
+                if (l < q->n && gen_before(&q->items[l], &q->items[best]))
+                        best = l;
+                if (rt < q->n && gen_before(&q->items[rt], &q->items[best]))
+                        best = rt;
+                if (best == i)
+                        break;
+                gen_swap(q, i, best);
+                i = best;
+        }
+        return top;
+}
+
+/* The best common ancestor of a and b of generation min_generation or more ("paint down
+ * to common", as git's merge bases with generation numbers): each commit reached is
+ * marked reachable from a, from b, or both, and the walk takes the highest generation
+ * first. Every descendant of a commit has a higher generation, so by the time the walk
+ * takes a commit, every path from a or from b down to it has been walked and its marks
+ * are whole: the first commit taken with both marks is a common ancestor of the highest
+ * generation, and no other common ancestor descends from it (that one's generation would
+ * be higher). The walk ends there, having read only the commits above it and their
+ * parents, not the history below (the whole history only when a and b have no common
+ * ancestor). With several best common ancestors (criss-cross merges): the one of the
+ * highest generation, among those of one generation the smallest id, bytewise; git
+ * would merge them all recursively, the Store merges against this one. */
+static int best_common(lfs_store *s, const lfs_id *a, const lfs_id *b, uint64_t min_generation, lfs_id *ret,
+                       bool *ret_found, lfs_error **err) {
+        int r = 0;
+        const lfs_id *ends[2] = { a, b };
+        for (size_t k = 0; k < 2 && r == 0; k++)
+                r = lfs_generations_fill(s, ends[k], LFS_GENERATIONS_CHUNK, err);
+        if (r < 0)
+                return r;
+        lfs_idset of[2] = { { 0 } }; /* reachable from a, from b */
+        gen_queue q = { 0 };
+        bool found = false, reading = lfs_db_begin_read(s);
+        for (size_t k = 0; k < 2 && r == 0; k++) {
+                lfs_idset_add(&of[k], ends[k]);
+                if (k == 0 || !lfs_id_eq(a, b))
+                        r = gen_queue_add(s, &q, ends[k], 0, err);
+        }
+        while (r == 0 && q.n && !found) {
+                gen_item it = gen_queue_pop(&q);
+                bool in[2] = { lfs_idset_has(&of[0], &it.id), lfs_idset_has(&of[1], &it.id) };
+                found = in[0] && in[1];
+                for (size_t i = 0; i < it.n_parents && r == 0 && !found; i++) {
+                        const lfs_id *p = &it.parents[i];
+                        /* Queued when first marked; marked again while queued, it is not
+                         * taken yet (its generation is below this commit's). */
+                        bool queued = lfs_idset_has(&of[0], p) || lfs_idset_has(&of[1], p);
+                        for (size_t k = 0; k < 2; k++)
+                                if (in[k])
+                                        lfs_idset_add(&of[k], p);
+                        if (!queued)
+                                r = gen_queue_add(s, &q, p, min_generation, err);
+                }
+                if (found)
+                        *ret = it.id;
+        }
+        lfs_db_end_read(s, &reading);
+        free(q.items);
+        lfs_idset_done(&of[0]);
+        lfs_idset_done(&of[1]);
+        if (r == 0)
+                *ret_found = found;
+        return r;
 }
 
 int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err) {
-        lfs_idset set = { 0 };
-        int r = walk_ancestors(s, b, &set, is_commit, a, NULL, NULL, NULL, err);
-        if (r >= 0)
-                *ret = r > 0;
-        lfs_idset_done(&set);
-        return r < 0 ? r : 0;
+        lfs_id parents[2], best;
+        size_t n;
+        uint64_t generation;
+        bool found;
+        /* a's generation read after the fill (in best_common, first) gave it one. Below it
+         * no commit can be a, so the walk from b reads no further down than a. */
+        int r = lfs_generations_fill(s, a, LFS_GENERATIONS_CHUNK, err);
+        if (r < 0 || (r = lfs_db_get_parents(s, a, parents, &n, &generation, err)) < 0 ||
+            (r = best_common(s, a, b, generation, &best, &found, err)) < 0)
+                return r;
+        /* Every common ancestor of a and b but a itself is a's ancestor, of a lower
+         * generation. */
+        *ret = found && lfs_id_eq(&best, a);
+        return 0;
 }
 
 int lfs_merge_base(lfs_store *s, const lfs_id *a, const lfs_id *b, lfs_id *ret, bool *ret_found,
                    lfs_error **err) {
-        lfs_idset of_a = { 0 }, seen = { 0 };
-        /* b itself, when it is an ancestor of a (a Branch that moved on since a
-         * Workspace's base): found by the walk from a as soon as it reaches b, not after
-         * the whole history (every merged commit read every commit ever made: O(history)
-         * per commit). Otherwise the walk has marked every ancestor of a, and the walk
-         * from b, breadth first, meets the nearest of them first. */
-        int r = walk_ancestors(s, a, &of_a, is_commit, b, NULL, NULL, ret, err);
-        if (r == 0)
-                r = walk_ancestors(s, b, &seen, in_set, &of_a, NULL, NULL, ret, err);
-        lfs_idset_done(&of_a);
-        lfs_idset_done(&seen);
-        if (r < 0)
-                return r;
-        *ret_found = r > 0;
-        return 0;
+        return best_common(s, a, b, 0, ret, ret_found, err);
 }

@@ -136,7 +136,10 @@ struct lfs_store {
         sqlite3_stmt *get_tree_stmt, *put_tree_stmt, *get_commit_stmt, *locate_stmt;
         sqlite3_stmt *get_old_tree_stmt, *version_stmt; /* while table trees is split (trees_move.c) */
         sqlite3_stmt *get_subdirs_stmt, *put_subdirs_stmt;
+        sqlite3_stmt *get_parents_stmt, *set_generation_stmt;
         bool has_tree_subdirs; /* the table is there (see db.c) */
+        bool has_generations; /* table commits has its column generation (see db.c) */
+        uint64_t commits_read; /* rows of table commits looked up: what the unit tests count of a walk */
         lfs_io *io;
         int gc_lock_fd; /* gc.lock, or -1 until first held */
         unsigned gc_holds; /* lfs_store_hold's depth (gc's own hold counts one) */
@@ -222,7 +225,19 @@ int lfs_db_stored_subdirs(lfs_store *s, const lfs_id *id, uint64_t *ret, lfs_err
 /* Whether the Store has table tree_subdirs, adding it if it can at once (never waiting for
  * another writer): a Store made before it, or an open that found a writer. */
 bool lfs_db_tree_subdirs_table(lfs_store *s);
+/* Whether table commits has its column generation, adding it if it can (wait: as long as
+ * any writer would, else not at all): a Store made before it, or an open that found a
+ * writer. */
+bool lfs_db_generation_column(lfs_store *s, bool wait);
 int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_error **err);
+/* A commit's parents and generation (0: not known yet), without its text: what the walks
+ * that need no more read. NoSuchBranch when the commit is not in the Store. */
+int lfs_db_get_parents(lfs_store *s, const lfs_id *id, lfs_id ret_parents[2], size_t *ret_n,
+                       uint64_t *ret_generation, lfs_error **err);
+/* Records a commit's generation where it has none (the column is there). */
+int lfs_db_set_generation(lfs_store *s, const lfs_id *id, uint64_t generation, lfs_error **err);
+/* Writes the commit with its generation (1 + its parents' highest; 1 for a first commit;
+ * none while a parent has none). */
 int lfs_db_put_commit(lfs_store *s, const lfs_commit_info *c, lfs_error **err);
 /* 0 and *ret set, or -ENOENT (no error set) when the branch does not exist. */
 int lfs_db_get_branch(lfs_store *s, const char *name, lfs_id *ret, lfs_error **err);
@@ -427,5 +442,16 @@ int lfs_for_each_ancestor(lfs_store *s, const lfs_id *start, lfs_idset *seen, lf
                           void *userdata, lfs_error **err);
 /* Is a an ancestor of (or equal to) b? */
 int lfs_is_ancestor(lfs_store *s, const lfs_id *a, const lfs_id *b, bool *ret, lfs_error **err);
+
+/* ---- commits' generations (generation.c) ---- */
+/* Gives start and each of its ancestors without a generation theirs, in transactions of at
+ * most chunk commits each (the column added first if it is missing). 0 once start has one
+ * (at once when it had: one row read); Busy as a commit would be when another writer held
+ * the Store past busy_timeout, what it filled kept. */
+int lfs_generations_fill(lfs_store *s, const lfs_id *start, size_t chunk, lfs_error **err);
+#define LFS_GENERATIONS_CHUNK 4096
+/* The right generation of commit c (its parents' read): 0, or Failed naming the commit and
+ * the fix when the one stored is wrong (project verify). */
+int lfs_generation_check(lfs_store *s, const lfs_commit_info *c, lfs_error **err);
 
 #endif

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Checks a Store: SQLite's integrity check, then every object reachable from a branch
- * hashes to its name (commits, trees and blobs, each visited once). */
+ * hashes to its name (commits, trees and blobs, each visited once), and each commit's
+ * generation, where it has one, is 1 + its parents' highest. */
 #include <fcntl.h>
 
 #include "store.h"
@@ -86,6 +87,9 @@ static int verify_commit(void *userdata, const lfs_commit_info *c, lfs_error **e
         vw->checked++;
         if (!lfs_id_eq(&copy.id, &c->id))
                 return bad_object(vw->s, "commit", &c->id, "does not hash to its name", err);
+        int r = lfs_generation_check(vw->s, c, err);
+        if (r < 0)
+                return r;
         return lfs_for_each_tree(vw->s, &c->tree, &vw->seen, verify_tree, vw, err);
 }
 
