@@ -12,6 +12,7 @@
 # a figure.
 set -euo pipefail
 set -o errtrace
+shopt -s inherit_errexit # a failed command inside $(merge ...) ends the script
 
 COMMITS=${1:-10000}
 RUNS=${2:-5}
@@ -72,6 +73,9 @@ merge() {
         t0=$(now_us)
         "${BIN[$b]}" branch merge side main >/dev/null
         t1=$(now_us)
+        # main's directory as main is now, side's file merged in: its next commit keeps it.
+        rm -rf "$WORK/$b/main"
+        "${BIN[$b]}" branch export main "$WORK/$b/main" >/dev/null
         echo $((t1 - t0))
 }
 

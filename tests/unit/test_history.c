@@ -402,6 +402,39 @@ static void test_generations_filled_by_two_processes_at_once(void **state) {
         assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
 }
 
+/* What the child below fills: main's history, 3 commits a transaction. */
+static int fill_main(lfs_store *store) {
+        lfs_id head;
+        int r = lfs_branch_head(store, "main", &head, NULL);
+        return r < 0 ? r : lfs_generations_fill(store, &head, 3, NULL);
+}
+
+/* A fill killed inside its third chunk (written, not committed) keeps the two chunks
+ * before it, all right, and loses the third; the Store verifies, and the next merge
+ * fills the rest. */
+static void test_fill_killed_inside_a_chunk(void **state) {
+        test_env *env = *state;
+        make_diverged_project(env, "old");
+        env_close_store(env);
+        make_old_commits(env, "old");
+        int pidfd;
+        store_child_at(env, "old", "store-generations-chunk#3", fill_main, &pidfd);
+        store_child_kill(pidfd);
+        env_reopen_store(env, "old");
+        sqlite3_stmt *st = query_row(env->store->db, "SELECT count(generation) FROM commits");
+        assert_int_equal(sqlite3_column_int(st, 0), 6);
+        sqlite3_finalize(st);
+        st = query_row(env->store->db, "SELECT count(*) FROM commits WHERE generation IS NOT NULL AND generation"
+                                       " NOT IN (1, 2, 3, 4, 5, 6)");
+        assert_int_equal(sqlite3_column_int(st, 0), 0); /* the first commits, from the first on */
+        sqlite3_finalize(st);
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+        lfs_merge_result res;
+        assert_ok(env, lfs_branch_merge(env->store, "side", "main", &res, &env->err));
+        assert_generations_right(env);
+        assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
+}
+
 /* A wrong generation fails verify, naming the commit and the fix; the fix works. */
 static void test_verify_names_a_wrong_generation(void **state) {
         test_env *env = *state;
@@ -437,6 +470,7 @@ int main(void) {
                 env_test(test_store_made_before_generations),
                 env_test(test_open_beside_a_writer_leaves_the_column_for_later),
                 env_test(test_generations_filled_by_two_processes_at_once),
+                env_test(test_fill_killed_inside_a_chunk),
                 env_test(test_verify_names_a_wrong_generation),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

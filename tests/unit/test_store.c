@@ -1577,56 +1577,14 @@ static void test_trees_of_an_old_store_converted_step_by_step(void **state) {
         lfs_commit_info_done(&c);
 }
 
-/* A child gc of project with LAYERFS_FAULT=step (STEP#N@ is added), stopped there: its pid
- * in *ret_pidfd (a pidfd). The step must be reached. */
+static int gc_work(lfs_store *store) {
+        lfs_gc_result res = { 0 };
+        return lfs_store_gc(store, NULL, &res, NULL);
+}
+
+/* A child gc of project stopped at step (store_child_at). */
 static void gc_child_at(test_env *env, const char *project, const char *step, int *ret_pidfd) {
-        const char *fifo = env_path(env, "fault-%s", project);
-        assert_int_equal(mkfifo(fifo, 0600), 0);
-        int fd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        assert_true(fd >= 0);
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                _cleanup_free_ char *fault = xasprintf("%s@%s", step, fifo);
-                lfs_store *store = NULL;
-                lfs_gc_result res = { 0 };
-                setenv("LAYERFS_FAULT", fault, 1);
-                _exit(lfs_store_open(env->home, project, &store, NULL) < 0 ||
-                                      lfs_store_gc(store, NULL, &res, NULL) < 0
-                              ? 1
-                              : 0);
-        }
-        int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        assert_true(pidfd >= 0);
-        /* The child reaches the step (and writes to the pipe) or ends without it. */
-        struct pollfd fds[] = { { .fd = fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
-        assert_true(poll(fds, 2, 120 * 1000) > 0);
-        char line[128] = "";
-        ssize_t n = fds[0].revents & POLLIN ? read(fd, line, sizeof(line) - 1) : 0;
-        line[n > 0 ? n : 0] = 0;
-        if (!(fds[0].revents & POLLIN))
-                kill(pid, SIGKILL);
-        close(fd);
-        const char *name = strchr(step, '#') ? strndupa(step, (size_t)(strchr(step, '#') - step)) : step;
-        assert_msg(!strncmp(line, name, strlen(name)),
-                   "the gc ended without reaching step %s (it said '%s')", step, line);
-        *ret_pidfd = pidfd;
-}
-
-/* The child stopped at its step goes on: the test's side of the pipe opened and closed. */
-static void gc_child_go(test_env *env, const char *project) {
-        int fd = open(env_path(env, "fault-%s", project), O_WRONLY | O_CLOEXEC);
-        assert_true(fd >= 0);
-        close(fd);
-}
-
-static void gc_child_kill(int pidfd) {
-        siginfo_t si;
-        assert_int_equal(syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0), 0);
-        assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED), 0);
-        close(pidfd);
+        store_child_at(env, project, step, gc_work, ret_pidfd);
 }
 
 /* A gc killed inside each step of the conversion (the split, a move, the drop; each in a
@@ -1641,7 +1599,7 @@ static void test_trees_conversion_killed_at_each_step(void **state) {
                 _cleanup_free_ char *before = make_old_store(env, project, 0, 0);
                 int pidfd;
                 gc_child_at(env, project, step, &pidfd);
-                gc_child_kill(pidfd);
+                store_child_kill(pidfd);
                 trees_state ts = trees_look(env, project);
                 assert_string_equal(ts.dump, before);
                 /* Killed inside the split, nothing changed; inside the move, still split. */
@@ -1685,7 +1643,7 @@ static void test_trees_conversion_beside_a_writer(void **state) {
         assert_true(lfs_db_trees_split(env->store));
         commit_spec(env, "main", TREE(REG("a", "between two steps")), "between");
         int commits = 0;
-        gc_child_go(env, "proj");
+        store_child_go(env, "proj");
         off_t wal_most = 0;
         for (;;) {
                 struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
