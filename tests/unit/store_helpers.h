@@ -22,7 +22,8 @@ static inline void store_db_exec(test_env *env, const char *project, const char 
 /* The first row of sql, stepped onto; the caller finalizes. */
 static inline sqlite3_stmt *query_row(sqlite3 *db, const char *sql) {
         sqlite3_stmt *st = NULL;
-        assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(db));
+        assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                   sqlite3_errmsg(db));
         assert_int_equal(sqlite3_step(st), SQLITE_ROW);
         return st;
 }
@@ -75,6 +76,32 @@ static inline void store_child_kill(int pidfd) {
         assert_int_equal(syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0), 0);
         assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED), 0);
         close(pidfd);
+}
+
+/* Runs work(store, i, arg) in n (at most 8) children at once, child i on an open of its
+ * own of project's Store; each must end well (work 0 or more). */
+typedef int (*store_worker_fn)(lfs_store *store, size_t i, const void *arg);
+static inline void store_children_run(test_env *env, const char *project, size_t n, store_worker_fn work,
+                                      const void *arg) {
+        pid_t pids[8];
+        assert_true(n <= ELEMENTSOF(pids));
+        fflush(stdout);
+        fflush(stderr);
+        for (size_t i = 0; i < n; i++) {
+                pids[i] = fork();
+                assert_true(pids[i] >= 0);
+                if (pids[i] == 0) {
+                        lfs_store *store = NULL;
+                        int r = lfs_store_open(env->home, project, &store, NULL);
+                        _exit(r < 0 || work(store, i, arg) < 0 ? 1 : 0);
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+                int status;
+                assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+                assert_true(WIFEXITED(status));
+                assert_int_equal(WEXITSTATUS(status), 0);
+        }
 }
 
 #endif

@@ -8,8 +8,6 @@
  * processes at once too, and after an older layerfs wrote more commits without them),
  * merges and verifies; verify names a wrong generation and the fix.
  */
-#include <sys/wait.h>
-
 #include "helpers.h"
 #include "store.h"
 #include "store_helpers.h"
@@ -32,7 +30,9 @@ static int hist_add(test_env *env, history *h, int p1, int p2) {
         int i = (int)h->n++;
         char message[32];
         fmt_path(message, "c%d", i);
-        lfs_commit_info c = { .tree = *lfs_empty_tree_id(), .author = "test", .time = 1, .message = message };
+        lfs_commit_info c = {
+                .tree = *lfs_empty_tree_id(), .author = "test", .time = 1, .message = message
+        };
         h->gen[i] = 1;
         const int ps[2] = { p1, p2 };
         for (size_t k = 0; k < 2; k++) {
@@ -83,7 +83,8 @@ static int hist_expected_base(const history *h, int a, int b, int *ret_best) {
                         continue;
                 best++;
                 if (pick < 0 || h->gen[c] > h->gen[pick] ||
-                    (h->gen[c] == h->gen[pick] && memcmp(h->ids[c].bytes, h->ids[pick].bytes, LFS_ID_LEN) < 0))
+                    (h->gen[c] == h->gen[pick] &&
+                     memcmp(h->ids[c].bytes, h->ids[pick].bytes, LFS_ID_LEN) < 0))
                         pick = c;
         }
         *ret_best = best;
@@ -99,8 +100,8 @@ static int check_history(test_env *env, const history *h) {
                 size_t n;
                 uint64_t g;
                 assert_ok(env, lfs_db_get_parents(env->store, &h->ids[i], parents, &n, &g, &env->err));
-                assert_msg(g == h->gen[i], "commit %zu has generation %llu, not %llu", i, (unsigned long long)g,
-                           (unsigned long long)h->gen[i]);
+                assert_msg(g == h->gen[i], "commit %zu has generation %llu, not %llu", i,
+                           (unsigned long long)g, (unsigned long long)h->gen[i]);
         }
         for (int a = 0; a < (int)h->n; a++)
                 for (int b = 0; b < (int)h->n; b++) {
@@ -109,16 +110,18 @@ static int check_history(test_env *env, const history *h) {
                         several += best > 1;
                         lfs_id got;
                         bool found;
-                        assert_ok(env, lfs_merge_base(env->store, &h->ids[a], &h->ids[b], &got, &found, &env->err));
-                        assert_msg(found == (want >= 0), "merge base of %d and %d: found %d, expected %d", a, b,
-                                   found, want >= 0);
+                        assert_ok(env, lfs_merge_base(env->store, &h->ids[a], &h->ids[b], &got, &found,
+                                                      &env->err));
+                        assert_msg(found == (want >= 0), "merge base of %d and %d: found %d, expected %d", a,
+                                   b, found, want >= 0);
                         if (found)
                                 assert_msg(lfs_id_eq(&got, &h->ids[want]),
                                            "merge base of %d and %d is not commit %d (%d best)", a, b, want,
                                            best);
                         bool anc;
                         assert_ok(env, lfs_is_ancestor(env->store, &h->ids[a], &h->ids[b], &anc, &env->err));
-                        assert_msg(anc == hist_reaches(h, b, a), "is %d an ancestor of %d: said %d", a, b, anc);
+                        assert_msg(anc == hist_reaches(h, b, a), "is %d an ancestor of %d: said %d", a, b,
+                                   anc);
                 }
         return several;
 }
@@ -174,11 +177,12 @@ static void test_merge_base_of_random_histories(void **state) {
         int several = 0;
         for (int round = 0; round < 4; round++) {
                 history h = { 0 };
-                int heads[4];
-                for (size_t k = 0; k < 4; k++)
-                        heads[k] = k == 0 || rand_r(&seed) % 2 ? hist_add(env, &h, -1, -1) : heads[0];
+                int heads[4] = { hist_add(env, &h, -1, -1) };
+                for (size_t k = 1; k < 4; k++)
+                        heads[k] = rand_r(&seed) % 2 ? hist_add(env, &h, -1, -1) : heads[0];
                 while (h.n < 70) {
-                        int k = (int)(rand_r(&seed) % 4), o = (int)(rand_r(&seed) % 4), what = (int)(rand_r(&seed) % 10);
+                        int k = (int)(rand_r(&seed) % 4), o = (int)(rand_r(&seed) % 4),
+                            what = (int)(rand_r(&seed) % 10);
                         if (what < 6 || heads[k] == heads[o])
                                 heads[k] = hist_add(env, &h, heads[k], -1);
                         else if (what < 9)
@@ -244,7 +248,8 @@ static void test_merge_of_diverged_branches_reads_tens_of_commits(void **state) 
         print_message("commits read: merge base %llu, two ancestor questions %llu, branch merge %llu\n",
                       (unsigned long long)merge_base_reads, (unsigned long long)ancestor_reads,
                       (unsigned long long)merge_reads);
-        assert_msg(merge_base_reads < 30, "the merge base read %llu commits", (unsigned long long)merge_base_reads);
+        assert_msg(merge_base_reads < 30, "the merge base read %llu commits",
+                   (unsigned long long)merge_base_reads);
         assert_msg(ancestor_reads < 30, "two ancestor questions read %llu commits",
                    (unsigned long long)ancestor_reads);
         assert_msg(merge_reads < 60, "the branch merge read %llu commits", (unsigned long long)merge_reads);
@@ -271,7 +276,8 @@ static void assert_generations_right(test_env *env) {
                 "SELECT count(*), sum(c.generation IS NULL), sum(c.generation IS NOT 1 + max(0,"
                 " coalesce((SELECT generation FROM commits p WHERE p.id=c.parent1), 0),"
                 " coalesce((SELECT generation FROM commits p WHERE p.id=c.parent2), 0))) FROM commits c");
-        int n = sqlite3_column_int(st, 0), missing = sqlite3_column_int(st, 1), wrong = sqlite3_column_int(st, 2);
+        int n = sqlite3_column_int(st, 0), missing = sqlite3_column_int(st, 1),
+            wrong = sqlite3_column_int(st, 2);
         sqlite3_finalize(st);
         assert_true(n > 0);
         assert_msg(missing == 0 && wrong == 0, "of %d commits, %d have no generation and %d a wrong one", n,
@@ -328,11 +334,12 @@ static void test_store_made_before_generations(void **state) {
                 c.n_parents = 1;
                 lfs_commit_compute_id(&c);
                 sqlite3_stmt *ins;
-                assert_int_equal(sqlite3_prepare_v2(env->store->db,
-                                                    "INSERT INTO commits(id, tree, parent1, author, time, message)"
-                                                    " VALUES(?, ?, ?, 'old', 1, 'older layerfs')",
-                                                    -1, &ins, NULL),
-                                 SQLITE_OK);
+                assert_int_equal(
+                        sqlite3_prepare_v2(env->store->db,
+                                           "INSERT INTO commits(id, tree, parent1, author, time, message)"
+                                           " VALUES(?, ?, ?, 'old', 1, 'older layerfs')",
+                                           -1, &ins, NULL),
+                        SQLITE_OK);
                 sqlite3_bind_blob(ins, 1, c.id.bytes, LFS_ID_LEN, SQLITE_STATIC);
                 sqlite3_bind_blob(ins, 2, c.tree.bytes, LFS_ID_LEN, SQLITE_STATIC);
                 sqlite3_bind_blob(ins, 3, head.bytes, LFS_ID_LEN, SQLITE_STATIC);
@@ -369,6 +376,15 @@ static void test_open_beside_a_writer_leaves_the_column_for_later(void **state) 
         assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
 }
 
+/* Child i fills the generations of arg's two heads, the first i. */
+static int fill_both(lfs_store *store, size_t i, const void *arg) {
+        const lfs_id *heads = arg;
+        int r = 0;
+        for (size_t k = 0; k < 2 && r == 0; k++)
+                r = lfs_generations_fill(store, &heads[(i + k) % 2], 1, NULL);
+        return r;
+}
+
 /* Two processes fill one old Store's generations at once, a commit a transaction: both
  * end well (taking turns at the write lock), and every generation is right. */
 static void test_generations_filled_by_two_processes_at_once(void **state) {
@@ -377,26 +393,7 @@ static void test_generations_filled_by_two_processes_at_once(void **state) {
         lfs_id heads[2] = { head_of(env, "main"), head_of(env, "side") };
         env_close_store(env);
         make_old_commits(env, "old");
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pids[2];
-        for (size_t i = 0; i < ELEMENTSOF(pids); i++) {
-                pids[i] = fork();
-                assert_true(pids[i] >= 0);
-                if (pids[i] == 0) {
-                        lfs_store *store = NULL;
-                        int r = lfs_store_open(env->home, "old", &store, NULL);
-                        for (size_t k = 0; k < 2 && r == 0; k++)
-                                r = lfs_generations_fill(store, &heads[(i + k) % 2], 1, NULL);
-                        _exit(r < 0 ? 1 : 0);
-                }
-        }
-        for (size_t i = 0; i < ELEMENTSOF(pids); i++) {
-                int status;
-                assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
-                assert_true(WIFEXITED(status));
-                assert_int_equal(WEXITSTATUS(status), 0);
-        }
+        store_children_run(env, "old", 2, fill_both, heads);
         env_reopen_store(env, "old");
         assert_generations_right(env);
         assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
@@ -424,8 +421,9 @@ static void test_fill_killed_inside_a_chunk(void **state) {
         sqlite3_stmt *st = query_row(env->store->db, "SELECT count(generation) FROM commits");
         assert_int_equal(sqlite3_column_int(st, 0), 6);
         sqlite3_finalize(st);
-        st = query_row(env->store->db, "SELECT count(*) FROM commits WHERE generation IS NOT NULL AND generation"
-                                       " NOT IN (1, 2, 3, 4, 5, 6)");
+        st = query_row(env->store->db,
+                       "SELECT count(*) FROM commits WHERE generation IS NOT NULL AND generation"
+                       " NOT IN (1, 2, 3, 4, 5, 6)");
         assert_int_equal(sqlite3_column_int(st, 0), 0); /* the first commits, from the first on */
         sqlite3_finalize(st);
         assert_ok(env, lfs_store_verify(env->store, NULL, &env->err));
@@ -441,8 +439,8 @@ static void test_verify_names_a_wrong_generation(void **state) {
         make_diverged_project(env, "proj");
         lfs_id head = head_of(env, "main");
         env_close_store(env);
-        _cleanup_free_ char *sql = xasprintf("UPDATE commits SET generation=99 WHERE lower(hex(id))='%s'",
-                                             id_hex(env, &head));
+        _cleanup_free_ char *sql =
+                xasprintf("UPDATE commits SET generation=99 WHERE lower(hex(id))='%s'", id_hex(env, &head));
         store_db_exec(env, "proj", sql);
         env_reopen_store(env, "proj");
         const char *named[] = { "has generation 99 where its parents make it", id_hex(env, &head),

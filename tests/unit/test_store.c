@@ -1719,32 +1719,22 @@ static void test_gc_while_trees_are_split(void **state) {
         sqlite3_finalize(st);
 }
 
+static int convert_all(lfs_store *store, size_t i, const void *arg) {
+        (void)i;
+        (void)arg;
+        uint64_t moved = 0;
+        int r;
+        while ((r = lfs_trees_convert_step(store, 1, &moved, NULL)) > 0)
+                ;
+        return r;
+}
+
 /* Two processes converting one Store at once, a tree a step: both end well, taking turns
  * (each step looks at the state again under the write lock), and every tree is kept once. */
 static void test_trees_converted_by_two_processes_at_once(void **state) {
         test_env *env = *state;
         _cleanup_free_ char *before = make_old_store(env, "proj", 0, 0);
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pids[2];
-        for (size_t i = 0; i < ELEMENTSOF(pids); i++) {
-                pids[i] = fork();
-                assert_true(pids[i] >= 0);
-                if (pids[i] == 0) {
-                        lfs_store *store = NULL;
-                        uint64_t moved = 0;
-                        int r = lfs_store_open(env->home, "proj", &store, NULL);
-                        while (r == 0 && (r = lfs_trees_convert_step(store, 1, &moved, NULL)) > 0)
-                                r = 0;
-                        _exit(r < 0 ? 1 : 0);
-                }
-        }
-        for (size_t i = 0; i < ELEMENTSOF(pids); i++) {
-                int status;
-                assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
-                assert_true(WIFEXITED(status));
-                assert_int_equal(WEXITSTATUS(status), 0);
-        }
+        store_children_run(env, "proj", 2, convert_all, NULL);
         trees_state ts = trees_look(env, "proj");
         assert_false(ts.without_rowid);
         assert_false(ts.split);

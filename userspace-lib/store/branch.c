@@ -210,10 +210,10 @@ static int merge_held(lfs_store *s, const char *from, const char *into, lfs_merg
                 return lfs_fail(err, LFS_INVALID_INPUT, 0,
                                 "cannot merge branch '%s' into itself; name two different branches", into);
         lfs_merge_result result = { .commit = ours };
-        /* The fast forward is asked first: its walk, from theirs, stops at ours, while the
-         * question whether theirs is already in ours walks all of ours' history when it is
-         * not. Two different commits cannot each be the other's ancestor, so the order
-         * changes no answer. */
+        /* The fast forward is asked first, the more common case. Either walk reads no
+         * further down than the generation of the commit asked about (merge.c). Two
+         * different commits cannot each be the other's ancestor, so the order changes no
+         * answer. */
         bool ff = false, contained = lfs_id_eq(&theirs, &ours);
         if (!contained && (r = lfs_is_ancestor(s, &ours, &theirs, &ff, err)) < 0)
                 return r;

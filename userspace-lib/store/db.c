@@ -482,15 +482,17 @@ int lfs_db_get_parents(lfs_store *s, const lfs_id *id, lfs_id ret_parents[2], si
                        uint64_t *ret_generation, lfs_error **err) {
         sqlite3_stmt **st = &s->get_parents_stmt;
         int r = find_commit(s, st,
-                            s->has_generations ? "SELECT parent1, parent2, generation FROM commits WHERE id=?"
-                                               : "SELECT parent1, parent2, NULL FROM commits WHERE id=?",
+                            s->has_generations
+                                    ? "SELECT parent1, parent2, generation FROM commits WHERE id=?"
+                                    : "SELECT parent1, parent2, NULL FROM commits WHERE id=?",
                             id, err);
         if (r < 0)
                 return r;
         lfs_id parents[2];
         size_t n = column_parents(*st, 0, parents);
         /* NULL, or anything no generation is, reads as not known: a fill makes it right. */
-        sqlite3_int64 generation = sqlite3_column_type(*st, 2) == SQLITE_INTEGER ? sqlite3_column_int64(*st, 2) : 0;
+        sqlite3_int64 generation =
+                sqlite3_column_type(*st, 2) == SQLITE_INTEGER ? sqlite3_column_int64(*st, 2) : 0;
         sqlite3_reset(*st);
         ret_parents[0] = parents[0];
         ret_parents[1] = parents[1];
@@ -517,7 +519,8 @@ int lfs_db_set_generation(lfs_store *s, const lfs_id *id, uint64_t generation, l
 
 int lfs_db_get_commit(lfs_store *s, const lfs_id *id, lfs_commit_info *ret, lfs_error **err) {
         sqlite3_stmt **slot = &s->get_commit_stmt;
-        int r = find_commit(s, slot, "SELECT tree, parent1, parent2, author, time, message FROM commits WHERE id=?",
+        int r = find_commit(s, slot,
+                            "SELECT tree, parent1, parent2, author, time, message FROM commits WHERE id=?",
                             id, err);
         if (r == 0) {
                 sqlite3_stmt *st = *slot;
@@ -551,9 +554,10 @@ int lfs_db_put_commit(lfs_store *s, const lfs_commit_info *c, lfs_error **err) {
                 " coalesce((SELECT generation FROM commits WHERE id=?4), CASE WHEN ?4 IS NULL THEN 0 END)))";
         sqlite3_stmt *st;
         if (sqlite3_prepare_v2(s->db,
-                               s->has_generations ? with_generation
-                                                  : "INSERT OR IGNORE INTO commits(id, tree, parent1, parent2, "
-                                                    "author, time, message) VALUES(?, ?, ?, ?, ?, ?, ?)",
+                               s->has_generations
+                                       ? with_generation
+                                       : "INSERT OR IGNORE INTO commits(id, tree, parent1, parent2, "
+                                         "author, time, message) VALUES(?, ?, ?, ?, ?, ?, ?)",
                                -1, &st, NULL) != SQLITE_OK)
                 return lfs_db_fail(s, err, "write a commit");
         bind_id(st, 1, &c->id);

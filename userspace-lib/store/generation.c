@@ -29,7 +29,8 @@ static int commit_fail(lfs_store *s, const lfs_id *id, const char *why, lfs_erro
 /* The generation of id's row once its parents have theirs: 0 while one has none (each
  * such parent pushed onto *stack, a parent waiting on its own parents being a cycle). */
 static int generation_from_parents(lfs_store *s, const lfs_id *parents, size_t n, const lfs_idset *waiting,
-                                   lfs_id **stack, size_t *depth, size_t *cap, uint64_t *ret, lfs_error **err) {
+                                   lfs_id **stack, size_t *depth, size_t *cap, uint64_t *ret,
+                                   lfs_error **err) {
         uint64_t highest = 0;
         bool ready = true;
         for (size_t i = 0; i < n; i++) {
@@ -60,8 +61,8 @@ static int generation_from_parents(lfs_store *s, const lfs_id *parents, size_t n
 
 /* Inside a transaction: the commits of the stack given their generations, depth first
  * (a commit once its parents have theirs), up to chunk of them; 1 when more are left. */
-static int fill_chunk(lfs_store *s, lfs_id **stack, size_t *depth, size_t *cap, lfs_idset *waiting, size_t chunk,
-                      lfs_error **err) {
+static int fill_chunk(lfs_store *s, lfs_id **stack, size_t *depth, size_t *cap, lfs_idset *waiting,
+                      size_t chunk, lfs_error **err) {
         size_t written = 0;
         while (*depth && written < chunk) {
                 lfs_id id = (*stack)[*depth - 1], parents[2];

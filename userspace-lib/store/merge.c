@@ -261,7 +261,8 @@ static void gen_swap(gen_queue *q, size_t i, size_t j) {
 
 /* Reads id and queues it, unless its generation is below min_generation: no commit below
  * that can be what the walk looks for. */
-static int gen_queue_add(lfs_store *s, gen_queue *q, const lfs_id *id, uint64_t min_generation, lfs_error **err) {
+static int gen_queue_add(lfs_store *s, gen_queue *q, const lfs_id *id, uint64_t min_generation,
+                         lfs_error **err) {
         gen_item it = { .id = *id };
         int r = lfs_db_get_parents(s, id, it.parents, &it.n_parents, &it.generation, err);
         if (r < 0)
