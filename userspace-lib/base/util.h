@@ -64,6 +64,9 @@ lfs_code lfs_code_from_name(const char *name);
 /* Sets *err (if err) and returns a negative errno: -errnum, or -EINVAL when errnum is 0. */
 int lfs_fail(lfs_error **err, lfs_code code, int errnum, const char *fmt, ...) _printf_(4, 5);
 int lfs_failv(lfs_error **err, lfs_code code, int errnum, const char *fmt, va_list ap);
+/* Adds context to an error on its way up: fmt's text after its message. Returns what the
+ * error's lfs_fail returned (-errnum, or -EINVAL); -EINVAL, and nothing else, without one. */
+int lfs_error_append(lfs_error **err, const char *fmt, ...) _printf_(2, 3);
 /* Takes ownership of paths (an array of n malloc'd strings). */
 int lfs_fail_conflict(lfs_error **err, char **paths, size_t n, const char *fmt, ...) _printf_(4, 5);
 
