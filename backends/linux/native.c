@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 
 #include "cgroup.h"
+#include "fault.h"
 #include "linux.h"
 #include "platforms.h"
 #include "probe.h"
@@ -360,6 +361,7 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
         if (r == 0) {
                 if (spec->placed)
                         spec->placed(spec->userdata, spec->name);
+                lfs_fault_point("spawn-leaf-made"); /* the leaf made, no process in it yet */
                 r = lfs_cgroup_spawn(&a, ret_pid, ret_pidfd, &stage);
         }
         if (r < 0) {
