@@ -293,7 +293,8 @@ static int spawn_in_cgroup(const lfs_spawn_args *a, int cgroup_fd, pid_t *ret_pi
         return 0;
 }
 
-int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd, lfs_spawn_stage *failed_stage) {
+int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd,
+                     lfs_spawn_stage *failed_stage) {
         _cleanup_close_ int cgroup_fd = open(a->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (cgroup_fd < 0) {
                 *failed_stage = LFS_SPAWN_STAGE_CLONE;

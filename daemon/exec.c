@@ -297,8 +297,8 @@ static void leaf_placed(void *userdata, const char *name) {
 /* Starts the command through the runtime, in a place of its own, with fds as 0, 1, 2. On
  * failure *err says why, the runtime's step of the start that failed named (the daemon's
  * log has it too). */
-static int start_command(daemon_state *d, const command *c, const int fds[3], pid_t *ret_pid,
-                         int *ret_pidfd, lfs_error **err) {
+static int start_command(daemon_state *d, const command *c, const int fds[3], pid_t *ret_pid, int *ret_pidfd,
+                         lfs_error **err) {
         /* Every process of the command seen by the watcher that stays; none once closing. */
         if (!await_watcher(d))
                 return lfs_fail(err, LFS_FAILED, ESHUTDOWN, "cannot start '%s': sandbox %d is closing",
@@ -431,8 +431,8 @@ json_t *call_exec(daemon_state *d, json_t *req, int conn_fd, int *fds, size_t n_
         int pidfd = -1, master = -1, slave = -1, r = 0;
         int terminal[3];
         if (c.tty && (r = make_terminal(d, &window, &master, &slave)) < 0)
-                lfs_fail(&e, LFS_FAILED, r, "cannot make a terminal for '%s' in sandbox %d: %s", program_of(&c),
-                         d->number, strerror(-r));
+                lfs_fail(&e, LFS_FAILED, r, "cannot make a terminal for '%s' in sandbox %d: %s",
+                         program_of(&c), d->number, strerror(-r));
         if (slave >= 0) {
                 terminal[0] = terminal[1] = terminal[2] = slave;
                 fds = terminal;
@@ -524,8 +524,9 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
         _cleanup_error_ lfs_error *e = NULL;
         if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
                 int errnum = errno;
-                r = lfs_fail(&e, LFS_FAILED, errnum, "cannot start '%s' in sandbox %d: its output's log %s: %s",
-                             program_of(&c), d->number, log, strerror(errnum));
+                r = lfs_fail(&e, LFS_FAILED, errnum,
+                             "cannot start '%s' in sandbox %d: its output's log %s: %s", program_of(&c),
+                             d->number, log, strerror(errnum));
         } else
                 r = start_command(d, &c, fds, &pid, &pidfd, &e);
         command_started(d, &c);

@@ -291,20 +291,22 @@ int lfs_linux_spawn_failed(const lfs_sandbox_ref *sb, const lfs_command_spec *sp
         switch (stage) {
         case LFS_SPAWN_STAGE_CWD:
                 /* EXDEV: in the Sandbox's mount view the path reached another directory. */
-                return lfs_fail(err, LFS_FAILED, -r,
-                                "cannot %s, '%s': %s; give --cwd a directory inside the Workspace that the "
-                                "command identity (uid %u) can enter, and leave it in place while the command "
-                                "starts",
-                                step, spec->cwd,
-                                r == -EXDEV ? "the path leads to another directory than the one checked" : why,
-                                (unsigned)spec->uid);
+                return lfs_fail(
+                        err, LFS_FAILED, -r,
+                        "cannot %s, '%s': %s; give --cwd a directory inside the Workspace that the "
+                        "command identity (uid %u) can enter, and leave it in place while the command "
+                        "starts",
+                        step, spec->cwd,
+                        r == -EXDEV ? "the path leads to another directory than the one checked" : why,
+                        (unsigned)spec->uid);
         case LFS_SPAWN_STAGE_NAMESPACES:
                 if (r == -ESRCH)
-                        return lfs_fail(err, LFS_FAILED, -r,
-                                        "cannot %s, those of sandbox %d's init: the init has ended (%s), and "
-                                        "the Sandbox's namespaces with it; close the Sandbox ('layerfs "
-                                        "sandbox close %d') and create another",
-                                        step, sb->number, why, sb->number);
+                        return lfs_fail(
+                                err, LFS_FAILED, -r,
+                                "cannot %s, those of sandbox %d's init: the init has ended (%s), and "
+                                "the Sandbox's namespaces with it; close the Sandbox ('layerfs "
+                                "sandbox close %d') and create another",
+                                step, sb->number, why, sb->number);
                 return lfs_fail(err, LFS_FAILED, -r, "cannot %s, those of sandbox %d's init: %s", step,
                                 sb->number, why);
         case LFS_SPAWN_STAGE_CLONE:
