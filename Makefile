@@ -312,7 +312,8 @@ unit: all
 # bpf (SANITIZE_WATCHERS). test_watcher.sh runs all three in every pass.
 E2E_WATCHERS ?= bpf
 NATIVE_WATCHERS ?= proc cgroup
-NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limits.sh test_workspace.sh
+NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limits.sh test_workspace.sh \
+	test_exec_start_failure.sh
 NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test_text_output.sh \
 	test_private_files.sh test_command_mounts.sh test_hidden_process.sh test_teardown_truth.sh \
 	test_caller_state.sh test_cwd_escape.sh
