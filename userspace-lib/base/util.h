@@ -81,8 +81,8 @@ void *xmalloc_io(size_t n);
 
 /* CLOCK_MONOTONIC in milliseconds: deadlines and idle times. */
 long long lfs_now_ms(void);
-/* The CLOCK_MONOTONIC time ms milliseconds from now, for a pthread_cond_timedwait on a
- * condition made with that clock. */
+/* The CLOCK_MONOTONIC time ms milliseconds from now (now for ms < 0), for a
+ * pthread_cond_timedwait on a condition made with that clock. */
 struct timespec lfs_monotonic_deadline(long long ms);
 /* This boot's id (/proc/sys/kernel/random/boot_id) in buf, "" when unreadable. */
 void lfs_boot_id_read(char *buf, size_t cap);
