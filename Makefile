@@ -312,7 +312,8 @@ unit: all
 # bpf (SANITIZE_WATCHERS). test_watcher.sh runs all three in every pass.
 E2E_WATCHERS ?= bpf
 NATIVE_WATCHERS ?= proc cgroup
-NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limits.sh test_workspace.sh
+NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limits.sh test_workspace.sh \
+	test_exec_start_failure.sh
 NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test_text_output.sh \
 	test_private_files.sh test_command_mounts.sh test_hidden_process.sh test_teardown_truth.sh \
 	test_caller_state.sh test_cwd_escape.sh
@@ -440,6 +441,8 @@ check: deps
 #   10,000 and 20,000 levels (40,000 and 100,000 in the normal build, which proves the
 #   walks keep no stack per level and no path per level in memory), a 4 MiB file with 201 names (16 MiB; read 201 times
 #   or once is still told apart).
+# Its phases all run (make -k) when one fails: a failed e2e pass no longer hides what the
+# sanitizers would find in load and adversarial.
 SAN_LOGS := $(CURDIR)/build-san/sanitizer
 SANITIZE_WATCHERS := bpf
 SANITIZE_FUSE_DEV_E2E := test_workspace_posix.sh test_workspace_crash.sh
@@ -449,7 +452,7 @@ sanitize: deps
 	ASAN_OPTIONS=log_path=$(SAN_LOGS)/asan:log_exe_name=1 UBSAN_OPTIONS=log_path=$(SAN_LOGS)/ubsan:log_exe_name=1 \
 	CRASH_ROUNDS=4 FSOPS_OPS=2000 SPARSE_UNIT_MIB=128 \
 	BIG_DIRECTORY_FILES=2000 DEEP_TREE_DEPTH=10000 DEEP_STORE_DEPTH=20000 HARD_LINKS_MIB=4 \
-	$(MAKE) BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	$(MAKE) -k BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" NATIVE_PASSES=no URING_PASSES=no LOAD_ROUNDS=2 \
 		E2E_WATCHERS=$(SANITIZE_WATCHERS) FUSE_DEV_E2E="$(SANITIZE_FUSE_DEV_E2E)" \
 		FUSE_DEV_NO_PASSTHROUGH_E2E="$(SANITIZE_FUSE_DEV_NO_PASSTHROUGH_E2E)" \

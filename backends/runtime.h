@@ -197,9 +197,11 @@ typedef struct lfs_runtime {
         int (*create)(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, lfs_daemon_handle *ret,
                       lfs_error **err);
         /* The daemon's side: starts the command in a place of its own in sb; its pid and a
-         * pidfd. On failure nothing of it stays. */
-        int (*spawn)(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
-                     int *ret_pidfd);
+         * pidfd. On failure nothing of it stays, and *err says which step of the start
+         * failed (its place, namespaces, identity, working directory...), with the value
+         * and what to do. */
+        int (*spawn)(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid, int *ret_pidfd,
+                     lfs_error **err);
         /* The daemon's side of exec with a terminal: a new pseudo-terminal's master (O_RDWR |
          * O_NOCTTY | O_CLOEXEC, still locked) of the devpts instance that sb's commands see as
          * /dev/pts, so that the command's terminal is one it can name (tty, ttyname). A

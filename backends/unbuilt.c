@@ -57,9 +57,12 @@ static int unbuilt_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *sta
 }
 
 static int unbuilt_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
-                         int *ret_pidfd) {
-        (void)sb, (void)spec, (void)ret_pid, (void)ret_pidfd;
-        return -EOPNOTSUPP;
+                         int *ret_pidfd, lfs_error **err) {
+        (void)ret_pid, (void)ret_pidfd;
+        return lfs_fail(err, LFS_UNSUPPORTED, EOPNOTSUPP,
+                        "cannot start '%s' in sandbox %d of project '%s': its platform's runtime is not in "
+                        "this build",
+                        spec->argv && spec->argv[0] ? spec->argv[0] : spec->name, sb->number, sb->project);
 }
 
 static int unbuilt_open_terminal(const lfs_sandbox_ref *sb) {

@@ -150,12 +150,32 @@ typedef struct lfs_spawn_args {
  * what their creator set. Called once, at the start. */
 void lfs_cgroup_lift_limits(void);
 
+/* The steps of a start, the caller's then the child's in the order it takes them: which
+ * one failed, so that a message can say it (lfs_spawn_stage_name). */
+typedef enum lfs_spawn_stage {
+        LFS_SPAWN_STAGE_CLONE, /* the caller's: opening the leaf, the clone (or fork) itself */
+        LFS_SPAWN_STAGE_CGROUP, /* the child joins its leaf (the fork's way) */
+        LFS_SPAWN_STAGE_NAMESPACES, /* joining ns_pidfd's namespaces (the caller's pid namespace too) */
+        LFS_SPAWN_STAGE_STREAMS, /* fd_in, fd_out, fd_err become 0, 1, 2 */
+        LFS_SPAWN_STAGE_TERMINAL, /* fd_in becomes its controlling terminal */
+        LFS_SPAWN_STAGE_IDENTITY, /* uid and gid, no supplementary groups, no_new_privs */
+        LFS_SPAWN_STAGE_CWD, /* its working directory */
+        LFS_SPAWN_STAGE_SCOPE, /* Landlock's scope of abstract unix sockets */
+        LFS_SPAWN_STAGE_LIMITS, /* the creator's resource limits given back */
+        LFS_SPAWN_STAGE_SECCOMP, /* the seccomp filter */
+        _LFS_SPAWN_STAGE_MAX,
+} lfs_spawn_stage;
+
+/* What the step does, in words that follow "cannot": "enter the working directory". */
+const char *lfs_spawn_stage_name(lfs_spawn_stage stage);
+
 /* Starts the child in its leaf with clone3(CLONE_INTO_CGROUP | CLONE_PIDFD), or with
  * fork + a write to cgroup.procs where the kernel refuses that (ENOSYS, E2BIG,
  * EOPNOTSUPP, EBUSY, EACCES) or LAYERFS_NO_CLONE3=1 asks for it. The child makes only
  * async-signal-safe calls before execve (the daemon has threads); if no candidate can
- * be executed it exits 127 (not found) or 126 (found but not executable). */
-int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd);
+ * be executed it exits 127 (not found) or 126 (found but not executable). On failure
+ * (a negative errno) *failed_stage says which step failed; it is left alone on success. */
+int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd, lfs_spawn_stage *failed_stage);
 /* Whether clone3's errnum means "not here" (ENOSYS, E2BIG, EOPNOTSUPP, EBUSY, EACCES):
  * then fork and a write to the leaf's cgroup.procs do its job. */
 bool lfs_clone3_refused(int errnum);

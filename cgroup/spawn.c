@@ -20,16 +20,31 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
+/* Each step in words (lfs_spawn_stage_name): the one table of them. */
+static const char *const stage_names[_LFS_SPAWN_STAGE_MAX] = {
+        [LFS_SPAWN_STAGE_CLONE] = "clone the command's process into its cgroup",
+        [LFS_SPAWN_STAGE_CGROUP] = "move the command's process into its cgroup",
+        [LFS_SPAWN_STAGE_NAMESPACES] = "join the namespaces the command runs in",
+        [LFS_SPAWN_STAGE_STREAMS] = "give the command its stdin, stdout and stderr",
+        [LFS_SPAWN_STAGE_TERMINAL] = "make the command's terminal its controlling terminal",
+        [LFS_SPAWN_STAGE_IDENTITY] = "take the command identity",
+        [LFS_SPAWN_STAGE_CWD] = "enter the working directory of the command",
+        [LFS_SPAWN_STAGE_SCOPE] = "scope the command away from abstract unix sockets (Landlock)",
+        [LFS_SPAWN_STAGE_LIMITS] = "give the command its creator's resource limits",
+        [LFS_SPAWN_STAGE_SECCOMP] = "install the command's seccomp filter",
+};
+
+const char *lfs_spawn_stage_name(lfs_spawn_stage stage) {
+        return stage >= 0 && stage < _LFS_SPAWN_STAGE_MAX ? stage_names[stage] : "start the command";
+}
+
 /* What the child reports through the error pipe when it cannot get to execve. */
 typedef struct child_failure {
-        /* 1 joining the cgroup, 2 identity (and no_new_privs), 3 cwd, 4 terminal, 5 joining the
-         * namespaces, 6 the seccomp filter, 7 the scope of abstract unix sockets, 8 the
-         * creator's resource limits */
-        int stage;
+        lfs_spawn_stage stage;
         int errnum;
 } child_failure;
 
-static _Noreturn void child_fail(int pipe_fd, int stage, int errnum) {
+static _Noreturn void child_fail(int pipe_fd, lfs_spawn_stage stage, int errnum) {
         child_failure f = { .stage = stage, .errnum = errnum };
         (void)!write(pipe_fd, &f, sizeof(f));
         _exit(126);
@@ -68,7 +83,7 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
          * dumpable as any. */
         (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         if (procs_fd >= 0 && write(procs_fd, "0", 1) != 1)
-                child_fail(pipe_fd, 1, errno);
+                child_fail(pipe_fd, LFS_SPAWN_STAGE_CGROUP, errno);
         if (a->born_fd > 0) {
                 uint64_t one = 1;
                 (void)!write(a->born_fd, &one, sizeof(one));
@@ -77,7 +92,7 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
          * all at once, while the child is still root on the host and single-threaded. */
         int join = a->ns_flags & ~CLONE_NEWPID;
         if (join && syscall(SYS_setns, a->ns_pidfd, join) < 0)
-                child_fail(pipe_fd, 5, errno);
+                child_fail(pipe_fd, LFS_SPAWN_STAGE_NAMESPACES, errno);
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         for (int sig = 1; sig < NSIG; sig++)
                 (void)sigaction(sig, &dfl, NULL); /* the daemon ignores SIGPIPE; commands must not */
@@ -87,11 +102,11 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
         if (a->new_session)
                 (void)setsid();
         if (dup2(a->fd_in, 0) < 0 || dup2(a->fd_out, 1) < 0 || dup2(a->fd_err, 2) < 0)
-                child_fail(pipe_fd, 2, errno);
+                child_fail(pipe_fd, LFS_SPAWN_STAGE_STREAMS, errno);
         /* Never stolen (0: not from another session): a terminal that is some session's
          * already is refused. */
         if (a->controlling_tty && ioctl(0, TIOCSCTTY, 0) < 0)
-                child_fail(pipe_fd, 4, errno);
+                child_fail(pipe_fd, LFS_SPAWN_STAGE_TERMINAL, errno);
         /* Raw system calls: glibc's wrappers apply a credential change to every thread
          * it knows of, and after a raw clone3 it still believes in the daemon's threads
          * and may wait for them forever (seen as a hung child). The saved uid stays the
@@ -105,33 +120,33 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
                 if (syscall(SYS_setgroups, 0, NULL) < 0 ||
                     syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
                     syscall(SYS_setresuid, a->uid, a->uid, (uid_t)-1) < 0)
-                        child_fail(pipe_fd, 2, errno);
+                        child_fail(pipe_fd, LFS_SPAWN_STAGE_IDENTITY, errno);
                 (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         }
         lfs_fault_point("spawn-identity-set"); /* the command's identity, no execve yet */
         /* No setuid or file-capability program gains anything for the command (SPEC 3):
          * fusermount3 cannot mount for it, su and sudo cannot raise it. */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                child_fail(pipe_fd, 2, errno);
+                child_fail(pipe_fd, LFS_SPAWN_STAGE_IDENTITY, errno);
         if (a->ns_flags & CLONE_NEWNS) {
                 /* In the joined mount view, by its path; it must be the directory checked. */
                 struct stat want, got;
                 if (!a->cwd || a->cwd_fd < 0)
-                        child_fail(pipe_fd, 3, EINVAL);
+                        child_fail(pipe_fd, LFS_SPAWN_STAGE_CWD, EINVAL);
                 if (fstat(a->cwd_fd, &want) < 0)
-                        child_fail(pipe_fd, 3, errno);
+                        child_fail(pipe_fd, LFS_SPAWN_STAGE_CWD, errno);
                 lfs_fault_point("exec-cwd-chdir"); /* opened, not yet reached by path */
                 if (chdir(a->cwd) < 0)
-                        child_fail(pipe_fd, 3, errno);
+                        child_fail(pipe_fd, LFS_SPAWN_STAGE_CWD, errno);
                 if (stat(".", &got) < 0 || got.st_dev != want.st_dev || got.st_ino != want.st_ino)
-                        child_fail(pipe_fd, 3, EXDEV);
+                        child_fail(pipe_fd, LFS_SPAWN_STAGE_CWD, EXDEV);
         } else if (a->cwd_fd >= 0 ? fchdir(a->cwd_fd) < 0 : a->cwd && chdir(a->cwd) < 0)
-                child_fail(pipe_fd, 3, errno);
+                child_fail(pipe_fd, LFS_SPAWN_STAGE_CWD, errno);
         /* Before the filter, which may deny Landlock's calls. A kernel without the scope
          * (before 6.12) leaves it out: runtime status names kernel:landlock-scope. */
         int scoped = a->scope_abstract_unix ? lfs_landlock_scope_abstract_unix() : 0;
         if (scoped < 0 && scoped != -EOPNOTSUPP)
-                child_fail(pipe_fd, 7, -scoped);
+                child_fail(pipe_fd, LFS_SPAWN_STAGE_SCOPE, -scoped);
         /* Nothing of the daemon's reaches the command; the error pipe closes at execve. */
         syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
         /* The command gets what its Sandbox's creator had, never more than the daemon has
@@ -143,16 +158,16 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
         for (size_t i = 0; limits_lifted && i < ELEMENTSOF(lifted_resources); i++) {
                 struct rlimit now, want = creator_limits[i];
                 if (syscall(SYS_prlimit64, 0, lifted_resources[i], NULL, &now) < 0)
-                        child_fail(pipe_fd, 8, errno);
+                        child_fail(pipe_fd, LFS_SPAWN_STAGE_LIMITS, errno);
                 want.rlim_max = want.rlim_max < now.rlim_max ? want.rlim_max : now.rlim_max;
                 want.rlim_cur = want.rlim_cur < want.rlim_max ? want.rlim_cur : want.rlim_max;
                 if (syscall(SYS_prlimit64, 0, lifted_resources[i], &want, NULL) < 0 && errno != EPERM)
-                        child_fail(pipe_fd, 8, errno);
+                        child_fail(pipe_fd, LFS_SPAWN_STAGE_LIMITS, errno);
         }
         /* Last: the filter holds for everything the command does, nothing of ours before. */
         int r = a->seccomp ? lfs_seccomp_install(a->seccomp) : 0;
         if (r < 0)
-                child_fail(pipe_fd, 6, -r);
+                child_fail(pipe_fd, LFS_SPAWN_STAGE_SECCOMP, -r);
         bool denied = false;
         for (size_t i = 0; i < a->n_paths; i++) {
                 execve(a->paths[i], a->argv, a->envp);
@@ -227,7 +242,9 @@ static pid_t clone_into_cgroup(const lfs_spawn_args *a, int cgroup_fd, int err_w
         return pid < 0 ? -errno : pid;
 }
 
-static int spawn_in_cgroup(const lfs_spawn_args *a, int cgroup_fd, pid_t *ret_pid, int *ret_pidfd) {
+/* *stage: the child's step that failed, when the child said so; else left as it is. */
+static int spawn_in_cgroup(const lfs_spawn_args *a, int cgroup_fd, pid_t *ret_pid, int *ret_pidfd,
+                           lfs_spawn_stage *stage) {
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
@@ -262,6 +279,7 @@ static int spawn_in_cgroup(const lfs_spawn_args *a, int cgroup_fd, pid_t *ret_pi
                 waitpid(pid, &status, 0);
                 if (pidfd >= 0)
                         close(pidfd);
+                *stage = f.stage;
                 return f.errnum ? -f.errnum : -EIO;
         }
         if (pidfd < 0) {
@@ -275,17 +293,25 @@ static int spawn_in_cgroup(const lfs_spawn_args *a, int cgroup_fd, pid_t *ret_pi
         return 0;
 }
 
-int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd) {
+int lfs_cgroup_spawn(const lfs_spawn_args *a, pid_t *ret_pid, int *ret_pidfd,
+                     lfs_spawn_stage *failed_stage) {
         _cleanup_close_ int cgroup_fd = open(a->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (cgroup_fd < 0)
+        if (cgroup_fd < 0) {
+                *failed_stage = LFS_SPAWN_STAGE_CLONE;
                 return -errno;
+        }
         int own_pidns = -1;
         if (a->ns_flags & CLONE_NEWPID) {
                 int r = enter_pid_namespace(a->ns_pidfd, &own_pidns);
-                if (r < 0)
+                if (r < 0) {
+                        *failed_stage = LFS_SPAWN_STAGE_NAMESPACES;
                         return r;
+                }
         }
-        int r = spawn_in_cgroup(a, cgroup_fd, ret_pid, ret_pidfd);
+        lfs_spawn_stage stage = LFS_SPAWN_STAGE_CLONE;
+        int r = spawn_in_cgroup(a, cgroup_fd, ret_pid, ret_pidfd, &stage);
         leave_pid_namespace(own_pidns);
+        if (r < 0)
+                *failed_stage = stage;
         return r;
 }

@@ -44,6 +44,9 @@ void cli_print_changes(cli_ctx *ctx, const lfs_change *changes, size_t n);
 void cli_print_json(json_t *value);
 void cli_end_progress(cli_ctx *ctx);
 int cli_report(cli_ctx *ctx, int r);
+/* Flushes stdout: 0, or a Failed error (in ctx->err) naming why the output was not
+ * written. */
+int cli_flush_output(cli_ctx *ctx);
 /* A commit id as text; short for people, whole for --json. */
 json_t *cli_json_id(const lfs_id *id);
 

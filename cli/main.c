@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* layerfs: the command line form of the LayerFS API (SPEC 2a). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -119,7 +120,9 @@ static const char main_help_tail[] =
         "    0 on success. 125 when LayerFS refuses or fails; stderr then says\n"
         "    'CODE: message' with CODE one of InvalidInput, Unsupported, NoSuchProject,\n"
         "    NoSuchBranch, NoSuchSandbox, NotMounted, AlreadyMounted, LimitReached, Busy,\n"
-        "    Dirty, Conflict, PermissionDenied, Failed.\n"
+        "    Dirty, Conflict, PermissionDenied, Failed. Output that cannot be written\n"
+        "    (a full disk, a closed stdout) is a failure too: Failed, 125; a Sandbox\n"
+        "    whose number could not be printed is closed again.\n"
         "\n"
         "EXAMPLES\n"
         "    layerfs project init web --from ./site\n"
@@ -443,9 +446,11 @@ static void usage_error(cli_ctx *ctx, const char *fmt, ...) _cli_printf_(2, 3);
 
 static void print_error(cli_ctx *ctx, const lfs_error *e) {
         if (ctx->json) {
-                /* The same error object the daemon's answers carry (error_json.c). */
+                /* The same error object the daemon's answers carry (error_json.c); on stderr
+                 * as text too when stdout takes nothing (full, closed). */
                 cli_print_json(json_pack("{s:o}", "error", lfs_error_to_json(e)));
-                return;
+                if (fflush(stdout) == 0 && !ferror(stdout))
+                        return;
         }
         /* A message may name what a command chose (a path, a symlink's target). */
         _cleanup_free_ char *message = lfs_quote(e->message, LFS_QUOTE_INLINE);
@@ -690,7 +695,29 @@ int cli_open_store(cli_ctx *ctx) {
         return lfs_store_open(ctx->home, project, &ctx->store, &ctx->err);
 }
 
+int cli_flush_output(cli_ctx *ctx) {
+        errno = 0;
+        if (fflush(stdout) == 0 && !ferror(stdout))
+                return 0;
+        int e = errno ? errno : EIO;
+        return lfs_fail(&ctx->err, LFS_FAILED, e,
+                        "cannot write the output to standard output: %s; give it a file or pipe that "
+                        "takes it",
+                        strerror(e));
+}
+
+/* A standard stream the caller closed holds a descriptor that refuses reads and writes
+ * (EBADF, as a closed one does) for this run: otherwise the first file the CLI opens (an
+ * exported file, a lock) would take its number, and output meant for the stream would go
+ * into that file, or a command's input come from it. */
+static void hold_closed_std_fds(void) {
+        for (int fd = 0; fd <= STDERR_FILENO; fd++)
+                if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+                        (void)open("/", O_PATH | O_DIRECTORY); /* the lowest free number: fd */
+}
+
 int main(int argc, char **argv) {
+        hold_closed_std_fds();
         cli_ctx ctx = { 0 };
         const command *cmd = NULL;
         bool help = false;
@@ -698,18 +725,22 @@ int main(int argc, char **argv) {
         int status;
         if (r == 0 && ctx.version) {
                 printf("layerfs %s\n", LAYERFS_VERSION);
-                status = 0;
+                status = cli_report(&ctx, cli_flush_output(&ctx));
         } else if (r == 0 && help) {
                 if (cmd)
                         fputs(cmd->help, stdout);
                 else
                         print_main_help();
-                status = 0;
+                status = cli_report(&ctx, cli_flush_output(&ctx));
         } else if (r < 0) {
                 status = cli_report(&ctx, r);
         } else {
                 r = cmd->run(&ctx);
                 cli_end_progress(&ctx);
+                /* What the command printed is its answer: one that did not reach its reader
+                 * (a full disk, a closed stream) is a failure, not a success with no output. */
+                if (r >= 0)
+                        r = cli_flush_output(&ctx);
                 status = r < 0 ? cli_report(&ctx, r) : ctx.exit_status;
         }
         ctx_done(&ctx);

@@ -106,6 +106,13 @@ int cmd_sandbox_create(cli_ctx *ctx) {
                                          "network", network_json(&net)));
         else
                 printf("%d\n", n);
+        /* Its number is how its caller reaches it: a Sandbox whose number could not be
+         * written is closed again at once rather than left open until its idle close. */
+        if (cli_flush_output(ctx) < 0) {
+                (void)lfs_sandbox_close(ctx->home, project_arg(ctx), n, true, NULL);
+                return lfs_error_append(&ctx->err, "; sandbox %d, made for this create, was closed again",
+                                        n);
+        }
         fill_pool_detached(ctx, &o);
         return 0;
 }

@@ -19,9 +19,12 @@ static void stop_mounts(void *userdata) {
                         stop_mount(&d->ws[i], true);
 }
 
-void idle_gc(daemon_state *d) {
-        if (!d->gc_after_deletes)
-                return;
+/* The idle gc's work: nothing when the project had fewer than d->gc_after_deletes branches
+ * deleted since its last gc, nor once the Sandbox began closing (a signal or a close while
+ * the count was read: its daemon's exit would wait for the gc). A close that comes after
+ * the gc began waits for its end (main joins this thread before its last act) rather than
+ * stopping it: lfs_store_gc has no way to be stopped, and its teardown goes on beside it. */
+static void run_idle_gc(daemon_state *d) {
         lfs_error *err = NULL;
         lfs_store *s = NULL;
         uint64_t deleted = 0;
@@ -29,7 +32,10 @@ void idle_gc(daemon_state *d) {
         int r = lfs_store_open(d->home, d->project, &s, &err);
         if (r == 0)
                 r = lfs_store_deleted_branches(s, &deleted, &err);
-        if (r == 0 && deleted >= d->gc_after_deletes) {
+        pthread_mutex_lock(&d->lock);
+        bool closing = d->closing;
+        pthread_mutex_unlock(&d->lock);
+        if (r == 0 && deleted >= d->gc_after_deletes && !closing) {
                 log_line("project gc: %llu branches deleted since the last (LAYERFS_GC_AFTER_DELETES=%llu)",
                          (unsigned long long)deleted, (unsigned long long)d->gc_after_deletes);
                 r = lfs_store_gc(s, NULL, &res, &err);
@@ -46,6 +52,50 @@ void idle_gc(daemon_state *d) {
         lfs_gc_result_done(&res);
         lfs_store_close(s);
         lfs_error_free(err);
+}
+
+/* The idle gc, beside the accept loop: a gc takes seconds on a large Store (9.7 s on
+ * 1,000,000 files, bench/README.md), for which the loop would accept no connection, read
+ * no signal and leave the watchers' events unread (a full BPF ring loses exits). */
+static void *idle_gc_main(void *arg) {
+        daemon_state *d = arg;
+        (void)pthread_setname_np(pthread_self(), "lfs-idle-gc");
+        run_idle_gc(d);
+        pthread_mutex_lock(&d->lock);
+        d->idle_gc = IDLE_GC_ENDED;
+        pthread_mutex_unlock(&d->lock);
+        wake_main_loop(d); /* the loop decides the close */
+        return NULL;
+}
+
+bool idle_gc_start(daemon_state *d) {
+        if (!d->gc_after_deletes)
+                return false;
+        pthread_mutex_lock(&d->lock);
+        if (d->idle_gc != IDLE_GC_NONE) { /* never two at once: the loop waits for that one */
+                pthread_mutex_unlock(&d->lock);
+                return true;
+        }
+        d->idle_gc = IDLE_GC_RUNNING; /* before the thread can end */
+        bool started = pthread_create(&d->idle_gc_thread, NULL, idle_gc_main, d) == 0;
+        if (!started)
+                d->idle_gc = IDLE_GC_NONE;
+        pthread_mutex_unlock(&d->lock);
+        if (!started) /* here and now, as the close's work beside its teardown (beside) */
+                run_idle_gc(d);
+        return started;
+}
+
+void idle_gc_join(daemon_state *d) {
+        pthread_mutex_lock(&d->lock);
+        bool started = d->idle_gc != IDLE_GC_NONE;
+        pthread_mutex_unlock(&d->lock);
+        if (!started)
+                return;
+        pthread_join(d->idle_gc_thread, NULL);
+        pthread_mutex_lock(&d->lock);
+        d->idle_gc = IDLE_GC_NONE;
+        pthread_mutex_unlock(&d->lock);
 }
 
 /* What the close does beside its teardown, each on a thread of its own: the closer waits

@@ -306,18 +306,53 @@ static bool mounted_any(daemon_state *d) {
         return false;
 }
 
+/* Whether a connection accepted waits for its request: with the accept loop going on
+ * beside the idle gc, the request of a create taking this Sandbox from a pool may be on
+ * its way in one of these rather than in the socket's queue. With d->lock held. */
+static bool request_awaited(daemon_state *d) {
+        for (client *c = d->first_client; c; c = c->next)
+                if (c->waiting && !c->evicted)
+                        return true;
+        return false;
+}
+
+/* The idle close once its gc ended (or none ran), the idle time having been up since
+ * idle_from, the last activity then. A request served meanwhile (the idle time started
+ * again) keeps the Sandbox open; so does, once, a request on its way (a create taking this
+ * Sandbox from a pool asks once): a connection waiting to be accepted, or accepted and not
+ * read yet. The idle time then starts again; the request, if it has the token, is activity.
+ * Only once until a request is (*given_again): connections with no request or a wrong one
+ * keep no Sandbox open. */
+static void idle_close(daemon_state *d, int lfd, bool paused, long long idle_from, long long *given_again) {
+        lfs_fault_point("idle-gc-done");
+        struct pollfd waiting = { .fd = lfd, .events = POLLIN };
+        bool asked = !paused && poll(&waiting, 1, 0) > 0;
+        pthread_mutex_lock(&d->lock);
+        asked = asked || request_awaited(d);
+        bool unchanged = d->last_activity_ms == idle_from;
+        if (asked && unchanged && idle_from != *given_again)
+                d->last_activity_ms = *given_again = lfs_now_ms();
+        else if (unchanged && !d->closing && !mounted_any(d) && d->running_execs == 0)
+                close_sandbox(d, "idle", 0, NULL);
+        pthread_mutex_unlock(&d->lock);
+}
+
 /* The accept loop's fds before the refused connections: the socket, wake_fd, the two
  * watchers' and signal_fd. */
 #define FIXED_POLLED 5
 
 /* Accepts clients until the Sandbox closes. With no Workspace mounted, no command
  * running and no request (one with the token: see last_activity_ms) for idle_ms, the
- * daemon closes the Sandbox itself; SIGTERM, SIGINT and SIGHUP close it too
- * (close_on_signal). The only timer is that one deadline: an idle daemon sleeps in poll. */
+ * daemon closes the Sandbox itself, after its gc (idle_gc_start), which runs beside this
+ * loop: connections, signals and the watchers' events are served meanwhile, and the close
+ * is decided as it ends (idle_close). SIGTERM, SIGINT and SIGHUP close it too
+ * (close_on_signal), during that gc as well (main waits for the gc's end). The only timer
+ * is the idle deadline: an idle daemon sleeps in poll. */
 void control_serve(daemon_state *d, int lfd, long long idle_ms) {
         spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         bool paused = false;
         long long given_again = -1; /* the idle time given once more for a waiting connection */
+        long long idle_from = -1; /* the last activity when the running idle gc began */
         pthread_mutex_lock(&d->lock);
         d->last_activity_ms = lfs_now_ms();
         pthread_mutex_unlock(&d->lock);
@@ -328,33 +363,23 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                 bool closed = d->closed;
                 bool idle = !mounted_any(d) && d->running_execs == 0;
                 bool evictions_pending = d->evicting >= MAX_EVICTING;
+                int gc = d->idle_gc;
                 lfs_watcher *watcher = d->watcher; /* set once, by the watcher's loader */
                 pthread_mutex_unlock(&d->lock);
                 if (closed)
-                        return;
+                        return; /* a gc still running is main's to wait for (idle_gc_join) */
+                if (gc == IDLE_GC_ENDED) {
+                        idle_gc_join(d);
+                        idle_close(d, lfd, paused, idle_from, &given_again);
+                        continue;
+                }
                 int timeout = -1;
-                if (idle) {
+                if (idle && gc == IDLE_GC_NONE) {
                         long long left = last_activity + idle_ms - lfs_now_ms();
                         if (left <= 0) {
-                                idle_gc(d);
-                                lfs_fault_point("idle-gc-done");
-                                /* A request that came while the gc ran: one served on another
-                                 * thread (the idle time started again), or one waiting to be
-                                 * accepted (a create taking this Sandbox from a pool asks
-                                 * once), for which the idle time starts again once: the loop
-                                 * accepts it, and its request, if it has the token, is
-                                 * activity. Only once until a request is: connections with
-                                 * no request or a wrong one keep no Sandbox open. */
-                                struct pollfd waiting = { .fd = lfd, .events = POLLIN };
-                                bool asked = !paused && poll(&waiting, 1, 0) > 0;
-                                pthread_mutex_lock(&d->lock);
-                                bool unchanged = d->last_activity_ms == last_activity;
-                                if (asked && unchanged && last_activity != given_again) {
-                                        d->last_activity_ms = given_again = lfs_now_ms();
-                                } else if (unchanged && !d->closing && !mounted_any(d) &&
-                                           d->running_execs == 0)
-                                        close_sandbox(d, "idle", 0, NULL);
-                                pthread_mutex_unlock(&d->lock);
+                                idle_from = last_activity;
+                                if (!idle_gc_start(d)) /* else decided as it ends */
+                                        idle_close(d, lfd, paused, idle_from, &given_again);
                                 continue;
                         }
                         timeout = (int)(left > INT32_MAX ? INT32_MAX : left);

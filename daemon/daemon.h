@@ -133,6 +133,12 @@ typedef struct daemon_state {
         struct follower *followers; /* of sandbox.events: woken by each event and by the close */
         leaf_id *leaves;
         size_t n_leaves, cap_leaves;
+        /* The idle close's gc (close.c, idle_gc_start), on idle_gc_thread beside the accept
+         * loop, which goes on accepting, serving and reading signals and events meanwhile:
+         * running from the loop's start of it, ended as the thread ends (it wakes the loop
+         * then), none again once the loop or main joined it. One at a time. */
+        enum { IDLE_GC_NONE, IDLE_GC_RUNNING, IDLE_GC_ENDED } idle_gc;
+        pthread_t idle_gc_thread;
         bool closing;
         bool closed; /* teardown has finished */
         bool removed; /* ...and removed everything: the record goes as the daemon's last act */
@@ -241,9 +247,15 @@ void wait_ws_released(daemon_state *d, workspace *w);
  * *ret_why says what stayed when something did. */
 int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why);
 /* Before the idle close, without d->lock: project gc when the project had
- * d->gc_after_deletes branches deleted since its last gc; logs what it did. A request
- * meanwhile waits for it (a mount pins under the gc's lock) and keeps the Sandbox open. */
-void idle_gc(daemon_state *d);
+ * d->gc_after_deletes branches deleted since its last gc, on a thread of its own that
+ * wakes the accept loop as it ends (d->idle_gc); logs what it did. false when no gc is to
+ * run (none asked for, or one ran here: no thread could be made): the close is decided at
+ * once. A request meanwhile is served (a mount waits for the gc: it pins under the gc's
+ * lock) and keeps the Sandbox open. */
+bool idle_gc_start(daemon_state *d);
+/* Waits for the idle gc's thread, if one was started, and sets d->idle_gc back to none
+ * (the accept loop once it ended; main, after a close that came meanwhile). */
+void idle_gc_join(daemon_state *d);
 /* sandbox.close: Dirty unless force, else close_sandbox (why: who asked, for the log). */
 json_t *call_close(daemon_state *d, bool force, pid_t closer, const char *why);
 /* Waits for the close's work beside the teardown, if it started (main, before its last act). */

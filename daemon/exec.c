@@ -294,12 +294,15 @@ static void leaf_placed(void *userdata, const char *name) {
         register_leaf(d, leaf);
 }
 
-/* Starts the command through the runtime, in a place of its own, with fds as 0, 1, 2. */
-static int start_command(daemon_state *d, const command *c, const int fds[3], pid_t *ret_pid,
-                         int *ret_pidfd) {
+/* Starts the command through the runtime, in a place of its own, with fds as 0, 1, 2. On
+ * failure *err says why, the runtime's step of the start that failed named (the daemon's
+ * log has it too). */
+static int start_command(daemon_state *d, const command *c, const int fds[3], pid_t *ret_pid, int *ret_pidfd,
+                         lfs_error **err) {
         /* Every process of the command seen by the watcher that stays; none once closing. */
         if (!await_watcher(d))
-                return -ESHUTDOWN;
+                return lfs_fail(err, LFS_FAILED, ESHUTDOWN, "cannot start '%s': sandbox %d is closing",
+                                program_of(c), d->number);
         lfs_command_spec spec = {
                 .name = leaf_name(c),
                 .paths = (const char *const *)c->paths.items,
@@ -316,10 +319,12 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
                 .userdata = d,
                 .born_fd = d->started_efd,
         };
-        int r = d->runtime->spawn(&d->sb, &spec, ret_pid, ret_pidfd);
+        _cleanup_error_ lfs_error *e = NULL;
+        int r = d->runtime->spawn(&d->sb, &spec, ret_pid, ret_pidfd, &e);
         if (r < 0) {
-                log_line("%s: cannot start '%s': %s", c->leaf, program_of(c), strerror(-r));
-                return r;
+                log_line("%s: cannot start '%s': %s", c->leaf, program_of(c), e->message);
+                return lfs_fail(err, e->code, r, "cannot start '%s' in sandbox %d: %s", program_of(c),
+                                d->number, e->message);
         }
         /* The daemon's own forks are not the watcher's to see: it records them. */
         record_event(d, EVENT_START, *ret_pid, getpid(), 0, c->leaf, program_of(c));
@@ -425,14 +430,16 @@ json_t *call_exec(daemon_state *d, json_t *req, int conn_fd, int *fds, size_t n_
         pid_t pid = -1;
         int pidfd = -1, master = -1, slave = -1, r = 0;
         int terminal[3];
-        bool no_terminal = c.tty && (r = make_terminal(d, &window, &master, &slave)) < 0;
+        if (c.tty && (r = make_terminal(d, &window, &master, &slave)) < 0)
+                lfs_fail(&e, LFS_FAILED, r, "cannot make a terminal for '%s' in sandbox %d: %s",
+                         program_of(&c), d->number, strerror(-r));
         if (slave >= 0) {
                 terminal[0] = terminal[1] = terminal[2] = slave;
                 fds = terminal;
                 n_fds = 1; /* one fd three times */
         }
         if (r == 0)
-                r = start_command(d, &c, fds, &pid, &pidfd);
+                r = start_command(d, &c, fds, &pid, &pidfd, &e);
         command_started(d, &c);
         close_fds(fds, n_fds); /* the command has them now */
         if (r == 0 && c.tty)
@@ -441,9 +448,7 @@ json_t *call_exec(daemon_state *d, json_t *req, int conn_fd, int *fds, size_t n_
                 close(master);
         json_t *result;
         if (r < 0) {
-                result = lfs_proto_errorf(LFS_FAILED, "cannot %s '%s' in sandbox %d: %s",
-                                          no_terminal ? "make a terminal for" : "start", program_of(&c),
-                                          d->number, strerror(-r));
+                result = lfs_proto_error_take(TAKE_PTR(e));
         } else {
                 bool timed_out;
                 int status;
@@ -515,15 +520,20 @@ json_t *call_process_start(daemon_state *d, json_t *req) {
                        open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600), -1 };
         fds[2] = fds[1] >= 0 ? dup(fds[1]) : -1;
         pid_t pid = -1;
-        int pidfd = -1,
-            r = fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ? -errno : start_command(d, &c, fds, &pid, &pidfd);
+        int pidfd = -1, r;
+        _cleanup_error_ lfs_error *e = NULL;
+        if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
+                int errnum = errno;
+                r = lfs_fail(&e, LFS_FAILED, errnum,
+                             "cannot start '%s' in sandbox %d: its output's log %s: %s", program_of(&c),
+                             d->number, log, strerror(errnum));
+        } else
+                r = start_command(d, &c, fds, &pid, &pidfd, &e);
         command_started(d, &c);
         close_fds(fds, 3);
         if (r < 0) {
-                json_t *j = lfs_proto_errorf(LFS_FAILED, "cannot start '%s' in sandbox %d: %s",
-                                             program_of(&c), d->number, strerror(-r));
                 command_done(d, &c);
-                return j;
+                return lfs_proto_error_take(TAKE_PTR(e));
         }
         waiter *w = xmalloc(sizeof(*w));
         *w = (waiter){ .d = d,

@@ -456,6 +456,9 @@ int main(int argc, char **argv) {
         drop_spare_store(&d);
         bool loader_joined = join_watcher_loader(&d);
         close_beside_join(&d);
+        /* An idle gc that a signal or a close came during (control_serve): the Sandbox is
+         * gone already; the gc ends before the record does, as the daemon's work. */
+        idle_gc_join(&d);
         lfs_watcher_leave(d.watcher);
         if (!running && loader_joined) { /* else a thread may still use them: the exit frees them */
                 lfs_watcher_close(d.watcher);

@@ -401,7 +401,9 @@ typedef struct lfs_exec_options {
  * cgroup of its own below the Sandbox's. Output streams while it runs; *ret_exit is its
  * status as docker run gives it (126 could not run, 127 not found, 124 timeout, 128+N
  * signal N). Output that processes it left in the background write after it ended is
- * not copied. */
+ * not copied. A command that could not be started is Failed, its message naming the step
+ * of the start that failed (its cgroup, the Sandbox's namespaces, its working
+ * directory...), with the value and what to do; so for lfs_process_start. */
 LFS_PUBLIC int lfs_workspace_exec(lfs_home *home, const char *project, int sandbox, const char *branch,
                                   const char *const *argv, size_t n_argv, const lfs_exec_options *options,
                                   int *ret_exit, lfs_error **err);

@@ -9,6 +9,7 @@
 #ifndef LFS_LINUX_RUNTIME_H
 #define LFS_LINUX_RUNTIME_H
 
+#include "cgroup.h"
 #include "platforms.h"
 #include "runtime.h"
 
@@ -44,9 +45,13 @@ int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, l
  * word), -ETIMEDOUT. */
 int lfs_linux_wait_ready(int ready_fd, int pidfd);
 /* A command in its own leaf; joining ns_flags of ns_pidfd's process (0: none), under the
- * seccomp filter seccomp (NULL: none). */
+ * seccomp filter seccomp (NULL: none). On failure *err names the step (lfs_spawn_failed). */
 int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int ns_flags, int ns_pidfd,
-                    const struct sock_fprog *seccomp, pid_t *ret_pid, int *ret_pidfd);
+                    const struct sock_fprog *seccomp, pid_t *ret_pid, int *ret_pidfd, lfs_error **err);
+/* The start of spec's command failed at stage with the negative errno r: *err (Failed)
+ * says which step, with its value and, where there is one, what to do. Returns r. */
+int lfs_linux_spawn_failed(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, lfs_spawn_stage stage,
+                           int r, lfs_error **err);
 int lfs_linux_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms);
 void lfs_linux_command_done(const lfs_sandbox_ref *sb, const char *name);
 void lfs_linux_list(const lfs_sandbox_ref *sb, lfs_process_fn fn, void *userdata);

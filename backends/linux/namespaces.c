@@ -409,14 +409,14 @@ static int get_init(const lfs_sandbox_ref *sb, int *ret_pidfd, pid_t *ret_pid) {
 }
 
 static int namespaces_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
-                            int *ret_pidfd) {
+                            int *ret_pidfd, lfs_error **err) {
         _cleanup_close_ int pidfd = -1;
         pid_t pid = -1;
         int r = get_init(sb, &pidfd, &pid);
-        if (r < 0)
-                return r;
+        if (r < 0) /* no init, no namespaces to join */
+                return lfs_linux_spawn_failed(sb, spec, LFS_SPAWN_STAGE_NAMESPACES, r, err);
         return lfs_linux_spawn(sb, spec, sandbox_namespaces(sb), pidfd, lfs_sandbox_seccomp(), ret_pid,
-                               ret_pidfd);
+                               ret_pidfd, err);
 }
 
 /* A terminal of the Sandbox's own devpts (the view's /dev/pts, made by the init), reached

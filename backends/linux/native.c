@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 
 #include "cgroup.h"
+#include "fault.h"
 #include "linux.h"
 #include "platforms.h"
 #include "probe.h"
@@ -284,8 +285,52 @@ static char *command_leaf(const lfs_sandbox_ref *sb, const char *name) {
         return xasprintf("%s/%s", sb->place, name);
 }
 
+int lfs_linux_spawn_failed(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, lfs_spawn_stage stage,
+                           int r, lfs_error **err) {
+        const char *step = lfs_spawn_stage_name(stage), *why = strerror(-r);
+        switch (stage) {
+        case LFS_SPAWN_STAGE_CWD:
+                /* EXDEV: in the Sandbox's mount view the path reached another directory. */
+                return lfs_fail(
+                        err, LFS_FAILED, -r,
+                        "cannot %s, '%s': %s; give --cwd a directory inside the Workspace that the "
+                        "command identity (uid %u) can enter, and leave it in place while the command "
+                        "starts",
+                        step, spec->cwd,
+                        r == -EXDEV ? "the path leads to another directory than the one checked" : why,
+                        (unsigned)spec->uid);
+        case LFS_SPAWN_STAGE_NAMESPACES:
+                if (r == -ESRCH)
+                        return lfs_fail(
+                                err, LFS_FAILED, -r,
+                                "cannot %s, those of sandbox %d's init: the init has ended (%s), and "
+                                "the Sandbox's namespaces with it; close the Sandbox ('layerfs "
+                                "sandbox close %d') and create another",
+                                step, sb->number, why, sb->number);
+                return lfs_fail(err, LFS_FAILED, -r, "cannot %s, those of sandbox %d's init: %s", step,
+                                sb->number, why);
+        case LFS_SPAWN_STAGE_CLONE:
+        case LFS_SPAWN_STAGE_CGROUP: {
+                _cleanup_free_ char *leaf = command_leaf(sb, spec->name);
+                /* pids.max reached: a fork or clone into the cgroup fails EAGAIN. */
+                if (r == -EAGAIN)
+                        return lfs_fail(err, LFS_FAILED, -r,
+                                        "cannot %s, %s: %s; sandbox %d has as many processes and threads as "
+                                        "its pids.max (sandbox create --pids) allows: end some ('layerfs "
+                                        "process kill'), or create the Sandbox with a higher --pids",
+                                        step, leaf, why, sb->number);
+                return lfs_fail(err, LFS_FAILED, -r, "cannot %s, %s: %s", step, leaf, why);
+        }
+        case LFS_SPAWN_STAGE_IDENTITY:
+                return lfs_fail(err, LFS_FAILED, -r, "cannot %s, %u:%u: %s", step, (unsigned)spec->uid,
+                                (unsigned)spec->gid, why);
+        default:
+                return lfs_fail(err, LFS_FAILED, -r, "cannot %s: %s", step, why);
+        }
+}
+
 int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int ns_flags, int ns_pidfd,
-                    const struct sock_fprog *seccomp, pid_t *ret_pid, int *ret_pidfd) {
+                    const struct sock_fprog *seccomp, pid_t *ret_pid, int *ret_pidfd, lfs_error **err) {
         _cleanup_free_ char *leaf = command_leaf(sb, spec->name);
         lfs_spawn_args a = {
                 .cgroup = leaf,
@@ -313,20 +358,24 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
                 .ns_pidfd = ns_pidfd,
                 .born_fd = spec->born_fd,
         };
+        lfs_spawn_stage stage = LFS_SPAWN_STAGE_CLONE;
         int r = lfs_cgroup_make(leaf);
         if (r == 0) {
                 if (spec->placed)
                         spec->placed(spec->userdata, spec->name);
-                r = lfs_cgroup_spawn(&a, ret_pid, ret_pidfd);
+                lfs_fault_point("spawn-leaf-made"); /* the leaf made, no process in it yet */
+                r = lfs_cgroup_spawn(&a, ret_pid, ret_pidfd, &stage);
         }
-        if (r < 0)
+        if (r < 0) {
                 lfs_cgroup_remove_tree(leaf, 0);
-        return r;
+                return lfs_linux_spawn_failed(sb, spec, stage, r, err);
+        }
+        return 0;
 }
 
 static int native_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, pid_t *ret_pid,
-                        int *ret_pidfd) {
-        return lfs_linux_spawn(sb, spec, 0, -1, NULL, ret_pid, ret_pidfd);
+                        int *ret_pidfd, lfs_error **err) {
+        return lfs_linux_spawn(sb, spec, 0, -1, NULL, ret_pid, ret_pidfd, err);
 }
 
 int lfs_linux_end_command(const lfs_sandbox_ref *sb, const char *name, int timeout_ms) {

@@ -18,7 +18,11 @@ knock() {
         python3 - "$LAYERFS_HOME/sandboxes/idle-$1" "$2" "$3" <<'PY'
 import json, socket, sys, time
 sandbox, mode, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
-token = open(sandbox + "/token").read().strip()
+try:
+    token = open(sandbox + "/token").read().strip()
+except FileNotFoundError:  # closed before this started (a loaded machine: 1 s is short)
+    print("gone")
+    sys.exit(0)
 end = time.monotonic() + seconds
 while time.monotonic() < end:
     try:

@@ -110,22 +110,27 @@ except ProcessLookupError:
 sys.exit(0 if select.select([fd], [], [], float(sys.argv[2]) if len(sys.argv) > 2 else None)[0] else 1)' "$@"
 }
 
-# wait_created DIR NAME [SECONDS]: waits (inotify, at most SECONDS, default 60) until
-# DIR/NAME exists; fails if it does not appear.
-wait_created() {
+# wait_entry created|removed DIR NAME SECONDS: waits (inotify, at most SECONDS) until
+# DIR/NAME exists, or is gone; fails if that does not come.
+wait_entry() {
         python3 -c '
 import ctypes, os, select, sys
-d, name, bound = sys.argv[1], sys.argv[2].encode(), float(sys.argv[3])
+created, d, name, bound = sys.argv[1] == "created", sys.argv[2], sys.argv[3], float(sys.argv[4])
 libc = ctypes.CDLL(None, use_errno=True)
 fd = libc.inotify_init1(os.O_CLOEXEC)
-if fd < 0 or libc.inotify_add_watch(fd, d.encode(), 0x100 | 0x80) < 0:  # IN_CREATE | IN_MOVED_TO
+mask = 0x100 | 0x80 if created else 0x200 | 0x40  # IN_CREATE | IN_MOVED_TO, IN_DELETE | IN_MOVED_FROM
+if fd < 0 or libc.inotify_add_watch(fd, d.encode(), mask) < 0:
     sys.exit("inotify on %s: %s" % (d, os.strerror(ctypes.get_errno())))
-while not os.path.lexists(os.path.join(d, sys.argv[2])):
+while os.path.lexists(os.path.join(d, name)) != created:
     if not select.select([fd], [], [], bound)[0]:
-        sys.exit("%s did not appear in %s within %g s" % (sys.argv[2], d, bound))
+        sys.exit("%s was not %s in %s within %g s" % (name, sys.argv[1], d, bound))
     os.read(fd, 65536)
-' "$1" "$2" "${3:-60}" || fail "waiting for $1/$2"
+' "$@" || fail "waiting for $2/$3 to be $1"
 }
+# wait_created DIR NAME [SECONDS]: waits (default 60 s) until DIR/NAME exists.
+wait_created() { wait_entry created "$1" "$2" "${3:-60}"; }
+# wait_removed DIR NAME [SECONDS]: waits (default 60 s) until DIR/NAME is gone.
+wait_removed() { wait_entry removed "$1" "$2" "${3:-60}"; }
 
 pids_matching() {
         local status=0

@@ -84,7 +84,8 @@ static int run_in(const char *leaf, const char *const *paths, size_t n_paths, ch
                              .fd_err = null };
         pid_t pid = -1;
         int pidfd = -1;
-        int r = lfs_cgroup_spawn(&a, &pid, &pidfd);
+        lfs_spawn_stage stage;
+        int r = lfs_cgroup_spawn(&a, &pid, &pidfd, &stage);
         close(p[1]);
         close(null);
         assert_msg(r == 0, "spawn into %s: %s", leaf, strerror(-r));
@@ -212,7 +213,8 @@ static void test_spawn_with_threads_drops_privileges(void **state) {
                                      .fd_err = p[1] };
                 pid_t pid;
                 int pidfd;
-                assert_int_equal(lfs_cgroup_spawn(&a, &pid, &pidfd), 0);
+                lfs_spawn_stage stage;
+                assert_int_equal(lfs_cgroup_spawn(&a, &pid, &pidfd, &stage), 0);
                 close(p[1]);
                 char out[32] = "";
                 ssize_t k = read(p[0], out, sizeof(out) - 1);
@@ -274,7 +276,56 @@ static void test_spawn_into_missing_leaf_fails(void **state) {
                              .fd_err = 2 };
         pid_t pid;
         int pidfd;
-        assert_int_equal(lfs_cgroup_spawn(&a, &pid, &pidfd), -ENOENT);
+        lfs_spawn_stage stage = _LFS_SPAWN_STAGE_MAX;
+        assert_int_equal(lfs_cgroup_spawn(&a, &pid, &pidfd, &stage), -ENOENT);
+        assert_int_equal(stage, LFS_SPAWN_STAGE_CLONE);
+}
+
+/* A start that fails says at which step (the child's, through its error pipe), by clone3 and
+ * by fork alike: a working directory that does not exist, one the identity cannot enter. */
+static void test_spawn_failure_names_its_step(void **state) {
+        (void)state;
+        for (int i = 0; i < _LFS_SPAWN_STAGE_MAX; i++)
+                assert_non_null(strstr(lfs_spawn_stage_name((lfs_spawn_stage)i), " "));
+        NEED_CGROUPS();
+        _cleanup_free_ char *leaf = leaf_path("cmd-4");
+        /* A directory of root's that uid 501 cannot enter: a cgroup of the test's, so that
+         * the teardown removes it however the test ends. */
+        _cleanup_free_ char *locked = leaf_path("locked");
+        assert_int_equal(chmod(locked, 0700), 0);
+        const char *paths[] = { "/bin/true" };
+        char *argv[] = { "true", NULL };
+        char *envp[] = { NULL };
+        for (int fork_way = 0; fork_way < 2; fork_way++) {
+                if (fork_way)
+                        setenv("LAYERFS_NO_CLONE3", "1", 1);
+                const struct {
+                        const char *cwd;
+                        int errnum;
+                } cases[] = { { "/nonexistent/dir", ENOENT }, { locked, EACCES } };
+                for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                        lfs_spawn_args a = { .cgroup = leaf,
+                                             .paths = paths,
+                                             .n_paths = 1,
+                                             .argv = argv,
+                                             .envp = envp,
+                                             .cwd = cases[k].cwd,
+                                             .cwd_fd = -1,
+                                             .uid = 501,
+                                             .gid = 20,
+                                             .fd_in = 0,
+                                             .fd_out = 1,
+                                             .fd_err = 2 };
+                        pid_t pid = -1;
+                        int pidfd = -1;
+                        lfs_spawn_stage stage = _LFS_SPAWN_STAGE_MAX;
+                        assert_int_equal(lfs_cgroup_spawn(&a, &pid, &pidfd, &stage), -cases[k].errnum);
+                        assert_int_equal(stage, LFS_SPAWN_STAGE_CWD);
+                        assert_int_equal(pid, -1); /* nothing written but the step */
+                        assert_int_equal(pidfd, -1);
+                }
+        }
+        unsetenv("LAYERFS_NO_CLONE3");
 }
 
 /* A detached process (own session, parent gone) in a nested leaf: destroy ends it and
@@ -398,6 +449,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_spawn_tries_each_candidate, cgroup_setup,
                                                 cgroup_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_not_found_is_127_not_executable_126, cgroup_setup,
+                                                cgroup_teardown),
+                cmocka_unit_test_setup_teardown(test_spawn_failure_names_its_step, cgroup_setup,
                                                 cgroup_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_into_missing_leaf_fails, cgroup_setup,
                                                 cgroup_teardown),

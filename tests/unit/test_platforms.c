@@ -104,7 +104,7 @@ static void test_every_row_has_a_whole_runtime(void **state) {
 
 /* A platform whose runtime is not in this build answers Unsupported through the same
  * table: prepare and reach with today's messages, the daemon's operations with
- * -EOPNOTSUPP, and its readiness names what is missing. */
+ * -EOPNOTSUPP (spawn's error Unsupported too), and its readiness names what is missing. */
 static void test_an_unbuilt_runtime_is_unsupported(void **state) {
         (void)state;
         static const char *const missing[] = {
@@ -140,10 +140,14 @@ static void test_an_unbuilt_runtime_is_unsupported(void **state) {
                 assert_true(rt->create(&sb, &start, &h, &err) < 0);
                 assert_int_equal(err->code, LFS_UNSUPPORTED);
                 lfs_error_free(err);
+                err = NULL;
                 pid_t pid;
                 int pidfd;
                 lfs_command_spec spec = { .name = "cmd-1" };
-                assert_int_equal(rt->spawn(&sb, &spec, &pid, &pidfd), -EOPNOTSUPP);
+                assert_int_equal(rt->spawn(&sb, &spec, &pid, &pidfd, &err), -EOPNOTSUPP);
+                assert_int_equal(err->code, LFS_UNSUPPORTED);
+                lfs_error_free(err);
+                err = NULL;
                 assert_int_equal(rt->open_terminal(&sb), -EOPNOTSUPP);
                 assert_int_equal(rt->signal(&sb, getpid(), 0), -EOPNOTSUPP);
                 assert_int_equal(rt->end_command(&sb, "cmd-1", 0), -EOPNOTSUPP);

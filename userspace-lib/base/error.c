@@ -64,6 +64,22 @@ int lfs_fail(lfs_error **err, lfs_code code, int errnum, const char *fmt, ...) {
         return r;
 }
 
+int lfs_error_append(lfs_error **err, const char *fmt, ...) {
+        if (!err || !*err)
+                return -EINVAL;
+        va_list ap;
+        va_start(ap, fmt);
+        char *more = NULL;
+        if (vasprintf(&more, fmt, ap) >= 0) {
+                char *m = xasprintf("%s%s", (*err)->message, more);
+                free((*err)->message);
+                (*err)->message = m;
+                free(more);
+        }
+        va_end(ap);
+        return (*err)->errnum ? -(*err)->errnum : -EINVAL;
+}
+
 int lfs_fail_conflict(lfs_error **err, char **paths, size_t n, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);

@@ -33,6 +33,12 @@ long long lfs_now_ms(void) {
 struct timespec lfs_monotonic_deadline(long long ms) {
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
+        /* A deadline already past is now: a negative remainder would make tv_nsec negative,
+         * which pthread_cond_timedwait refuses with EINVAL at once, again and again, to a
+         * waiter that waits for ETIMEDOUT (a command that came after the watcher's load wait
+         * ended spun so, holding the daemon's lock: the whole daemon hung). */
+        if (ms < 0)
+                ms = 0;
         t.tv_nsec += (ms % 1000) * 1000000L;
         t.tv_sec += ms / 1000 + t.tv_nsec / 1000000000L;
         t.tv_nsec %= 1000000000L;

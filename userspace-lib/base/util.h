@@ -64,6 +64,9 @@ lfs_code lfs_code_from_name(const char *name);
 /* Sets *err (if err) and returns a negative errno: -errnum, or -EINVAL when errnum is 0. */
 int lfs_fail(lfs_error **err, lfs_code code, int errnum, const char *fmt, ...) _printf_(4, 5);
 int lfs_failv(lfs_error **err, lfs_code code, int errnum, const char *fmt, va_list ap);
+/* Adds context to an error on its way up: fmt's text after its message. Returns what the
+ * error's lfs_fail returned (-errnum, or -EINVAL); -EINVAL, and nothing else, without one. */
+int lfs_error_append(lfs_error **err, const char *fmt, ...) _printf_(2, 3);
 /* Takes ownership of paths (an array of n malloc'd strings). */
 int lfs_fail_conflict(lfs_error **err, char **paths, size_t n, const char *fmt, ...) _printf_(4, 5);
 
@@ -78,8 +81,8 @@ void *xmalloc_io(size_t n);
 
 /* CLOCK_MONOTONIC in milliseconds: deadlines and idle times. */
 long long lfs_now_ms(void);
-/* The CLOCK_MONOTONIC time ms milliseconds from now, for a pthread_cond_timedwait on a
- * condition made with that clock. */
+/* The CLOCK_MONOTONIC time ms milliseconds from now (now for ms < 0), for a
+ * pthread_cond_timedwait on a condition made with that clock. */
 struct timespec lfs_monotonic_deadline(long long ms);
 /* This boot's id (/proc/sys/kernel/random/boot_id) in buf, "" when unreadable. */
 void lfs_boot_id_read(char *buf, size_t cap);

@@ -170,12 +170,7 @@ void lfs_add_daemon_log(const sandbox_record *rec, lfs_error **err) {
         }
         if (!n)
                 return;
-        char *msg = xasprintf("%s; the daemon's log ended with:", (*err)->message);
-        for (unsigned i = n > 3 ? n - 3 : 0; i < n; i++) {
-                char *next = xasprintf("%s%s '%s'", msg, i > (n > 3 ? n - 3 : 0) ? ";" : "", lines[i % 3]);
-                free(msg);
-                msg = next;
-        }
-        free((*err)->message);
-        (*err)->message = msg;
+        lfs_error_append(err, "; the daemon's log ended with:");
+        for (unsigned i = n > 3 ? n - 3 : 0; i < n; i++)
+                lfs_error_append(err, "%s '%s'", i > (n > 3 ? n - 3 : 0) ? ";" : "", lines[i % 3]);
 }

@@ -330,12 +330,8 @@ int lfs_snapshot_dir(lfs_store *s, lfs_blob_writer *w, const char *dir, const lf
         int r = walk_tree(&sw, old_tree, root, err);
         if (r == 0)
                 store_trees(root, rows, ret_tree);
-        else if (err && *err && !strstr((*err)->message, dir)) {
-                /* The walk names paths below the directory: say which directory. */
-                char *m = xasprintf("%s (in '%s')", (*err)->message, dir);
-                free((*err)->message);
-                (*err)->message = m;
-        }
+        else if (err && *err && !strstr((*err)->message, dir))
+                lfs_error_append(err, " (in '%s')", dir); /* the walk names paths below dir */
         node_free(root);
         for (size_t i = 0; i < sw.n_paths; i++)
                 free(sw.paths[i]);

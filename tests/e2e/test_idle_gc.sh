@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The idle close's gc (LAYERFS_GC_AFTER_DELETES) runs beside the daemon's accept loop.
+# Each Sandbox here is held inside that gc (fault step gc-transaction: gc.lock held, the
+# dead rows deleted in a transaction not committed yet) and the daemon
+#  (a) answers a ping while the gc is held, and the ping keeps the Sandbox open past the
+#      gc's end: its idle close comes an idle time after the ping, not as the gc ends;
+#  (b) closes the Sandbox on SIGTERM while the gc is held (its directory and cgroups go),
+#      and once the gc ended leaves nothing, the Store verified;
+#  (c) with nothing asked, closes once the gc ended, and not before.
+# Before, the gc ran on the accept loop: the ping waited for the whole gc ((a) fails on
+# that build: no answer in 30 s) and the SIGTERM was read after it ((b) fails: the
+# Sandbox's directory stayed while the gc was held).
+source "$(dirname "$0")/lib.sh"
+use_private_sandboxes
+export LAYERFS_PROJECT=ig
+P=$LAYERFS_HOME/projects/ig
+mkdir -p "$WORK/main"
+echo main >"$WORK/main/README"
+lfs project init ig --from "$WORK/main" >/dev/null
+# A daemon held at the fault step when the test fails: nothing else ends it.
+HELD=
+TEARDOWN_EXTRA='[ -z "$HELD" ] || kill -9 "$HELD" 2>/dev/null'
+
+verified() {
+        lfs project verify >/dev/null || fail "project verify $1"
+        ok
+}
+deleted() { sqlite3 -cmd ".timeout 10000" "$P/store.db" "SELECT coalesce(sum(value), 0) FROM gc_state"; }
+
+# held_sandbox NAME IDLE: deletes a branch NAME with data of its own (the next gc has rows
+# to delete), makes a Sandbox whose idle time is IDLE seconds and whose idle close runs gc
+# after one deletion, and waits for its daemon to be held inside that gc. Sets N, DAEMON
+# and HELD.
+held_sandbox() {
+        mkdir -p "$WORK/$1"
+        head -c 100000 /dev/urandom >"$WORK/$1/data"
+        lfs branch create "$1" >/dev/null
+        lfs branch commit "$1" --from "$WORK/$1" -m "$1" >/dev/null
+        lfs branch delete "$1" >/dev/null
+        fault_fifo "$WORK/gc"
+        N=$(LAYERFS_IDLE_SECONDS=$2 LAYERFS_GC_AFTER_DELETES=1 LAYERFS_FAULT="gc-transaction#1@$WORK/gc" \
+                lfs sandbox create)
+        DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$N")
+        [ -n "$DAEMON" ] || fail "sandbox $N has no daemon pid"
+        HELD=$DAEMON
+        fault_reached "$DAEMON" "$WORK/gc" 60 >/dev/null || fail "the daemon $DAEMON ended without reaching its idle gc"
+        assert_eq "$(deleted)" 1 "deletions counted while the idle gc of sandbox $N is held"
+}
+
+# (a) A ping while the gc is held, then the gc let go; the daemon's exit is timed from the
+# ping. A close decided as the gc ends, the ping not counted, comes well within the idle
+# time; the daemon cannot close before an idle time after the ping (its clock started
+# when it read the ping, after the test's t0).
+held_sandbox a 3
+read -r answer after < <(python3 - "$LAYERFS_HOME/sandboxes/ig-$N" "$WORK/gc" "$DAEMON" <<'PY'
+import json, os, select, socket, sys, time
+sandbox, fifo, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+token = open(sandbox + "/token").read().strip()
+t0 = time.monotonic()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sandbox + "/control.sock")
+s.sendall((json.dumps(dict(v=1, token=token, call="sandbox.ping")) + "\n").encode())
+s.settimeout(30)
+try:
+    answer = "answered" if b'"ok"' in s.recv(4096) else "refused"
+except OSError as e:
+    answer = "no-answer:" + type(e).__name__
+s.close()
+with open(fifo, "w") as f:  # the gc goes on only now
+    f.write("go\n")
+ended = os.pidfd_open(pid)
+print(answer, "%.3f" % (time.monotonic() - t0) if select.select([ended], [], [], 60)[0] else "open")
+PY
+)
+HELD=
+assert_eq "$answer" answered "a ping to sandbox $N while its idle gc is held"
+[ "$after" != open ] || fail "sandbox $N did not idle-close within 60 s of the ping"
+awk -v a="$after" 'BEGIN { exit !(a >= 3) }' ||
+        fail "sandbox $N closed $after s after a ping it answered during its idle gc: before its idle time (3 s) from the ping"
+ok
+assert_eq "$(records)" 0 "records after the idle close that followed the ping"
+assert_eq "$(deleted)" 0 "deletions counted after the idle gc of (a)"
+verified "after the idle gc that a ping came during"
+
+# (b) SIGTERM while the gc is held: the Sandbox closes then (its directory and cgroups go,
+# the gc still held); the daemon waits for its gc, then leaves nothing.
+held_sandbox b 1
+kill -TERM "$DAEMON"
+wait_removed "$LAYERFS_HOME/sandboxes" "ig-$N" 30
+assert_eq "$(find "$CGR" -mindepth 1 -type d)" "" "cgroups of sandbox $N closed by SIGTERM, its idle gc held"
+fault_release "$WORK/gc"
+wait_exit "$DAEMON" 60 || fail "the daemon $DAEMON did not exit once its idle gc ended after its SIGTERM"
+HELD=
+assert_nothing_left "SIGTERM during the idle gc"
+assert_eq "$(deleted)" 0 "deletions counted after the idle gc of (b)"
+verified "after a SIGTERM during the idle gc"
+
+# (c) Nothing asked: the Sandbox stays open while the gc is held and closes once it ended.
+held_sandbox c 1
+[ -S "$LAYERFS_HOME/sandboxes/ig-$N/control.sock" ] || fail "sandbox $N's socket went while its idle gc was held"
+assert_eq "$(records "SELECT state FROM sandboxes WHERE number=$N")" running "sandbox $N while its idle gc is held"
+fault_release "$WORK/gc"
+wait_exit "$DAEMON" 60 || fail "sandbox $N did not idle-close after its gc"
+HELD=
+assert_nothing_left "idle close after its gc"
+assert_eq "$(deleted)" 0 "deletions counted after the idle gc of (c)"
+verified "after the idle gc"
+finish
