@@ -121,6 +121,11 @@ int lfs_generations_fill(lfs_store *s, const lfs_id *start, size_t chunk, lfs_er
         } while (r > 0);
         lfs_idset_done(&waiting);
         free(stack);
+        if (r < 0 && err && *err) {
+                char hex[LFS_HEX_LEN + 1];
+                lfs_id_to_hex(start, hex);
+                lfs_error_append(err, " (recording the generations of commit %s and its ancestors)", hex);
+        }
         return r < 0 ? r : 0;
 }
 
