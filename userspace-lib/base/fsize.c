@@ -46,6 +46,7 @@ const char *lfs_fsize_hint(int errnum) {
                          "it)",
                          (unsigned long long)(rl.rlim_cur / 1024));
         else
-                snprintf(hint, sizeof(hint), " (a file would grow past the file size limit, ulimit -f; raise it)");
+                snprintf(hint, sizeof(hint),
+                         " (a file would grow past the file size limit, ulimit -f; raise it)");
         return hint;
 }

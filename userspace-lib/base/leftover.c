@@ -75,8 +75,8 @@ size_t lfs_leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is
         size_t len = strlen(prefix), removed = 0;
         struct dirent *de;
         while ((de = readdir(d)))
-                if (!strncmp(de->d_name, prefix, len) && strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-                    remove_leftover(dirfd, de->d_name, is_garbage, userdata))
+                if (!strncmp(de->d_name, prefix, len) && strcmp(de->d_name, ".") &&
+                    strcmp(de->d_name, "..") && remove_leftover(dirfd, de->d_name, is_garbage, userdata))
                         removed++;
         closedir(d);
         return removed;

@@ -775,7 +775,7 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, int *ret_hold, lfs_error **err)
                     db, "SELECT 1 FROM sandboxes WHERE typeof(id_base)='integer' AND id_base=? LIMIT 1", -1,
                     &st, NULL) != SQLITE_OK)
                 return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s%s", sqlite3_errmsg(db),
-                        lfs_fsize_hint(sqlite3_system_errno(db)));
+                                lfs_fsize_hint(sqlite3_system_errno(db)));
         _cleanup_free_ char *skipped = NULL;
         _cleanup_free_ bool *in_use = xcalloc(count / SANDBOX_IDS, sizeof(bool));
         _cleanup_close_ int locks_fd = -1;

@@ -540,7 +540,8 @@ static int plan_files(gc_run *g, lfs_error **err) {
         while ((de = readdir(d))) {
                 struct stat st;
                 const char *name = de->d_name;
-                if (name[0] == '.' || bsearch(&name, recorded, g->n_packs, sizeof(*recorded), lfs_strcmp_ptrs) ||
+                if (name[0] == '.' ||
+                    bsearch(&name, recorded, g->n_packs, sizeof(*recorded), lfs_strcmp_ptrs) ||
                     fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                         continue;
                 add_file(g, xasprintf("packs/%s", name), disk_bytes(&st));

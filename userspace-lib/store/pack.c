@@ -126,7 +126,8 @@ static bool pack_unrecorded(void *userdata, const char *name, bool locked) {
         recorded_packs *rp = userdata;
         if (locked)
                 return !pack_is_recorded(rp->s, name);
-        return rp->loaded && (!rp->n || !bsearch(&name, rp->names, rp->n, sizeof(*rp->names), lfs_strcmp_ptrs));
+        return rp->loaded &&
+               (!rp->n || !bsearch(&name, rp->names, rp->n, sizeof(*rp->names), lfs_strcmp_ptrs));
 }
 
 void lfs_store_remove_leftovers(lfs_store *s) {
