@@ -103,11 +103,11 @@ static int write_failed(lfs_blob_writer *w, int r, lfs_error **err) {
                         strerror(-r), lfs_fsize_hint(-r));
 }
 
-/* A new temporary name in the writer's directory, made (and locked) at its first: unique
- * in the process, as a daemon runs the commits of several Workspaces at once, each with a
- * writer of its own, and a name another process holds (the same pid in another pid
- * namespace) is passed by. */
-static int new_tmp_name(lfs_blob_writer *w, char **ret, lfs_error **err) {
+/* The writer's directory of temporary objects, made (and locked) at its first: its name
+ * unique in the process, as a daemon runs the commits of several Workspaces at once, each
+ * with a writer of its own, and a name another process holds (the same pid in another pid
+ * namespace) passed by. */
+static int make_tmp_dir(lfs_blob_writer *w, lfs_error **err) {
         static unsigned long counter;
         int fd = -EEXIST;
         for (int attempt = 0; w->tmp_dir_fd < 0 && attempt < 8 && (fd == -EEXIST || fd == -EBUSY);
@@ -123,8 +123,12 @@ static int new_tmp_name(lfs_blob_writer *w, char **ret, lfs_error **err) {
                 free(TAKE_PTR(w->tmp_dir));
                 return write_failed(w, fd, err);
         }
-        *ret = xasprintf("%s/%lu", w->tmp_dir, w->tmp_files++);
         return 0;
+}
+
+/* A new name in the writer's directory (make_tmp_dir made it). */
+static char *new_tmp_name(lfs_blob_writer *w) {
+        return xasprintf("%s/%lu", w->tmp_dir, w->tmp_files++);
 }
 
 /* Does the Store have this blob of size bytes? One a pack takes is looked for in the packs
@@ -192,12 +196,12 @@ static int queue_write(lfs_blob_writer *w, const lfs_id *id, char *buf, size_t l
         w->written += len;
         if (len <= LFS_PACK_MAX_BLOB)
                 return lfs_pack_writer_add(w->pack, id, buf, len, err);
-        char *tmp;
-        int r = new_tmp_name(w, &tmp, err);
+        int r = make_tmp_dir(w, err);
         if (r < 0) {
                 free(buf);
                 return r;
         }
+        char *tmp = new_tmp_name(w);
         GROW(w->queue, w->cap_queue, w->n_queue + 1);
         w->queue[w->n_queue++] = (queued_write){ .id = *id, .tmp = tmp, .buf = buf, .len = len };
         if (w->n_queue >= LFS_IO_BATCH)
@@ -345,10 +349,10 @@ static int source_skipped(lfs_blob_writer *w, lfs_blob_source *src, int r, lfs_e
  * with src->result set. */
 static int copy_blob(lfs_blob_writer *w, lfs_blob_source *src, int fd, const lfs_id *expect, lfs_id *ret,
                      lfs_error **err) {
-        char *tmp;
-        int r = new_tmp_name(w, &tmp, err);
+        int r = make_tmp_dir(w, err);
         if (r < 0)
                 return r;
+        char *tmp = new_tmp_name(w);
         GROW(w->pending, w->cap_pending, w->n_pending + 1);
         w->pending[w->n_pending++] = (queued_write){ .tmp = tmp };
         _cleanup_close_ int out =
