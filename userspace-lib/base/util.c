@@ -360,14 +360,8 @@ void lfs_unescape_octal(char *s) {
         *out = 0;
 }
 
-/* "<prefix><pid>-...": is that writer's process gone? */
-static bool writer_is_gone(const char *name, const char *prefix) {
-        size_t len = strlen(prefix);
-        if (strncmp(name, prefix, len))
-                return false;
-        char *end;
-        long pid = strtol(name + len, &end, 10);
-        return pid > 0 && *end == '-' && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+int lfs_strcmp_ptrs(const void *a, const void *b) {
+        return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 DIR *lfs_opendir_at_fd(int dirfd) {
@@ -381,17 +375,6 @@ DIR *lfs_opendir_at_fd(int dirfd) {
                 errno = e;
         }
         return d;
-}
-
-void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void *userdata) {
-        DIR *d = lfs_opendir_at_fd(dirfd);
-        if (!d)
-                return;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (writer_is_gone(de->d_name, prefix))
-                        fn(userdata, dirfd, de->d_name);
-        closedir(d);
 }
 
 ssize_t lfs_pread_full(int fd, void *buf, size_t len, off_t offset) {

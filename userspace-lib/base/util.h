@@ -109,10 +109,8 @@ size_t path_buf_push(path_buf *p, const char *name);
 void path_buf_cut(path_buf *p, size_t len);
 void path_buf_done(path_buf *p);
 
-/* Leftovers of killed writers are named "<prefix><pid>-...": calls fn for each entry of
- * dirfd so named whose process is gone. */
-typedef void (*dead_writer_fn)(void *userdata, int dirfd, const char *name);
-void for_each_dead_writer(int dirfd, const char *prefix, dead_writer_fn fn, void *userdata);
+/* qsort/bsearch order of an array of strings (char *): strcmp of the pointed-to strings. */
+int lfs_strcmp_ptrs(const void *a, const void *b);
 /* A stream over the entries of the directory dirfd holds, on a close-on-exec copy of it
  * (dirfd stays the caller's to close; the copy shares its offset); NULL with errno set. */
 DIR *lfs_opendir_at_fd(int dirfd);

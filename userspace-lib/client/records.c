@@ -11,6 +11,7 @@
 #include <sys/statvfs.h>
 
 #include "cgroup.h"
+#include "fsize.h"
 #include "numbers.h"
 #include "platforms.h"
 #include "records.h"
@@ -121,12 +122,14 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err);
  * restarted in place: it stays small, and its file is reused (written over, never grown
  * past that size), which a full disk needs (below). */
 void lfs_records_close(sqlite3 *db) {
-        if (db)
-                sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+        if (!db)
+                return;
+        sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
         sqlite3_close(db);
+        lfs_fsize_release();
 }
 
-int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
+static int records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         lfs_error *first = NULL;
         int r = records_open_once(home, ret, &first);
         if (r < 0 && give_up_space_reserve(home)) {
@@ -142,6 +145,16 @@ int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
         }
         keep_space_reserve(home);
         return 0;
+}
+
+int lfs_records_open(lfs_home *home, sqlite3 **ret, lfs_error **err) {
+        /* While the connection is open, in this thread: a write past ulimit -f (under
+         * 32 KiB, the -shm file's) fails EFBIG rather than ending the CLI (fsize.h). */
+        lfs_fsize_hold();
+        int r = records_open(home, ret, err);
+        if (r < 0)
+                lfs_fsize_release();
+        return r;
 }
 
 /* Whether db is in WAL mode already (false also when that cannot be read: the switch
@@ -207,7 +220,8 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
                     " disk INTEGER, network TEXT, net_base INTEGER, PRIMARY KEY(project, number))"
                     " WITHOUT ROWID;",
                     NULL, NULL, &msg) != SQLITE_OK) {
-                r = lfs_fail(err, LFS_FAILED, EIO, "cannot use %s: %s", path, msg ? msg : "?");
+                r = lfs_fail(err, LFS_FAILED, EIO, "cannot use %s: %s%s", path, msg ? msg : "?",
+                             lfs_fsize_hint(sqlite3_system_errno(db)));
                 sqlite3_free(msg);
                 sqlite3_close(db);
                 return r;
@@ -247,7 +261,8 @@ static int records_open_once(lfs_home *home, sqlite3 **ret, lfs_error **err) {
 }
 
 static int db_fail(sqlite3 *db, lfs_error **err) {
-        return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
+        return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s%s", sqlite3_errmsg(db),
+                        lfs_fsize_hint(sqlite3_system_errno(db)));
 }
 
 static int step_done(sqlite3 *db, sqlite3_stmt *st, lfs_error **err) {
@@ -759,7 +774,8 @@ static int claim_ids(sqlite3 *db, uint32_t *ret, int *ret_hold, lfs_error **err)
         if (sqlite3_prepare_v2(
                     db, "SELECT 1 FROM sandboxes WHERE typeof(id_base)='integer' AND id_base=? LIMIT 1", -1,
                     &st, NULL) != SQLITE_OK)
-                return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s", sqlite3_errmsg(db));
+                return lfs_fail(err, LFS_FAILED, EIO, "the home's records: %s%s", sqlite3_errmsg(db),
+                                lfs_fsize_hint(sqlite3_system_errno(db)));
         _cleanup_free_ char *skipped = NULL;
         _cleanup_free_ bool *in_use = xcalloc(count / SANDBOX_IDS, sizeof(bool));
         _cleanup_close_ int locks_fd = -1;

@@ -46,8 +46,8 @@ int lfs_db_fail(lfs_store *s, lfs_error **err, const char *what) {
                                 "the Store of project '%s' stayed locked by another process while "
                                 "trying to %s; try again",
                                 s->project, what);
-        return lfs_fail(err, LFS_FAILED, EIO, "could not %s in the Store of project '%s': %s", what,
-                        s->project, sqlite3_errmsg(s->db));
+        return lfs_fail(err, LFS_FAILED, EIO, "could not %s in the Store of project '%s': %s%s", what,
+                        s->project, sqlite3_errmsg(s->db), lfs_fsize_hint(sqlite3_system_errno(s->db)));
 }
 
 int lfs_db_exec(lfs_store *s, const char *sql, lfs_error **err) {
@@ -124,8 +124,8 @@ static int setup_schema(lfs_store *s, bool create, lfs_error **err) {
                          "PRAGMA journal_mode=WAL; BEGIN IMMEDIATE; %s PRAGMA application_id=%d;"
                          " PRAGMA user_version=%d; COMMIT;",
                          schema, LFS_STORE_APPLICATION_ID, LFS_STORE_SCHEMA);
-                if ((r = lfs_db_exec(s, sql, err)) < 0)
-                        return r;
+                if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+                        return lfs_db_fail(s, err, "make the Store's tables");
         } else if (app_id != LFS_STORE_APPLICATION_ID) {
                 return lfs_fail(err, LFS_INVALID_INPUT, EINVAL,
                                 "%s/store.db is not a LayerFS Store (application id %#x); check "
@@ -197,6 +197,9 @@ int lfs_store_open_dir(lfs_home *home, const char *project, const char *path, bo
         s->objects_fd = -1;
         s->packs_fd = -1;
         s->gc_lock_fd = -1;
+        /* Until the close, in this thread: a write past ulimit -f fails EFBIG rather than
+         * ending the process mid-write (fsize.h). */
+        lfs_fsize_hold();
         s->dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         int r;
         if (s->dirfd < 0) {
@@ -285,6 +288,7 @@ void lfs_store_close(lfs_store *s) {
                 close(s->objects_fd);
         if (s->dirfd >= 0)
                 close(s->dirfd);
+        lfs_fsize_release();
         free(s->project);
         free(s->path);
         free(s);

@@ -6,44 +6,38 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 
 #include "fault.h"
+#include "leftover.h"
 #include "store.h"
 
 /* The signals an export holds off while it writes, so that what it wrote goes rather than
- * stays. A write past RLIMIT_FSIZE (ulimit -f) raises SIGXFSZ, whose default ends the
- * process: held, it stays pending and the write fails EFBIG, reported as any other
- * failure (io_uring's workers hold every signal already; a write the ring left short is
- * finished in this thread). SIGHUP, SIGINT and SIGTERM, where their default would end the
- * process (a caller's handler or SIG_IGN is left alone), stop the export at its next
- * entry: its directory removed, the signal then takes its course. Only this thread's mask
- * changes, and only meanwhile: the CLI and the commands it runs keep their defaults. */
-static const int held_signals[] = { SIGXFSZ, SIGHUP, SIGINT, SIGTERM };
+ * stays. SIGHUP, SIGINT and SIGTERM, where their default would end the process (a
+ * caller's handler or SIG_IGN is left alone), stop the export at its next entry: its
+ * directory removed, the signal then takes its course. Only this thread's mask changes,
+ * and only meanwhile: the CLI and the commands it runs keep their defaults. (A write past
+ * ulimit -f fails EFBIG rather than raising SIGXFSZ while the Store is open, fsize.h;
+ * io_uring's workers hold every signal already, and a write the ring left short is
+ * finished in this thread.) */
+static const int held_signals[] = { SIGHUP, SIGINT, SIGTERM };
 typedef struct export_signals {
-        sigset_t held; /* blocked here, not already by the caller */
-        sigset_t stops; /* of those, the ones that stop the export */
+        sigset_t held; /* blocked here, not already by the caller: the ones that stop it */
 } export_signals;
 
 static void export_signals_hold(export_signals *es) {
         sigset_t want, old;
         sigemptyset(&want);
         sigemptyset(&es->held);
-        sigemptyset(&es->stops);
         for (size_t i = 0; i < ELEMENTSOF(held_signals); i++) {
                 struct sigaction sa;
-                if (held_signals[i] == SIGXFSZ ||
-                    (sigaction(held_signals[i], NULL, &sa) == 0 && sa.sa_handler == SIG_DFL))
+                if (sigaction(held_signals[i], NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
                         sigaddset(&want, held_signals[i]);
         }
         pthread_sigmask(SIG_BLOCK, &want, &old);
         for (size_t i = 0; i < ELEMENTSOF(held_signals); i++)
-                if (sigismember(&want, held_signals[i]) && !sigismember(&old, held_signals[i])) {
+                if (sigismember(&want, held_signals[i]) && !sigismember(&old, held_signals[i]))
                         sigaddset(&es->held, held_signals[i]);
-                        if (held_signals[i] != SIGXFSZ)
-                                sigaddset(&es->stops, held_signals[i]);
-                }
 }
 
 /* The signal that stops the export (pending since), or 0. */
@@ -52,21 +46,13 @@ static int export_stop_signal(const export_signals *es) {
         if (sigpending(&pending) < 0)
                 return 0;
         for (size_t i = 0; i < ELEMENTSOF(held_signals); i++)
-                if (sigismember(&es->stops, held_signals[i]) && sigismember(&pending, held_signals[i]))
+                if (sigismember(&es->held, held_signals[i]) && sigismember(&pending, held_signals[i]))
                         return held_signals[i];
         return 0;
 }
 
-/* The SIGXFSZ a write raised here (reported as EFBIG) is taken back: it would end the
- * process after all. A stop signal still pending takes its course. */
+/* A stop signal still pending takes its course. */
 static void export_signals_release(const export_signals *es) {
-        if (sigismember(&es->held, SIGXFSZ)) {
-                sigset_t fsize;
-                sigemptyset(&fsize);
-                sigaddset(&fsize, SIGXFSZ);
-                const struct timespec now = { 0 };
-                (void)sigtimedwait(&fsize, NULL, &now);
-        }
         pthread_sigmask(SIG_UNBLOCK, &es->held, NULL);
 }
 
@@ -95,18 +81,12 @@ typedef struct export_walk {
         uint64_t written; /* files started */
 } export_walk;
 
-/* What to do about a write that failed with errnum, beyond its reason. */
-static const char *write_hint(int errnum) {
-        return errnum == EFBIG ? " (the file size limit, ulimit -f, is below the file's size; raise it)"
-                               : "";
-}
-
 /* what ("write", "make") failed on path, shortened for the message (a path may be
  * 4,095 bytes); errnum is positive. */
 static int write_failed(const char *what, const char *path, int errnum, lfs_error **err) {
         _cleanup_free_ char *shown = lfs_path_excerpt(path);
         return lfs_fail(err, LFS_FAILED, errnum, "cannot %s %s: %s%s", what, shown, strerror(errnum),
-                        write_hint(errnum));
+                        lfs_fsize_hint(errnum));
 }
 
 /* The io layer itself failed (no one file did): a submission or a wait. */
@@ -314,85 +294,44 @@ static int check_export_target(const char *dir, lfs_error **err) {
  * it (BASE being DIR's last component). */
 #define EXPORT_TMP_INFIX ".layerfs-export-"
 
-/* parent_fd/name, the temporary directory of an earlier export into the same directory:
- * removed if that export is gone. Only a directory (not a symlink) of this user, and only
- * unlocked: a running export holds flock on its own (make_export_tmp), whatever pid
- * namespace it runs in. What is removed is what was checked: emptied through the
- * descriptor that holds the lock, then rmdir'ed by name, which removes at most an empty
- * directory if the name was swapped meanwhile. */
-static void remove_stale_export(int parent_fd, const char *name) {
-        _cleanup_close_ int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() || flock(fd, LOCK_EX | LOCK_NB) < 0)
-                return;
-        DIR *d = lfs_opendir_at_fd(fd);
-        if (!d)
-                return;
-        struct dirent *de;
-        while ((de = readdir(d)))
-                if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-                        (void)rm_rf_at(fd, de->d_name);
-        closedir(d);
-        (void)unlinkat(parent_fd, name, AT_REMOVEDIR);
+/* An earlier export's temporary directory for the same DIR: ".BASE" EXPORT_TMP_INFIX and
+ * digits exactly (userdata is the prefix). */
+static bool is_export_tmp(void *userdata, const char *name, bool locked) {
+        (void)locked;
+        const char *pid = name + strlen(userdata);
+        return *pid && !pid[strspn(pid, "0123456789")];
 }
 
-/* Removes what killed exports into parent_fd/base left (SIGKILL, a power cut): their
- * names carry a pid, which a new export in another pid namespace may have again. */
+/* Removes what killed exports into parent_fd/base left (SIGKILL, a power cut): only
+ * directories of this user (not symlinks) that no running export holds (leftover.h), in
+ * whatever pid namespace it runs; their names carry a pid, which a new export in another
+ * pid namespace may have again. */
 static void remove_stale_exports(int parent_fd, const char *base) {
         _cleanup_free_ char *prefix = xasprintf(".%s" EXPORT_TMP_INFIX, base);
-        size_t len = strlen(prefix);
-        /* parent_fd is O_PATH (a parent one may write in but not list is enough). */
-        int fd = openat(parent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd < 0 ? NULL : fdopendir(fd);
-        if (!d) {
-                if (fd >= 0)
-                        close(fd);
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                const char *pid = de->d_name + len;
-                if (!strncmp(de->d_name, prefix, len) && *pid && !pid[strspn(pid, "0123456789")])
-                        remove_stale_export(parent_fd, de->d_name);
-        }
-        closedir(d);
+        (void)lfs_leftovers_remove(parent_fd, prefix, is_export_tmp, prefix);
 }
 
 /* Makes parent_fd/name, the export's temporary directory, and locks it for as long as
  * the export runs (the fd returned): the lock tells a later export into the same
  * directory that this one is alive. */
 static int make_export_tmp(int parent_fd, const char *name, const char *dir, lfs_error **err) {
-        if (mkdirat(parent_fd, name, 0755) < 0) {
-                int e = errno;
-                if (e == EEXIST)
-                        return lfs_fail(err, LFS_BUSY, e,
-                                        "'%s' beside '%s' is a running export's (or another user's); "
-                                        "export again once it is done",
-                                        name, dir);
-                return lfs_fail(err, e == ENOENT ? LFS_INVALID_INPUT : LFS_FAILED, e,
-                                "cannot make a directory beside '%s' (%s); does its parent exist "
-                                "and is it writable?",
-                                dir, strerror(e));
-        }
-        _cleanup_close_ int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot open '%s' beside '%s': %s", name, dir,
-                                strerror(errno));
-        int locked = flock(fd, LOCK_EX | LOCK_NB) < 0 ? -errno : 0;
-        if (locked < 0 && locked != -EWOULDBLOCK)
-                return lfs_fail(err, LFS_FAILED, locked, "cannot lock '%s' beside '%s': %s", name, dir,
-                                strerror(-locked));
-        /* Between the mkdir and the lock another export into dir may have taken it for a
-         * stale one (and holds it, or removed it): then it is no longer (or not only) ours. */
-        struct stat held, named;
-        if (locked < 0 || fstat(fd, &held) < 0 ||
-            fstatat(parent_fd, name, &named, AT_SYMLINK_NOFOLLOW) < 0 || held.st_dev != named.st_dev ||
-            held.st_ino != named.st_ino)
+        int fd = lfs_leftover_make(parent_fd, name, O_DIRECTORY, 0755);
+        if (fd == -EEXIST)
+                return lfs_fail(err, LFS_BUSY, EEXIST,
+                                "'%s' beside '%s' is a running export's (or another user's); "
+                                "export again once it is done",
+                                name, dir);
+        if (fd == -EBUSY)
                 return lfs_fail(err, LFS_BUSY, EBUSY,
                                 "another export into '%s' started at the same time; export again once "
                                 "it is done",
                                 dir);
-        return TAKE_FD(fd);
+        if (fd < 0)
+                return lfs_fail(err, fd == -ENOENT ? LFS_INVALID_INPUT : LFS_FAILED, -fd,
+                                "cannot make a directory beside '%s' (%s); does its parent exist "
+                                "and is it writable?",
+                                dir, strerror(-fd));
+        return fd;
 }
 
 int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error **err) {

@@ -377,10 +377,6 @@ static gc_pack *find_pack(gc_run *g, sqlite3_int64 id) {
         return NULL;
 }
 
-static int name_cmp(const void *a, const void *b) {
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static bool pack_name_valid(const char *name) {
         return name && *name && *name != '.' && !strchr(name, '/');
 }
@@ -449,6 +445,29 @@ static int plan_packs(gc_run *g, lfs_error **err) {
         return 0;
 }
 
+/* tmp/name, a killed writer's directory of temporary objects (objects.c): its files, then
+ * itself (remove_files takes a directory once emptied). */
+static void plan_writer_dir(gc_run *g, int tmp_fd, const char *name) {
+        int fd = openat(tmp_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                struct stat st;
+                if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    !S_ISREG(st.st_mode))
+                        continue;
+                add_file(g, xasprintf("tmp/%s/%s", name, de->d_name), disk_bytes(&st));
+                g->result.leftovers++;
+        }
+        closedir(d);
+        add_file(g, xasprintf("tmp/%s", name), 0);
+}
+
 /* Loose objects no root reaches, and what killed writers left: every tmp object and every
  * pack file no row names (no writer runs while gc holds the lock). */
 static int plan_files(gc_run *g, lfs_error **err) {
@@ -494,11 +513,15 @@ static int plan_files(gc_run *g, lfs_error **err) {
         struct dirent *de;
         while (d && (de = readdir(d))) {
                 struct stat st;
-                if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-                    !S_ISREG(st.st_mode))
+                if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
-                add_file(g, xasprintf("tmp/%s", de->d_name), disk_bytes(&st));
-                g->result.leftovers++;
+                if (S_ISDIR(st.st_mode)) {
+                        plan_writer_dir(g, dirfd(d), de->d_name);
+                } else if (S_ISREG(st.st_mode)) {
+                        /* A writer's from before the writers' own directories. */
+                        add_file(g, xasprintf("tmp/%s", de->d_name), disk_bytes(&st));
+                        g->result.leftovers++;
+                }
         }
         if (d)
                 closedir(d);
@@ -513,11 +536,12 @@ static int plan_files(gc_run *g, lfs_error **err) {
         _cleanup_free_ char **recorded = xcalloc(g->n_packs + 1, sizeof(*recorded));
         for (size_t i = 0; i < g->n_packs; i++)
                 recorded[i] = g->packs[i].name;
-        qsort(recorded, g->n_packs, sizeof(*recorded), name_cmp);
+        qsort(recorded, g->n_packs, sizeof(*recorded), lfs_strcmp_ptrs);
         while ((de = readdir(d))) {
                 struct stat st;
                 const char *name = de->d_name;
-                if (name[0] == '.' || bsearch(&name, recorded, g->n_packs, sizeof(*recorded), name_cmp) ||
+                if (name[0] == '.' ||
+                    bsearch(&name, recorded, g->n_packs, sizeof(*recorded), lfs_strcmp_ptrs) ||
                     fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                         continue;
                 add_file(g, xasprintf("packs/%s", name), disk_bytes(&st));
@@ -687,7 +711,10 @@ static int remove_files(gc_run *g, lfs_error **err) {
         int r = 0;
         for (size_t i = 0; i < g->n_files; i++) {
                 lfs_fault_point("gc-remove"); /* the rows gone, this file and the rest not yet */
-                if (unlinkat(g->s->objects_fd, g->files[i].path, 0) < 0 && errno != ENOENT && r == 0)
+                int gone = unlinkat(g->s->objects_fd, g->files[i].path, 0);
+                if (gone < 0 && errno == EISDIR)
+                        gone = unlinkat(g->s->objects_fd, g->files[i].path, AT_REMOVEDIR);
+                if (gone < 0 && errno != ENOENT && r == 0)
                         r = lfs_fail(err, LFS_FAILED, errno,
                                      "cannot remove %s/objects/%s: %s; it holds nothing reachable; run "
                                      "gc again once fixed",

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "fault.h"
+#include "leftover.h"
 #include "store.h"
 
 static char *default_home(void) {
@@ -337,11 +338,6 @@ void lfs_home_set_progress(lfs_home *home, lfs_progress_fn fn, void *userdata) {
         home->progress_data = userdata;
 }
 
-static void remove_stale_init(void *userdata, int dirfd, const char *name) {
-        (void)userdata;
-        rm_rf_at(dirfd, name);
-}
-
 static char *projects_dir(const lfs_home *home) {
         return xasprintf("%s/projects", home->path);
 }
@@ -372,15 +368,22 @@ int lfs_project_init(lfs_home *home, const char *name, const char *from_dir, lfs
         _cleanup_close_ int projects_fd = -1;
         if ((r = lfs_home_dir(home, "projects", 0700, true, &projects_fd, err)) < 0)
                 return r;
-        /* What inits killed part-way left behind. */
-        for_each_dead_writer(projects_fd, ".init-", remove_stale_init, NULL);
+        /* What inits killed part-way left behind: each init holds flock on its directory
+         * (leftover.h), so one of the same pid in another pid namespace is never taken for
+         * a dead one's. */
+        (void)lfs_leftovers_remove(projects_fd, ".init-", NULL, NULL);
 
         /* Built under a temporary name and renamed: a failed init leaves no project. */
         _cleanup_free_ char *tmp_name = xasprintf(".init-%d-%s", (int)getpid(), name);
         _cleanup_free_ char *tmp = xasprintf("%s/%s", projects, tmp_name);
-        rm_rf_at(projects_fd, tmp_name);
-        if (mkdir(tmp, 0755) < 0)
-                return lfs_fail(err, LFS_FAILED, errno, "cannot make %s: %s", tmp, strerror(errno));
+        _cleanup_close_ int tmp_fd = lfs_leftover_make(projects_fd, tmp_name, O_DIRECTORY, 0755);
+        if (tmp_fd == -EEXIST || tmp_fd == -EBUSY)
+                return lfs_fail(err, LFS_BUSY, -tmp_fd,
+                                "another 'project init %s' is running (%s is its); try again once it is "
+                                "done",
+                                name, tmp);
+        if (tmp_fd < 0)
+                return lfs_fail(err, LFS_FAILED, -tmp_fd, "cannot make %s: %s", tmp, strerror(-tmp_fd));
         lfs_store *s = NULL;
         lfs_blob_writer *w = NULL;
         lfs_tree_rows rows = { 0 };

@@ -2,18 +2,21 @@
 /* Blob objects, named by the SHA-256 of their contents. Small ones go into the
  * operation's pack (pack.c); larger ones are loose files under objects/xx/, written under
  * objects/tmp first and renamed into place only after their data is durable, so a loose
- * object that exists under its name is always whole. */
+ * object that exists under its name is always whole. A writer's temporary objects are in a
+ * directory of its own, objects/tmp/<pid>-<n>/, made at its first and locked for as long as
+ * it runs (leftover.h): the next writer removes those no writer holds. */
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #include "fault.h"
+#include "leftover.h"
 #include "store.h"
 
 #define STREAM_CHUNK (1u << 20)
 
 typedef struct queued_write {
         lfs_id id;
-        char *tmp; /* "tmp/<pid>-<n>" below objects/ */
+        char *tmp; /* "tmp/<writer>/<n>" below objects/ */
         char *buf;
         size_t len;
 } queued_write;
@@ -26,7 +29,9 @@ struct lfs_blob_writer {
         queued_write *pending; /* written under tmp/, not yet published */
         size_t n_pending, cap_pending;
         lfs_pack_writer *pack;
-        pid_t pid; /* names the tmp files of this writer */
+        char *tmp_dir; /* "tmp/<pid>-<n>" below objects/, once made */
+        int tmp_dir_fd; /* holds its lock; -1 before */
+        unsigned long tmp_files; /* named so far */
         uint64_t written;
         uint64_t files_done, files_total;
         bool lenient; /* a source that cannot be read is left out, not an error */
@@ -40,7 +45,7 @@ lfs_blob_writer *lfs_blob_writer_new(lfs_store *s) {
         /* Each writing operation sweeps what killed writers left, so garbage stays bounded. */
         lfs_store_remove_leftovers(s);
         w->pack = lfs_pack_writer_new(s);
-        w->pid = getpid();
+        w->tmp_dir_fd = -1;
         return w;
 }
 
@@ -55,6 +60,12 @@ void lfs_blob_writer_free(lfs_blob_writer *w) {
                 unlinkat(w->s->objects_fd, w->pending[i].tmp, 0);
                 free(w->pending[i].tmp);
         }
+        /* Removed while locked: then no other writer takes it for a leftover. */
+        if (w->tmp_dir)
+                (void)rm_rf_at(w->s->objects_fd, w->tmp_dir);
+        if (w->tmp_dir_fd >= 0)
+                close(w->tmp_dir_fd);
+        free(w->tmp_dir);
         free(w->queue);
         free(w->pending);
         lfs_pack_writer_free(w->pack);
@@ -87,12 +98,37 @@ int lfs_object_open(lfs_store *s, const lfs_id *id, lfs_error **err) {
         return fd;
 }
 
-/* Unique in the process, not only in the writer: a daemon runs the commits of several
- * Workspaces at once, each with a writer of its own, and a large file's copy holds its
- * temporary name while it is hashed. */
-static char *new_tmp_name(lfs_blob_writer *w) {
+static int write_failed(lfs_blob_writer *w, int r, lfs_error **err) {
+        return lfs_fail(err, LFS_FAILED, r, "cannot write objects into %s/objects: %s%s", w->s->path,
+                        strerror(-r), lfs_fsize_hint(-r));
+}
+
+/* The writer's directory of temporary objects, made (and locked) at its first: its name
+ * unique in the process, as a daemon runs the commits of several Workspaces at once, each
+ * with a writer of its own, and a name another process holds (the same pid in another pid
+ * namespace) passed by. */
+static int make_tmp_dir(lfs_blob_writer *w, lfs_error **err) {
         static unsigned long counter;
-        return xasprintf("tmp/%d-%lu", (int)w->pid, __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+        int fd = -EEXIST;
+        for (int attempt = 0; w->tmp_dir_fd < 0 && attempt < 8 && (fd == -EEXIST || fd == -EBUSY);
+             attempt++) {
+                free(w->tmp_dir);
+                w->tmp_dir = xasprintf("tmp/%d-%lu", (int)getpid(),
+                                       __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+                fd = lfs_leftover_make(w->s->objects_fd, w->tmp_dir, O_DIRECTORY, 0700);
+                if (fd >= 0)
+                        w->tmp_dir_fd = fd;
+        }
+        if (w->tmp_dir_fd < 0) {
+                free(TAKE_PTR(w->tmp_dir));
+                return write_failed(w, fd, err);
+        }
+        return 0;
+}
+
+/* A new name in the writer's directory (make_tmp_dir made it). */
+static char *new_tmp_name(lfs_blob_writer *w) {
+        return xasprintf("%s/%lu", w->tmp_dir, w->tmp_files++);
 }
 
 /* Does the Store have this blob of size bytes? One a pack takes is looked for in the packs
@@ -120,11 +156,6 @@ static bool needs_write(lfs_blob_writer *w, const lfs_id *id, uint64_t size, con
         if (!src || !src->has_known || !lfs_id_eq(id, &src->known))
                 lfs_idset_add(&w->scheduled, id);
         return write;
-}
-
-static int write_failed(lfs_blob_writer *w, int r, lfs_error **err) {
-        return lfs_fail(err, LFS_FAILED, r, "cannot write objects into %s/objects: %s", w->s->path,
-                        strerror(-r));
 }
 
 static int flush_queue(lfs_blob_writer *w, lfs_error **err) {
@@ -165,8 +196,14 @@ static int queue_write(lfs_blob_writer *w, const lfs_id *id, char *buf, size_t l
         w->written += len;
         if (len <= LFS_PACK_MAX_BLOB)
                 return lfs_pack_writer_add(w->pack, id, buf, len, err);
+        int r = make_tmp_dir(w, err);
+        if (r < 0) {
+                free(buf);
+                return r;
+        }
+        char *tmp = new_tmp_name(w);
         GROW(w->queue, w->cap_queue, w->n_queue + 1);
-        w->queue[w->n_queue++] = (queued_write){ .id = *id, .tmp = new_tmp_name(w), .buf = buf, .len = len };
+        w->queue[w->n_queue++] = (queued_write){ .id = *id, .tmp = tmp, .buf = buf, .len = len };
         if (w->n_queue >= LFS_IO_BATCH)
                 return flush_queue(w, err);
         return 0;
@@ -312,6 +349,9 @@ static int source_skipped(lfs_blob_writer *w, lfs_blob_source *src, int r, lfs_e
  * with src->result set. */
 static int copy_blob(lfs_blob_writer *w, lfs_blob_source *src, int fd, const lfs_id *expect, lfs_id *ret,
                      lfs_error **err) {
+        int r = make_tmp_dir(w, err);
+        if (r < 0)
+                return r;
         char *tmp = new_tmp_name(w);
         GROW(w->pending, w->cap_pending, w->n_pending + 1);
         w->pending[w->n_pending++] = (queued_write){ .tmp = tmp };
@@ -320,7 +360,7 @@ static int copy_blob(lfs_blob_writer *w, lfs_blob_source *src, int fd, const lfs
         if (out < 0)
                 return write_failed(w, -errno, err);
         lfs_id copied;
-        int r = stream_file(w, fd, src->size, out, &copied);
+        r = stream_file(w, fd, src->size, out, &copied);
         if (r < 0 && r != -EIO && r != -ECANCELED)
                 return write_failed(w, r, err);
         bool changed = r == 0 && expect && !lfs_id_eq(expect, &copied);

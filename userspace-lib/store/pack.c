@@ -4,13 +4,15 @@
  * writing 4 KiB on most filesystems, so packing small blobs is what makes an import of
  * thousands of small files cheap. The pack is fdatasync'ed before the transaction that
  * inserts its rows, so every row names bytes that are on disk; a pack without rows is
- * garbage from an interrupted writer and is removed once that writer's pid is gone. */
+ * garbage from an interrupted writer. The writer holds flock on its pack until its rows
+ * committed (leftover.h): a pack without rows and without a lock is a killed writer's,
+ * removed by the next one. */
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "leftover.h"
 #include "store.h"
 
 typedef struct packed_blob {
@@ -65,10 +67,11 @@ void lfs_pack_writer_free(lfs_pack_writer *pw) {
                 (void)lfs_io_wait_background(pw->s->io);
         pack_batch_done(&pw->queue);
         pack_batch_done(&pw->flying);
-        if (pw->fd >= 0)
-                close(pw->fd);
+        /* Removed before its lock goes with the close: locked, it is never a leftover. */
         if (pw->name && !pw->committed)
                 unlinkat(pw->s->packs_fd, pw->name, 0);
+        if (pw->fd >= 0)
+                close(pw->fd);
         free(pw->name);
         free(pw->blobs);
         free(pw);
@@ -84,42 +87,86 @@ static bool pack_is_recorded(lfs_store *s, const char *name) {
         return rc != SQLITE_DONE;
 }
 
-static void remove_tmp_object(void *userdata, int dirfd, const char *name) {
-        (void)userdata;
-        unlinkat(dirfd, name, 0);
+/* The names the packs table held when the sweep began, sorted. */
+typedef struct recorded_packs {
+        lfs_store *s;
+        char **names;
+        size_t n;
+        bool loaded; /* false: unread, every pack kept */
+} recorded_packs;
+
+static void recorded_packs_load(recorded_packs *rp) {
+        sqlite3_stmt *st;
+        size_t cap = 0;
+        if (sqlite3_prepare_v2(rp->s->db, "SELECT name FROM packs", -1, &st, NULL) != SQLITE_OK)
+                return;
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                GROW(rp->names, cap, rp->n + 1);
+                rp->names[rp->n++] = xstrdup((const char *)sqlite3_column_text(st, 0));
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) {
+                /* When in doubt, keep every pack. */
+                for (size_t i = 0; i < rp->n; i++)
+                        free(rp->names[i]);
+                free(TAKE_PTR(rp->names));
+                rp->n = 0;
+                return;
+        }
+        if (rp->n)
+                qsort(rp->names, rp->n, sizeof(*rp->names), lfs_strcmp_ptrs);
+        rp->loaded = true;
 }
 
-static void remove_unrecorded_pack(void *userdata, int dirfd, const char *name) {
-        if (!pack_is_recorded(userdata, name))
-                unlinkat(dirfd, name, 0);
+/* A pack no row names: looked up in the list read once (one query for the whole
+ * directory, as one per pack would cost every writer's start), then again once its lock
+ * is held (its writer may have committed and let go meanwhile). */
+static bool pack_unrecorded(void *userdata, const char *name, bool locked) {
+        recorded_packs *rp = userdata;
+        if (locked)
+                return !pack_is_recorded(rp->s, name);
+        return rp->loaded &&
+               (!rp->n || !bsearch(&name, rp->names, rp->n, sizeof(*rp->names), lfs_strcmp_ptrs));
 }
 
 void lfs_store_remove_leftovers(lfs_store *s) {
         _cleanup_close_ int tmp_fd = openat(s->objects_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (tmp_fd >= 0)
-                for_each_dead_writer(tmp_fd, "", remove_tmp_object, NULL);
-        for_each_dead_writer(s->packs_fd, "", remove_unrecorded_pack, s);
+                (void)lfs_leftovers_remove(tmp_fd, "", NULL, NULL);
+        recorded_packs rp = { .s = s };
+        recorded_packs_load(&rp);
+        (void)lfs_leftovers_remove(s->packs_fd, "", pack_unrecorded, &rp);
+        for (size_t i = 0; i < rp.n; i++)
+                free(rp.names[i]);
+        free(rp.names);
 }
 
 static int pack_failed(lfs_pack_writer *pw, int r, lfs_error **err) {
-        return lfs_fail(err, LFS_FAILED, r, "cannot write pack %s/objects/packs/%s: %s", pw->s->path,
-                        pw->name ? pw->name : "(new)", strerror(-r));
+        return lfs_fail(err, LFS_FAILED, r, "cannot write pack %s/objects/packs/%s: %s%s", pw->s->path,
+                        pw->name ? pw->name : "(new)", strerror(-r), lfs_fsize_hint(-r));
 }
 
+/* The pack's file, locked while this writer may still record it (a name another writer
+ * holds or is removing is passed by for the next). */
 static int open_pack(lfs_pack_writer *pw, lfs_error **err) {
         static unsigned counter;
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        pw->name =
-                xasprintf("%d-%llx-%u.pack", (int)getpid(),
-                          (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
-                          __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-        pw->fd = openat(pw->s->packs_fd, pw->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-        if (pw->fd < 0) {
-                int r = -errno;
-                free(TAKE_PTR(pw->name));
-                return pack_failed(pw, r, err);
+        int fd = -EEXIST;
+        for (int attempt = 0; attempt < 8 && (fd == -EEXIST || fd == -EBUSY); attempt++) {
+                struct timespec now;
+                clock_gettime(CLOCK_REALTIME, &now);
+                free(pw->name);
+                pw->name = xasprintf("%d-%llx-%u.pack", (int)getpid(),
+                                     (unsigned long long)now.tv_sec * 1000000000ull +
+                                             (unsigned long long)now.tv_nsec,
+                                     __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+                fd = lfs_leftover_make(pw->s->packs_fd, pw->name, O_WRONLY, 0444);
         }
+        if (fd < 0) {
+                free(TAKE_PTR(pw->name));
+                return pack_failed(pw, fd, err);
+        }
+        pw->fd = fd;
         return 0;
 }
 

@@ -68,10 +68,6 @@ static void node_free(snap_node *root) {
         free(stack);
 }
 
-static int cmp_str(const void *a, const void *b) {
-        return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int walk_failed(snap_walk *sw, const char *rel, int r, lfs_error **err) {
         if (r == -ENOENT || r == -ENOTDIR)
                 return lfs_fail(err, LFS_INVALID_INPUT, r,
@@ -107,7 +103,7 @@ static int read_names(int dirfd, char ***ret, size_t *ret_n) {
         int r = errno ? -errno : 0;
         closedir(d);
         if (n > 1)
-                qsort(names, n, sizeof(char *), cmp_str);
+                qsort(names, n, sizeof(char *), lfs_strcmp_ptrs);
         *ret = names;
         *ret_n = n;
         return r;

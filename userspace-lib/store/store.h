@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "fsize.h"
 #include "hash.h"
 #include "names.h"
 #include "util.h"

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* What a writer builds under a temporary name (a pack, a directory of temporary objects,
+ * a project being made, an export) and a kill (SIGKILL, a power cut) leaves behind. The
+ * writer holds flock on it for as long as it runs, so a later writer tells a dead one's
+ * from a live one by the lock, not by a pid: a pid check took a live writer of another
+ * pid namespace for dead (and removed what it was writing), and kept a dead one's for as
+ * long as its pid was reused. */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* Makes dirfd/name, a directory when flags has O_DIRECTORY (mode its mode), else a file
+ * opened flags | O_CREAT | O_EXCL, and locks it: the descriptor returned holds the lock
+ * (a file's is opened with flags, a directory's O_RDONLY). -EEXIST: the name is taken (a
+ * live writer's, or a leftover); -EBUSY: another writer took it for a leftover in the
+ * moment between the two (then nothing is ours); another -errno from the calls (what was
+ * made is removed again). */
+int lfs_leftover_make(int dirfd, const char *name, int flags, mode_t mode);
+
+/* Asked of an entry of the right prefix before its lock is tried (locked false: a cheap
+ * look, may be stale) and again with the lock held (locked true): is it garbage once its
+ * writer is gone? */
+typedef bool (*lfs_leftover_check)(void *userdata, const char *name, bool locked);
+
+/* Removes dirfd's entries whose names start with prefix and that a dead writer left: files
+ * or directories (not symlinks) of this user, whose lock can be taken, and which is_garbage
+ * (when given) calls garbage both times. A directory is emptied through the descriptor
+ * that holds its lock, then removed by name (at most an empty directory, if the name was
+ * swapped meanwhile). dirfd may be O_PATH. Returns how many were removed. */
+size_t lfs_leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is_garbage, void *userdata);
