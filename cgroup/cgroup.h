@@ -153,6 +153,7 @@ void lfs_cgroup_lift_limits(void);
 /* The steps of a start, the caller's then the child's in the order it takes them: which
  * one failed, so that a message can say it (lfs_spawn_stage_name). */
 typedef enum lfs_spawn_stage {
+        LFS_SPAWN_STAGE_LEAF, /* the caller's: making the command's leaf (its mkdir) */
         LFS_SPAWN_STAGE_CLONE, /* the caller's: opening the leaf, the clone (or fork) itself */
         LFS_SPAWN_STAGE_CGROUP, /* the child joins its leaf (the fork's way) */
         LFS_SPAWN_STAGE_NAMESPACES, /* joining ns_pidfd's namespaces (the caller's pid namespace too) */

@@ -22,6 +22,7 @@
 
 /* Each step in words (lfs_spawn_stage_name): the one table of them. */
 static const char *const stage_names[_LFS_SPAWN_STAGE_MAX] = {
+        [LFS_SPAWN_STAGE_LEAF] = "make the command's cgroup",
         [LFS_SPAWN_STAGE_CLONE] = "clone the command's process into its cgroup",
         [LFS_SPAWN_STAGE_CGROUP] = "move the command's process into its cgroup",
         [LFS_SPAWN_STAGE_NAMESPACES] = "join the namespaces the command runs in",

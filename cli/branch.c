@@ -19,6 +19,7 @@ int cmd_branch_create(cli_ctx *ctx) {
         if (r < 0 ||
             (r = lfs_branch_create(ctx->store, name, cli_option(ctx, "from"), &commit, &ctx->err)) < 0)
                 return r;
+        ctx->done = xasprintf("branch '%s' was created", name);
         if (ctx->json)
                 cli_print_json(json_pack("{s:s, s:o}", "branch", name, "commit", cli_json_id(&commit)));
         else {

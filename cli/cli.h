@@ -30,6 +30,8 @@ typedef struct cli_ctx {
         uint64_t last_progress_ms;
         bool progress_shown;
         int exit_status; /* of a successful run: 0, or an exec'd command's own */
+        bool command_ran; /* exit_status is a command's: kept even when its report is lost */
+        char *done; /* what the command made, said when its report cannot be written */
 } cli_ctx;
 
 int cli_open_home(cli_ctx *ctx);
@@ -45,8 +47,9 @@ void cli_print_json(json_t *value);
 void cli_end_progress(cli_ctx *ctx);
 int cli_report(cli_ctx *ctx, int r);
 /* Flushes stdout: 0, or a Failed error (in ctx->err) naming why the output was not
- * written. */
-int cli_flush_output(cli_ctx *ctx);
+ * written, and what was done all the same (ctx->done). With broken_pipe_fails, a reader
+ * gone (EPIPE) is such an error instead of SIGPIPE's end of the process. */
+int cli_flush_output(cli_ctx *ctx, bool broken_pipe_fails);
 /* A commit id as text; short for people, whole for --json. */
 json_t *cli_json_id(const lfs_id *id);
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -482,8 +483,11 @@ static void usage_error(cli_ctx *ctx, const char *fmt, ...) {
 
 void cli_print_json(json_t *value) {
         char *text = json_dumps(value, JSON_INDENT(2) | JSON_ENCODE_ANY);
-        if (text)
-                puts(text);
+        /* JSON escapes control characters but leaves C1 controls and overrides raw: a name a
+         * command chose (a --cwd in an error) must not drive the reader's terminal. */
+        _cleanup_free_ char *shown = text ? lfs_quote(text, LFS_QUOTE_JSON) : NULL;
+        if (shown)
+                puts(shown);
         free(text);
         json_decref(value);
 }
@@ -660,6 +664,7 @@ static void ctx_done(cli_ctx *ctx) {
                 free(ctx->opts[i].name);
         free(ctx->opts);
         free(ctx->args);
+        free(ctx->done);
         lfs_store_close(ctx->store);
         lfs_home_close(ctx->home);
         lfs_error_free(ctx->err);
@@ -695,25 +700,42 @@ int cli_open_store(cli_ctx *ctx) {
         return lfs_store_open(ctx->home, project, &ctx->store, &ctx->err);
 }
 
-int cli_flush_output(cli_ctx *ctx) {
+int cli_flush_output(cli_ctx *ctx, bool broken_pipe_fails) {
+        sigset_t pipe_set, old;
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        sigset_t pending;
+        sigpending(&pending);
+        bool was_pending = sigismember(&pending, SIGPIPE);
+        if (broken_pipe_fails)
+                sigprocmask(SIG_BLOCK, &pipe_set, &old);
         errno = 0;
-        if (fflush(stdout) == 0 && !ferror(stdout))
+        bool written = fflush(stdout) == 0 && !ferror(stdout);
+        int e = errno;
+        if (broken_pipe_fails) {
+                struct timespec none = { 0 };
+                if (e == EPIPE && !was_pending) /* ours: taken, so that it does not end us now */
+                        (void)sigtimedwait(&pipe_set, NULL, &none);
+                sigprocmask(SIG_SETMASK, &old, NULL);
+        }
+        if (written)
                 return 0;
-        int e = errno ? errno : EIO;
-        return lfs_fail(&ctx->err, LFS_FAILED, e,
-                        "cannot write the output to standard output: %s; give it a file or pipe that "
-                        "takes it",
-                        strerror(e));
+        /* errno is the last flush's; an earlier one that failed left no errno to tell. */
+        lfs_fail(&ctx->err, LFS_FAILED, e ? e : EIO,
+                 "cannot write the output to standard output: %s; give it a file or pipe that takes it",
+                 e ? strerror(e) : "an earlier write to it failed");
+        return ctx->done ? lfs_error_append(&ctx->err, "; %s all the same", ctx->done) : -(e ? e : EIO);
 }
 
 /* A standard stream the caller closed holds a descriptor that refuses reads and writes
  * (EBADF, as a closed one does) for this run: otherwise the first file the CLI opens (an
- * exported file, a lock) would take its number, and output meant for the stream would go
- * into that file, or a command's input come from it. */
+ * exported file, a lock, the home's directory) would take its number, and output meant for
+ * the stream would go into that file, or a command be given it as its stdin. A path
+ * descriptor of /dev/null, not of a directory: nothing can be opened beneath it. */
 static void hold_closed_std_fds(void) {
         for (int fd = 0; fd <= STDERR_FILENO; fd++)
                 if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
-                        (void)open("/", O_PATH | O_DIRECTORY); /* the lowest free number: fd */
+                        (void)open("/dev/null", O_PATH); /* the lowest free number: fd */
 }
 
 int main(int argc, char **argv) {
@@ -725,13 +747,13 @@ int main(int argc, char **argv) {
         int status;
         if (r == 0 && ctx.version) {
                 printf("layerfs %s\n", LAYERFS_VERSION);
-                status = cli_report(&ctx, cli_flush_output(&ctx));
+                status = cli_report(&ctx, cli_flush_output(&ctx, false));
         } else if (r == 0 && help) {
                 if (cmd)
                         fputs(cmd->help, stdout);
                 else
                         print_main_help();
-                status = cli_report(&ctx, cli_flush_output(&ctx));
+                status = cli_report(&ctx, cli_flush_output(&ctx, false));
         } else if (r < 0) {
                 status = cli_report(&ctx, r);
         } else {
@@ -740,8 +762,12 @@ int main(int argc, char **argv) {
                 /* What the command printed is its answer: one that did not reach its reader
                  * (a full disk, a closed stream) is a failure, not a success with no output. */
                 if (r >= 0)
-                        r = cli_flush_output(&ctx);
+                        r = cli_flush_output(&ctx, false);
                 status = r < 0 ? cli_report(&ctx, r) : ctx.exit_status;
+                /* An exec's status is its command's (SPEC 2a), also when its report is lost:
+                 * a caller must not take a command that ran for one that never did. */
+                if (r < 0 && ctx.command_ran)
+                        status = ctx.exit_status;
         }
         ctx_done(&ctx);
         return status;

@@ -108,8 +108,14 @@ int cmd_sandbox_create(cli_ctx *ctx) {
                 printf("%d\n", n);
         /* Its number is how its caller reaches it: a Sandbox whose number could not be
          * written is closed again at once rather than left open until its idle close. */
-        if (cli_flush_output(ctx) < 0) {
-                (void)lfs_sandbox_close(ctx->home, project_arg(ctx), n, true, NULL);
+        if (cli_flush_output(ctx, true) < 0) {
+                _cleanup_error_ lfs_error *closing = NULL;
+                if (lfs_sandbox_close(ctx->home, project_arg(ctx), n, true, &closing) < 0)
+                        return lfs_error_append(
+                                &ctx->err,
+                                "; sandbox %d, made for this create, could not be closed (%s): "
+                                "close it with 'layerfs sandbox close %d --force'",
+                                n, closing ? closing->message : "no reason given", n);
                 return lfs_error_append(&ctx->err, "; sandbox %d, made for this create, was closed again",
                                         n);
         }
@@ -247,6 +253,7 @@ int cmd_workspace_mount(cli_ctx *ctx) {
         if (r < 0 || (r = cli_open_home(ctx)) < 0 ||
             (r = lfs_workspace_mount(ctx->home, project_arg(ctx), n, ctx->args[1], &path, &ctx->err)) < 0)
                 return r;
+        ctx->done = xasprintf("branch '%s' was mounted in sandbox %d", ctx->args[1], n);
         if (ctx->json)
                 cli_print_json(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", n, "path", path, "image",
                                          "platform", "linux"));
@@ -371,10 +378,12 @@ int cmd_workspace_exec(cli_ctx *ctx) {
                                     (const char *const *)ctx->args + 2, ctx->n_args - 2, &o, &status,
                                     &ctx->err)) < 0)
                 return r;
+        ctx->exit_status = status;
+        ctx->command_ran = true;
+        ctx->done = xasprintf("the command ran and exited %d", status);
         if (ctx->json)
                 cli_print_json(
                         json_pack("{s:i, s:s, s:i}", "sandbox", n, "branch", ctx->args[1], "exit", status));
-        ctx->exit_status = status;
         return 0;
 }
 
@@ -432,6 +441,7 @@ int cmd_process_start(cli_ctx *ctx) {
                                    (const char *const *)ctx->args + 2, ctx->n_args - 2, &o, &pid, &log,
                                    &ctx->err)) < 0)
                 return r;
+        ctx->done = xasprintf("process %d was started in sandbox %d ('layerfs process list %d')", pid, n, n);
         if (ctx->json)
                 cli_print_json(json_pack("{s:i, s:i, s:s}", "sandbox", n, "pid", pid, "log", log));
         else

@@ -332,11 +332,23 @@ static int start_command(daemon_state *d, const command *c, const int fds[3], pi
 }
 
 /* A command never receives the caller's terminal (SPEC 3): the library relays one through
- * a pipe, and none of the three fds passed may be a terminal. A call that asks for a
- * terminal (tty) passes none: the daemon makes it (make_terminal). */
+ * a pipe, and none of the three fds passed may be a terminal, nor a directory. A call that
+ * asks for a terminal (tty) passes none: the daemon makes it (make_terminal). */
 static json_t *check_streams(const int fds[3]) {
         static const char *const names[] = { "stdin", "stdout", "stderr" };
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 3; i++) {
+                /* Nor a directory of the caller's, or a path descriptor: the command could
+                 * open what lies beneath it (openat, /proc/self/fd/N/...), outside the
+                 * Sandbox's view. */
+                struct stat st;
+                int flags = fcntl(fds[i], F_GETFL);
+                if (flags < 0 || (flags & O_PATH) || fstat(fds[i], &st) < 0 || S_ISDIR(st.st_mode))
+                        return lfs_proto_errorf(
+                                LFS_INVALID_INPUT,
+                                "the %s passed is a directory or a path descriptor: a command never "
+                                "receives one, which would reach outside the Sandbox's view; give a file, "
+                                "a pipe or /dev/null",
+                                names[i]);
                 if (lfs_is_terminal(fds[i]))
                         return lfs_proto_errorf(
                                 LFS_INVALID_INPUT,
@@ -344,6 +356,7 @@ static json_t *check_streams(const int fds[3]) {
                                 "terminal; relay it through a pipe, or ask for a terminal of the command's "
                                 "own (tty)",
                                 names[i]);
+        }
         return NULL;
 }
 

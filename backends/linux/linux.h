@@ -45,7 +45,7 @@ int lfs_linux_create(const lfs_sandbox_ref *sb, const lfs_daemon_start *start, l
  * word), -ETIMEDOUT. */
 int lfs_linux_wait_ready(int ready_fd, int pidfd);
 /* A command in its own leaf; joining ns_flags of ns_pidfd's process (0: none), under the
- * seccomp filter seccomp (NULL: none). On failure *err names the step (lfs_spawn_failed). */
+ * seccomp filter seccomp (NULL: none). On failure *err names the step (lfs_linux_spawn_failed). */
 int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int ns_flags, int ns_pidfd,
                     const struct sock_fprog *seccomp, pid_t *ret_pid, int *ret_pidfd, lfs_error **err);
 /* The start of spec's command failed at stage with the negative errno r: *err (Failed)

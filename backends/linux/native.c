@@ -309,11 +309,13 @@ int lfs_linux_spawn_failed(const lfs_sandbox_ref *sb, const lfs_command_spec *sp
                                 step, sb->number, why, sb->number);
                 return lfs_fail(err, LFS_FAILED, -r, "cannot %s, those of sandbox %d's init: %s", step,
                                 sb->number, why);
+        case LFS_SPAWN_STAGE_LEAF:
         case LFS_SPAWN_STAGE_CLONE:
         case LFS_SPAWN_STAGE_CGROUP: {
                 _cleanup_free_ char *leaf = command_leaf(sb, spec->name);
-                /* pids.max reached: a fork or clone into the cgroup fails EAGAIN. */
-                if (r == -EAGAIN)
+                /* pids.max reached: a fork or clone into the cgroup fails EAGAIN (a mkdir's
+                 * EAGAIN is cgroup.max.descendants or max.depth, a move's is not pids.max). */
+                if (r == -EAGAIN && stage == LFS_SPAWN_STAGE_CLONE)
                         return lfs_fail(err, LFS_FAILED, -r,
                                         "cannot %s, %s: %s; sandbox %d has as many processes and threads as "
                                         "its pids.max (sandbox create --pids) allows: end some ('layerfs "
@@ -358,9 +360,10 @@ int lfs_linux_spawn(const lfs_sandbox_ref *sb, const lfs_command_spec *spec, int
                 .ns_pidfd = ns_pidfd,
                 .born_fd = spec->born_fd,
         };
-        lfs_spawn_stage stage = LFS_SPAWN_STAGE_CLONE;
+        lfs_spawn_stage stage = LFS_SPAWN_STAGE_LEAF;
         int r = lfs_cgroup_make(leaf);
         if (r == 0) {
+                stage = LFS_SPAWN_STAGE_CLONE;
                 if (spec->placed)
                         spec->placed(spec->userdata, spec->name);
                 lfs_fault_point("spawn-leaf-made"); /* the leaf made, no process in it yet */

@@ -31,6 +31,22 @@ assert_no_sandbox_left "after a create whose number could not be written"
 expect_lost_output "Bad file descriptor" sh -c '"$0" sandbox create >&-' "$LAYERFS"
 assert_no_sandbox_left "after a create with stdout closed"
 
+# Into a pipe whose reader is gone: EPIPE, not SIGPIPE's end before the close.
+for i in 1 2; do
+        out=$(sh -c '"$0" sandbox create 2>"$1" | (exec 0<&-; sleep 0.2)' "$LAYERFS" "$WORK/pipe.err"; cat "$WORK/pipe.err")
+        case "$out" in
+        "Failed: cannot write the output to standard output: Broken pipe"*"was closed again") ok ;;
+        *) fail "a create into a pipe with no reader said '$out'" ;;
+        esac
+done
+assert_no_sandbox_left "after creates whose reader was gone"
+
+# Other commands that make something say so when their report is lost.
+expect_lost_output "Bad file descriptor; give it a file or pipe that takes it; branch 'b2' was created all the same" \
+        sh -c '"$0" branch create b2 >&-' "$LAYERFS"
+lfs branch list | grep -q '^[0-9a-f]* b2$' || fail "branch b2 was not created"
+ok
+
 # What was asked is still done when only its report is lost: the export is whole.
 make_sample_tree "$WORK/tree"
 lfs project init q --from "$WORK/tree" >/dev/null
@@ -44,6 +60,16 @@ sb=$(main_sandbox)
 sh -c '"$0" workspace exec "$1" main -- sh -c "cat; echo out; echo err >&2" <&- >&- 2>&-' "$LAYERFS" "$sb" ||
         true
 lfs --project q branch export main "$WORK/out2" >/dev/null
+# An exec's status is its command's even when its report is lost (--json), and it says so.
+set +e
+err=$(sh -c '"$0" --json workspace exec "$1" main -- sh -c "exit 5" >&-' "$LAYERFS" "$sb" 2>&1)
+status=$?
+set -e
+assert_eq "$status" 5 "the status of an exec whose --json report was lost"
+case "$err" in
+*"the command ran and exited 5 all the same"*) ok ;;
+*) fail "an exec whose report was lost said '$err'" ;;
+esac
 assert_eq "$(tree_manifest "$WORK/out2")" "$(tree_manifest "$WORK/tree")" "an export after a run with closed streams"
 assert_eq "$(in_main "$sb" echo fine)" "fine" "the Sandbox after a command run with closed streams"
 lfs sandbox close "$sb" >/dev/null

@@ -218,7 +218,10 @@ int exec_streams_open(exec_streams *s, int in, int out, int err, bool tty, lfs_e
                 s->in_open = true;
                 return pipe_for(s, 0, &s->to_command, error);
         }
-        s->passed[0] = in >= 0 ? in : s->null;
+        /* A stdin that cannot be read (none, or a closed one the CLI holds with a path
+         * descriptor) is no input: the command reads /dev/null's end. */
+        int flags = in >= 0 ? fcntl(in, F_GETFL) : -1;
+        s->passed[0] = flags >= 0 && !(flags & O_PATH) ? in : s->null;
         return 0;
 }
 
