@@ -21,9 +21,12 @@ static void stop_mounts(void *userdata) {
 
 /* The idle gc's work: nothing when the project had fewer than d->gc_after_deletes branches
  * deleted since its last gc, nor once the Sandbox began closing (a signal or a close while
- * the count was read: its daemon's exit would wait for the gc). A close that comes after
- * the gc began waits for its end (main joins this thread before its last act) rather than
- * stopping it: lfs_store_gc has no way to be stopped, and its teardown goes on beside it. */
+ * the count was read: its daemon's exit would wait for the gc). It does not wait for
+ * writers at work (their project is not idle: the deletions are counted again at the next
+ * idle close), and a close that comes while it plans stops it (d->idle_gc_stop): the
+ * closer waits 30 s for the daemon's exit, which waits for this thread, and a large Store's
+ * gc takes longer. One that has begun to change the Store goes on to its end (main joins
+ * this thread before its last act), its teardown beside it. */
 static void run_idle_gc(daemon_state *d) {
         lfs_error *err = NULL;
         lfs_store *s = NULL;
@@ -38,8 +41,13 @@ static void run_idle_gc(daemon_state *d) {
         if (r == 0 && deleted >= d->gc_after_deletes && !closing) {
                 log_line("project gc: %llu branches deleted since the last (LAYERFS_GC_AFTER_DELETES=%llu)",
                          (unsigned long long)deleted, (unsigned long long)d->gc_after_deletes);
-                r = lfs_store_gc(s, NULL, &res, &err);
-                if (r == 0)
+                const lfs_gc_control control = { .no_wait = true, .stop = &d->idle_gc_stop };
+                r = lfs_store_gc_controlled(s, NULL, &control, &res, &err);
+                if (r == -EWOULDBLOCK || r == -ECANCELED) {
+                        log_line("project gc at the idle close %s: %s",
+                                 r == -ECANCELED ? "stopped" : "skipped", err->message);
+                        r = 0;
+                } else if (r == 0)
                         log_line(
                                 "project gc: removed %llu commits, %llu trees, %llu packed blobs, %llu loose "
                                 "objects; %llu bytes freed",
@@ -171,6 +179,7 @@ void close_beside_join(daemon_state *d) {
 int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why) {
         log_line("closing sandbox %d (%s)", d->number, why);
         d->closing = true;
+        d->idle_gc_stop = true; /* an idle gc still planning ends (run_idle_gc) */
         lfs_fault_point("close-begun"); /* logged, refusing calls, nothing ended yet */
         watcher_closing_locked(d); /* a loading watcher leaves by itself once loaded */
         close_beside_start(d, closer);

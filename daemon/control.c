@@ -23,6 +23,7 @@ typedef struct client {
         int fd;
         /* Guarded by d->lock: */
         bool waiting; /* for its request: may give its place to a newer connection */
+        bool answering; /* its request read, being served: counted as activity meanwhile */
         bool evicted; /* told to (its reading shut down) */
         struct client *prev, *next; /* d's list, in the order they came */
         struct client *handoff_next; /* d->handoff's, while it waits for an idle thread */
@@ -102,6 +103,9 @@ static void serve_one(client *c) {
         int k = lfs_frame_read(&reader, &req, &e);
         pthread_mutex_lock(&d->lock);
         c->waiting = false;
+        /* Until serve_request counts it as activity (after the peer's check and the
+         * parse), the idle close must still see it coming (request_awaited). */
+        c->answering = k > 0;
         bool evicted = c->evicted;
         if (evicted && k > 0) {
                 /* Its request came as it was told to give its place: it is served, so it is
@@ -114,9 +118,12 @@ static void serve_one(client *c) {
         pthread_mutex_unlock(&d->lock);
         /* Told to give its place as its request arrived: a whole request is still served
          * (only reading was shut down), one cut short is not answered. */
-        if (k > 0)
+        if (k > 0) {
                 answer = serve_request(d, c->fd, &reader, req);
-        else if (evicted) /* told why, in case its request is on its way after all */
+                pthread_mutex_lock(&d->lock);
+                c->answering = false;
+                pthread_mutex_unlock(&d->lock);
+        } else if (evicted) /* told why, in case its request is on its way after all */
                 answer = lfs_proto_errorf(LFS_BUSY,
                                           "sandbox %d serves %d connections at once, the most it takes, "
                                           "and this one gave its place to a newer one before its request "
@@ -306,12 +313,13 @@ static bool mounted_any(daemon_state *d) {
         return false;
 }
 
-/* Whether a connection accepted waits for its request: with the accept loop going on
+/* Whether a connection accepted waits for its request, or has it read and not yet counted
+ * as activity: with the accept loop going on
  * beside the idle gc, the request of a create taking this Sandbox from a pool may be on
  * its way in one of these rather than in the socket's queue. With d->lock held. */
 static bool request_awaited(daemon_state *d) {
         for (client *c = d->first_client; c; c = c->next)
-                if (c->waiting && !c->evicted)
+                if ((c->waiting || c->answering) && !c->evicted)
                         return true;
         return false;
 }

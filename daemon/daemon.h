@@ -139,6 +139,7 @@ typedef struct daemon_state {
          * then), none again once the loop or main joined it. One at a time. */
         enum { IDLE_GC_NONE, IDLE_GC_RUNNING, IDLE_GC_ENDED } idle_gc;
         pthread_t idle_gc_thread;
+        _Atomic bool idle_gc_stop; /* set by the close: the gc ends if it has not begun to change */
         bool closing;
         bool closed; /* teardown has finished */
         bool removed; /* ...and removed everything: the record goes as the daemon's last act */

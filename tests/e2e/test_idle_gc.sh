@@ -27,10 +27,10 @@ verified() {
 }
 deleted() { sqlite3 -cmd ".timeout 10000" "$P/store.db" "SELECT coalesce(sum(value), 0) FROM gc_state"; }
 
-# held_sandbox NAME IDLE: deletes a branch NAME with data of its own (the next gc has rows
-# to delete), makes a Sandbox whose idle time is IDLE seconds and whose idle close runs gc
-# after one deletion, and waits for its daemon to be held inside that gc. Sets N, DAEMON
-# and HELD.
+# held_sandbox NAME IDLE [STEP]: deletes a branch NAME with data of its own (the next gc has
+# rows to delete), makes a Sandbox whose idle time is IDLE seconds and whose idle close runs
+# gc after one deletion, and waits for its daemon to be held inside that gc (at STEP,
+# gc-transaction by default). Sets N, DAEMON and HELD.
 held_sandbox() {
         mkdir -p "$WORK/$1"
         head -c 100000 /dev/urandom >"$WORK/$1/data"
@@ -38,7 +38,7 @@ held_sandbox() {
         lfs branch commit "$1" --from "$WORK/$1" -m "$1" >/dev/null
         lfs branch delete "$1" >/dev/null
         fault_fifo "$WORK/gc"
-        N=$(LAYERFS_IDLE_SECONDS=$2 LAYERFS_GC_AFTER_DELETES=1 LAYERFS_FAULT="gc-transaction#1@$WORK/gc" \
+        N=$(LAYERFS_IDLE_SECONDS=$2 LAYERFS_GC_AFTER_DELETES=1 LAYERFS_FAULT="${3:-gc-transaction}#1@$WORK/gc" \
                 lfs sandbox create)
         DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$N")
         [ -n "$DAEMON" ] || fail "sandbox $N has no daemon pid"
@@ -105,4 +105,39 @@ HELD=
 assert_nothing_left "idle close after its gc"
 assert_eq "$(deleted)" 0 "deletions counted after the idle gc of (c)"
 verified "after the idle gc"
+
+# (d) A close while the gc still plans stops it: the closer waits 30 s for the daemon's
+# exit, which waits for its gc, and a large Store's gc takes longer (the close failed Busy
+# and left its record and cgroups). The gc ends before it changed anything: the deletion
+# stays counted for the next gc.
+held_sandbox d 1 gc-planned
+lfs sandbox close "$N" >"$WORK/close.out" 2>&1 &
+closer=$!
+# The teardown beside the held gc removes the directory: the close has begun, its stop set.
+wait_removed "$LAYERFS_HOME/sandboxes" "ig-$N" 30
+fault_release "$WORK/gc"
+wait "$closer" || fail "the close of sandbox $N during its idle gc failed: $(cat "$WORK/close.out")"
+HELD=
+wait_exit "$DAEMON" 60 || fail "the daemon $DAEMON did not exit after its close"
+assert_nothing_left "a close while the idle gc planned"
+assert_eq "$(deleted)" 1 "deletions counted after an idle gc stopped by a close"
+verified "after an idle gc stopped by a close"
+
+# (e) A writer at work (it holds gc.lock shared): the idle gc does not wait for it, and the
+# idle close goes ahead (it waited for as long as the writer ran: the Sandbox stayed open,
+# and after a SIGTERM its record stayed 'running' with no daemon answering).
+mkdir -p "$WORK/e"
+echo e >"$WORK/e/file"
+fault_fifo "$WORK/writer"
+LAYERFS_FAULT="record-start@$WORK/writer" lfs branch commit main --from "$WORK/e" -m e >/dev/null 2>"$WORK/writer.err" &
+writer=$!
+fault_reached "$writer" "$WORK/writer" 30 >/dev/null || fail "the writer ended before record-start: $(cat "$WORK/writer.err")"
+N=$(LAYERFS_IDLE_SECONDS=1 LAYERFS_GC_AFTER_DELETES=1 lfs sandbox create)
+DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$N")
+wait_exit "$DAEMON" 30 || fail "sandbox $N did not idle-close while a writer held the project"
+assert_nothing_left "an idle close while a writer was at work"
+fault_release "$WORK/writer"
+wait "$writer" || fail "the writer failed after the idle close beside it: $(cat "$WORK/writer.err")"
+assert_eq "$(deleted)" 1 "deletions counted after an idle gc skipped for a writer"
+verified "after an idle gc skipped for a writer"
 finish

@@ -236,7 +236,16 @@ typedef struct gc_run {
         lfs_gc_result result;
         uint64_t marked;
         bool split; /* table trees split by a conversion (trees_move.c), which waits for gc */
+        const _Atomic bool *stop; /* lfs_gc_control's */
 } gc_run;
+
+/* The caller asked the gc to end (lfs_gc_control): -ECANCELED, while it only plans. */
+static int stopped(const gc_run *g, lfs_error **err) {
+        if (!g->stop || !*g->stop)
+                return 0;
+        return lfs_fail(err, LFS_FAILED, ECANCELED,
+                        "the gc of project '%s' was stopped before it changed anything", g->s->project);
+}
 
 static void report(gc_run *g, const char *phase, uint64_t done, uint64_t total) {
         lfs_home *home = g->s->home;
@@ -246,13 +255,14 @@ static void report(gc_run *g, const char *phase, uint64_t done, uint64_t total) 
 
 static int mark_tree(void *userdata, const lfs_id *id, const lfs_tree *t, lfs_error **err) {
         (void)id;
-        (void)err;
         gc_run *g = userdata;
         for (size_t i = 0; i < t->n; i++)
                 if (!lfs_mode_is_dir(t->entries[i].mode))
                         lfs_idset_add(&g->live, &t->entries[i].id);
-        if (++g->marked % 1024 == 0)
+        if (++g->marked % 1024 == 0) {
                 report(g, "gc: marking trees", g->marked, 0);
+                return stopped(g, err);
+        }
         return 0;
 }
 
@@ -748,6 +758,8 @@ static int sweep(gc_run *g, lfs_error **err) {
 static int plan(gc_run *g, lfs_error **err) {
         int r = mark(g, err);
         if (r == 0)
+                r = stopped(g, err);
+        if (r == 0)
                 r = find_dead_rows(g, "SELECT id, length(author) + length(message) + 104 FROM commits",
                                    &g->dead_commits, err);
         /* A tree in both tables (written again while split) is listed once. */
@@ -763,6 +775,10 @@ static int plan(gc_run *g, lfs_error **err) {
                 r = plan_packs(g, err);
         if (r == 0)
                 r = plan_files(g, err);
+        if (r == 0) {
+                lfs_fault_point("gc-planned"); /* all planned, nothing changed yet */
+                r = stopped(g, err); /* the last look: what follows changes the Store */
+        }
         if (r < 0)
                 return r;
         g->result.commits = g->dead_commits.n;
@@ -833,6 +849,11 @@ void lfs_gc_result_done(lfs_gc_result *result) {
 }
 
 int lfs_store_gc(lfs_store *s, const lfs_gc_options *options, lfs_gc_result *ret, lfs_error **err) {
+        return lfs_store_gc_controlled(s, options, NULL, ret, err);
+}
+
+int lfs_store_gc_controlled(lfs_store *s, const lfs_gc_options *options, const lfs_gc_control *control,
+                            lfs_gc_result *ret, lfs_error **err) {
         static const lfs_gc_options defaults = { 0 };
         const lfs_gc_options *opt = options ? options : &defaults;
         if (opt->repack_below > 100)
@@ -850,9 +871,14 @@ int lfs_store_gc(lfs_store *s, const lfs_gc_options *options, lfs_gc_result *ret
                 return fd;
         gc_run g = { .s = s,
                      .opt = opt,
-                     .repack_below = opt->repack_below ? opt->repack_below : LFS_GC_REPACK_BELOW };
+                     .repack_below = opt->repack_below ? opt->repack_below : LFS_GC_REPACK_BELOW,
+                     .stop = control ? control->stop : NULL };
         /* Writers in progress end first; new ones wait for the gc. */
         int r = lock_wait(fd, LOCK_EX | LOCK_NB);
+        if (r == -EWOULDBLOCK && control && control->no_wait)
+                return lfs_fail(err, LFS_BUSY, EWOULDBLOCK,
+                                "a writing operation of project '%s' is at work; the gc did not wait for it",
+                                s->project);
         if (r == -EWOULDBLOCK) {
                 report(&g, "gc: waiting for writing operations to end", 0, 0);
                 r = lock_wait(fd, LOCK_EX);

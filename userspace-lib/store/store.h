@@ -407,6 +407,16 @@ static inline void lfs_store_releasep(lfs_store **held) {
  * counted in table gc_state, made by the first delete (older Stores lack it: 0). */
 int lfs_store_count_delete(lfs_store *s, lfs_error **err); /* inside the delete's transaction */
 int lfs_store_deleted_branches(lfs_store *s, uint64_t *ret, lfs_error **err);
+
+/* A gc that its caller may want to end early (the daemon's at its idle close). */
+typedef struct lfs_gc_control {
+        bool no_wait; /* writers at work: -EWOULDBLOCK at once, nothing done (no wait for them) */
+        const _Atomic bool *stop; /* set meanwhile: -ECANCELED before the gc changes anything */
+} lfs_gc_control;
+/* lfs_store_gc under control (NULL: lfs_store_gc's own behaviour). Once its changes have
+ * begun it goes on to their end: stop is looked at only while it plans. */
+int lfs_store_gc_controlled(lfs_store *s, const lfs_gc_options *options, const lfs_gc_control *control,
+                            lfs_gc_result *ret, lfs_error **err);
 /* A pin keeps commits (and all they reach) from gc while its owner lives: a file under
  * <store>/pins/ naming them, flock'ed by its owner; gc takes a pin whose lock is free for
  * the remains of a dead owner and removes it. A Workspace pins every base it has had.
