@@ -59,4 +59,29 @@ assert_eq "$(cat "$ws/again")" again "the Workspace keeps its change after the r
 ok
 lfs workspace unmount "$n" main --discard >/dev/null
 lfs sandbox close "$n" >/dev/null
+# A generation that is not a positive whole number (a damaged row) is read as none and
+# replaced by the next fill: kept, the fill pushed the same commit for ever (branch merge
+# hung; the review).
+lfs project init gens --from "$WORK/src" >/dev/null
+gens_sql() { sqlite3 -cmd ".timeout 10000" "$LAYERFS_HOME/projects/gens/store.db" "$1"; }
+i=0
+for bad in 0 -3 "'x'"; do
+        i=$((i + 1))
+        lfs --project gens branch create "x$i" >/dev/null
+        mkdir -p "$WORK/gens$i"
+        echo "x$i" >"$WORK/gens$i/x"
+        lfs --project gens branch commit "x$i" --from "$WORK/gens$i" -m "x$i" >/dev/null
+        echo "main$i" >"$WORK/gens$i/x"
+        lfs --project gens branch commit main --from "$WORK/gens$i" -m "main$i" >/dev/null
+        gens_sql "UPDATE commits SET generation=NULL; UPDATE commits SET generation=$bad WHERE parent1 IS NULL"
+        set +e
+        timeout 60 "$LAYERFS" --project gens branch merge "x$i" main >/dev/null 2>&1
+        status=$?
+        set -e
+        [ "$status" -ne 124 ] || fail "branch merge hung with a root's generation $bad"
+        assert_eq "$(gens_sql "SELECT generation FROM commits WHERE parent1 IS NULL")" 1 \
+                "the root's generation after a merge that found it $bad"
+        lfs --project gens project verify >/dev/null || fail "project verify after a generation of $bad"
+        ok
+done
 finish

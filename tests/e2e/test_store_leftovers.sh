@@ -128,4 +128,25 @@ lfs --project work project verify >/dev/null || fail "the Store does not verify 
 lfs --project work branch export main "$WORK/out" >/dev/null
 diff -r "$WORK/src" "$WORK/out" >/dev/null || fail "main after the held commit differs from what it committed"
 ok
+
+# An init's sweep that opened another init's directory by its name, and locks it only once
+# that init let go (renamed to its project's name, then unlocked): it must not remove what
+# the name no longer leads to. It emptied the finished project through its descriptor (the
+# review reproduced it with a delayed flock).
+fault_fifo "$WORK/renaming"
+LAYERFS_FAULT="import-rename@$WORK/renaming" lfs project init first --from "$WORK/src" >/dev/null 2>"$WORK/first.err" &
+first=$!
+fault_reached "$first" "$WORK/renaming" >/dev/null || fail "the first init ended before import-rename: $(cat "$WORK/first.err")"
+fault_fifo "$WORK/sweeping"
+LAYERFS_FAULT="leftover-opened@$WORK/sweeping" lfs project init second >/dev/null 2>"$WORK/second.err" &
+second=$!
+fault_reached "$second" "$WORK/sweeping" >/dev/null || fail "the second init's sweep did not open the first's directory: $(cat "$WORK/second.err")"
+fault_release "$WORK/renaming"
+wait "$first" || fail "the first init failed: $(cat "$WORK/first.err")"
+fault_release "$WORK/sweeping"
+wait "$second" || fail "the second init failed: $(cat "$WORK/second.err")"
+lfs --project first project verify >/dev/null || fail "the first project does not verify after the second init's sweep"
+lfs --project first branch export main "$WORK/first-out" >/dev/null
+diff -r "$WORK/src" "$WORK/first-out" >/dev/null || fail "the first project differs from its source after the sweep"
+ok
 finish

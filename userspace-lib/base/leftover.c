@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "fault.h"
 #include "util.h"
 
 int lfs_leftover_make(int dirfd, const char *name, int flags, mode_t mode) {
@@ -21,7 +22,8 @@ int lfs_leftover_make(int dirfd, const char *name, int flags, mode_t mode) {
                         return -EEXIST;
         }
         int r = fd < 0 ? -errno : flock(fd, LOCK_EX | LOCK_NB) < 0 ? -errno : 0;
-        if (r == -EWOULDBLOCK)
+        /* ENOENT: a sweep took the directory, made but not locked yet, for a leftover. */
+        if (r == -EWOULDBLOCK || r == -ENOENT)
                 return -EBUSY;
         if (r < 0) {
                 /* Made but not lockable (a file system without flock): not left behind. */
@@ -45,9 +47,19 @@ static bool remove_leftover(int dirfd, const char *name, lfs_leftover_check is_g
         _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() ||
-            !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) || flock(fd, LOCK_EX | LOCK_NB) < 0)
+            !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
+                return false;
+        lfs_fault_point("leftover-opened"); /* opened by its name, not locked yet */
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0)
                 return false;
         if (is_garbage && !is_garbage(userdata, name, true))
+                return false;
+        /* Locked once its writer let go: the name may lead elsewhere by now (an init's
+         * directory renamed to its project's name, a new writer's of the same name), and
+         * what it leads to is not what was judged. */
+        struct stat named;
+        if (fstatat(dirfd, name, &named, AT_SYMLINK_NOFOLLOW) < 0 || named.st_dev != st.st_dev ||
+            named.st_ino != st.st_ino)
                 return false;
         if (S_ISREG(st.st_mode))
                 return unlinkat(dirfd, name, 0) == 0;

@@ -507,9 +507,13 @@ int lfs_db_get_parents(lfs_store *s, const lfs_id *id, lfs_id ret_parents[2], si
 
 int lfs_db_set_generation(lfs_store *s, const lfs_id *id, uint64_t generation, lfs_error **err) {
         /* Only where none is: a generation is the commit's own (its id names its
-         * parents), so whoever wrote one first wrote this one. */
+         * parents), so whoever wrote one first wrote this one. One that is not a positive
+         * whole number (a damaged row) is read as none (lfs_db_get_parents) and replaced
+         * here: kept, the fill would push the same commit again for ever. */
         int r = prepare(s, &s->set_generation_stmt,
-                        "UPDATE commits SET generation=? WHERE id=? AND generation IS NULL", err);
+                        "UPDATE commits SET generation=? WHERE id=? AND (generation IS NULL OR "
+                        "typeof(generation)<>'integer' OR generation<1)",
+                        err);
         if (r < 0)
                 return r;
         sqlite3_stmt *st = s->set_generation_stmt;
