@@ -146,6 +146,20 @@ wait "$first" || fail "the first init failed: $(cat "$WORK/first.err")"
 fault_release "$WORK/sweeping"
 wait "$second" || fail "the second init failed: $(cat "$WORK/second.err")"
 lfs --project first project verify >/dev/null || fail "the first project does not verify after the second init's sweep"
+# An init held between the make of its directory and its lock while another init sweeps:
+# the sweep waits for the directory's lock and leaves the live one's be (it took it for a
+# dead one's and removed it, and the held init failed Busy: the load suite met it).
+fault_fifo "$WORK/made"
+LAYERFS_FAULT="leftover-made#1@$WORK/made" lfs project init third --from "$WORK/src" >/dev/null 2>"$WORK/third.err" &
+third=$!
+fault_reached "$third" "$WORK/made" >/dev/null || fail "the third init ended before leftover-made: $(cat "$WORK/third.err")"
+lfs project init fourth >/dev/null 2>"$WORK/fourth.err" &
+fourth=$!
+fault_release "$WORK/made"
+wait "$third" || fail "an init whose directory another init's sweep met before its lock failed: $(cat "$WORK/third.err")"
+wait "$fourth" || fail "the sweeping init failed: $(cat "$WORK/fourth.err")"
+lfs --project third project verify >/dev/null || fail "the third project does not verify"
+ok
 lfs --project first branch export main "$WORK/first-out" >/dev/null
 diff -r "$WORK/src" "$WORK/first-out" >/dev/null || fail "the first project differs from its source after the sweep"
 ok

@@ -10,7 +10,25 @@
 #include "fault.h"
 #include "util.h"
 
+/* The directory's own lock, which a sweep holds exclusively while it looks and a make
+ * shared from its make to its lock: no sweep takes an entry for a dead writer's between
+ * the two (concurrent inits of two projects refused each other Busy). -1 where the
+ * directory cannot be opened to read (one a writer may write in but not list): then only
+ * each entry's lock tells. Waits: a sweep holds it for as long as its removals take. */
+static int lock_directory(int dirfd, int op) {
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        while (flock(fd, op) < 0)
+                if (errno != EINTR) {
+                        close(fd);
+                        return -1;
+                }
+        return fd;
+}
+
 int lfs_leftover_make(int dirfd, const char *name, int flags, mode_t mode) {
+        _cleanup_close_ int directory = lock_directory(dirfd, LOCK_SH);
         _cleanup_close_ int fd = -1;
         if (flags & O_DIRECTORY) {
                 if (mkdirat(dirfd, name, mode) < 0)
@@ -21,6 +39,7 @@ int lfs_leftover_make(int dirfd, const char *name, int flags, mode_t mode) {
                 if (fd < 0 && errno == EEXIST)
                         return -EEXIST;
         }
+        lfs_fault_point("leftover-made"); /* made, not locked yet */
         int r = fd < 0 ? -errno : flock(fd, LOCK_EX | LOCK_NB) < 0 ? -errno : 0;
         /* ENOENT: a sweep took the directory, made but not locked yet, for a leftover. */
         if (r == -EWOULDBLOCK || r == -ENOENT)
@@ -75,9 +94,10 @@ static bool remove_leftover(int dirfd, const char *name, lfs_leftover_check is_g
 }
 
 size_t lfs_leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is_garbage, void *userdata) {
-        /* Listed through a descriptor of its own: dirfd may be O_PATH (a directory one may
+        /* Listed through a descriptor of its own, which holds the directory's lock (no make
+         * between its make and its lock meanwhile): dirfd may be O_PATH (a directory one may
          * write in but not list). */
-        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int fd = lock_directory(dirfd, LOCK_EX);
         DIR *d = fd < 0 ? NULL : fdopendir(fd);
         if (!d) {
                 if (fd >= 0)
