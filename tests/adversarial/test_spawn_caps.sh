@@ -16,8 +16,11 @@
 #      command identity could read it (the kernel asks at execve, with the child's
 #      capabilities), so the command read the program's text through /proc/PID/mem,
 #      where native's is not dumpable and refuses.
+# And the child itself, held there (the step spawn-identity-set): its capability sets must
+# be empty, under native too, whose permitted set was the host's root's.
 # Each is tried under native too, the reference: each must fail under both runtimes. On
-# main's code before the fix every one succeeded under namespaces.
+# the code before the fix every one succeeded under namespaces (and the held child had
+# capabilities under both).
 # Fixed by: child_run clears every capability set (capset, ambient too) right after its
 # setresuid (cgroup/spawn.c).
 source "$(dirname "$0")/../e2e/lib.sh"
@@ -101,8 +104,40 @@ finally:
         lfs sandbox close "$sb" >/dev/null
 }
 
+# held RUNTIME: the child itself, held with the command identity short of its execve (the
+# step spawn-identity-set), has no capability in any set. On the code before, under
+# native its permitted set was the host's root's (the effective cleared by the kernel, the
+# saved uid still 0), under namespaces its permitted and effective sets were full.
+held() {
+        local rt=$1 sb fifo cli child caps
+        # The pipe is in the Sandbox's tmp, at the same path in its view; no Sandbox is
+        # open, so this one is number 1.
+        fifo="$LAYERFS_HOME/sandboxes/p-1/tmp/held"
+        sb=$(LAYERFS_RUNTIME=$rt LAYERFS_FAULT="spawn-identity-set#1@$fifo" main_sandbox)
+        assert_eq "$sb" 1 "the held Sandbox's number"
+        fault_fifo "$fifo"
+        lfs workspace exec "$sb" main -- true >/dev/null 2>"$WORK/held.err" &
+        cli=$!
+        fault_reached "$cli" "$fifo" 60 >/dev/null ||
+                fail "$rt: the exec ended before its process took the command identity: $(cat "$WORK/held.err")"
+        # Its pid there is its pid namespace's: on the host, the one process of a command's leaf.
+        child=$(cat "$(records "SELECT cgroup FROM sandboxes WHERE number=$sb")"/cmd-*/cgroup.procs)
+        [[ "$child" =~ ^[0-9]+$ ]] || fail "$rt: the command leaves hold '$child', not the one held start"
+        caps=$(awk '/^Cap(Inh|Prm|Eff|Amb):/ {printf "%s%s%s", sep, $1, $2; sep = " "}' "/proc/$child/status")
+        fault_release "$fifo"
+        wait "$cli" || fail "$rt: the held exec of true failed: $(cat "$WORK/held.err")"
+        case "$caps" in
+        "CapInh:0000000000000000 CapPrm:0000000000000000 CapEff:0000000000000000 CapAmb:0000000000000000") ok ;;
+        *) succeeded "$rt: start as the command identity holding capabilities: $caps" ;;
+        esac
+        lfs workspace unmount "$sb" main --discard >/dev/null
+        lfs sandbox close "$sb" >/dev/null
+}
+
 attack native
 attack namespaces
+held native
+held namespaces
 no_attack_succeeded
 assert_no_sandbox_left "after the attacks"
 finish
