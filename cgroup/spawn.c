@@ -124,9 +124,10 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
          * host's 0 is not, so the child kept them until execve, and its chdir and execve's
          * path walk passed where the command identity may not (a --cwd or a program's
          * directory of mode 000, a program it may not execute, one it may not read made
-         * dumpable: test_spawn_caps.sh). On the host the effective set went, the permitted
-         * stayed. From here on nothing needs one: no_new_privs is what seccomp and
-         * Landlock ask for, limits are only lowered. */
+         * dumpable: test_spawn_caps.sh). On the host the kernel clears the effective set
+         * but keeps the permitted one (the saved uid stays 0): cleared here too. From here
+         * on nothing needs one: no_new_privs is what seccomp and Landlock ask for, limits
+         * are only lowered. */
         if (a->uid != (uid_t)-1) {
                 if (syscall(SYS_setgroups, 0, NULL) < 0 ||
                     syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
