@@ -159,7 +159,7 @@ typedef enum lfs_spawn_stage {
         LFS_SPAWN_STAGE_NAMESPACES, /* joining ns_pidfd's namespaces (the caller's pid namespace too) */
         LFS_SPAWN_STAGE_STREAMS, /* fd_in, fd_out, fd_err become 0, 1, 2 */
         LFS_SPAWN_STAGE_TERMINAL, /* fd_in becomes its controlling terminal */
-        LFS_SPAWN_STAGE_IDENTITY, /* uid and gid, no supplementary groups, no_new_privs */
+        LFS_SPAWN_STAGE_IDENTITY, /* uid and gid, no supplementary groups, no capabilities, no_new_privs */
         LFS_SPAWN_STAGE_CWD, /* its working directory */
         LFS_SPAWN_STAGE_SCOPE, /* Landlock's scope of abstract unix sockets */
         LFS_SPAWN_STAGE_LIMITS, /* the creator's resource limits given back */

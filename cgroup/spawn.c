@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Starting a command straight into its cgroup leaf (cgroup.h). */
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -116,11 +117,26 @@ static _Noreturn void child_run(const lfs_spawn_args *a, int procs_fd, int pipe_
          * change of identity makes the memory dumpable again, and with all its ids the
          * command's, a process of the command identity (another command, a local user)
          * passed the kernel's ptrace check on this child (test_spawn_window.sh). The flag
-         * is cleared again all the same. */
+         * is cleared again all the same.
+         * Then every capability goes, in every set: the kernel drops them at a change of
+         * uid only when an old id was root of the process's user namespace, and in a
+         * Sandbox's (joined above: its setns gave the child every capability there) the
+         * host's 0 is not, so the child kept them until execve, and its chdir and execve's
+         * path walk passed where the command identity may not (a --cwd or a program's
+         * directory of mode 000, a program it may not execute, one it may not read made
+         * dumpable: test_spawn_caps.sh). On the host the kernel clears the effective set
+         * but keeps the permitted one (the saved uid stays 0): cleared here too. From here
+         * on nothing needs one: no_new_privs is what seccomp and Landlock ask for, limits
+         * are only lowered. */
         if (a->uid != (uid_t)-1) {
                 if (syscall(SYS_setgroups, 0, NULL) < 0 ||
                     syscall(SYS_setresgid, a->gid, a->gid, a->gid) < 0 ||
                     syscall(SYS_setresuid, a->uid, a->uid, (uid_t)-1) < 0)
+                        child_fail(pipe_fd, LFS_SPAWN_STAGE_IDENTITY, errno);
+                struct __user_cap_header_struct head = { .version = _LINUX_CAPABILITY_VERSION_3 };
+                struct __user_cap_data_struct none_caps[2] = {};
+                if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 ||
+                    syscall(SYS_capset, &head, none_caps) < 0)
                         child_fail(pipe_fd, LFS_SPAWN_STAGE_IDENTITY, errno);
                 (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         }

@@ -10,8 +10,8 @@
 #     the Sandbox's mount view (the step exec-cwd-chdir): the working directory, ENOENT.
 #  2. the command's cgroup removed between its mkdir and the clone into it (the step
 #     spawn-leaf-made): the clone, ENOENT, both runtimes.
-#  3. native: --cwd a directory of the Workspace that the command identity (uid 501) cannot
-#     enter (mode 000, its own): the working directory, EACCES.
+#  3. --cwd a directory of the Workspace that the command identity (uid 501) cannot enter
+#     (mode 000, its own): the working directory, EACCES, both runtimes.
 #  4. namespaces: the Sandbox's init killed from the host: its namespaces, ESRCH.
 # On main's code each said only "cannot start 'pwd' in sandbox N: No such file or
 # directory" (or "Permission denied", "No such process"), the step unnamed.
@@ -83,32 +83,29 @@ assert_eq "$(lfs workspace exec "$SB" main -- echo ran)" ran "an exec after the 
 lfs workspace unmount "$SB" main --discard >/dev/null
 lfs sandbox close "$SB" >/dev/null
 
-# ---- 3. a --cwd the command identity cannot enter (native) -----------------------------
-# Under namespaces the child keeps its capabilities in the Sandbox's user namespace until
-# its execve (its setresuid leaves no id that namespace counts as root), so it enters such
-# a directory: not checked there.
-if [ "$runtime" = native ]; then
-        SB=$(main_sandbox)
-        WS="$LAYERFS_HOME/sandboxes/p-$SB/mnt/main"
-        x() { lfs workspace exec "$SB" main "$@"; }
-        # Made by the command identity itself: the daemon's checks, as root, pass it.
-        x -- sh -c 'mkdir locked && chmod 000 locked'
-        want="cannot enter the working directory of the command, '$WS/locked': Permission denied; give --cwd a directory inside the Workspace that the command identity (uid 501) can enter"
-        expect_refusal Failed "cannot start 'pwd' in sandbox $SB: $want" x --cwd locked -- pwd
-        expect_refusal Failed "cannot start 'sleep' in sandbox $SB: $want" \
-                lfs process start "$SB" main --cwd locked -- sleep 1
-        logged "$SB" "cannot start 'sleep': $want"
-        # Nothing of the failed starts stays: no leaf, no process.
-        assert_eq "$(find "$(cgroup_of "$SB")" -mindepth 1 -maxdepth 1 -name 'cmd-*' -type d | wc -l)" 0 \
-                "command leaves left by failed starts"
-        # The same directory once the command identity may enter it: the command runs.
-        x -- chmod 700 locked
-        assert_eq "$(x --cwd locked -- pwd)" "$WS/locked" "--cwd once the command identity can enter it"
-        lfs workspace unmount "$SB" main --discard >/dev/null
-        lfs sandbox close "$SB" >/dev/null
-else
-        echo "   not here: a --cwd the command identity cannot enter (native's; this is $runtime)"
-fi
+# ---- 3. a --cwd the command identity cannot enter ---------------------------------------
+# Both runtimes. Under namespaces the child's setns gives it every capability in the
+# Sandbox's user namespace, which its setresuid kept (no id that namespace counts as root
+# changed), so it entered such a directory, until it cleared them all with its identity
+# (cgroup/spawn.c; tests/adversarial/test_spawn_caps.sh has the rest of that window).
+SB=$(main_sandbox)
+WS="$LAYERFS_HOME/sandboxes/p-$SB/mnt/main"
+x() { lfs workspace exec "$SB" main "$@"; }
+# Made by the command identity itself: the daemon's checks, as root, pass it.
+x -- sh -c 'mkdir locked && chmod 000 locked'
+want="cannot enter the working directory of the command, '$WS/locked': Permission denied; give --cwd a directory inside the Workspace that the command identity (uid 501) can enter"
+expect_refusal Failed "cannot start 'pwd' in sandbox $SB: $want" x --cwd locked -- pwd
+expect_refusal Failed "cannot start 'sleep' in sandbox $SB: $want" \
+        lfs process start "$SB" main --cwd locked -- sleep 1
+logged "$SB" "cannot start 'sleep': $want"
+# Nothing of the failed starts stays: no leaf, no process.
+assert_eq "$(find "$(cgroup_of "$SB")" -mindepth 1 -maxdepth 1 -name 'cmd-*' -type d | wc -l)" 0 \
+        "command leaves left by failed starts"
+# The same directory once the command identity may enter it: the command runs.
+x -- chmod 700 locked
+assert_eq "$(x --cwd locked -- pwd)" "$WS/locked" "--cwd once the command identity can enter it"
+lfs workspace unmount "$SB" main --discard >/dev/null
+lfs sandbox close "$SB" >/dev/null
 
 # ---- 4. the Sandbox's init killed from the host (namespaces) -----------------------------
 if [ "$runtime" = namespaces ]; then
