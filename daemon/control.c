@@ -306,9 +306,11 @@ int control_listen(const char *path) {
         return fd;
 }
 
+/* A mount at work counts: it waits for a gc without d->lock for as long as the gc runs,
+ * which may be longer than the idle time (its request's activity is counted as it came). */
 static bool mounted_any(daemon_state *d) {
         for (int i = 0; i < MAX_WORKSPACES; i++)
-                if (d->ws[i].active)
+                if (d->ws[i].active || d->ws[i].mounting)
                         return true;
         return false;
 }

@@ -27,6 +27,9 @@
 
 typedef struct workspace {
         bool active;
+        /* Taken by a mount at work on the Store without d->lock (call_mount): not active
+         * yet, but no other mount takes the slot or the branch, and the idle close waits. */
+        bool mounting;
         char *branch;
         char *key; /* the branch as one path component */
         char *mountpoint;
@@ -139,7 +142,9 @@ typedef struct daemon_state {
          * then), none again once the loop or main joined it. One at a time. */
         enum { IDLE_GC_NONE, IDLE_GC_RUNNING, IDLE_GC_ENDED } idle_gc;
         pthread_t idle_gc_thread;
-        _Atomic bool idle_gc_stop; /* set by the close: the gc ends if it has not begun to change */
+        /* Set by the close or a mount (idle_gc_yield): the gc ends if it has not begun to
+         * change the Store; cleared as the next one starts. */
+        _Atomic bool idle_gc_stop;
         bool closing;
         bool closed; /* teardown has finished */
         bool removed; /* ...and removed everything: the record goes as the daemon's last act */
@@ -251,9 +256,13 @@ int close_sandbox(daemon_state *d, const char *why, pid_t closer, char **ret_why
  * d->gc_after_deletes branches deleted since its last gc, on a thread of its own that
  * wakes the accept loop as it ends (d->idle_gc); logs what it did. false when no gc is to
  * run (none asked for, or one ran here: no thread could be made): the close is decided at
- * once. A request meanwhile is served (a mount waits for the gc: it pins under the gc's
- * lock) and keeps the Sandbox open. */
+ * once. A request meanwhile is served and keeps the Sandbox open; a mount stops the gc if
+ * it still plans (idle_gc_yield), else waits for it without d->lock (it pins under the
+ * gc's lock: call_mount). */
 bool idle_gc_start(daemon_state *d);
+/* A mount came (call_mount): an idle gc that still plans ends, as at a close; one that
+ * has begun to change the Store goes on. With d->lock held. */
+void idle_gc_yield(daemon_state *d);
 /* Waits for the idle gc's thread, if one was started, and sets d->idle_gc back to none
  * (the accept loop once it ended; main, after a close that came meanwhile). */
 void idle_gc_join(daemon_state *d);

@@ -90,31 +90,66 @@ void drop_spare_store(daemon_state *d) {
         lfs_store_close(take_spare_store(d));
 }
 
+/* The Store's part of a mount, without d->lock: its wait for a gc would stop every other
+ * call, the accept loop, the signals and the watchers with it (2.4 s of a 1,000,000-file
+ * idle gc; a pool's 1 s ping to take the Sandbox failed over to the next one). The gc's
+ * lock is held first, for the head's read and the pin: once it is held no gc runs, so the
+ * read under the Store's write lock (lfs_branch_head_serial) never waits for a gc's
+ * transaction (that wait failed Busy after busy_timeout, LFS_DB_BUSY_MS); the wait for
+ * the gc's lock itself has no deadline, since a gc goes on to its end. A close that came
+ * meanwhile (it does not wait for this: the teardown goes on) leaves the rest undone. */
+static int open_base(daemon_state *d, workspace *w, lfs_error **err) {
+        int r = w->store ? 0 : lfs_store_open(d->home, d->project, &w->store, err);
+        _cleanup_store_hold_ lfs_store *held = NULL;
+        if (r == 0)
+                r = lfs_store_hold_scoped(w->store, &held, err);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&d->lock);
+        bool closing = d->closing;
+        pthread_mutex_unlock(&d->lock);
+        if (closing)
+                return -ECANCELED; /* the caller says so: it looks again under d->lock */
+        lfs_id head;
+        r = lfs_branch_head_serial(w->store, w->branch, &head, err);
+        if (r == 0)
+                r = ws_open(w->store, w->branch, w->upper, d->host_uid, d->host_gid, &w->fs, err);
+        return r;
+}
+
+/* Called with d->lock held (dispatch); releases it for the Store's part (open_base). */
 json_t *call_mount(daemon_state *d, const char *branch) {
         lfs_error *err = NULL;
         if (!branch || lfs_check_branch_name(branch, &err) < 0)
                 return err ? lfs_proto_error_take(err)
                            : lfs_proto_errorf(LFS_INVALID_INPUT, "give the branch to mount");
-        if (find_ws(d, branch))
-                return lfs_proto_errorf(
-                        LFS_ALREADY_MOUNTED,
-                        "branch '%s' is already mounted in sandbox %d; unmount it first or use it there",
-                        branch, d->number);
         workspace *w = NULL;
-        for (int i = 0; i < MAX_WORKSPACES && !w; i++)
-                if (!d->ws[i].active)
-                        w = &d->ws[i];
+        for (int i = 0; i < MAX_WORKSPACES; i++) {
+                workspace *o = &d->ws[i];
+                if ((o->active || o->mounting) && !strcmp(o->branch, branch))
+                        return lfs_proto_errorf(
+                                LFS_ALREADY_MOUNTED,
+                                "branch '%s' is already %s in sandbox %d; unmount it first or "
+                                "use it there",
+                                branch, o->active ? "mounted" : "being mounted", d->number);
+                if (!w && !o->active && !o->mounting)
+                        w = o;
+        }
         if (!w)
                 return lfs_proto_errorf(LFS_LIMIT_REACHED,
                                         "sandbox %d already has %d Workspaces mounted; unmount one first",
                                         d->number, MAX_WORKSPACES);
+        /* Before its mount point shows that the mount came (the tests wait for it). */
+        idle_gc_yield(d);
         w->branch = xstrdup(branch);
         w->key = lfs_branch_dir_name(branch);
         w->mountpoint = xasprintf("%s/mnt/%s", d->dir, w->key);
         w->upper = xasprintf("%s/upper/%s", d->dir, w->key);
         /* The mount point first, the head after it under the Store's write lock: a branch
          * delete running meanwhile either sees the mount point (Busy) or ends before the
-         * head is read (NoSuchBranch); userspace-lib/client/branch.c. */
+         * head is read (NoSuchBranch); userspace-lib/client/branch.c. Both directories are
+         * made under d->lock: a close's teardown, which removes the Sandbox's directory,
+         * never runs beside a mount making them. */
         struct stat st;
         if (mkdir(w->mountpoint, 0755) < 0 &&
             (errno != EEXIST || lstat(w->mountpoint, &st) < 0 || !S_ISDIR(st.st_mode))) {
@@ -126,23 +161,27 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                 ws_release_slot(w);
                 return j;
         }
-        w->store = take_spare_store(d);
-        int r = w->store ? 0 : lfs_store_open(d->home, d->project, &w->store, &err);
-        lfs_id head;
-        if (r == 0)
-                r = lfs_branch_head_serial(w->store, branch, &head, &err);
-        if (r < 0) {
-                free(TAKE_PTR(w->upper)); /* not made yet: nothing to remove */
-                ws_release_slot(w);
-                return lfs_proto_error_take(err);
-        }
         rm_rf_at(AT_FDCWD, w->upper);
         if (mkdir(w->upper, 0700) < 0) {
                 json_t *j = lfs_proto_errorf(LFS_FAILED, "cannot make %s: %s", w->upper, strerror(errno));
                 ws_release_slot(w);
                 return j;
         }
-        if (ws_open(w->store, branch, w->upper, d->host_uid, d->host_gid, &w->fs, &err) < 0) {
+        w->store = take_spare_store(d);
+        w->mounting = true;
+        pthread_mutex_unlock(&d->lock);
+        int r = open_base(d, w, &err);
+        pthread_mutex_lock(&d->lock);
+        w->mounting = false;
+        if (d->closing) {
+                /* Its teardown did not wait for this mount (not active): what it made goes
+                 * here, and no FUSE mount is made after the teardown's. */
+                lfs_error_free(err);
+                ws_release_slot(w);
+                return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX,
+                                        "sandbox %d closed while '%s' was being mounted", d->number, branch);
+        }
+        if (r < 0) {
                 ws_release_slot(w);
                 return lfs_proto_error_take(err);
         }

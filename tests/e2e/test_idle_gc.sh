@@ -10,6 +10,13 @@
 # Before, the gc ran on the accept loop: the ping waited for the whole gc ((a) fails on
 # that build: no answer in 30 s) and the SIGTERM was read after it ((b) fails: the
 # Sandbox's directory stayed while the gc was held).
+# (f) to (h): a `workspace mount` during the idle gc. It pins its base under the gc's lock,
+# so it waits for a gc that has begun to change the Store: without the daemon's lock now,
+# so that the daemon's other calls are answered meanwhile ((f): on the build before, a
+# ping and list_workspaces were answered only once the mount had failed Busy after the
+# Store's busy_timeout of 10 s), and a SIGTERM meanwhile tears the Sandbox down with the
+# mount undone ((g)); a gc that still plans is stopped by the mount ((h): on the build
+# before, the mount waited for the whole gc, which removed what it planned).
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 export LAYERFS_PROJECT=ig
@@ -140,4 +147,129 @@ fault_release "$WORK/writer"
 wait "$writer" || fail "the writer failed after the idle close beside it: $(cat "$WORK/writer.err")"
 assert_eq "$(deleted)" 1 "deletions counted after an idle gc skipped for a writer"
 verified "after an idle gc skipped for a writer"
+
+# ---- a mount during the idle gc -----------------------------------------------------------
+# A branch whose data nothing else reaches: the Workspaces of (f) to (h) mount it, and read
+# it back once the gc ended.
+mkdir -p "$WORK/keep"
+head -c 100000 /dev/urandom >"$WORK/keep/data"
+keep_sum=$(sha256sum <"$WORK/keep/data" | cut -c1-64)
+lfs branch create keep >/dev/null
+lfs branch commit keep --from "$WORK/keep" -m keep >/dev/null
+lfs project gc >/dev/null # (e)'s deletion: each idle gc below has one to do
+
+# ping_answer N: how sandbox N's daemon answers a ping: answered, refused, or no-answer
+# after 30 s.
+ping_answer() {
+        python3 - "$LAYERFS_HOME/sandboxes/ig-$1" <<'PY'
+import json, socket, sys
+sandbox = sys.argv[1]
+token = open(sandbox + "/token").read().strip()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sandbox + "/control.sock")
+s.sendall((json.dumps(dict(v=1, token=token, call="sandbox.ping")) + "\n").encode())
+s.settimeout(30)
+try:
+    print("answered" if b'"ok"' in s.recv(4096) else "refused")
+except OSError as e:
+    print("no-answer:" + type(e).__name__)
+PY
+}
+
+# mount_waiting N BRANCH OUT: starts a mount of BRANCH in sandbox N (its output to OUT, its
+# pid in MOUNTER) and returns once the daemon has begun it: its mount point is made before
+# the mount looks at the Store.
+mount_waiting() {
+        "$LAYERFS" workspace mount "$1" "$2" >"$3" 2>&1 & # not lfs: a function, whose failure would trip the ERR trap in the job
+        MOUNTER=$!
+        wait_created "$LAYERFS_HOME/sandboxes/ig-$1/mnt" "$2" 30
+}
+
+# still_waiting PID OUT WHAT: the mount PID has not ended: it waits for the gc.
+still_waiting() {
+        kill -0 "$1" 2>/dev/null || {
+                wait "$1" && status=0 || status=$?
+                fail "$3: the mount ended (status $status) while the gc was held: $(cat "$2")"
+        }
+        ok
+}
+
+# (f) The gc held inside its transaction (gc.lock held exclusive, the Store's write lock
+# held): two mounts come and wait for it; meanwhile the daemon answers a ping, `project
+# list_sandboxes` (its daemons asked with a 2 s deadline) and list_workspaces, and refuses
+# a third mount of a branch being mounted, both mounts still waiting. They wait past the Store's
+# busy_timeout (LFS_DB_BUSY_MS, 10 s: the mount that read the head under the Store's write
+# lock before it took gc.lock failed Busy then), and complete once the gc went on.
+held_sandbox f 1
+mount_waiting "$N" keep "$WORK/mount-keep.out"
+keep_mounter=$MOUNTER
+mount_waiting "$N" main "$WORK/mount-main.out"
+main_mounter=$MOUNTER
+assert_eq "$(ping_answer "$N")" answered "a ping to sandbox $N while mounts wait for its idle gc"
+still_waiting "$keep_mounter" "$WORK/mount-keep.out" "after the ping"
+answered=$(lfs --json project list_sandboxes | json_get "[s['answered'] for s in j if s['sandbox'] == $N]")
+assert_eq "$answered" "[True]" "project list_sandboxes's answer from sandbox $N while mounts wait for its idle gc"
+assert_eq "$(lfs --json sandbox list_workspaces "$N")" "[]" "list_workspaces of sandbox $N while mounts wait"
+expect_refusal AlreadyMounted "being mounted" lfs workspace mount "$N" keep
+still_waiting "$keep_mounter" "$WORK/mount-keep.out" "after list_workspaces and a third mount"
+still_waiting "$main_mounter" "$WORK/mount-main.out" "after list_workspaces and a third mount"
+sleep 11 # past LFS_DB_BUSY_MS
+still_waiting "$keep_mounter" "$WORK/mount-keep.out" "past the Store's busy_timeout"
+still_waiting "$main_mounter" "$WORK/mount-main.out" "past the Store's busy_timeout"
+fault_release "$WORK/gc"
+wait "$keep_mounter" || fail "the mount of keep that waited for the idle gc failed: $(cat "$WORK/mount-keep.out")"
+wait "$main_mounter" || fail "the mount of main that waited for the idle gc failed: $(cat "$WORK/mount-main.out")"
+mnt=$LAYERFS_HOME/sandboxes/ig-$N/mnt
+grep -q " $mnt/keep fuse" /proc/mounts || fail "keep is not mounted at $mnt/keep after its mount succeeded"
+ok
+got=$(lfs workspace exec "$N" keep -- sha256sum data | cut -c1-64)
+assert_eq "$got" "$keep_sum" "the data of keep read in the Workspace mounted during the idle gc"
+assert_eq "$(lfs workspace exec "$N" main -- cat file)" e "the file of main ((e) committed it) in the Workspace mounted during the idle gc"
+assert_eq "$(deleted)" 0 "deletions counted after the idle gc that mounts waited for"
+verified "after an idle gc that mounts waited for"
+assert_eq "$(records "SELECT state FROM sandboxes WHERE number=$N")" running "sandbox $N with its Workspaces after its idle gc"
+lfs workspace unmount "$N" keep >/dev/null
+lfs workspace unmount "$N" main >/dev/null
+wait_exit "$DAEMON" 60 || fail "sandbox $N did not idle-close after its Workspaces were unmounted"
+HELD=
+assert_nothing_left "an idle close after mounts that waited for the idle gc"
+assert_eq "$(ls -A "$P/pins" 2>/dev/null || true)" "" "pins left after the Workspaces of (f) were unmounted"
+
+# (g) SIGTERM while a mount waits for the gc: the Sandbox is torn down then (its directory
+# and cgroups go, the gc still held), the mount, once the gc went on, fails and undoes
+# itself (no FUSE mount, no pin), and the daemon leaves nothing.
+held_sandbox g 1
+mount_waiting "$N" keep "$WORK/mount-keep.out"
+kill -TERM "$DAEMON"
+wait_removed "$LAYERFS_HOME/sandboxes" "ig-$N" 30
+assert_eq "$(find "$CGR" -mindepth 1 -type d)" "" "cgroups of sandbox $N closed by SIGTERM while a mount waited"
+still_waiting "$MOUNTER" "$WORK/mount-keep.out" "after the SIGTERM"
+fault_release "$WORK/gc"
+if wait "$MOUNTER"; then
+        fail "the mount into sandbox $N, closed while it waited for the idle gc, succeeded: $(cat "$WORK/mount-keep.out")"
+fi
+ok
+wait_exit "$DAEMON" 60 || fail "the daemon $DAEMON did not exit once its idle gc ended after its SIGTERM"
+HELD=
+assert_nothing_left "SIGTERM while a mount waited for the idle gc"
+assert_eq "$(ls -A "$P/pins" 2>/dev/null || true)" "" "pins left by a mount undone by a close"
+assert_eq "$(deleted)" 0 "deletions counted after the idle gc of (g)"
+verified "after a SIGTERM while a mount waited for the idle gc"
+
+# (h) A mount while the gc still plans stops it (it loses only its plan): the mount goes
+# on at once, the deletion stays counted, and the idle close after the unmount runs the gc
+# again (the fault step holds only the first).
+held_sandbox h 1 gc-planned
+mount_waiting "$N" keep "$WORK/mount-keep.out"
+fault_release "$WORK/gc"
+wait "$MOUNTER" || fail "the mount during the planning idle gc failed: $(cat "$WORK/mount-keep.out")"
+got=$(lfs workspace exec "$N" keep -- sha256sum data | cut -c1-64)
+assert_eq "$got" "$keep_sum" "the data of keep read in the Workspace mounted during the idle gc's plan"
+assert_eq "$(deleted)" 1 "deletions counted after an idle gc stopped by a mount"
+lfs workspace unmount "$N" keep >/dev/null
+wait_exit "$DAEMON" 60 || fail "sandbox $N did not idle-close after its Workspace was unmounted"
+HELD=
+assert_nothing_left "an idle close after a mount stopped the idle gc"
+assert_eq "$(deleted)" 0 "deletions counted after the next idle close's gc"
+verified "after an idle gc stopped by a mount and the next one"
 finish
