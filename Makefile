@@ -317,13 +317,15 @@ NATIVE_E2E := test_runtime.sh test_watcher.sh test_workspace_posix.sh test_limit
 NATIVE_ADVERSARIAL := test_fuse_trap.sh test_home_trust.sh test_terminal.sh test_text_output.sh \
 	test_private_files.sh test_command_mounts.sh test_hidden_process.sh test_teardown_truth.sh \
 	test_caller_state.sh test_cwd_escape.sh
-# The Workspace's tests run on our own FUSE loop (fuse/fuse_dev.c) as well as libfuse's,
-# with passthrough (its default where the kernel offers it); test_workspace.sh once more
-# on it without (FUSE_DEV_NO_PASSTHROUGH_E2E: without passthrough only READ and WRITE are
-# served differently, which the crash test does not look at). test_workspace_passthrough.sh
-# picks its own. The sanitizer build splits the Workspace's tests between the two dev
-# passes instead of running them in both (SANITIZE_FUSE_DEV_*, by `make sanitize`).
-FUSE_DEV_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh test_dir_nlink.sh \
+# The Workspace's tests run on libfuse's FUSE loop (fuse/fuse_libfuse.c, the fallback
+# where our own cannot mount) as well as on our own (the default, fuse/fuse_dev.c, with
+# passthrough where the kernel offers it); test_workspace.sh and the POSIX checks once more
+# on ours without passthrough (FUSE_DEV_NO_PASSTHROUGH_E2E: without passthrough only READ
+# and WRITE are served differently, which the crash test does not look at).
+# test_workspace_passthrough.sh picks its own. The sanitizer build splits the Workspace's
+# tests between the libfuse pass and the dev pass without passthrough instead of running
+# them in both (SANITIZE_FUSE_*, by `make sanitize`).
+FUSE_LIBFUSE_E2E := test_workspace.sh test_workspace_posix.sh test_workspace_crash.sh test_dir_nlink.sh \
 	test_changed_dir_memory.sh
 FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh test_workspace_posix.sh
 # The same tests once more over io_uring rings (fuse/fuse_uring.c). The kernel offers
@@ -342,7 +344,7 @@ uring_pass = @if [ "$(URING_PASSES)" != yes ]; then echo "the io_uring pass of $
 	was=$$(cat $(FUSE_URING_SWITCH)); trap 'echo $$was >$(FUSE_URING_SWITCH)' EXIT; trap 'exit 130' INT TERM; \
 	echo 1 >$(FUSE_URING_SWITCH); $(call run_pass,LAYERFS_FUSE_TRANSPORT=uring $(2),$(1)); \
 	else echo "the io_uring pass of $(firstword $(1)) left out: no $(FUSE_URING_SWITCH)"; fi
-FUSE_DEV_ADVERSARIAL := test_fuse_trap.sh test_shared_mmap.sh test_hard_links.sh test_disk_full.sh \
+FUSE_LIBFUSE_ADVERSARIAL := test_fuse_trap.sh test_shared_mmap.sh test_hard_links.sh test_disk_full.sh \
 	test_daemon_fds.sh test_deep_tree.sh test_commit_big_directory.sh test_long_commit.sh \
 	test_setid_write.sh test_evict_storm.sh
 # NATIVE_PASSES=no leaves the native passes out: the sanitizer build runs the code that
@@ -364,7 +366,7 @@ e2e: all
 	@rm -f $(FAILED_PASSES)
 	$(call run_pass,TEST_WATCHERS=$(E2E_WATCHERS),)
 	$(call native_pass,tests/e2e $(NATIVE_E2E))
-	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev,tests/e2e $(FUSE_DEV_E2E))
+	$(call run_pass,LAYERFS_FUSE_TRANSPORT=libfuse,tests/e2e $(FUSE_LIBFUSE_E2E))
 	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev LAYERFS_FUSE_PASSTHROUGH=0,tests/e2e $(FUSE_DEV_NO_PASSTHROUGH_E2E))
 	$(call uring_pass,tests/e2e $(FUSE_URING_E2E))
 	$(call uring_pass,tests/e2e $(FUSE_URING_NO_PASSTHROUGH_E2E),LAYERFS_FUSE_PASSTHROUGH=0)
@@ -393,7 +395,7 @@ adversarial: all
 	@rm -f $(FAILED_PASSES)
 	$(call run_pass,,tests/adversarial)
 	$(call native_pass,tests/adversarial $(NATIVE_ADVERSARIAL))
-	$(call run_pass,LAYERFS_FUSE_TRANSPORT=dev,tests/adversarial $(FUSE_DEV_ADVERSARIAL))
+	$(call run_pass,LAYERFS_FUSE_TRANSPORT=libfuse,tests/adversarial $(FUSE_LIBFUSE_ADVERSARIAL))
 	$(end_passes)
 
 # make install's layout, the man pages against --help, the completion, the systemd units
@@ -445,7 +447,7 @@ check: deps
 # sanitizers would find in load and adversarial.
 SAN_LOGS := $(CURDIR)/build-san/sanitizer
 SANITIZE_WATCHERS := bpf
-SANITIZE_FUSE_DEV_E2E := test_workspace_posix.sh test_workspace_crash.sh
+SANITIZE_FUSE_LIBFUSE_E2E := test_workspace_posix.sh test_workspace_crash.sh
 SANITIZE_FUSE_DEV_NO_PASSTHROUGH_E2E := test_workspace.sh
 sanitize: deps
 	@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS)
@@ -454,7 +456,7 @@ sanitize: deps
 	BIG_DIRECTORY_FILES=2000 DEEP_TREE_DEPTH=10000 DEEP_STORE_DEPTH=20000 HARD_LINKS_MIB=4 \
 	$(MAKE) -k BUILD=build-san EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" CFLAGS="-O1 -g" NATIVE_PASSES=no URING_PASSES=no LOAD_ROUNDS=2 \
-		E2E_WATCHERS=$(SANITIZE_WATCHERS) FUSE_DEV_E2E="$(SANITIZE_FUSE_DEV_E2E)" \
+		E2E_WATCHERS=$(SANITIZE_WATCHERS) FUSE_LIBFUSE_E2E="$(SANITIZE_FUSE_LIBFUSE_E2E)" \
 		FUSE_DEV_NO_PASSTHROUGH_E2E="$(SANITIZE_FUSE_DEV_NO_PASSTHROUGH_E2E)" \
 		unit e2e load adversarial || tests_failed=1; \
 	empty=$$(find $(SAN_LOGS) -type f -empty); \

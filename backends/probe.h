@@ -21,6 +21,11 @@ int lfs_probe_namespaces(int flags);
 /* runtime.status's features: each kernel probe, the watcher a new Sandbox would use, and
  * the absent features in s->missing. */
 void lfs_probe_features(lfs_runtime_info *s);
+/* The FUSE loop a Workspace gets when LAYERFS_FUSE_TRANSPORT is unset: our own over
+ * /dev/fuse, with passthrough where the kernel has it (fuse/fuse_transport.c mounts it,
+ * runtime status names it). */
+#define LFS_FUSE_DEFAULT_TRANSPORT "dev"
+
 /* The kernel's switch for FUSE over io_uring, one for the whole host (Linux 6.14 with
  * CONFIG_FUSE_IO_URING); it offers the rings to a FUSE server only while it is set. */
 #define LFS_FUSE_URING_SWITCH "/sys/module/fuse/parameters/enable_uring"

@@ -9,12 +9,14 @@
 #include "probe.h"
 #include "util.h"
 
-/* The first row is the default. */
+/* The default is LFS_FUSE_DEFAULT_TRANSPORT's row (probe.h, which runtime status reads
+ * too). The last row is the fallback that any kernel with FUSE serves: libfuse's. */
 static const fuse_transport *const transports[] = {
-        &fuse_transport_libfuse,
         &fuse_transport_dev,
         &fuse_transport_uring,
+        &fuse_transport_libfuse,
 };
+#define FALLBACK_TRANSPORT (transports[ELEMENTSOF(transports) - 1])
 
 const fuse_transport *fuse_transport_find(const char *name) {
         for (size_t i = 0; i < ELEMENTSOF(transports); i++)
@@ -44,7 +46,7 @@ ws_session *ws_session_mount(fuse_fs fs, const char *mountpoint, const char *fsn
         const char *uring = getenv("LAYERFS_FUSE_URING");
         bool named = name && *name;
         bool rings_wanted = uring && (!strcmp(uring, "on") || !strcmp(uring, "auto"));
-        const fuse_transport *t = named ? fuse_transport_find(name) : transports[0];
+        const fuse_transport *t = fuse_transport_find(named ? name : LFS_FUSE_DEFAULT_TRANSPORT);
         lfs_error *err = NULL;
         if (t && lfs_check_fuse_uring(&err) < 0) {
                 /* sandbox create refuses these too: this one came some other way */
@@ -70,10 +72,10 @@ ws_session *ws_session_mount(fuse_fs fs, const char *mountpoint, const char *fsn
                 t = &fuse_transport_dev;
                 r = t->mount(fs, mountpoint, fsname, &c);
         }
-        if (r < 0 && t != transports[0] && t != &fuse_transport_uring) {
+        if (r < 0 && t != FALLBACK_TRANSPORT && t != &fuse_transport_uring) {
                 log_line("cannot mount %s over the %s transport: %s; falling back to %s", mountpoint,
-                         t->name, strerror(-r), transports[0]->name);
-                t = transports[0];
+                         t->name, strerror(-r), FALLBACK_TRANSPORT->name);
+                t = FALLBACK_TRANSPORT;
                 r = t->mount(fs, mountpoint, fsname, &c);
         }
         if (r < 0)

@@ -475,7 +475,7 @@ typedef struct lfs_runtime_info {
          * home names its runtime): "namespaces is not ready here: kernel:userns". */
         char *default_why;
         /* The FUSE loop a new Sandbox's Workspaces get ("libfuse", "dev", "uring":
-         * LAYERFS_FUSE_TRANSPORT, else libfuse; with LAYERFS_FUSE_URING=auto or on, uring
+         * LAYERFS_FUSE_TRANSPORT, else dev; with LAYERFS_FUSE_URING=auto or on, uring
          * where the host has FUSE over io_uring on or the daemon may turn it on, else
          * dev) and whether their upper files' data passes through (our own loop on a
          * kernel with passthrough, unless LAYERFS_FUSE_PASSTHROUGH=0). */

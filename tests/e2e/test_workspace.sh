@@ -84,8 +84,8 @@ assert_eq "$(lfs workspace status "$n" main)" "" "clean again"
 grep -q "mounted main at $ws" <<<"$(lfs sandbox log "$n")" || fail "sandbox log shows the mount"
 # The loop asked for serves the mount (make e2e runs this test under both): a fallback
 # to libfuse must not pass for the /dev/fuse loop.
-grep -q "mounted main at $ws (FUSE loop: ${LAYERFS_FUSE_TRANSPORT:-libfuse}," <<<"$(lfs sandbox log "$n")" ||
-        fail "the mount is served by the ${LAYERFS_FUSE_TRANSPORT:-libfuse} loop: $(lfs sandbox log "$n" | grep mounted)"
+grep -q "mounted main at $ws (FUSE loop: ${LAYERFS_FUSE_TRANSPORT:-dev}," <<<"$(lfs sandbox log "$n")" ||
+        fail "the mount is served by the ${LAYERFS_FUSE_TRANSPORT:-dev} loop: $(lfs sandbox log "$n" | grep mounted)"
 ok
 assert_eq "$(lfs --json sandbox log "$n" --lines 1 | json_get 'len(j["lines"])')" 1 "sandbox log --lines 1"
 expect_error InvalidInput lfs sandbox log "$n" --lines 0

@@ -31,6 +31,15 @@ assert_eq "$(LAYERFS_FUSE_PASSTHROUGH=0 lfs --json runtime status | json_get 'j[
         "runtime status with LAYERFS_FUSE_PASSTHROUGH=0"
 assert_eq "$(LAYERFS_FUSE_TRANSPORT=libfuse lfs --json runtime status | json_get 'j["fuse"]')" \
         "{'transport': 'libfuse', 'passthrough': False}" "runtime status with libfuse"
+# Unset, the default: our own loop over /dev/fuse, with passthrough.
+assert_eq "$(env -u LAYERFS_FUSE_TRANSPORT "$LAYERFS" --json runtime status | json_get 'j["fuse"]')" \
+        "{'transport': 'dev', 'passthrough': True}" "runtime status with LAYERFS_FUSE_TRANSPORT unset"
+n_default=$(env -u LAYERFS_FUSE_TRANSPORT "$LAYERFS" sandbox create)
+ws_default=$(lfs workspace mount "$n_default" main)
+grep -q "mounted main at $ws_default (FUSE loop: dev, passthrough: on)" <<<"$(lfs sandbox log "$n_default")" ||
+        fail "the default loop: $(lfs sandbox log "$n_default" | grep mounted)"
+lfs workspace unmount "$n_default" main --discard >/dev/null
+lfs sandbox close "$n_default" >/dev/null
 # requests OP: how many OP requests the daemon's loop has served so far, in its log and
 # the one it rotated out (past 1 MiB: each window counted here logs far less).
 requests() {

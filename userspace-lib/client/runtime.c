@@ -24,7 +24,7 @@ int lfs_runtime_status(lfs_home *home, lfs_runtime_info **ret, lfs_error **err) 
         const char *passthrough = getenv("LAYERFS_FUSE_PASSTHROUGH");
         const char *uring = getenv("LAYERFS_FUSE_URING");
         bool named = transport && *transport;
-        transport = named ? transport : "libfuse";
+        transport = named ? transport : LFS_FUSE_DEFAULT_TRANSPORT;
         /* Rings where asked for and there (or the daemon may set the switch), else the
          * dev loop they fall back to; the transport named uring stays (sandbox create
          * refuses it where the rings are not there). */

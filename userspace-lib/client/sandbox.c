@@ -138,8 +138,8 @@ static int check_env_choice(const char *var, const char *what, const char *const
 }
 
 /* LAYERFS_WATCHER: bpf, proc or cgroup (unset: bpf where it loads, else cgroup);
- * LAYERFS_FUSE_TRANSPORT: the FUSE loop of its Workspaces, libfuse (unset: the default),
- * dev (its own, over /dev/fuse) or uring (the same with io_uring rings);
+ * LAYERFS_FUSE_TRANSPORT: the FUSE loop of its Workspaces, dev (our own, over /dev/fuse;
+ * unset: the same), uring (the same with io_uring rings) or libfuse (libfuse's);
  * LAYERFS_FUSE_URING: off (unset: the same), auto (rings on our own loop where the host
  * has them on) or on (the daemon turns them on for the whole host);
  * LAYERFS_FUSE_PASSTHROUGH: 0 serves every file's data itself, 1 passes upper files'
