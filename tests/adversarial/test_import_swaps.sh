@@ -105,6 +105,14 @@ for file in secret big; do
         import_swapped "init, $file swapped for a fifo" "$file" "mv p a/$file" -- \
                 project init "fifo-$file" --from "$WORK/tree"
 done
+# ... and for a directory, and a unix socket: refused the same way.
+make_tree "$WORK/tree" secret
+import_swapped "init, secret swapped for a directory" secret "rm a/secret && mkdir a/secret" -- \
+        project init dir-secret --from "$WORK/tree"
+make_tree "$WORK/tree" secret
+import_swapped "init, secret swapped for a socket" secret \
+        "rm a/secret && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"a/secret\")'" -- \
+        project init socket-secret --from "$WORK/tree"
 no_projects=$(lfs project list --json | python3 -c 'import json,sys; print(" ".join(p["project"] for p in json.load(sys.stdin)))')
 assert_eq "$no_projects" "base" "the projects after every refused import"
 

@@ -227,9 +227,11 @@ int lfs_blob_writer_add_data(lfs_blob_writer *w, const void *data, size_t len, l
 static int source_failed(const lfs_blob_source *src, int r, lfs_error **err) {
         if (r == -ECANCELED)
                 return lfs_fail(err, LFS_FAILED, ECANCELED, "reading %s was cancelled", src->path);
-        /* EAGAIN: a fifo with a writer put in a regular file's place (READ_FLAGS); EXDEV,
-         * ELOOP: a directory on the way, or the file, swapped for a symlink. */
-        if (r == -ENOENT || r == -EIO || r == -ELOOP || r == -EXDEV || r == -EAGAIN || r == -ENOTDIR)
+        /* A regular file was listed; now: EAGAIN, a fifo with a writer (READ_FLAGS);
+         * EISDIR, a directory; ENXIO, a socket; EXDEV, ELOOP, ENOTDIR: a directory on the
+         * way, or the file, swapped for a symlink or a file. */
+        if (r == -ENOENT || r == -EIO || r == -ELOOP || r == -EXDEV || r == -EAGAIN || r == -ENOTDIR ||
+            r == -EISDIR || r == -ENXIO)
                 return lfs_fail(err, LFS_INVALID_INPUT, r,
                                 "%s changed or vanished while it was being read; nothing was "
                                 "recorded; try again when the directory is quiet",
