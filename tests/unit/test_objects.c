@@ -11,7 +11,7 @@ static void test_vanished_file_is_invalid_input(void **state) {
         const char *path = env_path(env, "gone");
         write_text(path, "here during the walk\n");
         lfs_id id;
-        lfs_blob_source src = { .dirfd = AT_FDCWD, .path = path, .size = 21, .ret_id = &id };
+        lfs_blob_source src = { .dirfd = AT_FDCWD, .follow = true, .path = path, .size = 21, .ret_id = &id };
         assert_int_equal(unlink(path), 0);
         lfs_blob_writer *w = lfs_blob_writer_new(env->store);
         int r = lfs_blob_writer_add_files(w, &src, 1, &env->err);
@@ -28,7 +28,9 @@ static void test_changed_size_is_invalid_input(void **state) {
         write_text(path, "now longer than it was\n");
         for (uint64_t seen = 4; seen <= 40; seen += 36) {
                 lfs_id id;
-                lfs_blob_source src = { .dirfd = AT_FDCWD, .path = path, .size = seen, .ret_id = &id };
+                lfs_blob_source src = {
+                        .dirfd = AT_FDCWD, .follow = true, .path = path, .size = seen, .ret_id = &id
+                };
                 lfs_blob_writer *w = lfs_blob_writer_new(env->store);
                 int r = lfs_blob_writer_add_files(w, &src, 1, &env->err);
                 lfs_blob_writer_free(w);
@@ -65,9 +67,21 @@ static void test_dropped_writer_leaves_nothing(void **state) {
         write_text(env_path(env, "b"), "same\n");
         lfs_id ids[3];
         lfs_blob_source src[3] = {
-                { .dirfd = AT_FDCWD, .path = env_path(env, "a"), .size = 5, .ret_id = &ids[0] },
-                { .dirfd = AT_FDCWD, .path = env_path(env, "b"), .size = 5, .ret_id = &ids[1] },
-                { .dirfd = AT_FDCWD, .path = env_path(env, "big"), .size = big_len, .ret_id = &ids[2] },
+                { .dirfd = AT_FDCWD,
+                  .follow = true,
+                  .path = env_path(env, "a"),
+                  .size = 5,
+                  .ret_id = &ids[0] },
+                { .dirfd = AT_FDCWD,
+                  .follow = true,
+                  .path = env_path(env, "b"),
+                  .size = 5,
+                  .ret_id = &ids[1] },
+                { .dirfd = AT_FDCWD,
+                  .follow = true,
+                  .path = env_path(env, "big"),
+                  .size = big_len,
+                  .ret_id = &ids[2] },
         };
         lfs_blob_writer *w = lfs_blob_writer_new(env->store);
         assert_ok(env, lfs_blob_writer_add_files(w, src, 3, &env->err));
@@ -137,7 +151,9 @@ static void test_large_file_is_read_once(void **state) {
         lfs_sha256(data, size, &want);
 
         lfs_id id;
-        lfs_blob_source src = { .dirfd = AT_FDCWD, .path = path, .size = size, .ret_id = &id };
+        lfs_blob_source src = {
+                .dirfd = AT_FDCWD, .follow = true, .path = path, .size = size, .ret_id = &id
+        };
         lfs_blob_writer *w = lfs_blob_writer_new(env->store);
         uint64_t before = bytes_read();
         assert_ok(env, lfs_blob_writer_add_files(w, &src, 1, &env->err));
@@ -150,6 +166,7 @@ static void test_large_file_is_read_once(void **state) {
         lfs_blob_writer_free(w);
 
         src = (lfs_blob_source){ .dirfd = AT_FDCWD,
+                                 .follow = true,
                                  .path = path,
                                  .size = size,
                                  .has_known = true,
@@ -166,11 +183,61 @@ static void test_large_file_is_read_once(void **state) {
         lfs_blob_writer_free(w);
 }
 
+/* A source below its directory (an imported tree, which another user may change between
+ * the walk and the read) is read beneath it: never through a symlink on the way (a
+ * listed directory swapped for a symlink to /etc read /etc's file), and a fifo put in a
+ * file's place is refused at once rather than waited on for a writer. The caller's own
+ * path (follow) goes through the symlink. Small (a batch) and large (read alone). */
+static void test_source_is_read_beneath(void **state) {
+        test_env *env = *state;
+        env_init_project(env, "proj", NULL);
+        const char *tree = env_path(env, "tree");
+        assert_int_equal(mkdir(tree, 0755), 0);
+        const char *secrets = env_path(env, "secrets");
+        assert_int_equal(mkdir(secrets, 0700), 0);
+        size_t big = 200u << 10;
+        char *data = calloc(1, big);
+        assert_non_null(data);
+        write_text(env_path(env, "secrets/small"), "root's\n");
+        write_bytes(env_path(env, "secrets/big"), data, big, 0600);
+        free(data);
+        assert_int_equal(symlink(secrets, env_path(env, "tree/a")), 0);
+        assert_int_equal(mkfifo(env_path(env, "tree/fifo"), 0644), 0);
+        int dirfd = open(tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(dirfd >= 0);
+        const struct {
+                const char *path;
+                uint64_t size;
+        } cases[] = { { "a/small", 7 }, { "a/big", big }, { "fifo", 7 }, { "fifo", big } };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                lfs_id id;
+                lfs_blob_source src = {
+                        .dirfd = dirfd, .path = cases[i].path, .size = cases[i].size, .ret_id = &id
+                };
+                lfs_blob_writer *w = lfs_blob_writer_new(env->store);
+                int r = lfs_blob_writer_add_files(w, &src, 1, &env->err);
+                lfs_blob_writer_free(w);
+                assert_error(env, r, LFS_INVALID_INPUT, "changed or vanished");
+        }
+        for (size_t i = 0; i < 2; i++) {
+                lfs_id id;
+                lfs_blob_source src = { .dirfd = dirfd,
+                                        .path = cases[i].path,
+                                        .follow = true,
+                                        .size = cases[i].size,
+                                        .ret_id = &id };
+                lfs_blob_writer *w = lfs_blob_writer_new(env->store);
+                assert_ok(env, lfs_blob_writer_add_files(w, &src, 1, &env->err));
+                lfs_blob_writer_free(w);
+        }
+        close(dirfd);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 env_test(test_vanished_file_is_invalid_input), env_test(test_changed_size_is_invalid_input),
                 env_test(test_dropped_writer_leaves_nothing),  env_test(test_stream_keeps_holes),
-                env_test(test_large_file_is_read_once),
+                env_test(test_large_file_is_read_once),        env_test(test_source_is_read_beneath),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -306,11 +306,28 @@ static void test_lenient_writer_leaves_out_what_it_cannot_read(void **state) {
         write_text(env_path(env, "small-grown"), "grown since\n");
         lfs_id ids[5] = { { { 0 } } };
         lfs_blob_source src[5] = {
-                { .dirfd = AT_FDCWD, .path = env_path(env, "small"), .size = 6, .ret_id = &ids[0] },
-                { .dirfd = AT_FDCWD, .path = env_path(env, "gone"), .size = 6, .ret_id = &ids[1] },
-                { .dirfd = AT_FDCWD, .path = env_path(env, "small-grown"), .size = 4, .ret_id = &ids[2] },
-                { .dirfd = AT_FDCWD, .path = env_path(env, "big"), .size = big, .ret_id = &ids[3] },
                 { .dirfd = AT_FDCWD,
+                  .follow = true,
+                  .path = env_path(env, "small"),
+                  .size = 6,
+                  .ret_id = &ids[0] },
+                { .dirfd = AT_FDCWD,
+                  .follow = true,
+                  .path = env_path(env, "gone"),
+                  .size = 6,
+                  .ret_id = &ids[1] },
+                { .dirfd = AT_FDCWD,
+                  .follow = true,
+                  .path = env_path(env, "small-grown"),
+                  .size = 4,
+                  .ret_id = &ids[2] },
+                { .dirfd = AT_FDCWD,
+                  .follow = true,
+                  .path = env_path(env, "big"),
+                  .size = big,
+                  .ret_id = &ids[3] },
+                { .dirfd = AT_FDCWD,
+                  .follow = true,
                   .path = env_path(env, "big-grown"),
                   .size = big - 1,
                   .ret_id = &ids[4] },
@@ -347,7 +364,7 @@ static void test_writer_stops_when_cancelled(void **state) {
         free(data);
         lfs_id id;
         lfs_blob_source src = {
-                .dirfd = AT_FDCWD, .path = env_path(env, "big"), .size = big, .ret_id = &id
+                .dirfd = AT_FDCWD, .follow = true, .path = env_path(env, "big"), .size = big, .ret_id = &id
         };
         int asked = 0;
         lfs_blob_writer *w = lfs_blob_writer_new(env->store);

@@ -27,8 +27,8 @@ static int lock_directory(int dirfd, int op) {
         return fd;
 }
 
-int lfs_leftover_make(int dirfd, const char *name, int flags, mode_t mode) {
-        _cleanup_close_ int directory = lock_directory(dirfd, LOCK_SH);
+static int leftover_make(int dirfd, const char *name, int flags, mode_t mode, bool lock_dir) {
+        _cleanup_close_ int directory = lock_dir ? lock_directory(dirfd, LOCK_SH) : -1;
         _cleanup_close_ int fd = -1;
         if (flags & O_DIRECTORY) {
                 if (mkdirat(dirfd, name, mode) < 0)
@@ -56,6 +56,14 @@ int lfs_leftover_make(int dirfd, const char *name, int flags, mode_t mode) {
             held.st_dev != named.st_dev || held.st_ino != named.st_ino)
                 return -EBUSY;
         return TAKE_FD(fd);
+}
+
+int lfs_leftover_make(int dirfd, const char *name, int flags, mode_t mode) {
+        return leftover_make(dirfd, name, flags, mode, true);
+}
+
+int lfs_leftover_make_shared(int dirfd, const char *name, int flags, mode_t mode) {
+        return leftover_make(dirfd, name, flags, mode, false);
 }
 
 /* dirfd/name, if a dead writer's: removed. */
@@ -93,11 +101,13 @@ static bool remove_leftover(int dirfd, const char *name, lfs_leftover_check is_g
         return unlinkat(dirfd, name, AT_REMOVEDIR) == 0;
 }
 
-size_t lfs_leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is_garbage, void *userdata) {
+static size_t leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is_garbage, void *userdata,
+                               bool lock_dir) {
         /* Listed through a descriptor of its own, which holds the directory's lock (no make
          * between its make and its lock meanwhile): dirfd may be O_PATH (a directory one may
          * write in but not list). */
-        int fd = lock_directory(dirfd, LOCK_EX);
+        int fd = lock_dir ? lock_directory(dirfd, LOCK_EX)
+                          : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *d = fd < 0 ? NULL : fdopendir(fd);
         if (!d) {
                 if (fd >= 0)
@@ -112,4 +122,13 @@ size_t lfs_leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is
                         removed++;
         closedir(d);
         return removed;
+}
+
+size_t lfs_leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is_garbage, void *userdata) {
+        return leftovers_remove(dirfd, prefix, is_garbage, userdata, true);
+}
+
+size_t lfs_leftovers_remove_shared(int dirfd, const char *prefix, lfs_leftover_check is_garbage,
+                                   void *userdata) {
+        return leftovers_remove(dirfd, prefix, is_garbage, userdata, false);
 }

@@ -29,3 +29,12 @@ typedef bool (*lfs_leftover_check)(void *userdata, const char *name, bool locked
  * that holds its lock, then removed by name (at most an empty directory, if the name was
  * swapped meanwhile). dirfd may be O_PATH. Returns how many were removed. */
 size_t lfs_leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is_garbage, void *userdata);
+
+/* The same two in a directory that others may open (an export's parent, such as /tmp):
+ * its own lock is not taken, since anyone who can open a directory can hold its flock for
+ * ever (every export into /tmp waited for a user's `flock /tmp sleep infinity`). Each
+ * entry's lock alone tells a live writer's from a dead one's; a sweep may then take a
+ * make's entry in the moment between its make and its lock, and that make says -EBUSY. */
+int lfs_leftover_make_shared(int dirfd, const char *name, int flags, mode_t mode);
+size_t lfs_leftovers_remove_shared(int dirfd, const char *prefix, lfs_leftover_check is_garbage,
+                                   void *userdata);

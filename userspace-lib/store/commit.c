@@ -309,9 +309,11 @@ static int prepare_changes(lfs_store *s, lfs_blob_writer *w, const lfs_path_chan
                                                 "'%s' is not one",
                                                 c->path, c->source ? c->source : "(none)");
                         pc[i].size = (uint64_t)st.st_size;
-                        sources[n_sources++] = (lfs_blob_source){
-                                .dirfd = AT_FDCWD, .path = c->source, .size = pc[i].size, .ret_id = &pc[i].id
-                        };
+                        sources[n_sources++] = (lfs_blob_source){ .dirfd = AT_FDCWD,
+                                                                  .path = c->source,
+                                                                  .follow = true, /* the caller's own path */
+                                                                  .size = pc[i].size,
+                                                                  .ret_id = &pc[i].id };
                 }
         }
         return lfs_blob_writer_add_files(w, sources, n_sources, err);

@@ -308,14 +308,14 @@ static bool is_export_tmp(void *userdata, const char *name, bool locked) {
  * pid namespace may have again. */
 static void remove_stale_exports(int parent_fd, const char *base) {
         _cleanup_free_ char *prefix = xasprintf(".%s" EXPORT_TMP_INFIX, base);
-        (void)lfs_leftovers_remove(parent_fd, prefix, is_export_tmp, prefix);
+        (void)lfs_leftovers_remove_shared(parent_fd, prefix, is_export_tmp, prefix);
 }
 
 /* Makes parent_fd/name, the export's temporary directory, and locks it for as long as
  * the export runs (the fd returned): the lock tells a later export into the same
  * directory that this one is alive. */
 static int make_export_tmp(int parent_fd, const char *name, const char *dir, lfs_error **err) {
-        int fd = lfs_leftover_make(parent_fd, name, O_DIRECTORY, 0755);
+        int fd = lfs_leftover_make_shared(parent_fd, name, O_DIRECTORY, 0755);
         if (fd == -EEXIST)
                 return lfs_fail(err, LFS_BUSY, EEXIST,
                                 "'%s' beside '%s' is a running export's (or another user's); "
@@ -360,7 +360,10 @@ int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error 
                 return ew.root_fd;
         export_signals_hold(&ew.signals);
         r = walk_tree(&ew, &tree, err);
-        if (r == 0 && renameat(parent_fd, tmp, AT_FDCWD, dir) < 0)
+        /* Into the directory opened at the start, not DIR's name again: a parent of DIR
+         * that another user may change (swapped for a symlink to /root meanwhile) moved
+         * root's export there. */
+        if (r == 0 && renameat(parent_fd, tmp, parent_fd, base) < 0)
                 r = lfs_fail(err, LFS_FAILED, errno, "cannot move the export into place at '%s': %s", dir,
                              strerror(errno));
         if (r < 0)

@@ -227,7 +227,11 @@ int lfs_blob_writer_add_data(lfs_blob_writer *w, const void *data, size_t len, l
 static int source_failed(const lfs_blob_source *src, int r, lfs_error **err) {
         if (r == -ECANCELED)
                 return lfs_fail(err, LFS_FAILED, ECANCELED, "reading %s was cancelled", src->path);
-        if (r == -ENOENT || r == -EIO || r == -ELOOP)
+        /* A regular file was listed; now: EAGAIN, a fifo with a writer (READ_FLAGS);
+         * EISDIR, a directory; ENXIO, a socket; EXDEV, ELOOP, ENOTDIR: a directory on the
+         * way, or the file, swapped for a symlink or a file. */
+        if (r == -ENOENT || r == -EIO || r == -ELOOP || r == -EXDEV || r == -EAGAIN || r == -ENOTDIR ||
+            r == -EISDIR || r == -ENXIO)
                 return lfs_fail(err, LFS_INVALID_INPUT, r,
                                 "%s changed or vanished while it was being read; nothing was "
                                 "recorded; try again when the directory is quiet",
@@ -386,9 +390,13 @@ static int copy_blob(lfs_blob_writer *w, lfs_blob_source *src, int fd, const lfs
  * mostly it has not changed, and copying gigabytes only to drop them costs more than
  * reading the few changed files twice. */
 static int add_large_file(lfs_blob_writer *w, lfs_blob_source *src, lfs_error **err) {
-        _cleanup_close_ int fd = openat(src->dirfd, src->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int fd = lfs_io_open_read(src->dirfd, src->path, src->follow);
+        struct stat st;
         if (fd < 0)
-                return source_skipped(w, src, -errno, err);
+                return source_skipped(w, src, fd, err);
+        /* No longer the regular file listed (a fifo, a directory put in its place). */
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return source_skipped(w, src, -EIO, err);
         lfs_fault_point("blob-large-opened"); /* its size listed, none of it read */
         lfs_id hashed, id;
         int r;
@@ -426,6 +434,7 @@ static int start_small_files(lfs_blob_writer *w, read_batch *b, lfs_error **err)
         for (size_t j = 0; j < b->k; j++)
                 b->items[j] = (lfs_io_item){ .dirfd = b->src[j]->dirfd,
                                              .path = b->src[j]->path,
+                                             .follow = b->src[j]->follow,
                                              .buf = xmalloc(b->src[j]->size + 1),
                                              .len = b->src[j]->size };
         b->started = true;

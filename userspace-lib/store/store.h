@@ -62,6 +62,10 @@ typedef struct lfs_io_item {
         const char *path; /* relative to dirfd */
         const char *new_path; /* renames: the new name, relative to dirfd */
         int open_flags; /* for writes: O_CREAT|O_EXCL|..., mode below */
+        /* Reads: path is the caller's own (absolute, symlinks on the way followed). Left
+         * false, it is resolved beneath dirfd and no symlink on the way is followed: a
+         * tree someone else may change while it is read must not lead elsewhere. */
+        bool follow;
         mode_t mode;
         void *buf;
         size_t len;
@@ -71,6 +75,9 @@ typedef struct lfs_io_item {
         size_t moved; /* a write the ring left short: the bytes it wrote (the io layer's) */
 } lfs_io_item;
 
+/* Opens dirfd/path to be read as the items' reads are (lfs_io_item.follow): an fd, or
+ * -errno. */
+int lfs_io_open_read(int dirfd, const char *path, bool follow);
 /* Falls back to plain syscalls when io_uring is unavailable or LAYERFS_NO_URING=1.
  * Not thread-safe: one thread at a time uses an lfs_io (and its lfs_store). */
 lfs_io *lfs_io_new(void);
@@ -280,6 +287,7 @@ typedef struct lfs_blob_writer lfs_blob_writer;
 typedef struct lfs_blob_source {
         int dirfd;
         const char *path; /* a regular file below dirfd */
+        bool follow; /* path is the caller's own: lfs_io_item.follow */
         uint64_t size; /* as stat saw it; a file of another size fails */
         bool has_known;
         lfs_id known; /* an id the file had before: no need to write it again */
