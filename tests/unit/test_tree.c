@@ -220,6 +220,29 @@ static void test_parse_rejects_bad_modes(void **state) {
         }
 }
 
+/* The fields are digits and one space each, as lfs_tree_serialize writes them: no sign,
+ * no leading blank, no size past 64 bits (the largest one is taken). */
+static void test_parse_rejects_numbers_out_of_form(void **state) {
+        (void)state;
+        static const char *const headers[] = {
+                "+100644 1 a", " 100644 1 a", "100644 +1 a", "100644  1 a", "100644 -1 a",
+                "100644 18446744073709551616 a", "100644 99999999999999999999 a", "100644 1a",
+                "40000000000000000000000 0 a",
+        };
+        for (size_t i = 0; i < COUNT_OF(headers); i++) {
+                raw_tree raw = { 0 };
+                raw_add(&raw, headers[i], "1");
+                assert_parse_refuses(&raw, headers[i]);
+        }
+        raw_tree raw = { 0 };
+        raw_add(&raw, "100644 18446744073709551615 a", "1");
+        lfs_tree t = { 0 };
+        assert_int_equal(lfs_tree_parse(raw.data, raw.len, &t, NULL), 0);
+        assert_int_equal(t.n, 1);
+        assert_true(t.entries[0].size == UINT64_MAX);
+        lfs_tree_done(&t);
+}
+
 static void test_parse_rejects_unsorted_names(void **state) {
         (void)state;
         raw_tree raw = { 0 };
@@ -351,6 +374,7 @@ int main(void) {
                 cmocka_unit_test(test_parse_rejects_missing_nul),
                 cmocka_unit_test(test_parse_rejects_trailing_garbage),
                 cmocka_unit_test(test_parse_rejects_bad_modes),
+                cmocka_unit_test(test_parse_rejects_numbers_out_of_form),
                 cmocka_unit_test(test_parse_rejects_unsorted_names),
                 cmocka_unit_test(test_parse_rejects_duplicate_names),
                 cmocka_unit_test(test_parse_rejects_bad_names),
