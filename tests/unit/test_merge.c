@@ -574,7 +574,7 @@ static void test_diff_beside_runs_of_equal_entries(void **state) {
                 REG("m", "now file"),  REG("z", "lass"),
         };
         /* big/n00..n38 in both, n17 changed in main, n39 (the last) in feature only. */
-        static char names[BIG][16];
+        static char names[BIG][32];
         entry_spec feature[FIXED + BIG], main_spec[FIXED + BIG];
         memcpy(feature, feature_fixed, sizeof(feature_fixed));
         memcpy(main_spec, main_fixed, sizeof(main_fixed));

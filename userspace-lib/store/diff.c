@@ -111,8 +111,10 @@ static size_t common_prefix(const char *a, const char *b, size_t n) {
  * entry, that is all of them but one: the diff of a directory costs one comparison of its
  * two trees' bytes and a scan for where each entry ends. */
 static void skip_equal(diff_side *a, diff_side *b) {
-        const char *pa = a->t.data + a->pos, *pb = b->t.data + b->pos;
         size_t left_a = a->t.len - a->pos, left_b = b->t.len - b->pos;
+        if (!left_a || !left_b)
+                return; /* an empty tree's data may be NULL */
+        const char *pa = a->t.data + a->pos, *pb = b->t.data + b->pos;
         size_t same = common_prefix(pa, pb, left_a < left_b ? left_a : left_b);
         size_t pos = 0, last = 0, end;
         while ((end = lfs_tree_entry_end(pa, same, pos))) {

@@ -90,6 +90,8 @@ static const char *parse_field(const char *p, unsigned base, uint64_t max, uint6
 }
 
 size_t lfs_tree_entry_end(const char *data, size_t len, size_t pos) {
+        if (pos >= len)
+                return 0;
         const char *nul = memchr(data + pos, 0, len - pos);
         if (!nul || (size_t)(data + len - nul - 1) < LFS_ID_LEN)
                 return 0;
