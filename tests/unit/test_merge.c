@@ -563,14 +563,15 @@ static void test_diff_beside_runs_of_equal_entries(void **state) {
         test_env *env = *state;
         enum { BIG = 40, FIXED = 14 };
         static const entry_spec feature_fixed[FIXED] = {
-                REG("a", "1"),      REG("b", "same"), REG("c", "same"), REG("d/x", "1"), REG("d/y", "same"),
-                REG("e", "same"),   REG("f", "f"),    REG("g", "same"), XREG("h", "same"), REG("k", "same"),
-                REG("m/n", "same"), REG("z", "last"), REG("zz/q", "deep"), REG("big/n39", "39"),
+                REG("a", "1"),       REG("b", "same"),     REG("c", "same"),   REG("d/x", "1"),
+                REG("d/y", "same"),  REG("e", "same"),     REG("f", "f"),      REG("g", "same"),
+                XREG("h", "same"),   REG("k", "same"),     REG("m/n", "same"), REG("z", "last"),
+                REG("zz/q", "deep"), REG("big/n39", "39"),
         };
         static const entry_spec main_fixed[FIXED] = {
-                REG("0", "new first"), REG("b", "same"),   REG("c", "same"),    REG("c0", "after c"),
-                REG("d/x", "2"),       REG("d/y", "same"), REG("e", "same"),    EMPTY_DIR("e2"),
-                REG("f/g", "now dir"), REG("g", "same"),   REG("h", "same"),    REG("k", "same"),
+                REG("0", "new first"), REG("b", "same"),   REG("c", "same"), REG("c0", "after c"),
+                REG("d/x", "2"),       REG("d/y", "same"), REG("e", "same"), EMPTY_DIR("e2"),
+                REG("f/g", "now dir"), REG("g", "same"),   REG("h", "same"), REG("k", "same"),
                 REG("m", "now file"),  REG("z", "lass"),
         };
         /* big/n00..n38 in both, n17 changed in main, n39 (the last) in feature only. */
@@ -588,18 +589,18 @@ static void test_diff_beside_runs_of_equal_entries(void **state) {
         main_spec[nm] = (entry_spec){ ENTRY_END, NULL, NULL };
         make_three_way(env, feature, main_spec, NULL);
         static const expected_change forward[] = {
-                { LFS_ADDED, "0" },       { LFS_DELETED, "a" },     { LFS_MODIFIED, "big/n17" },
-                { LFS_DELETED, "big/n39" }, { LFS_ADDED, "c0" },    { LFS_MODIFIED, "d/x" },
-                { LFS_ADDED, "e2" },      { LFS_DELETED, "f" },     { LFS_ADDED, "f/g" },
-                { LFS_MODIFIED, "h" },    { LFS_DELETED, "m/n" },   { LFS_ADDED, "m" },
-                { LFS_MODIFIED, "z" },    { LFS_DELETED, "zz/q" },
+                { LFS_ADDED, "0" },         { LFS_DELETED, "a" },    { LFS_MODIFIED, "big/n17" },
+                { LFS_DELETED, "big/n39" }, { LFS_ADDED, "c0" },     { LFS_MODIFIED, "d/x" },
+                { LFS_ADDED, "e2" },        { LFS_DELETED, "f" },    { LFS_ADDED, "f/g" },
+                { LFS_MODIFIED, "h" },      { LFS_DELETED, "m/n" },  { LFS_ADDED, "m" },
+                { LFS_MODIFIED, "z" },      { LFS_DELETED, "zz/q" },
         };
         assert_changes(env, "feature", "main", forward, COUNT_OF(forward));
         static const expected_change backward[] = {
-                { LFS_DELETED, "0" },     { LFS_ADDED, "a" },       { LFS_MODIFIED, "big/n17" },
-                { LFS_ADDED, "big/n39" }, { LFS_DELETED, "c0" },    { LFS_MODIFIED, "d/x" },
-                { LFS_DELETED, "e2" },    { LFS_DELETED, "f/g" },   { LFS_ADDED, "f" },
-                { LFS_MODIFIED, "h" },    { LFS_DELETED, "m" },     { LFS_ADDED, "m/n" },
+                { LFS_DELETED, "0" },     { LFS_ADDED, "a" },     { LFS_MODIFIED, "big/n17" },
+                { LFS_ADDED, "big/n39" }, { LFS_DELETED, "c0" },  { LFS_MODIFIED, "d/x" },
+                { LFS_DELETED, "e2" },    { LFS_DELETED, "f/g" }, { LFS_ADDED, "f" },
+                { LFS_MODIFIED, "h" },    { LFS_DELETED, "m" },   { LFS_ADDED, "m/n" },
                 { LFS_MODIFIED, "z" },    { LFS_ADDED, "zz/q" },
         };
         assert_changes(env, "main", "feature", backward, COUNT_OF(backward));

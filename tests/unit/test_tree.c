@@ -225,8 +225,14 @@ static void test_parse_rejects_bad_modes(void **state) {
 static void test_parse_rejects_numbers_out_of_form(void **state) {
         (void)state;
         static const char *const headers[] = {
-                "+100644 1 a", " 100644 1 a", "100644 +1 a", "100644  1 a", "100644 -1 a",
-                "100644 18446744073709551616 a", "100644 99999999999999999999 a", "100644 1a",
+                "+100644 1 a",
+                " 100644 1 a",
+                "100644 +1 a",
+                "100644  1 a",
+                "100644 -1 a",
+                "100644 18446744073709551616 a",
+                "100644 99999999999999999999 a",
+                "100644 1a",
                 "40000000000000000000000 0 a",
         };
         for (size_t i = 0; i < COUNT_OF(headers); i++) {

@@ -146,7 +146,7 @@ int lfs_tree_leaves(lfs_store *s, const lfs_id *tree, const char *path, lfs_chan
                 push_change(out, xstrdup(w.path.s ? w.path.s : ""), kind);
         while (w.n && r == 0) {
                 top = &w.stack[w.n - 1];
-                lfs_entry_view e;
+                lfs_entry_view e = { 0 };
                 size_t next;
                 int more = side_peek(&top->a, &e, &next, err);
                 if (more <= 0) {
@@ -189,7 +189,7 @@ static int diff_trees(lfs_store *s, const lfs_id *a_id, const lfs_id *b_id, lfs_
         while (w.n && r == 0) {
                 top = &w.stack[w.n - 1];
                 skip_equal(&top->a, &top->b);
-                lfs_entry_view ea, eb;
+                lfs_entry_view ea = { 0 }, eb = { 0 };
                 size_t next_a = 0, next_b = 0;
                 int has_a = side_peek(&top->a, &ea, &next_a, err);
                 int has_b = has_a < 0 ? 0 : side_peek(&top->b, &eb, &next_b, err);
@@ -214,7 +214,7 @@ static int diff_trees(lfs_store *s, const lfs_id *a_id, const lfs_id *b_id, lfs_
                 if (pa && pb && pa->mode == pb->mode && lfs_id_eq(&pa->id, &pb->id))
                         continue;
                 path_buf_cut(&w.path, top->path_len);
-                path_buf_push(&w.path, pa ? pa->name : pb->name);
+                path_buf_push(&w.path, c <= 0 ? ea.name : eb.name);
                 if (pa && pb && lfs_mode_is_dir(pa->mode) && lfs_mode_is_dir(pb->mode)) {
                         top = walk_push(&w, w.path.len);
                         r = lfs_db_get_tree_data(s, &pa->id, &top->a.t, err);

@@ -120,12 +120,13 @@ int lfs_tree_entry_next(const char *data, size_t len, size_t *pos, const char *p
         *pos = end;
         return 1;
 corrupt:
-        return lfs_fail(err, LFS_FAILED, EIO, "a tree object in the Store is corrupt; run 'layerfs project verify'");
+        return lfs_fail(err, LFS_FAILED, EIO,
+                        "a tree object in the Store is corrupt; run 'layerfs project verify'");
 }
 
 int lfs_tree_parse(const void *data, size_t len, lfs_tree *ret, lfs_error **err) {
         lfs_tree t = { 0 };
-        lfs_entry_view e;
+        lfs_entry_view e = { 0 };
         size_t pos = 0;
         int r;
         while ((r = lfs_tree_entry_next(data, len, &pos, t.n ? t.entries[t.n - 1].name : NULL, &e, err)) > 0)
