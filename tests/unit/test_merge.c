@@ -554,6 +554,58 @@ static void test_diff_lists_every_kind_of_change(void **state) {
         assert_changes(env, "main", "feature", backward, COUNT_OF(backward));
 }
 
+/* The diff passes over the entries two trees share byte for byte unread (skip_equal,
+ * diff.c): changes at either end of the sorted order and between runs of equal entries,
+ * a name right after an equal one it extends, file <-> directory both ways, a mode alone,
+ * the last entry's id alone (the same size), and one change among 40 equal entries, each
+ * way round. */
+static void test_diff_beside_runs_of_equal_entries(void **state) {
+        test_env *env = *state;
+        enum { BIG = 40, FIXED = 14 };
+        static const entry_spec feature_fixed[FIXED] = {
+                REG("a", "1"),       REG("b", "same"),     REG("c", "same"),   REG("d/x", "1"),
+                REG("d/y", "same"),  REG("e", "same"),     REG("f", "f"),      REG("g", "same"),
+                XREG("h", "same"),   REG("k", "same"),     REG("m/n", "same"), REG("z", "last"),
+                REG("zz/q", "deep"), REG("big/n39", "39"),
+        };
+        static const entry_spec main_fixed[FIXED] = {
+                REG("0", "new first"), REG("b", "same"),   REG("c", "same"), REG("c0", "after c"),
+                REG("d/x", "2"),       REG("d/y", "same"), REG("e", "same"), EMPTY_DIR("e2"),
+                REG("f/g", "now dir"), REG("g", "same"),   REG("h", "same"), REG("k", "same"),
+                REG("m", "now file"),  REG("z", "lass"),
+        };
+        /* big/n00..n38 in both, n17 changed in main, n39 (the last) in feature only. */
+        static char names[BIG][32];
+        entry_spec feature[FIXED + BIG], main_spec[FIXED + BIG];
+        memcpy(feature, feature_fixed, sizeof(feature_fixed));
+        memcpy(main_spec, main_fixed, sizeof(main_fixed));
+        size_t nf = FIXED, nm = FIXED;
+        for (int i = 0; i < BIG - 1; i++) {
+                snprintf(names[i], sizeof(names[i]), "big/n%02d", i);
+                feature[nf++] = (entry_spec)REG(names[i], "same");
+                main_spec[nm++] = (entry_spec)REG(names[i], i == 17 ? "diff" : "same");
+        }
+        feature[nf] = (entry_spec){ ENTRY_END, NULL, NULL };
+        main_spec[nm] = (entry_spec){ ENTRY_END, NULL, NULL };
+        make_three_way(env, feature, main_spec, NULL);
+        static const expected_change forward[] = {
+                { LFS_ADDED, "0" },         { LFS_DELETED, "a" },    { LFS_MODIFIED, "big/n17" },
+                { LFS_DELETED, "big/n39" }, { LFS_ADDED, "c0" },     { LFS_MODIFIED, "d/x" },
+                { LFS_ADDED, "e2" },        { LFS_DELETED, "f" },    { LFS_ADDED, "f/g" },
+                { LFS_MODIFIED, "h" },      { LFS_DELETED, "m/n" },  { LFS_ADDED, "m" },
+                { LFS_MODIFIED, "z" },      { LFS_DELETED, "zz/q" },
+        };
+        assert_changes(env, "feature", "main", forward, COUNT_OF(forward));
+        static const expected_change backward[] = {
+                { LFS_DELETED, "0" },     { LFS_ADDED, "a" },     { LFS_MODIFIED, "big/n17" },
+                { LFS_ADDED, "big/n39" }, { LFS_DELETED, "c0" },  { LFS_MODIFIED, "d/x" },
+                { LFS_DELETED, "e2" },    { LFS_DELETED, "f/g" }, { LFS_ADDED, "f" },
+                { LFS_MODIFIED, "h" },    { LFS_DELETED, "m" },   { LFS_ADDED, "m/n" },
+                { LFS_MODIFIED, "z" },    { LFS_ADDED, "zz/q" },
+        };
+        assert_changes(env, "main", "feature", backward, COUNT_OF(backward));
+}
+
 static void test_diff_of_equal_trees_is_empty(void **state) {
         test_env *env = *state;
         three_way tw = make_three_way(env, TREE(REG("a", "1"), REG("d/b", "2")), NULL, NULL);
@@ -624,6 +676,7 @@ int main(void) {
                 env_test(test_merge_of_unknown_branch_is_refused),
                 env_test(test_merge_into_a_commit_id_is_refused),
                 env_test(test_diff_lists_every_kind_of_change),
+                env_test(test_diff_beside_runs_of_equal_entries),
                 env_test(test_diff_of_equal_trees_is_empty),
                 env_test(test_diff_of_unknown_ref_is_refused),
                 cmocka_unit_test(test_change_kind_names),

@@ -154,6 +154,15 @@ static void assert_parse_refuses(const raw_tree *raw, const char *what) {
         lfs_error_free(err);
 }
 
+/* A tree of one entry with each header in turn is refused. */
+static void assert_each_refused(const char *const *headers, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                raw_tree raw = { 0 };
+                raw_add(&raw, headers[i], "1");
+                assert_parse_refuses(&raw, headers[i]);
+        }
+}
+
 static void test_parse_accepts_the_valid_base(void **state) {
         (void)state;
         /* The corrupt cases below differ from this one in one way each. */
@@ -213,11 +222,32 @@ static void test_parse_rejects_bad_modes(void **state) {
                 "100600 1 a", "100777 1 a", "100664 1 a", "0 1 a",      "20000 0 a",
                 "160000 0 a", "644 1 a",    "abc 1 a",    "100644 x a", "100644a",
         };
-        for (size_t i = 0; i < COUNT_OF(headers); i++) {
-                raw_tree raw = { 0 };
-                raw_add(&raw, headers[i], "1");
-                assert_parse_refuses(&raw, headers[i]);
-        }
+        assert_each_refused(headers, COUNT_OF(headers));
+}
+
+/* The fields are digits and one space each, as lfs_tree_serialize writes them: no sign,
+ * no leading blank, no size past 64 bits (the largest one is taken). */
+static void test_parse_rejects_numbers_out_of_form(void **state) {
+        (void)state;
+        static const char *const headers[] = {
+                "+100644 1 a",
+                " 100644 1 a",
+                "100644 +1 a",
+                "100644  1 a",
+                "100644 -1 a",
+                "100644 18446744073709551616 a",
+                "100644 99999999999999999999 a",
+                "100644 1a",
+                "40000000000000000000000 0 a",
+        };
+        assert_each_refused(headers, COUNT_OF(headers));
+        raw_tree raw = { 0 };
+        raw_add(&raw, "100644 18446744073709551615 a", "1");
+        lfs_tree t = { 0 };
+        assert_int_equal(lfs_tree_parse(raw.data, raw.len, &t, NULL), 0);
+        assert_int_equal(t.n, 1);
+        assert_true(t.entries[0].size == UINT64_MAX);
+        lfs_tree_done(&t);
 }
 
 static void test_parse_rejects_unsorted_names(void **state) {
@@ -241,11 +271,7 @@ static void test_parse_rejects_bad_names(void **state) {
         static const char *const headers[] = {
                 "100644 1 a/b", "100644 1 /a", "100644 1 a/", "40000 0 .", "40000 0 ..", "100644 1 ",
         };
-        for (size_t i = 0; i < COUNT_OF(headers); i++) {
-                raw_tree raw = { 0 };
-                raw_add(&raw, headers[i], "1");
-                assert_parse_refuses(&raw, headers[i]);
-        }
+        assert_each_refused(headers, COUNT_OF(headers));
 }
 
 static void test_entry_name_valid(void **state) {
@@ -351,6 +377,7 @@ int main(void) {
                 cmocka_unit_test(test_parse_rejects_missing_nul),
                 cmocka_unit_test(test_parse_rejects_trailing_garbage),
                 cmocka_unit_test(test_parse_rejects_bad_modes),
+                cmocka_unit_test(test_parse_rejects_numbers_out_of_form),
                 cmocka_unit_test(test_parse_rejects_unsorted_names),
                 cmocka_unit_test(test_parse_rejects_duplicate_names),
                 cmocka_unit_test(test_parse_rejects_bad_names),

@@ -336,11 +336,13 @@ static int find_tree(lfs_store *s, sqlite3_stmt **st, const char *sql, const lfs
         return rc == SQLITE_DONE ? 0 : lfs_db_fail(s, err, "read a tree");
 }
 
-int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err) {
-        if (lfs_id_eq(id, lfs_empty_tree_id())) {
-                *ret = (lfs_tree){ 0 };
-                return 0;
-        }
+/* Hands tree id's data to take while its row is current (the empty tree's, which has no
+ * row, too): what take returned, or a negative errno with the error set, the row missing
+ * being a damaged Store. */
+typedef int (*tree_take_fn)(const void *data, size_t len, void *userdata, lfs_error **err);
+static int read_tree(lfs_store *s, const lfs_id *id, tree_take_fn take, void *userdata, lfs_error **err) {
+        if (lfs_id_eq(id, lfs_empty_tree_id()))
+                return take("", 0, userdata, err);
         sqlite3_stmt **st = &s->get_tree_stmt;
         int r = find_tree(s, st, GET_TREE, id, err);
         bool began = false;
@@ -363,12 +365,34 @@ int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **e
                              "damaged",
                              hex, s->project);
         } else if (r > 0) {
-                r = lfs_tree_parse(sqlite3_column_blob(*st, 0), (size_t)sqlite3_column_bytes(*st, 0), ret,
-                                   err);
+                r = take(sqlite3_column_blob(*st, 0), (size_t)sqlite3_column_bytes(*st, 0), userdata, err);
                 sqlite3_reset(*st);
         }
         lfs_db_end_read(s, &began);
         return r;
+}
+
+static int take_parsed(const void *data, size_t len, void *userdata, lfs_error **err) {
+        return lfs_tree_parse(data, len, userdata, err);
+}
+
+int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err) {
+        return read_tree(s, id, take_parsed, ret, err);
+}
+
+static int take_copy(const void *data, size_t len, void *userdata, lfs_error **err) {
+        (void)err;
+        lfs_tree_data *buf = userdata;
+        if (len) {
+                GROW(buf->data, buf->cap, len);
+                memcpy(buf->data, data, len);
+        }
+        buf->len = len;
+        return 0;
+}
+
+int lfs_db_get_tree_data(lfs_store *s, const lfs_id *id, lfs_tree_data *buf, lfs_error **err) {
+        return read_tree(s, id, take_copy, buf, err);
 }
 
 int lfs_db_put_tree(lfs_store *s, const lfs_id *id, const void *data, size_t len, size_t subdirs,

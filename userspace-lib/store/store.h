@@ -43,6 +43,28 @@ const lfs_entry *lfs_tree_find(const lfs_tree *t, const char *name);
 size_t lfs_tree_subdirs(const lfs_tree *t);
 void lfs_tree_serialize(const lfs_tree *t, char **ret_data, size_t *ret_len);
 int lfs_tree_parse(const void *data, size_t len, lfs_tree *ret, lfs_error **err);
+/* A tree's data in a buffer of its reader's (lfs_db_get_tree_data); free(data) when done. */
+typedef struct lfs_tree_data {
+        char *data;
+        size_t len, cap;
+} lfs_tree_data;
+/* One entry of a tree's data as it lies there: name points into the data (its NUL ends
+ * it), nothing else is allocated. */
+typedef struct lfs_entry_view {
+        const char *name;
+        uint32_t mode;
+        uint64_t size;
+        lfs_id id;
+} lfs_entry_view;
+/* The entry at data + *pos (len bytes in all), checked as lfs_tree_parse checks each:
+ * 1 with *ret set and *pos past it, 0 at the end of the data, or -EIO with the error
+ * set for a corrupt tree. prev: the name of the entry before it (NULL for the first),
+ * which must sort before its. */
+int lfs_tree_entry_next(const char *data, size_t len, size_t *pos, const char *prev, lfs_entry_view *ret,
+                        lfs_error **err);
+/* The end of the entry at data + pos (of len): pos + its length, or 0 when no whole entry
+ * starts there. Nothing is checked but that the entry is whole. */
+size_t lfs_tree_entry_end(const char *data, size_t len, size_t pos);
 /* The id of the empty tree. */
 const lfs_id *lfs_empty_tree_id(void);
 /* A name may be stored in a tree: not empty, ".", "..", no '/' or NUL. */
@@ -220,6 +242,11 @@ int lfs_trees_convert_step(lfs_store *s, size_t budget, uint64_t *moved, lfs_err
 #define LFS_TREES_MOVE_BYTES (4u << 20)
 
 int lfs_db_get_tree(lfs_store *s, const lfs_id *id, lfs_tree *ret, lfs_error **err);
+/* Tree id's data as the Store holds it (lfs_tree_serialize's), copied into buf (grown as
+ * needed, kept for the next read): for a walk that looks at the entries where they lie
+ * (lfs_tree_entry_next) rather than parsing each into an lfs_tree of copied names. The
+ * empty tree: len 0. */
+int lfs_db_get_tree_data(lfs_store *s, const lfs_id *id, lfs_tree_data *buf, lfs_error **err);
 /* subdirs: the tree's count of subdirectories (lfs_tree_subdirs), stored beside it. */
 int lfs_db_put_tree(lfs_store *s, const lfs_id *id, const void *data, size_t len, size_t subdirs,
                     lfs_error **err);

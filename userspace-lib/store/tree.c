@@ -71,40 +71,72 @@ void lfs_tree_serialize(const lfs_tree *t, char **ret_data, size_t *ret_len) {
         *ret_len = len;
 }
 
+/* The digits at p in base (8 or 10) up to the space after them: the position after that
+ * space with *ret set, or NULL when there is no digit, something else ends them, or the
+ * number passes max. The record's NUL ends the scan. */
+static const char *parse_field(const char *p, unsigned base, uint64_t max, uint64_t *ret) {
+        const char *start = p;
+        uint64_t v = 0;
+        for (; *p >= '0' && *p < (char)('0' + base); p++) {
+                unsigned digit = (unsigned)(*p - '0');
+                if (v > (max - digit) / base)
+                        return NULL;
+                v = v * base + digit;
+        }
+        if (p == start || *p != ' ')
+                return NULL;
+        *ret = v;
+        return p + 1;
+}
+
+size_t lfs_tree_entry_end(const char *data, size_t len, size_t pos) {
+        if (pos >= len)
+                return 0;
+        const char *nul = memchr(data + pos, 0, len - pos);
+        if (!nul || (size_t)(data + len - nul - 1) < LFS_ID_LEN)
+                return 0;
+        return (size_t)(nul + 1 - data) + LFS_ID_LEN;
+}
+
+int lfs_tree_entry_next(const char *data, size_t len, size_t *pos, const char *prev, lfs_entry_view *ret,
+                        lfs_error **err) {
+        if (*pos == len)
+                return 0;
+        size_t end = lfs_tree_entry_end(data, len, *pos);
+        if (!end)
+                goto corrupt;
+        /* "<octal> <decimal> <name>": exactly one space each, since names may start with
+         * spaces. */
+        uint64_t mode, size;
+        const char *p = parse_field(data + *pos, 8, UINT32_MAX, &mode);
+        if (!p || !(p = parse_field(p, 10, UINT64_MAX, &size)))
+                goto corrupt;
+        if (!lfs_mode_valid((uint32_t)mode) || !lfs_entry_name_valid(p) || (prev && strcmp(prev, p) >= 0))
+                goto corrupt;
+        ret->name = p;
+        ret->mode = (uint32_t)mode;
+        ret->size = size;
+        memcpy(ret->id.bytes, data + end - LFS_ID_LEN, LFS_ID_LEN);
+        *pos = end;
+        return 1;
+corrupt:
+        return lfs_fail(err, LFS_FAILED, EIO,
+                        "a tree object in the Store is corrupt; run 'layerfs project verify'");
+}
+
 int lfs_tree_parse(const void *data, size_t len, lfs_tree *ret, lfs_error **err) {
-        const char *p = data, *end = p + len;
         lfs_tree t = { 0 };
-        while (p < end) {
-                const char *nul = memchr(p, 0, (size_t)(end - p));
-                if (!nul || (size_t)(end - nul - 1) < LFS_ID_LEN)
-                        goto corrupt;
-                /* "<octal> <decimal> <name>": exactly one space each, since names may
-                 * start with spaces. */
-                char *field_end;
-                errno = 0;
-                unsigned long mode = strtoul(p, &field_end, 8);
-                if (field_end == p || *field_end != ' ' || !(field_end[1] >= '0' && field_end[1] <= '9'))
-                        goto corrupt;
-                const char *digits = field_end + 1;
-                unsigned long long size = strtoull(digits, &field_end, 10);
-                if (errno || *field_end != ' ')
-                        goto corrupt;
-                const char *name = field_end + 1;
-                if (mode > UINT32_MAX || !lfs_mode_valid((uint32_t)mode) || !lfs_entry_name_valid(name))
-                        goto corrupt;
-                if (t.n && strcmp(t.entries[t.n - 1].name, name) >= 0)
-                        goto corrupt;
-                lfs_id id;
-                memcpy(id.bytes, nul + 1, LFS_ID_LEN);
-                lfs_tree_add(&t, xstrdup(name), (uint32_t)mode, size, &id);
-                p = nul + 1 + LFS_ID_LEN;
+        lfs_entry_view e = { 0 };
+        size_t pos = 0;
+        int r;
+        while ((r = lfs_tree_entry_next(data, len, &pos, t.n ? t.entries[t.n - 1].name : NULL, &e, err)) > 0)
+                lfs_tree_add(&t, xstrdup(e.name), e.mode, e.size, &e.id);
+        if (r < 0) {
+                lfs_tree_done(&t);
+                return r;
         }
         *ret = t;
         return 0;
-corrupt:
-        lfs_tree_done(&t);
-        return lfs_fail(err, LFS_FAILED, EIO,
-                        "a tree object in the Store is corrupt; run 'layerfs project verify'");
 }
 
 const lfs_id *lfs_empty_tree_id(void) {
