@@ -157,7 +157,7 @@ typedef struct daemon_state {
         /* Signalled as a connection, an exec or a reaper of started processes ends (clients,
          * running_execs, waiters): the daemon's end waits on it for them. */
         pthread_cond_t gone_cond;
-        pthread_cond_t ws_released; /* a Workspace's last holder let go */
+        pthread_cond_t ws_released; /* a Workspace's last holder let go, or a mount's Store part ended */
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
         /* signalfd of SIGTERM, SIGINT and SIGHUP, blocked in every thread of the daemon
          * (main blocks them before the first thread starts): the accept loop reads them
