@@ -230,6 +230,8 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms);
 
 /* mounts.c: the mount table and the Workspace calls. With d->lock held unless said. */
 workspace *find_ws(daemon_state *d, const char *branch);
+/* Whether a Workspace is mounted or being mounted (the idle close waits for both). */
+bool mounted_any(daemon_state *d);
 json_t *not_mounted(daemon_state *d, const char *branch);
 json_t *call_mount(daemon_state *d, const char *branch);
 /* Opens the Store for the first mount on a thread of its own, once the daemon answers;

@@ -214,6 +214,15 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                                       "image", "platform", "linux"));
 }
 
+/* A mount at work counts: it waits for a gc without d->lock for as long as the gc runs,
+ * which may be longer than the idle time (its request's activity is counted as it came). */
+bool mounted_any(daemon_state *d) {
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (d->ws[i].active || d->ws[i].mounting)
+                        return true;
+        return false;
+}
+
 json_t *not_mounted(daemon_state *d, const char *branch) {
         return lfs_proto_errorf(
                 LFS_NOT_MOUNTED,

@@ -16,7 +16,8 @@
 # ping and list_workspaces were answered only once the mount had failed Busy after the
 # Store's busy_timeout of 10 s), and a SIGTERM meanwhile tears the Sandbox down with the
 # mount undone ((g)); a gc that still plans is stopped by the mount ((h): on the build
-# before, the mount waited for the whole gc, which removed what it planned).
+# before, the mount waited for the whole gc, which removed what it planned), and so is one
+# that the loop starts after a mount came ((i)).
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 export LAYERFS_PROJECT=ig
@@ -272,4 +273,64 @@ HELD=
 assert_nothing_left "an idle close after a mount stopped the idle gc"
 assert_eq "$(deleted)" 0 "deletions counted after the next idle close's gc"
 verified "after an idle gc stopped by a mount and the next one"
+# (i) A mount that comes once the accept loop has found the Sandbox idle, before its gc
+# starts (fault step idle-gc-start: d->lock let go between), stops that gc as one that
+# comes while it plans does ((h)): a mount at work on the Store then would wait for the
+# whole gc once the gc took gc.lock first. The mount's connection is accepted before the
+# loop is held there (a held loop accepts none), its request sent once it is held. On the
+# build before, the gc ran to its end beside the Workspace mounted (the deletion no longer
+# counted).
+# wait_logged FILE REGEX: waits (inotify, at most 60 s) until FILE has a line matching REGEX.
+wait_logged() {
+        python3 -c '
+import ctypes, os, re, select, sys
+path, pattern = sys.argv[1], re.compile(sys.argv[2])
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_CLOEXEC)
+if fd < 0 or libc.inotify_add_watch(fd, path.encode(), 0x2) < 0:  # IN_MODIFY
+    sys.exit("inotify on %s: %s" % (path, os.strerror(ctypes.get_errno())))
+while not pattern.search(open(path).read()):
+    if not select.select([fd], [], [], 60)[0]:
+        sys.exit("no line matching %r in %s within 60 s" % (sys.argv[2], path))
+    os.read(fd, 65536)
+' "$@" || fail "waiting for '$2' in $1"
+}
+mkdir -p "$WORK/i"
+head -c 100000 /dev/urandom >"$WORK/i/data"
+lfs branch create i >/dev/null
+lfs branch commit i --from "$WORK/i" -m i >/dev/null
+lfs branch delete i >/dev/null
+fault_fifo "$WORK/gc"
+fault_fifo "$WORK/go"
+N=$(LAYERFS_IDLE_SECONDS=3 LAYERFS_GC_AFTER_DELETES=1 LAYERFS_FAULT="idle-gc-start#1@$WORK/gc" lfs sandbox create)
+DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$N")
+HELD=$DAEMON
+python3 - "$LAYERFS_HOME/sandboxes/ig-$N" "$WORK/go" >"$WORK/mount-i.out" <<'PY' &
+import json, socket, sys
+sandbox, go = sys.argv[1], sys.argv[2]
+token = open(sandbox + "/token").read().strip()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sandbox + "/control.sock")
+open(go).read()  # the accept loop is held at idle-gc-start: the request goes now
+s.sendall((json.dumps(dict(v=1, token=token, call="workspace.mount", branch="keep")) + "\n").encode())
+print(s.recv(65536).decode())
+PY
+MOUNTER=$!
+fault_reached "$DAEMON" "$WORK/gc" 60 >/dev/null || fail "the daemon $DAEMON ended without reaching idle-gc-start"
+echo go >"$WORK/go"
+wait "$MOUNTER" || fail "the mount sent while the accept loop was held failed"
+grep -q '"ok"' "$WORK/mount-i.out" || fail "the mount of keep sent as sandbox $N's idle gc was to start: $(cat "$WORK/mount-i.out")"
+ok
+fault_release "$WORK/gc"
+wait_logged "$LAYERFS_HOME/sandboxes/ig-$N/daemon.log" "project gc(: removed| at the idle close)"
+assert_eq "$(deleted)" 1 "deletions counted after an idle gc that a mount came before"
+grep -q "project gc at the idle close stopped" "$LAYERFS_HOME/sandboxes/ig-$N/daemon.log" ||
+        fail "the idle gc a mount came before did not stop: $(grep "project gc" "$LAYERFS_HOME/sandboxes/ig-$N/daemon.log")"
+ok
+lfs workspace unmount "$N" keep >/dev/null
+wait_exit "$DAEMON" 60 || fail "sandbox $N did not idle-close after its Workspace was unmounted"
+HELD=
+assert_nothing_left "an idle close after a mount stopped the idle gc before it started"
+assert_eq "$(deleted)" 0 "deletions counted after the next idle close's gc"
+verified "after an idle gc stopped by a mount before it started, and the next one"
 finish
