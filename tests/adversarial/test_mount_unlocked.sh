@@ -10,11 +10,9 @@
 # gc.lock held exclusive), so that the mount waits at its Store's part.
 source "$(dirname "$0")/../e2e/lib.sh"
 use_private_sandboxes
+lfs project init mu >/dev/null
 export LAYERFS_PROJECT=mu
 P=$LAYERFS_HOME/projects/mu
-mkdir -p "$WORK/main"
-echo main >"$WORK/main/README"
-lfs project init mu --from "$WORK/main" >/dev/null
 lfs branch create keep >/dev/null
 # A gc held at its step when the test fails: nothing else ends it.
 GC=
@@ -23,11 +21,7 @@ TEARDOWN_EXTRA='[ -z "$GC" ] || kill -9 "$GC" 2>/dev/null'
 # held_gc NAME: a `project gc` held inside its transaction (it has a deleted branch NAME's
 # data to remove); its pid in GC.
 held_gc() {
-        mkdir -p "$WORK/$1"
-        head -c 100000 /dev/urandom >"$WORK/$1/data"
-        lfs branch create "$1" >/dev/null
-        lfs branch commit "$1" --from "$WORK/$1" -m "$1" >/dev/null
-        lfs branch delete "$1" >/dev/null
+        deleted_branch "$1"
         fault_fifo "$WORK/gc"
         LAYERFS_FAULT="gc-transaction#1@$WORK/gc" "$LAYERFS" project gc >/dev/null &
         GC=$!

@@ -40,11 +40,7 @@ deleted() { sqlite3 -cmd ".timeout 10000" "$P/store.db" "SELECT coalesce(sum(val
 # gc after one deletion, and waits for its daemon to be held inside that gc (at STEP,
 # gc-transaction by default). Sets N, DAEMON and HELD.
 held_sandbox() {
-        mkdir -p "$WORK/$1"
-        head -c 100000 /dev/urandom >"$WORK/$1/data"
-        lfs branch create "$1" >/dev/null
-        lfs branch commit "$1" --from "$WORK/$1" -m "$1" >/dev/null
-        lfs branch delete "$1" >/dev/null
+        deleted_branch "$1"
         fault_fifo "$WORK/gc"
         N=$(LAYERFS_IDLE_SECONDS=$2 LAYERFS_GC_AFTER_DELETES=1 LAYERFS_FAULT="${3:-gc-transaction}#1@$WORK/gc" \
                 lfs sandbox create)
@@ -257,6 +253,17 @@ assert_eq "$(ls -A "$P/pins" 2>/dev/null || true)" "" "pins left by a mount undo
 assert_eq "$(deleted)" 0 "deletions counted after the idle gc of (g)"
 verified "after a SIGTERM while a mount waited for the idle gc"
 
+# unmount_closes WHAT: once keep is unmounted, sandbox N idle-closes after a gc that
+# removes the deletion a gc stopped by WHAT left counted, and leaves nothing.
+unmount_closes() {
+        lfs workspace unmount "$N" keep >/dev/null
+        wait_exit "$DAEMON" 60 || fail "sandbox $N did not idle-close after its Workspace was unmounted ($1)"
+        HELD=
+        assert_nothing_left "an idle close after $1"
+        assert_eq "$(deleted)" 0 "deletions counted after the next idle close's gc ($1)"
+        verified "after $1, and the next idle gc"
+}
+
 # (h) A mount while the gc still plans stops it (it loses only its plan): the mount goes
 # on at once, the deletion stays counted, and the idle close after the unmount runs the gc
 # again (the fault step holds only the first).
@@ -267,12 +274,7 @@ wait "$MOUNTER" || fail "the mount during the planning idle gc failed: $(cat "$W
 got=$(lfs workspace exec "$N" keep -- sha256sum data | cut -c1-64)
 assert_eq "$got" "$keep_sum" "the data of keep read in the Workspace mounted during the idle gc's plan"
 assert_eq "$(deleted)" 1 "deletions counted after an idle gc stopped by a mount"
-lfs workspace unmount "$N" keep >/dev/null
-wait_exit "$DAEMON" 60 || fail "sandbox $N did not idle-close after its Workspace was unmounted"
-HELD=
-assert_nothing_left "an idle close after a mount stopped the idle gc"
-assert_eq "$(deleted)" 0 "deletions counted after the next idle close's gc"
-verified "after an idle gc stopped by a mount and the next one"
+unmount_closes "a mount stopped the idle gc"
 # (i) A mount that comes once the accept loop has found the Sandbox idle, before its gc
 # starts (fault step idle-gc-start: d->lock let go between), stops that gc as one that
 # comes while it plans does ((h)): a mount at work on the Store then would wait for the
@@ -295,11 +297,7 @@ while not pattern.search(open(path).read()):
     os.read(fd, 65536)
 ' "$@" || fail "waiting for '$2' in $1"
 }
-mkdir -p "$WORK/i"
-head -c 100000 /dev/urandom >"$WORK/i/data"
-lfs branch create i >/dev/null
-lfs branch commit i --from "$WORK/i" -m i >/dev/null
-lfs branch delete i >/dev/null
+deleted_branch i
 fault_fifo "$WORK/gc"
 fault_fifo "$WORK/go"
 N=$(LAYERFS_IDLE_SECONDS=3 LAYERFS_GC_AFTER_DELETES=1 LAYERFS_FAULT="idle-gc-start#1@$WORK/gc" lfs sandbox create)
@@ -327,10 +325,5 @@ assert_eq "$(deleted)" 1 "deletions counted after an idle gc that a mount came b
 grep -q "project gc at the idle close stopped" "$LAYERFS_HOME/sandboxes/ig-$N/daemon.log" ||
         fail "the idle gc a mount came before did not stop: $(grep "project gc" "$LAYERFS_HOME/sandboxes/ig-$N/daemon.log")"
 ok
-lfs workspace unmount "$N" keep >/dev/null
-wait_exit "$DAEMON" 60 || fail "sandbox $N did not idle-close after its Workspace was unmounted"
-HELD=
-assert_nothing_left "an idle close after a mount stopped the idle gc before it started"
-assert_eq "$(deleted)" 0 "deletions counted after the next idle close's gc"
-verified "after an idle gc stopped by a mount before it started, and the next one"
+unmount_closes "a mount stopped the idle gc before it started"
 finish
