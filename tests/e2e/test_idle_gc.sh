@@ -303,18 +303,29 @@ fault_fifo "$WORK/go"
 N=$(LAYERFS_IDLE_SECONDS=3 LAYERFS_GC_AFTER_DELETES=1 LAYERFS_FAULT="idle-gc-start#1@$WORK/gc" lfs sandbox create)
 DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$N")
 HELD=$DAEMON
-python3 - "$LAYERFS_HOME/sandboxes/ig-$N" "$WORK/go" >"$WORK/mount-i.out" <<'PY' &
+python3 - "$LAYERFS_HOME/sandboxes/ig-$N" "$WORK/go" "$WORK/accepted-i" >"$WORK/mount-i.out" <<'PY' &
 import json, socket, sys
-sandbox, go = sys.argv[1], sys.argv[2]
+sandbox, go, accepted = sys.argv[1], sys.argv[2], sys.argv[3]
 token = open(sandbox + "/token").read().strip()
-s = socket.socket(socket.AF_UNIX)
-s.connect(sandbox + "/control.sock")
+def connect():
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(sandbox + "/control.sock")
+    return c
+s = connect()
+# A ping answered on a later connection: the loop accepted s before it (in their order),
+# and its idle time starts again from the ping, the step an idle time later.
+p = connect()
+p.sendall((json.dumps(dict(v=1, token=token, call="sandbox.ping")) + "\n").encode())
+p.recv(4096)
+open(accepted, "w").close()
 open(go).read()  # the accept loop is held at idle-gc-start: the request goes now
 s.sendall((json.dumps(dict(v=1, token=token, call="workspace.mount", branch="keep")) + "\n").encode())
 print(s.recv(65536).decode())
 PY
 MOUNTER=$!
 fault_reached "$DAEMON" "$WORK/gc" 60 >/dev/null || fail "the daemon $DAEMON ended without reaching idle-gc-start"
+[ -e "$WORK/accepted-i" ] ||
+        fail "sandbox $N's accept loop reached idle-gc-start before it accepted the mount's connection (its idle time, 3 s, was up before python3 connected)"
 echo go >"$WORK/go"
 wait "$MOUNTER" || fail "the mount sent while the accept loop was held failed"
 grep -q '"ok"' "$WORK/mount-i.out" || fail "the mount of keep sent as sandbox $N's idle gc was to start: $(cat "$WORK/mount-i.out")"
