@@ -86,7 +86,10 @@ bool idle_gc_start(daemon_state *d) {
                 return true;
         }
         d->idle_gc = IDLE_GC_RUNNING; /* before the thread can end */
-        d->idle_gc_stop = d->closing; /* a mount's stop was for the gc before this one */
+        /* A mount's stop was for the gc before this one; a mount that came since the
+         * accept loop found the Sandbox idle (d->lock let go between) stops this one as
+         * idle_gc_yield would have: at work on the Store, it would wait for the whole gc. */
+        d->idle_gc_stop = d->closing || mounted_any(d);
         bool started = pthread_create(&d->idle_gc_thread, NULL, idle_gc_main, d) == 0;
         if (!started)
                 d->idle_gc = IDLE_GC_NONE;

@@ -306,15 +306,6 @@ int control_listen(const char *path) {
         return fd;
 }
 
-/* A mount at work counts: it waits for a gc without d->lock for as long as the gc runs,
- * which may be longer than the idle time (its request's activity is counted as it came). */
-static bool mounted_any(daemon_state *d) {
-        for (int i = 0; i < MAX_WORKSPACES; i++)
-                if (d->ws[i].active || d->ws[i].mounting)
-                        return true;
-        return false;
-}
-
 /* Whether a connection accepted waits for its request, or has it read and not yet counted
  * as activity: with the accept loop going on
  * beside the idle gc, the request of a create taking this Sandbox from a pool may be on
@@ -388,6 +379,7 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms) {
                         long long left = last_activity + idle_ms - lfs_now_ms();
                         if (left <= 0) {
                                 idle_from = last_activity;
+                                lfs_fault_point("idle-gc-start"); /* found idle, d->lock let go */
                                 if (!idle_gc_start(d)) /* else decided as it ends */
                                         idle_close(d, lfd, paused, idle_from, &given_again);
                                 continue;

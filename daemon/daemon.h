@@ -157,7 +157,7 @@ typedef struct daemon_state {
         /* Signalled as a connection, an exec or a reaper of started processes ends (clients,
          * running_execs, waiters): the daemon's end waits on it for them. */
         pthread_cond_t gone_cond;
-        pthread_cond_t ws_released; /* a Workspace's last holder let go */
+        pthread_cond_t ws_released; /* a Workspace's last holder let go, or a mount's Store part ended */
         int wake_fd; /* eventfd: tells the accept loop to look again (close, idle) */
         /* signalfd of SIGTERM, SIGINT and SIGHUP, blocked in every thread of the daemon
          * (main blocks them before the first thread starts): the accept loop reads them
@@ -230,6 +230,8 @@ void control_serve(daemon_state *d, int lfd, long long idle_ms);
 
 /* mounts.c: the mount table and the Workspace calls. With d->lock held unless said. */
 workspace *find_ws(daemon_state *d, const char *branch);
+/* Whether a Workspace is mounted or being mounted (the idle close waits for both). */
+bool mounted_any(daemon_state *d);
 json_t *not_mounted(daemon_state *d, const char *branch);
 json_t *call_mount(daemon_state *d, const char *branch);
 /* Opens the Store for the first mount on a thread of its own, once the daemon answers;

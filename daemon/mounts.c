@@ -173,6 +173,7 @@ json_t *call_mount(daemon_state *d, const char *branch) {
         int r = open_base(d, w, &err);
         pthread_mutex_lock(&d->lock);
         w->mounting = false;
+        pthread_cond_broadcast(&d->ws_released); /* an unmount of the branch waits for this */
         if (d->closing) {
                 /* Its teardown did not wait for this mount (not active): what it made goes
                  * here, and no FUSE mount is made after the teardown's. */
@@ -211,6 +212,15 @@ json_t *call_mount(daemon_state *d, const char *branch) {
                  ws_session_transport(w->session), ws_session_passthrough(w->session) ? "on" : "off");
         return lfs_proto_ok(json_pack("{s:i, s:s, s:n, s:s}", "sandbox", d->number, "path", w->mountpoint,
                                       "image", "platform", "linux"));
+}
+
+/* A mount at work counts: it waits for a gc without d->lock for as long as the gc runs,
+ * which may be longer than the idle time (its request's activity is counted as it came). */
+bool mounted_any(daemon_state *d) {
+        for (int i = 0; i < MAX_WORKSPACES; i++)
+                if (d->ws[i].active || d->ws[i].mounting)
+                        return true;
+        return false;
 }
 
 json_t *not_mounted(daemon_state *d, const char *branch) {
@@ -408,9 +418,29 @@ int stop_mount(workspace *w, bool force) {
         return 0;
 }
 
+/* Waits (on d->ws_released, d->lock let go meanwhile) until no mount of branch is at work
+ * on the Store (call_mount). With d->lock held. */
+static void wait_mount_ended(daemon_state *d, const char *branch) {
+        for (;;) {
+                bool mounting = false;
+                for (int i = 0; i < MAX_WORKSPACES && !mounting; i++)
+                        mounting = d->ws[i].mounting && !strcmp(d->ws[i].branch, branch);
+                if (!mounting)
+                        return;
+                pthread_cond_wait(&d->ws_released, &d->lock);
+        }
+}
+
 /* Called with d->lock held (dispatch); releases it for the dirty check and while it waits
- * for the Workspace's other holders. */
+ * for a mount of the branch under way and for the Workspace's other holders. The mount is
+ * waited for as it was when it held d->lock throughout: the unmount that cleans up after a
+ * mount killed while it waited for a gc answered NotMounted, and the Workspace was mounted
+ * after it for good (tests/adversarial/test_mount_unlocked.sh). */
 json_t *call_unmount(daemon_state *d, const char *branch, bool discard) {
+        if (branch)
+                wait_mount_ended(d, branch);
+        if (d->closing) /* meanwhile: the mount undid itself */
+                return lfs_proto_errorf(LFS_NO_SUCH_SANDBOX, "sandbox %d is closing", d->number);
         workspace *w = branch ? find_ws(d, branch) : NULL;
         if (!w)
                 return not_mounted(d, branch);

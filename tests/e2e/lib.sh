@@ -284,6 +284,16 @@ kill_at_step() {
         return "$status"
 }
 
+# deleted_branch NAME: makes a branch NAME with 100 kB of data of its own, then deletes it:
+# the next gc has rows and objects to remove (test_idle_gc.sh, test_mount_unlocked.sh).
+deleted_branch() {
+        mkdir -p "$WORK/$1"
+        head -c 100000 /dev/urandom >"$WORK/$1/data"
+        "$LAYERFS" branch create "$1" >/dev/null
+        "$LAYERFS" branch commit "$1" --from "$WORK/$1" -m "$1" >/dev/null
+        "$LAYERFS" branch delete "$1" >/dev/null
+}
+
 # ---- gc racing other work (test_gc_race.sh, test_gc_workspace.sh) ------------------------
 # start_gc_loop DONE: runs project gc in the background until $WORK/DONE exists, and
 # returns once its first gc ended (so that the work started after it overlaps at least

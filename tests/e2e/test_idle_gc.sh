@@ -16,7 +16,8 @@
 # ping and list_workspaces were answered only once the mount had failed Busy after the
 # Store's busy_timeout of 10 s), and a SIGTERM meanwhile tears the Sandbox down with the
 # mount undone ((g)); a gc that still plans is stopped by the mount ((h): on the build
-# before, the mount waited for the whole gc, which removed what it planned).
+# before, the mount waited for the whole gc, which removed what it planned), and so is one
+# that the loop starts after a mount came ((i)).
 source "$(dirname "$0")/lib.sh"
 use_private_sandboxes
 export LAYERFS_PROJECT=ig
@@ -39,11 +40,7 @@ deleted() { sqlite3 -cmd ".timeout 10000" "$P/store.db" "SELECT coalesce(sum(val
 # gc after one deletion, and waits for its daemon to be held inside that gc (at STEP,
 # gc-transaction by default). Sets N, DAEMON and HELD.
 held_sandbox() {
-        mkdir -p "$WORK/$1"
-        head -c 100000 /dev/urandom >"$WORK/$1/data"
-        lfs branch create "$1" >/dev/null
-        lfs branch commit "$1" --from "$WORK/$1" -m "$1" >/dev/null
-        lfs branch delete "$1" >/dev/null
+        deleted_branch "$1"
         fault_fifo "$WORK/gc"
         N=$(LAYERFS_IDLE_SECONDS=$2 LAYERFS_GC_AFTER_DELETES=1 LAYERFS_FAULT="${3:-gc-transaction}#1@$WORK/gc" \
                 lfs sandbox create)
@@ -256,6 +253,17 @@ assert_eq "$(ls -A "$P/pins" 2>/dev/null || true)" "" "pins left by a mount undo
 assert_eq "$(deleted)" 0 "deletions counted after the idle gc of (g)"
 verified "after a SIGTERM while a mount waited for the idle gc"
 
+# unmount_closes WHAT: once keep is unmounted, sandbox N idle-closes after a gc that
+# removes the deletion a gc stopped by WHAT left counted, and leaves nothing.
+unmount_closes() {
+        lfs workspace unmount "$N" keep >/dev/null
+        wait_exit "$DAEMON" 60 || fail "sandbox $N did not idle-close after its Workspace was unmounted ($1)"
+        HELD=
+        assert_nothing_left "an idle close after $1"
+        assert_eq "$(deleted)" 0 "deletions counted after the next idle close's gc ($1)"
+        verified "after $1, and the next idle gc"
+}
+
 # (h) A mount while the gc still plans stops it (it loses only its plan): the mount goes
 # on at once, the deletion stays counted, and the idle close after the unmount runs the gc
 # again (the fault step holds only the first).
@@ -266,10 +274,67 @@ wait "$MOUNTER" || fail "the mount during the planning idle gc failed: $(cat "$W
 got=$(lfs workspace exec "$N" keep -- sha256sum data | cut -c1-64)
 assert_eq "$got" "$keep_sum" "the data of keep read in the Workspace mounted during the idle gc's plan"
 assert_eq "$(deleted)" 1 "deletions counted after an idle gc stopped by a mount"
-lfs workspace unmount "$N" keep >/dev/null
-wait_exit "$DAEMON" 60 || fail "sandbox $N did not idle-close after its Workspace was unmounted"
-HELD=
-assert_nothing_left "an idle close after a mount stopped the idle gc"
-assert_eq "$(deleted)" 0 "deletions counted after the next idle close's gc"
-verified "after an idle gc stopped by a mount and the next one"
+unmount_closes "a mount stopped the idle gc"
+# (i) A mount that comes once the accept loop has found the Sandbox idle, before its gc
+# starts (fault step idle-gc-start: d->lock let go between), stops that gc as one that
+# comes while it plans does ((h)): a mount at work on the Store then would wait for the
+# whole gc once the gc took gc.lock first. The mount's connection is accepted before the
+# loop is held there (a held loop accepts none), its request sent once it is held. On the
+# build before, the gc ran to its end beside the Workspace mounted (the deletion no longer
+# counted).
+# wait_logged FILE REGEX: waits (inotify, at most 60 s) until FILE has a line matching REGEX.
+wait_logged() {
+        python3 -c '
+import ctypes, os, re, select, sys
+path, pattern = sys.argv[1], re.compile(sys.argv[2])
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_CLOEXEC)
+if fd < 0 or libc.inotify_add_watch(fd, path.encode(), 0x2) < 0:  # IN_MODIFY
+    sys.exit("inotify on %s: %s" % (path, os.strerror(ctypes.get_errno())))
+while not pattern.search(open(path).read()):
+    if not select.select([fd], [], [], 60)[0]:
+        sys.exit("no line matching %r in %s within 60 s" % (sys.argv[2], path))
+    os.read(fd, 65536)
+' "$@" || fail "waiting for '$2' in $1"
+}
+deleted_branch i
+fault_fifo "$WORK/gc"
+fault_fifo "$WORK/go"
+N=$(LAYERFS_IDLE_SECONDS=3 LAYERFS_GC_AFTER_DELETES=1 LAYERFS_FAULT="idle-gc-start#1@$WORK/gc" lfs sandbox create)
+DAEMON=$(records "SELECT pid FROM sandboxes WHERE number=$N")
+HELD=$DAEMON
+python3 - "$LAYERFS_HOME/sandboxes/ig-$N" "$WORK/go" "$WORK/accepted-i" >"$WORK/mount-i.out" <<'PY' &
+import json, socket, sys
+sandbox, go, accepted = sys.argv[1], sys.argv[2], sys.argv[3]
+token = open(sandbox + "/token").read().strip()
+def connect():
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(sandbox + "/control.sock")
+    return c
+s = connect()
+# A ping answered on a later connection: the loop accepted s before it (in their order),
+# and its idle time starts again from the ping, the step an idle time later.
+p = connect()
+p.sendall((json.dumps(dict(v=1, token=token, call="sandbox.ping")) + "\n").encode())
+p.recv(4096)
+open(accepted, "w").close()
+open(go).read()  # the accept loop is held at idle-gc-start: the request goes now
+s.sendall((json.dumps(dict(v=1, token=token, call="workspace.mount", branch="keep")) + "\n").encode())
+print(s.recv(65536).decode())
+PY
+MOUNTER=$!
+fault_reached "$DAEMON" "$WORK/gc" 60 >/dev/null || fail "the daemon $DAEMON ended without reaching idle-gc-start"
+[ -e "$WORK/accepted-i" ] ||
+        fail "sandbox $N's accept loop reached idle-gc-start before it accepted the mount's connection (its idle time, 3 s, was up before python3 connected)"
+echo go >"$WORK/go"
+wait "$MOUNTER" || fail "the mount sent while the accept loop was held failed"
+grep -q '"ok"' "$WORK/mount-i.out" || fail "the mount of keep sent as sandbox $N's idle gc was to start: $(cat "$WORK/mount-i.out")"
+ok
+fault_release "$WORK/gc"
+wait_logged "$LAYERFS_HOME/sandboxes/ig-$N/daemon.log" "project gc(: removed| at the idle close)"
+assert_eq "$(deleted)" 1 "deletions counted after an idle gc that a mount came before"
+grep -q "project gc at the idle close stopped" "$LAYERFS_HOME/sandboxes/ig-$N/daemon.log" ||
+        fail "the idle gc a mount came before did not stop: $(grep "project gc" "$LAYERFS_HOME/sandboxes/ig-$N/daemon.log")"
+ok
+unmount_closes "a mount stopped the idle gc before it started"
 finish
