@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Commands where a seccomp filter refuses openat2 EPERM (a container runtime's profile
-# older than the call; Docker's before 20.10 answered every call it did not list EPERM).
+# older than the call: Docker's default one answered calls it did not list EPERM until
+# it answered them ENOSYS).
 # The home's directories, and each directory and file of an imported tree, are opened
 # beneath their parent with openat2 (docs/security.md, "Trees of another user");
 # lfs_open_beneath fell back to a walk of one component at a time only on ENOSYS, so
