@@ -13,6 +13,12 @@
 #    it for ever with `flock /tmp sleep infinity`. Fixed by: an export's parent is not
 #    locked (lfs_leftover_make_shared, lfs_leftovers_remove_shared): each temporary
 #    directory's own lock tells a live export's from a dead one's.
+# 3. An export that failed removed its temporary directory by name: the owner of DIR's
+#    parent had moved it away and put another directory of root's at its name (an earlier
+#    export into the same parent: they may rename it there, not change it), then made
+#    the export fail (DIR filled), and root emptied and removed that directory. Fixed by:
+#    the temporary directory is emptied through the descriptor the export holds, then
+#    removed by name, which removes at most an empty directory (lfs_leftover_remove_held).
 # The swap lands every round: the export is held at step export-batch (docs/testing.md).
 source "$(dirname "$0")/../e2e/lib.sh"
 
@@ -72,6 +78,31 @@ ok
 mkdir "$WORK/pub/.again.layerfs-export-999999"
 lfs branch export main "$WORK/pub/again" >/dev/null
 [ ! -e "$WORK/pub/.again.layerfs-export-999999" ] || fail "a dead export's directory was not swept beside the flock"
+ok
+
+# 3. A failed export's temporary directory swapped for an earlier export of root's.
+mkdir -m 755 "$WORK/user2"
+chown "$ATTACKER:$ATTACKER" "$WORK/user2"
+lfs branch export main "$WORK/user2/old" >/dev/null
+as_attacker rm -f "$WORK/user2/old/f1" 2>/dev/null && fail "the attacker could change root's earlier export: no attack"
+ok
+fault_fifo "$FIFO"
+LAYERFS_FAULT="export-batch#1@$FIFO" timeout 60 "$LAYERFS" branch export main "$WORK/user2/new" \
+        >/dev/null 2>"$WORK/export.err" &
+exporter=$!
+fault_reached "$exporter" "$FIFO" >/dev/null || fail "the export ended before the step: $(cat "$WORK/export.err")"
+as_attacker sh -c "cd '$WORK/user2' && tmp=\$(echo .new.layerfs-export-*) && mv \"\$tmp\" moved &&
+        mv old \"\$tmp\" && mkdir new && touch new/mine" || fail "the attacker's swap failed"
+fault_release "$FIFO"
+status=0
+wait "$exporter" || status=$?
+assert_eq "$status" 125 "the exit status of the export into a DIR filled meanwhile ($(cat "$WORK/export.err"))"
+[ -n "$(find "$WORK/user2" -maxdepth 1 -name '.new.layerfs-export-*' -print -quit)" ] ||
+        fail "root's earlier export, put at the name of the failed export's directory, was removed"
+cmp "$WORK/src/f1" "$WORK/user2"/.new.layerfs-export-*/f1 ||
+        fail "root's earlier export, put at the name of the failed export's directory, was emptied"
+ok
+[ -z "$(ls -A "$WORK/user2/moved")" ] || fail "the failed export's own directory was not emptied"
 ok
 
 finish

@@ -90,15 +90,19 @@ static bool remove_leftover(int dirfd, const char *name, lfs_leftover_check is_g
                 return false;
         if (S_ISREG(st.st_mode))
                 return unlinkat(dirfd, name, 0) == 0;
+        return lfs_leftover_remove_held(dirfd, name, fd) == 0;
+}
+
+int lfs_leftover_remove_held(int dirfd, const char *name, int fd) {
         DIR *d = lfs_opendir_at_fd(fd);
         if (!d)
-                return false;
+                return -errno;
         struct dirent *de;
         while ((de = readdir(d)))
                 if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
                         (void)rm_rf_at(fd, de->d_name);
         closedir(d);
-        return unlinkat(dirfd, name, AT_REMOVEDIR) == 0;
+        return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 }
 
 static size_t leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is_garbage, void *userdata,

@@ -38,3 +38,10 @@ size_t lfs_leftovers_remove(int dirfd, const char *prefix, lfs_leftover_check is
 int lfs_leftover_make_shared(int dirfd, const char *name, int flags, mode_t mode);
 size_t lfs_leftovers_remove_shared(int dirfd, const char *prefix, lfs_leftover_check is_garbage,
                                    void *userdata);
+
+/* Removes dirfd/name, a directory its writer made and still holds open (fd, as
+ * lfs_leftover_make returned it): emptied through fd, then removed by name, which is at
+ * most an empty directory if the name was swapped meanwhile (a parent another user owns:
+ * removed by name alone, whatever directory of root's they had moved there was emptied).
+ * 0 or -errno. */
+int lfs_leftover_remove_held(int dirfd, const char *name, int fd);

@@ -141,9 +141,12 @@ int lfs_open_beneath(int dirfd, const char *path, int flags) {
         struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
                                 .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
         int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        if (fd >= 0 || errno != ENOSYS)
+        if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
                 return fd < 0 ? -errno : fd;
-        /* Before openat2 (Linux 5.6): one component at a time, none a symlink or "..". */
+        /* Before openat2 (Linux 5.6), or where a seccomp filter refuses it EPERM (container
+         * runtimes' profiles older than the call: every import of a tree failed "cannot
+         * read: Operation not permitted"): one component at a time, none a symlink or "..".
+         * A file's own EPERM comes back from these opens. */
         _cleanup_free_ char *copy = xstrdup(path);
         int at = dirfd;
         char *save = NULL;

@@ -366,8 +366,11 @@ int lfs_branch_export(lfs_store *s, const char *ref, const char *dir, lfs_error 
         if (r == 0 && renameat(parent_fd, tmp, parent_fd, base) < 0)
                 r = lfs_fail(err, LFS_FAILED, errno, "cannot move the export into place at '%s': %s", dir,
                              strerror(errno));
+        /* Through the directory it made and holds, not its name again: the owner of DIR's
+         * parent may have put another of root's directories there (an earlier export), and
+         * it was emptied. */
         if (r < 0)
-                rm_rf_at(parent_fd, tmp);
+                (void)lfs_leftover_remove_held(parent_fd, tmp, ew.root_fd);
         close(ew.root_fd);
         export_signals_release(&ew.signals);
         return r;

@@ -27,8 +27,10 @@
 
 /* A read's path beneath its dirfd, no symlink followed on the way (lfs_io_item.follow
  * false): a directory of an import swapped for a symlink to /etc after it was listed led
- * the read of a file listed in it to /etc's file of that name. */
-static const struct open_how read_beneath = {
+ * the read of a file listed in it to /etc's file of that name. Static, and never written:
+ * the kernel reads it when it takes the SQE, which is later than start_chains' return
+ * for an SQE that a failed submission left queued (the next submit_and_wait takes it). */
+static struct open_how read_beneath = {
         .flags = READ_FLAGS,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 };
@@ -259,8 +261,6 @@ static int wait_until_idle(lfs_io *io) {
 /* Starts k <= LFS_IO_BATCH chains in the next half of the file table, once the batch
  * that used it before is done. */
 static int start_chains(lfs_io *io, lfs_io_item *items, size_t k, bool write) {
-        /* Read by the kernel at the submission below (no SQPOLL): one for every read. */
-        struct open_how how = read_beneath;
         unsigned group = io->next_group;
         io->next_group ^= 1;
         int r = wait_for(io, group ? group1_free : group0_free);
@@ -279,7 +279,7 @@ static int start_chains(lfs_io *io, lfs_io_item *items, size_t k, bool write) {
                 if (write || it->follow)
                         io_uring_prep_openat_direct(sqe, it->dirfd, it->path, flags, it->mode, slot);
                 else
-                        io_uring_prep_openat2_direct(sqe, it->dirfd, it->path, &how, slot);
+                        io_uring_prep_openat2_direct(sqe, it->dirfd, it->path, &read_beneath, slot);
                 /* Not IOSQE_ASYNC: a read of a cached file then completes inside the
                  * submission, with no worker's wake-up and no context switch (measured on a
                  * loaded 2-CPU machine: 15-25% less CPU than forced to a worker, and as fast
