@@ -450,7 +450,14 @@ teardown_sandboxes() {
         "$LAYERFS" runtime reclaim >/dev/null 2>&1 || true
         if [ -d "$CGR" ]; then
                 echo 1 >"$CGR/cgroup.kill" 2>/dev/null || true
-                sleep 0.2
+                # The kill is asynchronous: on a loaded machine 0.2 s was not always enough
+                # for the subtree to empty, and its cgroups were left behind (an adversarial
+                # run under load 6 left one). Wait for the kernel's word, at most 10 s.
+                local i
+                for i in $(seq 100); do
+                        grep -qx 'populated 0' "$CGR/cgroup.events" 2>/dev/null && break
+                        sleep 0.1
+                done
                 find "$CGR" -depth -type d -exec rmdir {} + 2>/dev/null || true
         fi
         { grep -F "$WORK" /proc/mounts || true; } | awk '{print $2}' | while read -r m; do umount -l "$m" 2>/dev/null || true; done # gone meanwhile: not a failure
