@@ -89,7 +89,7 @@ try:
         mem.seek(start)
         page = mem.read(4096)
     # What the target and the file were, for a failure to say (seen once in a loaded make
-    # check and in none of 180 rounds after: docs/security.md).
+    # check, not in the runs and rounds after: docs/security.md).
     status = {l.split(":")[0]: l.split(":", 1)[1].strip() for l in open(f"/proc/{pid}/status") if ":" in l}
     st = os.stat("other/xonly")
     print("read", len(page), "bytes, starting", page[:4], "; the target: Uid", status.get("Uid"),
