@@ -88,12 +88,13 @@ try:
     with open(f"/proc/{pid}/mem", "rb") as mem:
         mem.seek(start)
         page = mem.read(4096)
-    # What the target and the file were, for a failure to say (seen once in a loaded make
-    # check, not in the runs and rounds after: docs/security.md).
+    # What the target and the file were, and the host's fs.suid_dumpable (at 1 the kernel
+    # leaves an execute-only program dumpable: docs/security.md), for a failure to say.
     status = {l.split(":")[0]: l.split(":", 1)[1].strip() for l in open(f"/proc/{pid}/status") if ":" in l}
     st = os.stat("other/xonly")
     print("read", len(page), "bytes, starting", page[:4], "; the target: Uid", status.get("Uid"),
-          "CapEff", status.get("CapEff"), "; the file: mode", oct(st.st_mode), "owner", st.st_uid)
+          "CapEff", status.get("CapEff"), "; the file: mode", oct(st.st_mode), "owner", st.st_uid,
+          "; fs.suid_dumpable", open("/proc/sys/fs/suid_dumpable").read().strip())
 except OSError as e:
     print("refused:", e.strerror)
 finally:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Attack: a command that is root in its Sandbox's user namespace (LAYERFS_COMMAND_UID=0)
-# takes the daemon's fds from the child that starts the next command. That child is a
+# test-runner: alone (it sets the host's fs.suid_dumpable to 1, which makes every execute-only program dumpable: test_spawn_caps.sh beside it saw one read)
+# Attack: a command that is root in its Sandbox's user namespace (LAYERFS_COMMAND_UID=0,
+# refused since: the command uid is 1 or more) takes the daemon's fds from the child that starts the next command. That child is a
 # copy (fork, or clone3 without CLONE_VM: LAYERFS_NO_CLONE3=1, kernels that refuse a
 # child sharing memory) or a sharer (lfs_clone3_shared) of the daemon's memory, holding
 # every fd of the daemon until its execve; between its setns into the Sandbox's user
