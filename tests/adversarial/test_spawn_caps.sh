@@ -88,7 +88,7 @@ try:
     with open(f"/proc/{pid}/mem", "rb") as mem:
         mem.seek(start)
         page = mem.read(4096)
-    # What the target and the file were, and the host's fs.suid_dumpable (at 1 the kernel
+    # What the target and the file were, and the host fs.suid_dumpable (at 1 the kernel
     # leaves an execute-only program dumpable: docs/security.md), for a failure to say.
     status = {l.split(":")[0]: l.split(":", 1)[1].strip() for l in open(f"/proc/{pid}/status") if ":" in l}
     st = os.stat("other/xonly")
